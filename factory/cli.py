@@ -1,0 +1,76 @@
+"""The ``wheelfactory`` command line. Fatal errors are caught once, in ``main``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .compat import load_table
+from .errors import ConfigError, WheelfactoryError
+from .matrix import load_matrix
+from .plan import Plan, expand, parse_shard
+from .render import console, github_json, plan_json, print_plan
+
+MATRIX_OPTION = click.option(
+    "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("matrix.toml"), show_default=True, help="The matrix file.")
+COMPAT_OPTION = click.option(
+    "--compat", "compat_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="A compatibility table to use instead of the bundled one (same schema).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="wheelfactory")
+def cli() -> None:
+    """Build one repaired, verified wheel per torch x backend x ABI variant of a kernel project."""
+
+
+def _load_plan(matrix_path: Path, compat_path: Path | None) -> Plan:
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    return expand(matrix, table)
+
+
+@cli.command()
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table",
+              show_default=True, help="table for people, json per the contract, github for strategy.matrix.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N (deterministic, disjoint; together the shards cover the plan).")
+@click.option("--explain", is_flag=True, help="Also list the pruned combinations and why.")
+def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | None, explain: bool) -> None:
+    """Expand matrix.toml into variants, pruning what cannot exist."""
+    shard_spec = parse_shard(shard) if shard else None
+    result = _load_plan(matrix_path, compat_path)
+    if shard_spec:
+        result = result.shard(*shard_spec)
+    if fmt == "json":
+        click.echo(plan_json(result))
+    elif fmt == "github":
+        click.echo(github_json(result))
+    else:
+        title = f"Plan for {matrix_path}" + (f" (shard {shard})" if shard else "")
+        print_plan(console(), result, explain=explain, title=title)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI; turn known failures into one line on stderr and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="wheelfactory", standalone_mode=False)
+    except WheelfactoryError as exc:
+        label = "config error" if isinstance(exc, ConfigError) else "error"
+        click.echo(f"wheelfactory: {label}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("wheelfactory: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(0)

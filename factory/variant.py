@@ -1,0 +1,226 @@
+"""Variant identities: frozen values with one parser and one formatter each.
+
+A variant is one (torch, backend+toolkit, C++ ABI, Python, arch) combination. Its id follows
+the Hugging Face kernels convention, ``torch214-cxx11-cu130-x86_64-linux``; stable-ABI builds
+are ``torch-stable-abi210-cu130-x86_64-linux``. A build for one CPython version (not abi3) gets
+a ``-cp311`` suffix so that ids stay unique; the HF layout only carries abi3 builds.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from packaging.version import InvalidVersion, Version
+
+BackendKind = Literal["cpu", "cuda", "rocm"]
+BACKEND_KINDS: tuple[BackendKind, ...] = ("cpu", "cuda", "rocm")
+ARCHES = ("x86_64", "aarch64")
+
+
+class InvalidBackend(ValueError):
+    """A backend name that is none of cpu, cuda, rocm, cuXY[Z], rocmX.Y."""
+
+
+class InvalidVariantId(ValueError):
+    """A string that is not a variant id."""
+
+
+def minor_of(version: str) -> str:
+    """``"2.14.1"`` -> ``"2.14"``; ``"6.2.4"`` -> ``"6.2"``."""
+    release = Version(version).release
+    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
+
+
+@dataclass(frozen=True, order=True)
+class Backend:
+    """A compute backend with its toolkit version: cpu, cuda 12.4, rocm 6.2.4."""
+
+    kind: BackendKind
+    version: str | None = None  # toolkit version as torch names it ("12.4", "6.2.4"); None for cpu
+
+    def __post_init__(self) -> None:
+        if self.kind not in BACKEND_KINDS:
+            raise InvalidBackend(f"unknown backend kind {self.kind!r}")
+        if (self.kind == "cpu") != (self.version is None):
+            raise InvalidBackend(f"backend {self.kind!r} with version {self.version!r}")
+
+    @property
+    def tag(self) -> str:
+        """Short tag used in ids and local versions: ``cpu``, ``cu124``, ``rocm62``."""
+        if self.version is None:
+            return "cpu"
+        major, minor = minor_of(self.version).split(".")
+        return f"cu{major}{minor}" if self.kind == "cuda" else f"rocm{major}{minor}"
+
+    @property
+    def build_name(self) -> str:
+        """Name of the torch build as PyTorch's index paths spell it: ``cu124``, ``rocm6.2.4``."""
+        if self.kind == "rocm":
+            return f"rocm{self.version}"
+        return self.tag
+
+    def __str__(self) -> str:
+        return self.build_name
+
+    @classmethod
+    def parse(cls, text: str) -> Backend:
+        """Parse a pinned build name: ``cpu``, ``cu124``, ``cu130``, ``rocm6.2``, ``rocm6.2.4``."""
+        name = text.strip().lower()
+        if name == "cpu":
+            return cls("cpu")
+        cuda = re.fullmatch(r"cu(\d{1,2})(\d)", name)
+        if cuda:
+            return cls("cuda", f"{int(cuda.group(1))}.{cuda.group(2)}")
+        rocm = re.fullmatch(r"rocm(\d+\.\d+(?:\.\d+)?)", name)
+        if rocm:
+            return cls("rocm", rocm.group(1))
+        raise InvalidBackend(
+            f"unknown backend {text!r}: use cpu, cuda, rocm, or a pinned build like cu124 or rocm6.2"
+        )
+
+
+_ID = re.compile(
+    r"^torch(?:(?P<maj>\d)(?P<min>\d+)-(?P<abi>cxx11|cxx98)|-stable-abi(?P<smaj>\d)(?P<smin>\d+))"
+    r"-(?P<backend>cpu|cu\d{2,3}|rocm\d{2,3})-(?P<arch>x86_64|aarch64)-linux(?:-cp(?P<py>3\d+))?$"
+)
+
+
+@dataclass(frozen=True, order=True)
+class VariantId:
+    """The identity of a variant, as it appears in directory names and the manifest."""
+
+    torch: str  # major.minor, "2.14"; for stable-ABI builds the oldest torch it serves
+    backend: Backend  # toolkit at major.minor precision (ids do not carry patch versions)
+    cxx11_abi: bool
+    arch: str = "x86_64"
+    python: str = "abi3"  # "abi3" or a CPython version "3.11"
+    stable_abi: bool = False
+
+    def __str__(self) -> str:
+        major, minor = self.torch.split(".")
+        if self.stable_abi:
+            head = f"torch-stable-abi{major}{minor}"
+        else:
+            head = f"torch{major}{minor}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
+        text = f"{head}-{self.backend.tag}-{self.arch}-linux"
+        if self.python != "abi3":
+            text += "-cp" + self.python.replace(".", "")
+        return text
+
+    @classmethod
+    def parse(cls, text: str) -> VariantId:
+        found = _ID.match(text)
+        if not found:
+            raise InvalidVariantId(
+                f"not a variant id: {text!r} (expected e.g. torch214-cxx11-cu130-x86_64-linux)"
+            )
+        stable = found.group("smaj") is not None
+        major = found.group("smaj") if stable else found.group("maj")
+        minor = found.group("smin") if stable else found.group("min")
+        tag = found.group("backend")
+        if tag.startswith("rocm"):  # rocm62 -> 6.2: ids keep major.minor only
+            backend = Backend("rocm", f"{tag[4]}.{int(tag[5:])}")
+        else:
+            backend = Backend.parse(tag)
+        py = found.group("py")
+        return cls(
+            torch=f"{major}.{int(minor)}",
+            backend=backend,
+            cxx11_abi=stable or found.group("abi") == "cxx11",
+            arch=found.group("arch"),
+            python="abi3" if py is None else f"{py[0]}.{py[1:]}",
+            stable_abi=stable,
+        )
+
+
+@dataclass(frozen=True)
+class BuildSettings:
+    """Per-variant build settings that come from [[include]] entries (they change the wheel)."""
+
+    extra_cflags: tuple[str, ...] = ()
+    extra_cuda_cflags: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+
+    def merged(self, other: BuildSettings) -> BuildSettings:
+        return BuildSettings(
+            extra_cflags=self.extra_cflags + other.extra_cflags,
+            extra_cuda_cflags=self.extra_cuda_cflags + other.extra_cuda_cflags,
+            env=tuple(sorted({**dict(self.env), **dict(other.env)}.items())),
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A variant the plan will build: its identity plus the facts a build needs."""
+
+    key: VariantId
+    torch_version: str  # exact torch release to build against, "2.14.1"
+    toolkit: str | None  # full toolkit version, "12.4", "6.2.4"; None for cpu
+    arch_list: tuple[str, ...]  # CUDA archs ("8.0", "12.0+PTX") or ROCm gfx targets; () for cpu
+    torch_index: str  # index URL that serves this torch build
+    torch_on_pypi: bool  # the PyPI default build: installable with a plain `pip install torch`
+    wheel_platform: str  # platform tag of torch's own wheels (a floor hint for the build image)
+    settings: BuildSettings = field(default_factory=BuildSettings)
+    notes: tuple[str, ...] = ()  # things the planner adjusted, e.g. archs dropped from an override
+
+    @property
+    def id(self) -> str:
+        return str(self.key)
+
+    @property
+    def backend(self) -> Backend:
+        return Backend(self.key.backend.kind, self.toolkit)
+
+    @property
+    def local_version(self) -> str:
+        """PEP 440 local label: ``cu130torch2.14``, ``cputorch2.6cxx98``."""
+        label = f"{self.key.backend.tag}torch{self.key.torch}"
+        if self.key.stable_abi:
+            return label + "stableabi"
+        return label if self.key.cxx11_abi else label + "cxx98"
+
+    @property
+    def torch_requirement(self) -> str:
+        return f"torch=={self.torch_version}"
+
+    def sort_key(self) -> tuple[Version, str, str, bool, str, str]:
+        backend = self.key.backend
+        return (Version(self.key.torch), backend.kind, backend.version or "", not self.key.cxx11_abi,
+                self.key.python, self.key.arch)
+
+    def as_dict(self) -> dict[str, object]:
+        """The contract shape of ``plan --format json`` (see ARCHITECTURE.md)."""
+        return {
+            "id": self.id,
+            "torch": self.key.torch,
+            "torch_version": self.torch_version,
+            "torch_requirement": self.torch_requirement,
+            "backend": self.key.backend.kind,
+            "build": self.backend.build_name,
+            "toolkit": self.toolkit,
+            "cxx11_abi": self.key.cxx11_abi,
+            "python": self.key.python,
+            "arch": self.key.arch,
+            "stable_abi": self.key.stable_abi,
+            "local_version": self.local_version,
+            "arch_list": ";".join(self.arch_list),
+            "torch_index": self.torch_index,
+            "torch_on_pypi": self.torch_on_pypi,
+            "wheel_platform": self.wheel_platform,
+            "extra_cflags": list(self.settings.extra_cflags),
+            "extra_cuda_cflags": list(self.settings.extra_cuda_cflags),
+            "env": dict(self.settings.env),
+            "notes": list(self.notes),
+        }
+
+
+def parse_version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
