@@ -26,9 +26,9 @@ DEFAULT_BASE_IMAGES = {
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
 }
 
-_PYTHON = re.compile(r"^3\.\d{1,2}$")
-_CUDA_ARCH = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?$")
-_GFX = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
+_CUDA_ARCH = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?$", re.ASCII)
+_GFX = re.compile(r"^gfx[0-9a-f]{3,4}$", re.ASCII)
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 
 
@@ -263,7 +263,7 @@ def _abi(table: Table) -> tuple[bool, ...]:
 
 def _python(table: Table, key: str | int, text: str) -> str:
     value = text.strip().lower()
-    if value == "abi3" or _PYTHON.match(value):
+    if value == "abi3" or _PYTHON.fullmatch(value):
         return value
     table.error(key, f"unknown Python {text!r}", "use 'abi3' (one wheel for every CPython >= 3.9) or a "
                 "version like '3.11'")
@@ -285,14 +285,17 @@ def _toolkit_filter(table: Table) -> ToolkitFilter:
     specs = []
     for text in texts:
         try:
-            Version(text)
-            specs.append(SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}"))
-        except InvalidVersion:
             try:
+                version = Version(text)
+            except InvalidVersion:
                 specs.append(SpecifierSet(text))
-            except InvalidSpecifier:
-                table.error("toolkits", f"{text!r} is neither a toolkit version nor a specifier",
-                            "use \"all\", \"default\" or e.g. [\"12.4\", \">=12.8\"]")
+            else:
+                if version.pre or version.dev or version.post or version.local:
+                    raise InvalidSpecifier(text)
+                specs.append(SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}"))
+        except InvalidSpecifier:
+            table.error("toolkits", f"{text!r} is neither a toolkit version nor a specifier",
+                        "use \"all\", \"default\" or e.g. [\"12.4\", \">=12.8\"]")
     if not specs:
         table.error("toolkits", "is empty", "use \"all\", \"default\" or a list of versions")
     return ToolkitFilter("listed", tuple(specs), ", ".join(texts))
@@ -307,7 +310,7 @@ def _cuda_arch_list(table: Table, key: str) -> tuple[str, ...] | None:
     if not items:
         table.error(key, "is empty", "e.g. arch_list = \"8.0;9.0;12.0+PTX\"")
     for arch in items:
-        if not _CUDA_ARCH.match(arch):
+        if not _CUDA_ARCH.fullmatch(arch):
             table.error(key, f"{arch!r} is not a CUDA compute capability",
                         "use the TORCH_CUDA_ARCH_LIST form, e.g. \"8.0;9.0a;12.0+PTX\"")
     return items
@@ -325,7 +328,7 @@ def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:
     if not targets:
         table.error(key, "is empty", "e.g. gfx_targets = [\"gfx90a\", \"gfx942\"]")
     for target in targets:
-        if not _GFX.match(target):
+        if not _GFX.fullmatch(target):
             table.error(key, f"{target!r} is not a gfx target", "use names like gfx90a or gfx942")
     return targets
 
@@ -409,8 +412,9 @@ def _build(table: Table) -> BuildConfig:
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
     table.reject_unknown({"path", "kind"})
     path = table.string("path", "kernels/fusedops")
-    if not path.strip():
-        table.error("path", "is empty", "point it at a kernel project directory")
+    if not path.strip() or "\0" in path:
+        table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
+                    "point it at a kernel project directory")
     kind = table.string("kind", "auto")
     if kind not in PROJECT_KINDS:
         table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")

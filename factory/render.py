@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .plan import Plan
@@ -32,18 +33,80 @@ def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
         archs = ";".join(v.arch_list) or "-"
         if v.notes:
             archs += " (" + "; ".join(v.notes) + ")"
-        table.add_row(v.id, v.torch_version, v.backend.build_name,
-                      "cxx11" if v.key.cxx11_abi else "cxx98", v.key.python, f"+{v.local_version}", archs)
+        # Cells are escaped: user text such as "[cuda].toolkits" must not be read as rich markup.
+        table.add_row(*map(escape, (v.id, v.torch_version, v.backend.build_name,
+                                    "cxx11" if v.key.cxx11_abi else "cxx98", v.key.python,
+                                    f"+{v.local_version}", archs)))
     out.print(table)
     summary = f"{len(plan.variants)} variant(s), {len(plan.pruned)} pruned combination(s)"
     if plan.pruned and not explain:
         summary += " (--explain shows why)"
-    out.print(summary)
+    out.print(summary, markup=False)
     if explain and plan.pruned:
         pruned = Table(title="Pruned", title_justify="left", header_style="bold")
         for column in ("torch", "build", "ABI", "python", "arch", "reason"):
             pruned.add_column(column)
         for p in plan.pruned:
             abi = "any" if p.cxx11_abi is None else ("cxx11" if p.cxx11_abi else "cxx98")
-            pruned.add_row(p.torch, p.backend, abi, p.python or "any", p.arch or "any", p.reason)
+            pruned.add_row(*map(escape, (p.torch, p.backend, abi, p.python or "any", p.arch or "any", p.reason)))
         out.print(pruned)
+
+
+class BuildView:
+    """Per-variant status while a matrix runs: a live table on a terminal, one line per event
+    otherwise (CI logs), and a summary at the end."""
+
+    def __init__(self, out: Console, variant_ids: list[str]) -> None:
+        import time
+
+        from rich.live import Live
+
+        self._time = time.monotonic
+        self.out = out
+        self.rows = {vid: ["queued", "", None] for vid in variant_ids}
+        self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
+
+    def __enter__(self) -> BuildView:
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.update(self._table())
+            self.live.__exit__(None, None, None)
+
+    def _table(self) -> Table:
+        table = Table(header_style="bold")
+        for column in ("variant", "status", "elapsed", "detail"):
+            table.add_column(column)
+        for vid, (status, detail, started) in self.rows.items():
+            elapsed = f"{self._time() - started:.0f} s" if started and status == "building" else ""
+            style = {"built": "green", "cached": "cyan", "failed": "red", "building": "yellow"}.get(status, "")
+            table.add_row(vid, f"[{style}]{status}[/]" if style else status, elapsed, detail[:80])
+        return table
+
+    def __call__(self, variant_id: str, phase: str, detail: str) -> None:
+        row = self.rows[variant_id]
+        row[0], row[1] = phase, detail
+        if phase == "building":
+            row[2] = self._time()
+        if self.live:
+            self.live.update(self._table())
+        else:
+            self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""))
+
+
+def print_build_summary(out: Console, outcomes: list, out_dir: str) -> None:  # list[Outcome]
+    table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
+    for column in ("variant", "status", "seconds", "wheel", "sha256"):
+        table.add_column(column)
+    for o in outcomes:
+        e = o.entry
+        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", e.wheel or "-", (e.sha256 or "")[:16])
+    out.print(table)
+    for o in outcomes:
+        if o.entry.status == "failed":
+            out.print(f"[red]{o.variant.id} failed[/]: {o.entry.error}")
+            if o.log_tail:
+                out.print(o.log_tail, markup=False, highlight=False)

@@ -9,6 +9,7 @@ type, and the line is given where it can be found.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -27,17 +28,23 @@ KeyPath = tuple[str | int, ...]
 
 _DECODE_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_DOTTED_PART = re.compile(r"\"[^\"]*\"|'[^']*'|[^.\s]+")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*=""")
 
 
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 def format_key(path: KeyPath) -> str:
-    """``("include", 1, "backend")`` -> ``[[include]] #2 .backend``-style, readable for people."""
+    """``("include", 1, "backend")`` -> ``include[2].backend``, readable for people."""
     out = ""
     for part in path:
         if isinstance(part, int):
             out += f"[{part + 1}]"  # people count entries from 1
         else:
-            out += f".{part}" if out else part
+            # Quoted keys may hold anything, newlines included: show them as TOML would.
+            name = part if _BARE_KEY.fullmatch(part) else json.dumps(part)
+            out += f".{name}" if out else name
     return out
 
 
@@ -67,7 +74,7 @@ class _LineIndex:
         for number, line in enumerate(text.splitlines(), start=1):
             header = _HEADER.match(line)
             if header and "=" not in line.split("]")[0]:
-                names = tuple(_unquote(p) for p in header.group(2).split("."))
+                names = tuple(_unquote(p) for p in _DOTTED_PART.findall(header.group(2)))
                 if header.group(1) == "[[":
                     index = counters.get(names, -1) + 1
                     counters[names] = index
@@ -108,6 +115,9 @@ class TomlDocument:
             detail = _DECODE_POSITION.sub("", message).strip()
             raise ConfigError(f"not valid TOML: {detail}", file=file, line=line,
                               hint="fix the syntax (see https://toml.io)") from None
+        except RecursionError:
+            raise ConfigError("not valid TOML: arrays or tables nested too deeply", file=file,
+                              hint="flatten the document") from None
         return cls(file=file, data=data, _index=_LineIndex(text))
 
     @classmethod

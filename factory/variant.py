@@ -70,10 +70,10 @@ class Backend:
         name = text.strip().lower()
         if name == "cpu":
             return cls("cpu")
-        cuda = re.fullmatch(r"cu(\d{1,2})(\d)", name)
+        cuda = re.fullmatch(r"cu(\d{1,2})(\d)", name, re.ASCII)
         if cuda:
             return cls("cuda", f"{int(cuda.group(1))}.{cuda.group(2)}")
-        rocm = re.fullmatch(r"rocm(\d+\.\d+(?:\.\d+)?)", name)
+        rocm = re.fullmatch(r"rocm(\d+\.\d+(?:\.\d+)?)", name, re.ASCII)
         if rocm:
             return cls("rocm", rocm.group(1))
         raise InvalidBackend(
@@ -83,7 +83,8 @@ class Backend:
 
 _ID = re.compile(
     r"^torch(?:(?P<maj>\d)(?P<min>\d+)-(?P<abi>cxx11|cxx98)|-stable-abi(?P<smaj>\d)(?P<smin>\d+))"
-    r"-(?P<backend>cpu|cu\d{2,3}|rocm\d{2,3})-(?P<arch>x86_64|aarch64)-linux(?:-cp(?P<py>3\d+))?$"
+    r"-(?P<backend>cpu|cu\d{2,3}|rocm\d{2,3})-(?P<arch>x86_64|aarch64)-linux(?:-cp(?P<py>3\d+))?$",
+    re.ASCII,
 )
 
 

@@ -84,4 +84,5 @@ def test_table_errors_name_file_and_key(tmp_path: Path, snippet: str, message: s
     with pytest.raises(ConfigError) as info:
         load_table(path)
     assert message in str(info.value)
-    assert str(path) in str(info.value) and "torch.2.15" in str(info.value)
+    assert f'{path}:' in str(info.value) and 'torch."2.15"' in str(info.value)
+    assert info.value.line is not None and info.value.line > len(BUNDLED.read_text().splitlines())
