@@ -206,6 +206,8 @@ def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelec
     known = compat.known_versions()
     add_hint = f"known releases: {known}; add new ones to {compat.file}"
     value = text.strip()
+    if not value:
+        table.error(key, "empty torch version", "name a release like '2.6', a specifier or 'latest'")
     if value == "latest":
         return TorchSelector(value, (compat.releases[-1].minor,))
     version: Version | None

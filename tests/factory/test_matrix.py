@@ -68,6 +68,7 @@ base_image = { aarch64 = "my/aarch64:1" }
     ("[matrx]\n", "matrix.toml:1: matrx: unknown key; did you mean 'matrix'?"),
     ("[matrix]\ntorch = ['2.3']\n", "matrix.toml:2: matrix.torch: unknown torch version '2.3'"),
     ("[matrix]\ntorch = ['>=3.0']\n", "'>=3.0' selects no torch release"),
+    ("[matrix]\ntorch = ['']\n", "empty torch version"),
     ("[matrix]\ntorch = ['two']\n", "neither a torch version nor a version specifier"),
     ("[matrix]\ntorch = 2.6\n", "matrix.torch: must be an array of strings, got number 2.6"),
     ("[matrix]\ntorch = []\n", "matrix.torch: is empty"),
