@@ -57,6 +57,57 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
         print_plan(console(), result, explain=explain, title=title)
 
 
+@cli.command()
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Output directory (default: [build].out of the matrix, i.e. dist/).")
+@click.option("--engine", type=click.Choice(["auto", "host"]), default=None,
+              help="host: build for the torch of --python, here. auto (default): the matrix's choice.")
+@click.option("--python", "python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter whose torch the host engine builds for.")
+@click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Parallel builds (0: automatic).")
+def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
+          only: tuple[str, ...], jobs: int | None) -> None:
+    """Build, repair and check one wheel per variant into the output directory."""
+    from .build import host_variant, run_matrix, select
+    from .engines.host import HostEngine, probe
+    from .kernel import is_native_project, load_kernel
+    from .render import BuildView, print_build_summary
+
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    out = out_dir or (matrix_path.resolve().parent / matrix.build.out)
+    chosen = engine or matrix.build.engine
+    if chosen == "docker":
+        raise ConfigError("the docker engine is not available in this version of wheelfactory",
+                          file=str(matrix_path), key="build.engine", hint="use engine = \"host\" or \"auto\"")
+    project = matrix.project.path
+    if not is_native_project(project):
+        raise ConfigError(f"{project} has no kernel.toml: bring-your-own projects need the docker engine",
+                          file=str(matrix_path), key="project.path")
+    kernel = load_kernel(project)
+    # auto falls back to host until the docker engine lands: the host builds the variant its torch is.
+    environment = probe(python)
+    variant = host_variant(matrix, table, environment)
+    variants = select(expand(matrix, table), only) if only else (variant,)
+    if only and variants != (variant,):
+        ids = ", ".join(v.id for v in variants)
+        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
+    out_console = console()
+    out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; building {variant.id}")
+    with BuildView(out_console, [v.id for v in variants]) as view:
+        outcomes = run_matrix(kernel, variants, HostEngine(environment), out, jobs=jobs or 1, observe=view)
+    print_build_summary(out_console, outcomes, str(out))
+    if any(o.entry.status == "failed" for o in outcomes):
+        raise BuildFailed(f"{sum(o.entry.status == 'failed' for o in outcomes)} variant(s) failed; see the logs above")
+
+
+class BuildFailed(WheelfactoryError):
+    exit_code = 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; turn known failures into one line on stderr and an exit code."""
     try:

@@ -1,0 +1,151 @@
+"""The matrix run: for each selected variant, skip it when its key is already built, otherwise
+build it with the engine, and record the result. One failing variant never stops the others;
+a wheel enters the output directory only when complete (copy to a temp name, then rename)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import __version__, manifest
+from .compat import CompatTable
+from .engines import Engine
+from .engines.host import HostEnvironment
+from .errors import ConfigError, WheelfactoryError
+from .kernel import KernelSpec
+from .keys import file_sha256, json_digest, python_files, tree_digest
+from .matrix import BackendSelector, Matrix, TorchSelector
+from .plan import Plan, expand
+from .proc import CommandFailed, tail_of
+from .stage import plan_stage, runtime_dir
+from .variant import Backend, Variant
+
+WORK_DIR = ".work"
+LOG_NAME = "build.log"
+Observer = Callable[[str, str, str], None]  # (variant id, phase, detail)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    variant: Variant
+    entry: manifest.Entry
+    log_tail: str = ""
+
+
+def select(plan: Plan, only: Sequence[str]) -> tuple[Variant, ...]:
+    """``--only`` patterns (fnmatch on ids); each must match something."""
+    if not only:
+        return plan.variants
+    chosen = []
+    for pattern in only:
+        matched = [v for v in plan.variants if fnmatch.fnmatchcase(v.id, pattern)]
+        if not matched:
+            raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
+                              hint="see `wheelfactory plan` for the ids")
+        chosen.extend(v for v in matched if v not in chosen)
+    return tuple(v for v in plan.variants if v in chosen)
+
+
+def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment) -> Variant:
+    """The variant the host interpreter's torch is: the plan's own when the matrix has it
+    (with its settings), otherwise planned on the fly from the table."""
+    release = ".".join(env.torch_release.split(".")[:2])
+    if table.release(release) is None:
+        raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
+                          f"(known: {table.known_versions()})", hint="add it to factory/data/compat.toml")
+    backend = Backend.parse(env.build_name)
+    single = replace(
+        matrix,
+        torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
+        backends=(BackendSelector(env.build_name, backend.kind, backend),),
+        cxx11_abi=(env.cxx11_abi,), python=("abi3",), arch=(env.arch,), exclude=(),
+        include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
+    )
+    planned = expand(single, table)
+    if not planned.variants:
+        reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
+        raise ConfigError(f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}")
+    return planned.variants[0]
+
+
+def cache_key(kernel: KernelSpec, variant: Variant, engine: Engine) -> str:
+    return json_digest({
+        "factory": __version__,
+        "engine": engine.identity(),
+        "variant": variant.as_dict(),
+        "sources": tree_digest(kernel.root, kernel.all_files()),
+        "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
+    })
+
+
+def run_matrix(kernel: KernelSpec, variants: Sequence[Variant], engine: Engine, out: Path, *,
+               jobs: int = 1, observe: Observer = lambda *_: None) -> list[Outcome]:
+    out = out.resolve()
+    held = manifest.lock(out)
+    try:
+        entries = manifest.read(out)
+        _clean_partials(out)
+
+        def one(variant: Variant) -> Outcome:
+            outcome = _build_one(kernel, variant, engine, out, entries.get(variant.id), observe)
+            entries[variant.id] = outcome.entry
+            manifest.write(out, entries)  # after each variant: a killed run keeps what finished
+            return outcome
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            return list(pool.map(one, variants))
+    finally:
+        held.release()
+
+
+def _build_one(kernel: KernelSpec, variant: Variant, engine: Engine, out: Path,
+               previous: manifest.Entry | None, observe: Observer) -> Outcome:
+    start = time.monotonic()
+    key = cache_key(kernel, variant, engine)
+    if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
+        wheel = out / previous.wheel
+        if wheel.is_file() and file_sha256(wheel) == previous.sha256:
+            observe(variant.id, "cached", previous.wheel)
+            return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3)))
+    variant_dir = out / variant.id
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    log = variant_dir / LOG_NAME
+    log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
+    workdir = out / WORK_DIR / variant.id
+    observe(variant.id, "building", "")
+    try:
+        built = engine.build(plan_stage(kernel, variant), workdir, log)
+        final = variant_dir / built.name
+        partial = variant_dir / f".{built.name}.partial"
+        shutil.copyfile(built, partial)
+        os.replace(partial, final)  # a wheel appears only complete
+        for stale in variant_dir.glob("*.whl"):
+            if stale != final:
+                stale.unlink()
+        shutil.rmtree(workdir, ignore_errors=True)
+    except (WheelfactoryError, OSError, ValueError) as exc:
+        seconds = round(time.monotonic() - start, 1)
+        with log.open("a") as sink:
+            sink.write(f"\n# FAILED after {seconds} s: {exc}\n")
+        observe(variant.id, "failed", str(exc))
+        tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
+        return Outcome(variant, manifest.Entry("failed", None, None, seconds, key,
+                                               str(log.relative_to(out)), str(exc), engine.name), tail)
+    seconds = round(time.monotonic() - start, 1)
+    observe(variant.id, "built", final.name)
+    return Outcome(variant, manifest.Entry("built", str(final.relative_to(out)), file_sha256(final), seconds,
+                                           key, str(log.relative_to(out)), None, engine.name))
+
+
+def _clean_partials(out: Path) -> None:
+    """Leftovers of a killed run: temp wheel copies and manifest temp files are never valid."""
+    for partial in out.glob("*/.*.partial"):
+        partial.unlink(missing_ok=True)
+    for tmp in out.glob(".manifest.json.*.tmp"):
+        tmp.unlink(missing_ok=True)

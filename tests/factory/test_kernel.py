@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from factory.errors import ConfigError
+from factory.kernel import load_kernel
+
+REPO = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+[kernel]
+name = "tiny"
+version = "1.0.0"
+python_package = "py/tiny"
+ops = ["add_one"]
+[sources]
+include_dirs = ["csrc"]
+cpu = ["csrc/tiny.cpp"]
+"""
+
+
+def make_project(root: Path, declaration: str = MINIMAL) -> Path:
+    (root / "py" / "tiny").mkdir(parents=True)
+    (root / "py" / "tiny" / "__init__.py").write_text("")
+    (root / "csrc").mkdir()
+    (root / "csrc" / "tiny.cpp").write_text("// tiny\n")
+    (root / "kernel.toml").write_text(declaration)
+    return root
+
+
+def test_sample_kernel_declaration_loads() -> None:
+    spec = load_kernel(REPO / "kernels" / "fusedops")
+    assert spec.name == "fusedops" and spec.namespace_macro == "FUSEDOPS_NAMESPACE"
+    assert set(spec.ops) == {"silu_and_mul", "gelu_and_mul", "rms_norm", "fused_add_rms_norm"}
+    assert all(p.suffix == ".cu" for p in spec.sources_for("cuda")[-2:])
+    assert not any(p.suffix == ".cu" for p in spec.sources_for("cpu"))
+
+
+def test_minimal_project(tmp_path: Path) -> None:
+    spec = load_kernel(make_project(tmp_path))
+    assert spec.namespace_macro == "TINY_NAMESPACE"
+    assert Path("csrc/tiny.cpp") in spec.all_files() and Path("kernel.toml") in spec.all_files()
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('name = "tiny"', 'name = "Tiny-Ops"', "must be a lower-case Python identifier"),
+    ('version = "1.0.0"', 'version = "1.0.0+cu124"', "without a local label"),
+    ('cpu = ["csrc/tiny.cpp"]', 'cpu = ["csrc/missing.cpp"]', "source 'csrc/missing.cpp' does not exist"),
+    ('cpu = ["csrc/tiny.cpp"]', 'cpu = ["../outside.cpp"]', "must be a path inside the project"),
+    ('ops = ["add_one"]', 'ops = []', "names no op"),
+    ('[sources]', '[sources]\ncpuu = []', "did you mean 'cpu'?"),
+])
+def test_declaration_errors(tmp_path: Path, old: str, new: str, message: str) -> None:
+    make_project(tmp_path, MINIMAL.replace(old, new))
+    with pytest.raises(ConfigError) as info:
+        load_kernel(tmp_path)
+    assert message in str(info.value) and "kernel.toml" in str(info.value)

@@ -1,0 +1,80 @@
+"""Fixtures for the real thing: a wheel built by the host engine, installed into fresh venvs.
+
+Builds and venvs are cached under WHEELFACTORY_TEST_CACHE (default <repo>/.cache/tests): the
+factory's own cache key makes an unchanged rebuild a no-op, and a venv is reused only when its
+completion marker exists (a half-made venv is rebuilt).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
+OTHER_TORCH = "2.14.1"  # a different minor, on this machine's disk
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    if result.returncode != 0:
+        raise AssertionError(f"{command} failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+@pytest.fixture(scope="session")
+def host_dist() -> Path:
+    """dist/ with the sample kernels built by `wheelfactory build --engine host` for this torch."""
+    import torch
+
+    assert torch.__version__.split("+")[0] == BUILD_TORCH, "run the tests with torch 2.13.0 (see README)"
+    out = CACHE / "dist-host"
+    run([sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
+        timeout=1800)
+    return out
+
+
+@pytest.fixture(scope="session")
+def host_wheel(host_dist: Path) -> Path:
+    data = json.loads((host_dist / "manifest.json").read_text())
+    (entry,) = [e for e in data["variants"].values() if e["status"] in ("built", "cached")]
+    return host_dist / entry["wheel"]
+
+
+def _venv(torch_version: str) -> Path:
+    path = CACHE / "venvs" / f"torch-{torch_version}"
+    marker = path / ".complete"
+    if not marker.exists():
+        shutil.rmtree(path, ignore_errors=True)
+        run([sys.executable, "-m", "venv", str(path)], timeout=300)
+        run([str(path / "bin" / "pip"), "install", "-q", f"torch=={torch_version}", "numpy", "ninja"],
+            timeout=1800)
+        marker.write_text(torch_version)
+    return path
+
+
+@pytest.fixture(scope="session")
+def venv_for() -> Callable[[str], Path]:
+    return _venv
+
+
+@pytest.fixture
+def fresh_install(tmp_path: Path, venv_for: Callable[[str], Path]) -> Callable[[str, Path], Path]:
+    """Install a wheel for one test into a private target dir on top of a torch venv."""
+
+    def install(torch_version: str, wheel: Path) -> Path:
+        venv = venv_for(torch_version)
+        target = tmp_path / f"site-{torch_version}"
+        run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+            timeout=300)
+        return target
+
+    return install

@@ -1,0 +1,111 @@
+"""The host engine end to end: build the sample kernels, check the wheel, install and load it.
+
+Slow tier: one C++ build (cached across runs) and venvs with real torch releases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
+OTHER_TORCH = "2.14.1"  # another minor release on this machine's disk
+
+pytestmark = pytest.mark.slow
+
+CHECK = r"""
+import json, sys, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import torch, fusedops
+    from fusedops import _reference as ref
+    torch.manual_seed(0)
+    x = torch.randn(33, 2 * 257)
+    out = fusedops.silu_and_mul(x)
+    expected = torch.empty_like(out); ref.silu_and_mul(expected, x)
+    torch.testing.assert_close(out, expected)
+    w = torch.randn(257)
+    y = torch.randn(33, 257)
+    torch.testing.assert_close(fusedops.rms_norm(y, w, 1e-6), torch.nn.functional.rms_norm(y, (257,), w, 1e-6),
+                               rtol=1e-5, atol=1e-5)
+    info = fusedops.backend_info()
+print(json.dumps({"info": info, "warnings": [str(w.message) for w in caught
+                                             if "fusedops" in str(w.message).lower()]}, default=str))
+"""
+
+
+def load_in(site: Path, venv: Path, *, env: dict[str, str] | None = None) -> dict[str, object]:
+    result = subprocess.run([str(venv / "bin" / "python"), "-c", CHECK], capture_output=True, text=True,
+                            timeout=900, env={**(env or os.environ), "PYTHONPATH": str(site)},
+                            cwd=site)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_manifest_and_wheel(host_dist: Path, host_wheel: Path) -> None:
+    data = json.loads((host_dist / "manifest.json").read_text())
+    (vid,) = data["variants"]
+    assert vid == "torch213-cxx11-cpu-x86_64-linux"
+    entry = data["variants"][vid]
+    assert set(entry) >= {"status", "wheel", "sha256", "seconds", "key", "log"}
+    assert (host_dist / entry["log"]).is_file()
+    assert host_wheel.name.startswith("fusedops-0.1.0+cputorch2.13-cp39-abi3-manylinux_")
+    with zipfile.ZipFile(host_wheel) as archive:
+        names = archive.namelist()
+        record = json.loads(archive.read("fusedops/_build.json"))
+    assert "fusedops/_C.abi3.so" in names and "fusedops/_runtime/__init__.py" in names
+    assert "fusedops/_sources/jit.json" in names
+    assert not [n for n in names if "libtorch" in n or "libc10" in n]
+    assert record["variant"] == vid and record["torch"] == BUILD_TORCH
+    assert record["namespace"].startswith("_fusedops_cpu_")
+
+
+def test_unchanged_rebuild_is_cached(host_dist: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(host_dist)],
+                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((host_dist / "manifest.json").read_text())
+    assert [e["status"] for e in data["variants"].values()] == ["cached"]
+
+
+def test_matching_torch_loads_prebuilt(host_wheel: Path, fresh_install: Callable[[str, Path], Path],
+                                       venv_for: Callable[[str], Path], tmp_path: Path) -> None:
+    site = fresh_install(BUILD_TORCH, host_wheel)
+    env = {**os.environ, "FUSEDOPS_CACHE_DIR": str(tmp_path / "cache")}
+    result = load_in(site, venv_for(BUILD_TORCH), env=env)
+    info = result["info"]
+    assert info["mode"] == "prebuilt", info  # type: ignore[index]
+    assert info["variant"] == "torch213-cxx11-cpu-x86_64-linux"  # type: ignore[index]
+    assert not result["warnings"]
+
+
+def test_other_torch_minor_jits_then_hits_the_cache(host_wheel: Path, fresh_install: Callable[[str, Path], Path],
+                                                    venv_for: Callable[[str], Path], tmp_path: Path) -> None:
+    site = fresh_install(OTHER_TORCH, host_wheel)
+    env = {**os.environ, "FUSEDOPS_CACHE_DIR": str(tmp_path / "cache")}
+    venv = venv_for(OTHER_TORCH)
+    first = load_in(site, venv, env=env)["info"]
+    assert first["mode"] == "jit", first  # type: ignore[index]
+    assert "2.14" in str(first["reason"])  # type: ignore[index]
+    second = load_in(site, venv, env=env)["info"]
+    assert second["mode"] == "jit" and second["library"] == first["library"]  # type: ignore[index]
+
+
+def test_no_compiler_falls_back_to_reference(host_wheel: Path, fresh_install: Callable[[str, Path], Path],
+                                             venv_for: Callable[[str], Path], tmp_path: Path) -> None:
+    site = fresh_install(OTHER_TORCH, host_wheel)
+    venv = venv_for(OTHER_TORCH)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {"PATH": str(bare), "HOME": str(tmp_path), "FUSEDOPS_CACHE_DIR": str(tmp_path / "cache")}
+    result = load_in(site, venv, env=env)
+    assert result["info"]["mode"] == "reference"  # type: ignore[index]
+    assert len(result["warnings"]) == 1, result["warnings"]  # type: ignore[arg-type]
