@@ -1,0 +1,254 @@
+"""Load latency of a kernel package: prebuilt, JIT cache hit, cpp_extension.load cache hit.
+
+Each run is a fresh interpreter; the time measured is from right after ``import torch`` to the
+first op call returning (so it includes importing the kernel package and its runtime). Runs of
+the scenarios are interleaved so machine noise spreads evenly; the median is reported.
+
+    (a) prebuilt     import <pkg> -> record check -> torch.ops.load_library(_C) -> first op
+    (b) JIT hit      import <pkg> -> record rejected/absent -> hash sources -> verified cache hit -> first op
+    (c) cpp_ext hit  import torch.utils.cpp_extension -> load(...) on a warm build dir -> first op
+    (d) bare         torch.ops.load_library(the same _C) -> first op (the floor for (a))
+
+It uses the real kernels/fusedops sources when they compile here, else the tiny fixture kernel
+of tests/runtime. Nothing is asserted: it prints a table and the ratios measured in this run.
+
+    python benchmarks/load_latency.py [--runs 15] [--kernel auto|fusedops|fixture] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "runtime"))
+
+import rt_assemble as rt  # noqa: E402  (the tests' package assembler: same installed layout)
+
+TIMED = r"""
+import json, sys, time
+import torch
+x = torch.randn(8, 256)
+out = torch.empty(8, 128)
+t0 = time.perf_counter()
+{body}
+t1 = time.perf_counter()
+print("TIMING " + json.dumps({{"ms": (t1 - t0) * 1e3, "import_ms": (t_import - t0) * 1e3, "mode": mode}}))
+"""
+
+PACKAGE_BODY = """
+import {name}
+t_import = time.perf_counter()
+{name}.silu_and_mul(x, out=out)
+mode = "{name}"
+"""
+
+CPP_EXTENSION_BODY = """
+import torch.utils.cpp_extension as cpp_extension
+t_import = time.perf_counter()
+cpp_extension.load({load_args})
+torch.ops.{namespace}.silu_and_mul(out, x)
+mode = "cpp_extension"
+"""
+
+BARE_BODY = """
+t_import = t0
+torch.ops.load_library({library!r})
+torch.ops.{namespace}.silu_and_mul(out, x)
+mode = "bare"
+"""
+
+MODE_CHECK = (
+    "import {name}, json; print('MODE', {name}.backend_info()['mode'], {name}.backend_info().get('jit'))"
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    label: str
+    code: str
+    env: Mapping[str, str]
+    expected_mode: str | None = None
+
+
+def run_timed(scenario: Scenario) -> dict[str, float]:
+    proc = subprocess.run(
+        [rt.PYTHON, "-c", scenario.code], env=dict(scenario.env), capture_output=True, text=True, check=False
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("TIMING "):
+            return json.loads(line[len("TIMING ") :])  # type: ignore[no-any-return]
+    raise RuntimeError(
+        f"{scenario.label} failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
+    )
+
+
+def check_mode(name: str, env: Mapping[str, str], expected: str) -> None:
+    proc = subprocess.run(
+        [rt.PYTHON, "-c", MODE_CHECK.format(name=name)],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if f"MODE {expected}" not in proc.stdout:
+        raise RuntimeError(f"expected mode {expected}, got:\n{proc.stdout}\n{proc.stderr[-3000:]}")
+
+
+def compileall(package: Path) -> None:
+    # pip byte-compiles a wheel at install time; do the same so runs measure loading, not compiling .py
+    subprocess.run([rt.PYTHON, "-m", "compileall", "-q", str(package)], check=True, capture_output=True)
+
+
+def prepare(kernel: rt.Kernel, work: Path) -> list[Scenario]:
+    name, namespace = kernel.name, f"_{kernel.name}_cpu_bench"
+    # (c) cpp_extension.load on the same sources and flags; its build doubles as the prebuilt _C.
+    cpp_build = work / "cpp_extension_build"
+    cpp_build.mkdir(parents=True)
+    load_args = ", ".join(
+        [
+            f"name={name + '_cppext'!r}",
+            f"sources={[str(kernel.root / s) for s in kernel.cpu_sources]!r}",
+            f"extra_cflags={[*kernel.cxx_flags, f'-D{kernel.namespace_macro}={namespace}']!r}",
+            f"extra_include_paths={[str(kernel.root / d) for d in kernel.include_dirs]!r}",
+            f"build_directory={str(cpp_build)!r}",
+            "is_python_module=False",
+        ]
+    )
+    base_env = rt.child_env(kernel, work)
+    cpp_code = TIMED.format(body=CPP_EXTENSION_BODY.format(load_args=load_args, namespace=namespace))
+    print("  compiling with torch.utils.cpp_extension.load (warms its cache) ...", flush=True)
+    started = time.monotonic()
+    run_timed(Scenario("cpp_extension warm-up", cpp_code, base_env))
+    print(f"  ... {time.monotonic() - started:.0f} s")
+    library = cpp_build / f"{name}_cppext.so"
+
+    # (a) the prebuilt layout, with a build record matching this environment
+    prebuilt_parent = work / "prebuilt"
+    prebuilt_parent.mkdir()
+    rt.assemble(kernel, prebuilt_parent, record=rt.current_record(kernel, namespace), library=library)
+    compileall(prebuilt_parent / name)
+    prebuilt_env = rt.child_env(kernel, prebuilt_parent, cache_dir=work / "unused-cache")
+
+    # (b) a source-only install and a JIT cache, warmed by one load
+    jit_parent = work / "jit"
+    jit_parent.mkdir()
+    rt.assemble(kernel, jit_parent)
+    compileall(jit_parent / name)
+    jit_env = rt.child_env(kernel, jit_parent, cache_dir=work / "jit-cache")
+    print(f"  compiling through the runtime's JIT (warms {work / 'jit-cache'}) ...", flush=True)
+    started = time.monotonic()
+    check_mode(name, jit_env, "jit")
+    print(f"  ... {time.monotonic() - started:.0f} s")
+    check_mode(name, prebuilt_env, "prebuilt")
+
+    package_code = TIMED.format(body=PACKAGE_BODY.format(name=name))
+    bare_code = TIMED.format(
+        body=BARE_BODY.format(library=str(prebuilt_parent / name / rt.LIBRARY_NAME), namespace=namespace)
+    )
+    return [
+        Scenario("(a) prebuilt", package_code, prebuilt_env),
+        Scenario("(b) JIT cache hit", package_code, jit_env),
+        Scenario("(c) cpp_extension.load cache hit", cpp_code, base_env),
+        Scenario("(d) bare load_library + call", bare_code, base_env),
+    ]
+
+
+def choose_kernel(choice: str) -> list[rt.Kernel]:
+    fusedops_ready = (rt.FUSEDOPS_KERNEL / "csrc").is_dir() and (
+        rt.FUSEDOPS_KERNEL / "python" / "fusedops" / "_reference.py"
+    ).is_file()
+    if choice == "fusedops" or (choice == "auto" and fusedops_ready):
+        # auto: fall back to the fixture if the real sources do not compile (yet)
+        return [rt.read_kernel(rt.FUSEDOPS_KERNEL)] + (
+            [rt.read_kernel(rt.FIXTURE_KERNEL)] if choice == "auto" else []
+        )
+    return [rt.read_kernel(rt.FIXTURE_KERNEL)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--runs", type=int, default=15, help="fresh processes per scenario (>= 10 recommended)"
+    )
+    parser.add_argument("--kernel", choices=["auto", "fusedops", "fixture"], default="auto")
+    parser.add_argument(
+        "--workdir", type=Path, help="keep the builds here (default: a temp dir, removed after)"
+    )
+    args = parser.parse_args()
+
+    import torch
+
+    work_root = args.workdir or Path(tempfile.mkdtemp(prefix="load-latency-"))
+    scenarios: list[Scenario] | None = None
+    kernel = None
+    try:
+        for candidate in choose_kernel(args.kernel):
+            work = work_root / candidate.name
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
+            sources = len(candidate.cpu_sources)
+            print(
+                f"preparing kernel {candidate.name!r} ({sources} CPU source files) in {work}",
+                flush=True,
+            )
+            try:
+                scenarios, kernel = prepare(candidate, work), candidate
+                break
+            except RuntimeError as exc:
+                print(
+                    f"  {candidate.name} does not build here, trying the next kernel:\n{str(exc)[-1500:]}",
+                    flush=True,
+                )
+        if scenarios is None or kernel is None:
+            print("no kernel could be built", file=sys.stderr)
+            return 1
+
+        samples: dict[str, list[dict[str, float]]] = {s.label: [] for s in scenarios}
+        for index in range(args.runs):
+            for scenario in scenarios:  # interleaved
+                samples[scenario.label].append(run_timed(scenario))
+            print(f"\r  run {index + 1}/{args.runs}", end="", flush=True)
+        print()
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work_root, ignore_errors=True)
+
+    medians = {label: statistics.median(s["ms"] for s in runs) for label, runs in samples.items()}
+    print()
+    print("Load latency: from after `import torch` to the first op call returning (fresh process per run)")
+    print(
+        f"kernel {kernel.name} ({len(kernel.cpu_sources)} CPU sources), torch {torch.__version__}, "
+        f"Python {sys.version.split()[0]}, {args.runs} runs per scenario, interleaved"
+    )
+    print()
+    header = f"{'scenario':<36} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'import ms':>10}"
+    print(header)
+    print("-" * len(header))
+    for label, runs in samples.items():
+        values = [s["ms"] for s in runs]
+        print(
+            f"{label:<36} {medians[label]:>10.2f} {min(values):>8.2f} {max(values):>8.2f} "
+            f"{statistics.median(s['import_ms'] for s in runs):>10.2f}"
+        )
+    print()
+    pre, jit, cpp, bare = (medians[s.label] for s in scenarios)
+    print(f"cpp_extension.load cache hit / our JIT cache hit : {cpp / jit:6.1f}x")
+    print(f"cpp_extension.load cache hit / our prebuilt load : {cpp / pre:6.1f}x")
+    print(f"prebuilt overhead over bare load_library + call  : {pre - bare:+6.2f} ms")
+    print(f"JIT cache hit overhead over bare load_library    : {jit - bare:+6.2f} ms")
+    print("('import ms' is the part spent importing the package, or torch.utils.cpp_extension for (c))")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

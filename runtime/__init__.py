@@ -1,0 +1,126 @@
+"""The loader vendored into every kernel package as ``<pkg>/_runtime`` (stdlib + torch only).
+
+A kernel package's ``__init__`` creates one ``KernelPackage`` and asks it for ops; the first call
+decides between the prebuilt library (checked against the environment before dlopen), a JIT build
+of the shipped sources (hashed, locked cache) and the reference ops (one warning). See
+ARCHITECTURE.md, "Data flow of a load".
+
+Importing this package does no I/O, and the names below are resolved lazily (PEP 562): a cache
+hit is measured from ``import <pkg>`` to the first op returning, so only the modules that path
+needs are imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "LOAD_MODES",
+    "BuildRecord",
+    "CudaArch",
+    "Decision",
+    "Environment",
+    "InvalidArch",
+    "InvalidVersion",
+    "JitUnavailable",
+    "KernelLoadError",
+    "KernelPackage",
+    "LoadResult",
+    "MajorMinor",
+    "RecordError",
+    "RecordUnavailable",
+    "ReferenceFallbackWarning",
+    "RuntimeLoaderError",
+    "Settings",
+    "SettingsError",
+    "ToolCheck",
+    "UnsafeCacheDirError",
+    "check_build_tools",
+    "check_nvcc_version",
+    "decide_prebuilt",
+    "detect_environment",
+    "format_decisions",
+    "main",
+    "parse_build_record",
+    "read_build_record",
+    "read_settings",
+    "select_cuda_archs",
+    "with_gpus",
+]
+
+_HOME = {
+    "LOAD_MODES": "_settings",
+    "Settings": "_settings",
+    "read_settings": "_settings",
+    "BuildRecord": "_record",
+    "RecordUnavailable": "_record",
+    "decide_prebuilt": "_record",
+    "parse_build_record": "_record",
+    "read_build_record": "_record",
+    "CudaArch": "_arch",
+    "MajorMinor": "_versions",
+    "Decision": "_decision",
+    "format_decisions": "_decision",
+    "Environment": "_env",
+    "detect_environment": "_env",
+    "with_gpus": "_env",
+    "InvalidArch": "_errors",
+    "InvalidVersion": "_errors",
+    "JitUnavailable": "_errors",
+    "KernelLoadError": "_errors",
+    "RecordError": "_errors",
+    "ReferenceFallbackWarning": "_errors",
+    "RuntimeLoaderError": "_errors",
+    "SettingsError": "_errors",
+    "UnsafeCacheDirError": "_errors",
+    "KernelPackage": "_loader",
+    "LoadResult": "_loader",
+    "ToolCheck": "_toolkit",
+    "check_build_tools": "_toolkit",
+    "check_nvcc_version": "_toolkit",
+    "select_cuda_archs": "_toolkit",
+    "main": "_report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from ._arch import CudaArch
+    from ._decision import Decision, format_decisions
+    from ._env import Environment, detect_environment, with_gpus
+    from ._errors import (
+        InvalidArch,
+        InvalidVersion,
+        JitUnavailable,
+        KernelLoadError,
+        RecordError,
+        ReferenceFallbackWarning,
+        RuntimeLoaderError,
+        SettingsError,
+        UnsafeCacheDirError,
+    )
+    from ._loader import KernelPackage, LoadResult
+    from ._record import (
+        BuildRecord,
+        RecordUnavailable,
+        decide_prebuilt,
+        parse_build_record,
+        read_build_record,
+    )
+    from ._report import main
+    from ._settings import LOAD_MODES, Settings, read_settings
+    from ._toolkit import ToolCheck, check_build_tools, check_nvcc_version, select_cuda_archs
+    from ._versions import MajorMinor

@@ -1,0 +1,93 @@
+"""Every environment variable the runtime honours is read here, and only here.
+
+``read_settings`` takes the environment as a mapping so tests pass a plain dict; the loader
+calls it once, at load time (never at import).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from ._errors import SettingsError
+
+__all__ = ["LOAD_MODES", "Settings", "env_prefix", "read_settings"]
+
+LOAD_MODES: tuple[str, ...] = ("auto", "prebuilt", "jit", "reference")
+
+
+def env_prefix(package: str) -> str:
+    """``fusedops`` -> ``FUSEDOPS``; ``my-kernels`` -> ``MY_KERNELS``."""
+    return re.sub(r"[^0-9A-Za-z]", "_", package).upper()
+
+
+class Settings(NamedTuple):
+    """The runtime's configuration, from environment variables (immutable; a NamedTuple because
+    defining it is ~10x cheaper than a dataclass, and it is defined inside a measured first call)."""
+
+    package: str
+    prefix: str
+    load_mode: str
+    cache_dir: Path
+    cache_dir_from_env: bool
+    # Toolchain inputs. They change what a JIT build produces, so they feed its hash.
+    cxx: str | None
+    path: str | None
+    cuda_home: str | None
+    rocm_home: str | None
+    torch_cuda_arch_list: str | None
+    pytorch_rocm_arch: str | None
+
+    @property
+    def load_var(self) -> str:
+        return f"{self.prefix}_LOAD"
+
+    @property
+    def cache_var(self) -> str:
+        return f"{self.prefix}_CACHE_DIR"
+
+
+def _nonempty(environ: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = environ.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def read_settings(package: str, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read ``<PKG>_LOAD``, ``<PKG>_CACHE_DIR`` and the toolchain variables."""
+    env = os.environ if environ is None else environ
+    prefix = env_prefix(package)
+    mode = env.get(f"{prefix}_LOAD", "").strip().lower() or "auto"
+    if mode not in LOAD_MODES:
+        raise SettingsError(
+            f"{prefix}_LOAD={env.get(f'{prefix}_LOAD')!r} is not one of {', '.join(LOAD_MODES)}"
+        )
+    custom_cache = _nonempty(env, f"{prefix}_CACHE_DIR")
+    home_var = _nonempty(env, "HOME")
+    home = Path(home_var) if home_var else Path.home()
+    if custom_cache is not None:
+        cache_dir = (
+            home / custom_cache[2:]
+            if custom_cache == "~" or custom_cache.startswith("~/")
+            else Path(custom_cache)
+        )
+    else:
+        cache_dir = home / ".cache" / package
+    return Settings(
+        package=package,
+        prefix=prefix,
+        load_mode=mode,
+        cache_dir=Path(os.path.abspath(cache_dir)),
+        cache_dir_from_env=custom_cache is not None,
+        cxx=_nonempty(env, "CXX"),
+        path=env.get("PATH"),
+        cuda_home=_nonempty(env, "CUDA_HOME", "CUDA_PATH"),
+        rocm_home=_nonempty(env, "ROCM_HOME", "ROCM_PATH"),
+        torch_cuda_arch_list=_nonempty(env, "TORCH_CUDA_ARCH_LIST"),
+        pytorch_rocm_arch=_nonempty(env, "PYTORCH_ROCM_ARCH"),
+    )
