@@ -5,10 +5,8 @@ persistent cache directory (WHEELFACTORY_TEST_CACHE, else <repo>/.cache/tests), 
 re-run with unchanged sources only pays for ninja's up-to-date check. (cpp_extension
 guards the build with a `lock` file there; if a build was killed, delete it.)
 
-The opt-in tier `--run-cuda-compile` compiles the .cu sources to object files with
-nvcc (slow: 30-60 s per file and C++ standard on two cores). pytest reads options only
-from conftest files it sees at startup, so pass the flag with this directory (or a file
-in it) on the command line, e.g. `pytest tests/kernels --run-cuda-compile`.
+The opt-in tier `--run-cuda-compile` (declared in tests/conftest.py) compiles the .cu
+sources to object files with nvcc (slow: 30-60 s per file and C++ standard on two cores).
 """
 
 from __future__ import annotations
@@ -129,34 +127,8 @@ def ref() -> types.ModuleType:
     return load_reference()
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--run-cuda-compile",
-        action="store_true",
-        default=False,
-        help="compile the fusedops .cu sources with nvcc (object files only; slow)",
-    )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "cuda_compile: compiles CUDA sources with nvcc; runs only with --run-cuda-compile"
-    )
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # One test per CUDA source named in kernel.toml.
     if "cuda_source" in metafunc.fixturenames:
         sources = read_kernel_sources().cuda
         metafunc.parametrize("cuda_source", sources, ids=[p.name for p in sources])
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # getoption with a default: when this conftest was not loaded at startup the option
-    # does not exist, and the tier stays off.
-    if config.getoption("--run-cuda-compile", default=False):
-        return
-    skip = pytest.mark.skip(reason="needs --run-cuda-compile (given together with tests/kernels)")
-    for item in items:
-        if "cuda_compile" in item.keywords:
-            item.add_marker(skip)

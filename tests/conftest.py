@@ -1,0 +1,24 @@
+"""Options shared by every test tier. Opt-in tiers are declared here, at the root, so their
+flags work from any command line (pytest reads options only from conftests it loads first)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--run-cuda-compile", action="store_true", default=False,
+                     help="compile the fusedops .cu sources with nvcc (object files only; minutes)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "cuda_compile: compiles CUDA sources with nvcc; needs --run-cuda-compile")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--run-cuda-compile"):
+        return
+    skip = pytest.mark.skip(reason="CUDA compile tier: pass --run-cuda-compile")
+    for item in items:
+        if "cuda_compile" in item.keywords:
+            item.add_marker(skip)
