@@ -1,0 +1,71 @@
+"""The wheelhouse with real pip downloads (PyPI and this machine's local wheels)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from factory.compat import load_table
+from factory.matrix import parse_matrix
+from factory.plan import expand
+from factory.tomlsource import TomlDocument
+from factory.variant import Variant
+from factory.wheelhouse import PYPI, ContainerPython, Wheelhouse, WheelhouseError, request_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def variant(torch: str) -> Variant:
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text(f'[matrix]\ntorch = ["{torch}"]\n', "m.toml"), table,
+                          base_dir=REPO)
+    return next(v for v in expand(matrix, table).variants if v.key.cxx11_abi)
+
+
+def test_request_is_pure_and_keyed() -> None:
+    v = variant("2.13")
+    request = request_for(v, ContainerPython())
+    assert request.requirements[0] == "torch==2.13.0" and "build" in request.requirements
+    assert request.index_url == "https://download.pytorch.org/whl/cpu" and request.extra_index_urls == (PYPI,)
+    assert request.key == request_for(v, ContainerPython()).key
+    assert request.key != request_for(v, ContainerPython(version="3.12")).key
+    mirrored = request_for(v, ContainerPython(), torch_index=PYPI)
+    assert mirrored.extra_index_urls == () and mirrored.key != request.key
+
+
+def test_platforms_newest_first() -> None:
+    tags = ContainerPython(glibc="2.31").platforms()
+    assert tags[0] == "manylinux_2_31_x86_64" and "manylinux_2_17_x86_64" in tags
+    assert tags[-2:] == ("manylinux2014_x86_64", "linux_x86_64")
+
+
+def test_download_once_then_reuse(tmp_path: Path) -> None:
+    house = Wheelhouse(tmp_path / "wh")
+    request = request_for(variant("2.13"), ContainerPython(), torch_index=PYPI)
+    first = house.ensure(request, log=tmp_path / "wh.log", python=sys.executable)
+    names = [name for name, _ in first.wheels]
+    assert first.downloaded
+    assert any(n.startswith("torch-2.13.0") and "cp311" in n for n in names)
+    assert any(n.startswith("ninja-") for n in names) and any(n.startswith("auditwheel-") for n in names)
+    assert all(len(sha) == 64 for _, sha in first.wheels)
+    again = house.ensure(request, python=sys.executable)
+    assert not again.downloaded and again.path == first.path and again.wheels == first.wheels
+    # The set links the shared store: no second copy of torch on disk.
+    torch_name = next(n for n in names if n.startswith("torch-"))
+    assert (first.path / torch_name).stat().st_ino == (house.store / torch_name).stat().st_ino
+    # A set with a file missing is not complete: it is made again.
+    (first.path / torch_name).unlink()
+    repaired = house.ensure(request, python=sys.executable)
+    assert repaired.downloaded and (repaired.path / torch_name).is_file()
+
+
+def test_failed_download_publishes_nothing(tmp_path: Path) -> None:
+    house = Wheelhouse(tmp_path / "wh")
+    request = request_for(variant("2.13"), ContainerPython(), torch_index=PYPI,
+                          extra=("wheelfactory-no-such-package-xyz==1.0",))
+    with pytest.raises(WheelhouseError, match="failed"):
+        house.ensure(request, python=sys.executable)
+    assert not (house.sets / request.key).exists()
+    assert not house.sets.exists() or not any(house.sets.iterdir())
