@@ -23,7 +23,7 @@ from .keys import file_sha256, json_digest, python_files, tree_digest
 from .matrix import BackendSelector, Matrix, TorchSelector
 from .plan import Plan, expand
 from .proc import CommandFailed, tail_of
-from .stage import plan_stage, runtime_dir
+from .stage import StagePlan, plan_stage, runtime_dir
 from .variant import Backend, Variant
 
 WORK_DIR = ".work"
@@ -74,12 +74,15 @@ def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment) -> Va
     return planned.variants[0]
 
 
-def cache_key(kernel: KernelSpec, variant: Variant, engine: Engine) -> str:
+def cache_key(stage: StagePlan, engine: Engine) -> str:
+    """Everything that changes the wheel: the sources, the vendored runtime, the generated
+    packaging (so a factory change to setup.py rebuilds), the variant and the engine."""
     return json_digest({
         "factory": __version__,
-        "engine": engine.identity(),
-        "variant": variant.as_dict(),
-        "sources": tree_digest(kernel.root, kernel.all_files()),
+        "engine": engine.identity(stage.variant),
+        "variant": stage.variant.as_dict(),
+        "sources": stage.source_digest,
+        "packaging": [stage.setup_py, stage.pyproject, stage.record, stage.jit_spec],
         "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
     })
 
@@ -107,20 +110,26 @@ def run_matrix(kernel: KernelSpec, variants: Sequence[Variant], engine: Engine, 
 def _build_one(kernel: KernelSpec, variant: Variant, engine: Engine, out: Path,
                previous: manifest.Entry | None, observe: Observer) -> Outcome:
     start = time.monotonic()
-    key = cache_key(kernel, variant, engine)
+    variant_dir = out / variant.id
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    log = variant_dir / LOG_NAME
+    try:
+        stage = plan_stage(kernel, variant)
+        key = cache_key(stage, engine)  # may build the variant's image
+    except WheelfactoryError as exc:
+        observe(variant.id, "failed", str(exc))
+        return Outcome(variant, manifest.Entry("failed", None, None, round(time.monotonic() - start, 1), "",
+                                               None, str(exc), engine.name), getattr(exc, "tail", "") or "")
     if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
         wheel = out / previous.wheel
         if wheel.is_file() and file_sha256(wheel) == previous.sha256:
             observe(variant.id, "cached", previous.wheel)
             return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3)))
-    variant_dir = out / variant.id
-    variant_dir.mkdir(parents=True, exist_ok=True)
-    log = variant_dir / LOG_NAME
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
     try:
-        built = engine.build(plan_stage(kernel, variant), workdir, log)
+        built = engine.build(stage, workdir, log)
         final = variant_dir / built.name
         partial = variant_dir / f".{built.name}.partial"
         shutil.copyfile(built, partial)

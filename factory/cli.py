@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .baseimage import DEFAULT_MIRROR, SUITES  # [base-image]
 from .compat import load_table
 from .errors import ConfigError, WheelfactoryError
 from .matrix import load_matrix
@@ -62,8 +63,9 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 @COMPAT_OPTION
 @click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Output directory (default: [build].out of the matrix, i.e. dist/).")
-@click.option("--engine", type=click.Choice(["auto", "host"]), default=None,
-              help="host: build for the torch of --python, here. auto (default): the matrix's choice.")
+@click.option("--engine", type=click.Choice(["auto", "docker", "host"]), default=None,
+              help="docker: every variant in its image. host: the one variant the torch of --python is. "
+                   "auto (default: the matrix's [build].engine): docker when an engine answers, else host.")
 @click.option("--python", "python", default=sys.executable, show_default="this interpreter",
               help="Interpreter whose torch the host engine builds for.")
 @click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
@@ -72,37 +74,88 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
           only: tuple[str, ...], jobs: int | None) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
     from .build import host_variant, run_matrix, select
+    from .containers import docker_client
+    from .engines.docker import DockerEngine
     from .engines.host import HostEngine, probe
+    from .errors import DockerUnavailable
     from .kernel import is_native_project, load_kernel
     from .render import BuildView, print_build_summary
+    from .wheelhouse import Wheelhouse
 
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    out = out_dir or (matrix_path.resolve().parent / matrix.build.out)
-    chosen = engine or matrix.build.engine
-    if chosen == "docker":
-        raise ConfigError("the docker engine is not available in this version of wheelfactory",
-                          file=str(matrix_path), key="build.engine", hint="use engine = \"host\" or \"auto\"")
+    out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
     project = matrix.project.path
     if not is_native_project(project):
-        raise ConfigError(f"{project} has no kernel.toml: bring-your-own projects need the docker engine",
+        raise ConfigError(f"{project} has no kernel.toml; bring-your-own projects are not supported yet",
                           file=str(matrix_path), key="project.path")
     kernel = load_kernel(project)
-    # auto falls back to host until the docker engine lands: the host builds the variant its torch is.
-    environment = probe(python)
-    variant = host_variant(matrix, table, environment)
-    variants = select(expand(matrix, table), only) if only else (variant,)
-    if only and variants != (variant,):
-        ids = ", ".join(v.id for v in variants)
-        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
     out_console = console()
-    out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; building {variant.id}")
+    chosen = engine or matrix.build.engine
+    client = None
+    if chosen in ("auto", "docker"):
+        try:
+            client = docker_client()
+        except DockerUnavailable as exc:
+            if chosen == "docker":
+                raise
+            out_console.print(f"{exc}; building with the host engine instead", markup=False)
+    if client is not None:
+        wheelhouse = matrix.build.wheelhouse or Path.home() / ".cache" / "wheelfactory" / "wheelhouse"
+        builder: DockerEngine | HostEngine = DockerEngine(
+            client, dict(matrix.build.base_images), Wheelhouse(wheelhouse), out / "images.log",
+            torch_index=matrix.build.torch_index,
+            python_support={r.minor: r.python for r in table.releases})
+        variants = select(expand(matrix, table), only)
+        out_console.print(f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}", markup=False)
+    else:
+        environment = probe(python)
+        variant = host_variant(matrix, table, environment)
+        variants = select(expand(matrix, table), only) if only else (variant,)
+        if only and variants != (variant,):
+            ids = ", ".join(v.id for v in variants)
+            raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
+        builder = HostEngine(environment)
+        out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; "
+                          f"building {variant.id}", markup=False)
     with BuildView(out_console, [v.id for v in variants]) as view:
-        outcomes = run_matrix(kernel, variants, HostEngine(environment), out, jobs=jobs or 1, observe=view)
+        outcomes = run_matrix(kernel, variants, builder, out, jobs=jobs or matrix.build.jobs or 1, observe=view)
     print_build_summary(out_console, outcomes, str(out))
-    if any(o.entry.status == "failed" for o in outcomes):
-        raise BuildFailed(f"{sum(o.entry.status == 'failed' for o in outcomes)} variant(s) failed; see the logs above")
+    failed = sum(o.entry.status == "failed" for o in outcomes)
+    if failed:
+        raise BuildFailed(f"{failed} of {len(outcomes)} variant(s) failed; see the logs above")
 
+
+# [base-image] (factory/baseimage.py): an offline manylinux-layout base image from Debian packages.
+@cli.command("base-image")
+@click.option("--suite", type=click.Choice(list(SUITES)), default="bookworm", show_default=True,
+              help="Debian release: " + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}"
+                                                  for s in SUITES.values()) + ".")
+@click.option("--mirror", default=DEFAULT_MIRROR, show_default=True, help="Debian mirror.")
+@click.option("--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
+              show_default=True, help="Where the temporary rootfs and the logs go.")
+def base_image(suite: str, mirror: str, tag: str | None, cache_dir: Path) -> None:
+    """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
+    from .baseimage import BaseImageSpec, ensure_base_image, parse_suite
+    from .containers import docker_client
+    from .errors import ImageBuildFailed
+    from .progress import ConsoleProgress
+
+    err = console(stderr=True)
+    client = docker_client(hint="start one (e.g. .ci/start-docker)")
+    spec = BaseImageSpec(parse_suite(suite), mirror, tag)
+    try:
+        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=ConsoleProgress(err))
+    except ImageBuildFailed as exc:
+        if exc.tail:
+            err.print(exc.tail, markup=False, highlight=False)
+        raise
+    steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in image.timings) or "reused"
+    suite = image.suite
+    err.print(f"{image.tag}: Debian {suite.name}, glibc {suite.glibc} (C++ extensions {suite.manylinux_cxx}, "
+              f"any wheel at most {suite.manylinux_max}), /opt/python/{suite.abi}-{suite.abi}; {steps}", markup=False)
+    click.echo(f"{image.tag} {image.id}")
 
 class BuildFailed(WheelfactoryError):
     exit_code = 1

@@ -41,3 +41,20 @@ class UsageError(WheelfactoryError):
     """A command-line argument that cannot be used (e.g. --shard 3/2)."""
 
     exit_code = 2
+
+
+class DockerUnavailable(WheelfactoryError):
+    """No Docker engine answers (or the Docker SDK is not installed)."""
+
+    exit_code = 3
+
+
+class ImageBuildFailed(WheelfactoryError):
+    """An image could not be made: debootstrap, the rootfs import or a Dockerfile step failed.
+    ``tail`` holds the last lines of the log, for the presentation layer to show."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, tail: str = "") -> None:
+        self.tail = tail
+        super().__init__(message)

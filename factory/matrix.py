@@ -122,6 +122,8 @@ class BuildConfig:
     jobs: int = 0  # 0: derive from cores and memory
     out: str = "dist"
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
+    torch_index: str | None = None  # overrides the table's torch index (a mirror, or PyPI offline)
+    wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -181,7 +183,7 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
                       for number, entry in enumerate(root.tables("include"), start=1)),
         exclude=tuple(_selector(entry, number, table, SELECTOR_KEYS, "exclude")
                       for number, entry in enumerate(root.tables("exclude"), start=1)),
-        build=_build(root.table("build")),
+        build=_build(root.table("build"), base_dir),
     )
 
 
@@ -382,8 +384,8 @@ def _include(entry: Table, number: int, compat: CompatTable) -> Include:
     )
 
 
-def _build(table: Table) -> BuildConfig:
-    table.reject_unknown({"engine", "jobs", "out", "base_image"})
+def _build(table: Table, base_dir: Path) -> BuildConfig:
+    table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse"})
     engine = table.string("engine", "auto")
     if engine not in ENGINES:
         table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
@@ -408,7 +410,15 @@ def _build(table: Table) -> BuildConfig:
     out = table.string("out", "dist")
     if not out.strip():
         table.error("out", "is empty", "name the output directory, e.g. \"dist\"")
-    return BuildConfig(engine, jobs, out, tuple(sorted(images.items())))
+    torch_index = table.string("torch_index")
+    if torch_index is not None and not re.match(r"^(https?|file)://\S+$", torch_index):
+        table.error("torch_index", f"{torch_index!r} is not an index URL",
+                    "e.g. \"https://pypi.org/simple\" or a mirror of download.pytorch.org/whl/{path}")
+    wheelhouse = table.string("wheelhouse")
+    if wheelhouse is not None and (not wheelhouse.strip() or "\0" in wheelhouse):
+        table.error("wheelhouse", "is not a directory path")
+    return BuildConfig(engine, jobs, out, tuple(sorted(images.items())), torch_index,
+                       None if wheelhouse is None else (base_dir / wheelhouse).resolve())
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:

@@ -4,6 +4,7 @@ first, output is captured to the log, and a failure raises with the log's tail."
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -26,12 +27,24 @@ class CommandFailed(WheelfactoryError):
         super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode}{where}")
 
 
+_ERROR_LINE = re.compile(r"\berror\b|fatal|undefined reference|No such file", re.IGNORECASE)
+
+
+def excerpt(text: str, lines: int = TAIL_LINES) -> str:
+    """What a person needs from a failed command's output: its first error lines (a compiler's
+    real complaint is often far above the tail, under a tool's own summary), then the tail."""
+    all_lines = text.splitlines()
+    tail = all_lines[-(lines // 2):]
+    errors = [line for line in all_lines[:-len(tail) or None] if _ERROR_LINE.search(line)][:lines // 2]
+    return "\n".join([*errors, "...", *tail] if errors else all_lines[-lines:])
+
+
 def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return excerpt(text, lines)
 
 
 def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
@@ -42,7 +55,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
         result = subprocess.run(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, timeout=timeout)
         if result.returncode != 0:
-            tail = "\n".join(result.stdout.splitlines()[-TAIL_LINES:])
+            tail = excerpt(result.stdout)
             raise CommandFailed(command, result.returncode, tail, None)
         return result.stdout
     log.parent.mkdir(parents=True, exist_ok=True)

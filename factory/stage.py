@@ -149,10 +149,18 @@ from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, {extension}
 
 EXPECTED_TORCH = {variant.torch_version!r}
+EXPECTED_CXX11_ABI = {variant.key.cxx11_abi!r}
 if torch.__version__.split("+")[0] != EXPECTED_TORCH:
     raise SystemExit(
         "wheelfactory: variant {variant.id} builds against torch==" + EXPECTED_TORCH
         + " but torch " + torch.__version__ + " is installed in this build environment"
+    )
+if bool(torch.compiled_with_cxx11_abi()) != EXPECTED_CXX11_ABI:
+    # A wheel built against the other ABI would claim the wrong one in its build record.
+    raise SystemExit(
+        "wheelfactory: variant {variant.id} needs the " + ("cxx11" if EXPECTED_CXX11_ABI else "pre-cxx11")
+        + " ABI build of torch " + EXPECTED_TORCH + " but the installed one is the other ABI; "
+        "point [build].torch_index at an index that serves it"
     )
 
 setup(

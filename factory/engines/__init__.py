@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import Protocol
 
 from ..stage import StagePlan
+from ..variant import Variant
 
 
 class Engine(Protocol):
     name: str
 
-    def identity(self) -> str:
-        """What about the engine changes the wheel (interpreter + torch, image digest): part of the cache key."""
+    def identity(self, variant: Variant) -> str:
+        """What about the engine changes this variant's wheel (interpreter + torch, image id): in the cache key."""
 
     def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
         """Build, repair and check one variant; return the finished wheel (inside ``workdir``)."""

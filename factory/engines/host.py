@@ -13,6 +13,7 @@ from ..errors import WheelfactoryError
 from ..proc import run
 from ..repair import auditwheel_command, check_wheel
 from ..stage import StagePlan, write_stage
+from ..variant import Variant
 
 _PROBE = r"""
 import json, platform, sys
@@ -73,7 +74,7 @@ class HostEngine:
         self.environment = environment
         self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
 
-    def identity(self) -> str:
+    def identity(self, variant: Variant) -> str:
         env = self.environment
         return f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}"
 

@@ -1,0 +1,168 @@
+"""The Docker engine: cibuildwheel builds each variant in its image, with --network none and the
+variant's wheelset mounted read-only; auditwheel repairs inside the container; then the wheel is
+audited (abi3audit, on the host) and smoke-tested in a fresh container from the same image.
+
+cibuildwheel drives the container build (its manylinux layout, before-build, frontend and repair
+steps). Two parts it cannot serve here are done by us: its abi3 audit step installs abi3audit in
+a virtualenv it downloads (no network in our containers), so we run abi3audit on the host; and
+its test step would run inside the build container, where the build's own files are present, so
+the smoke test runs in a fresh container that only has torch and the wheel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..containers import Container
+from ..errors import WheelfactoryError
+from ..images import ImageRef, ensure_image, render_image
+from ..proc import run
+from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
+from ..stage import StagePlan, write_stage
+from ..variant import Variant
+from ..wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
+
+_PROBE = ("import glob, json, os, platform; print(json.dumps({'glibc': platform.libc_ver()[1], "
+          "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
+          "if not os.path.islink(p))}))")
+
+SMOKE = r"""
+import json, sys, torch, {pkg}
+from {pkg} import _reference as ref
+info = {pkg}.backend_info()
+x = torch.randn(7, 2 * 33)
+out = {pkg}.silu_and_mul(x)
+expected = torch.empty_like(out)
+ref.silu_and_mul(expected, x)
+torch.testing.assert_close(out, expected)
+print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
+"""
+
+
+class DockerBuildError(WheelfactoryError):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ImageFacts:
+    """What a build image offers: its interpreters (cpXY-cpXY) and its glibc."""
+
+    glibc: str
+    pythons: tuple[str, ...]
+
+    def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
+        """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
+        newest one the variant's torch ships wheels for (the wheel serves every CPython >= 3.9)."""
+        have = {f"{p[2]}.{p[3:p.index('-')]}": p for p in self.pythons}
+        wanted = [variant.key.python] if variant.key.python != "abi3" else sorted(
+            (v for v in have if v in supported), key=lambda v: tuple(int(x) for x in v.split(".")))[-1:]
+        if not wanted or wanted[0] not in have:
+            raise DockerBuildError(f"{variant.id}: the build image has no Python that torch {variant.key.torch} "
+                                   f"supports (image: {', '.join(self.pythons) or 'none'}; torch: "
+                                   f"{', '.join(supported)})")
+        return wanted[0], have[wanted[0]]
+
+
+@dataclass
+class DockerEngine:
+    client: object  # docker.DockerClient; typed loosely so the module imports without the SDK
+    base_images: dict[str, str]  # arch -> base image
+    wheelhouse: Wheelhouse
+    image_log: Path  # image builds are shared by variants: their log is the run's, not a variant's
+    torch_index: str | None = None  # overrides the table's index for torch (mirror / offline)
+    python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
+    name: str = "docker"
+    _images: dict[str, ImageRef] = field(default_factory=dict)
+    _facts: dict[str, ImageFacts] = field(default_factory=dict)
+
+    def identity(self, variant: Variant) -> str:
+        """Part of the cache key: the image id pins the toolchain exactly."""
+        image = self.image_for(variant)
+        return f"docker:{image.id}:index={self.torch_index}"
+
+    def image_for(self, variant: Variant) -> ImageRef:
+        """The variant's build image, built once per content tag (toolkit layers: later issues)."""
+        rendered = render_image(self.base_images[variant.key.arch], None)
+        if rendered.tag not in self._images:
+            self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
+                                                      log=self.image_log)
+        return self._images[rendered.tag]
+
+    def facts(self, image: ImageRef) -> ImageFacts:
+        if image.id not in self._facts:
+            with Container(self.client, image.id) as box:  # type: ignore[arg-type]
+                data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
+            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]))
+        return self._facts[image.id]
+
+    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+        variant = stage.variant
+        image = self.image_for(variant)
+        facts = self.facts(image)
+        version, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
+        glibc = ".".join(facts.glibc.split(".")[:2])
+        wheels = self.wheelhouse.ensure(
+            request_for(variant, ContainerPython(version, variant.key.arch, glibc), torch_index=self.torch_index),
+            log=log)
+        source, output = workdir / "src", workdir / "out"
+        shutil.rmtree(output, ignore_errors=True)
+        write_stage(stage, source)
+        env = self._cibuildwheel_env(variant, image, python, wheels.path)
+        with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
+            sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
+        # cibuildwheel copies its working directory into the container: run it in the staged
+        # source so that only the package travels, not the output directory around it.
+        run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
+            cwd=source, env=env, log=log)
+        (wheel,) = output.glob("*.whl")
+        self.verify(stage, image, wheels.path, wheel, log)
+        return wheel
+
+    def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path) -> dict[str, str]:
+        excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(os.cpu_count() or 2)}
+        if variant.key.backend.kind == "cuda":
+            build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
+        build_env.update(dict(variant.settings.env))
+        tag = python.split("-")[0]
+        return {
+            "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",
+            "CIBW_ARCHS": variant.key.arch,
+            f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
+            "CIBW_CONTAINER_ENGINE": f"docker; create_args: --network none -v {wheelhouse}:/wheelhouse:ro",
+            "CIBW_ENVIRONMENT": " ".join(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
+            "CIBW_BEFORE_BUILD": f"pip install {shlex.quote(variant.torch_requirement)} "
+                                 + " ".join(shlex.quote(r) for r in BUILD_REQUIREMENTS),
+            "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
+            "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
+            "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
+            "CIBW_BUILD_VERBOSITY": "1",
+        }
+
+    def verify(self, stage: StagePlan, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
+        variant = stage.variant
+        problems = check_wheel(wheel, package=stage.kernel.name, abi3=variant.key.python == "abi3")
+        if variant.key.python == "abi3":
+            run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
+        if problems:
+            raise DockerBuildError(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
+        facts = self.facts(image)
+        _, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
+        smoke = SMOKE.format(pkg=stage.kernel.name)
+        with Container(self.client, image.id, network="none",  # type: ignore[arg-type]
+                       volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
+            pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
+            box.run([f"/opt/python/{python}/bin/python", "-m", "venv", "/tmp/smoke"], log=log)
+            box.run([*pip, variant.torch_requirement], log=log)
+            box.run([*pip, "--no-deps", f"/dist/{wheel.name}"], log=log)
+            result = json.loads(box.run(["/tmp/smoke/bin/python", "-c", smoke], log=log,
+                                        workdir="/tmp").strip().splitlines()[-1])
+        if result["mode"] != "prebuilt" or result["variant"] != variant.id:
+            raise DockerBuildError(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
+                                   "expected the prebuilt library")

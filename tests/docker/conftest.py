@@ -1,0 +1,47 @@
+"""The Docker tier: a real engine (start one with .ci/start-docker).
+
+Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) a missing engine FAILS
+the tests that need it: CI never skips Docker silently. Elsewhere they skip, saying why.
+
+The bookworm base image is made once (debootstrap, import, apt layer: 1-2 min) and then reused
+across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE (.cache/tests).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import docker
+from factory.baseimage import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
+from factory.errors import DockerUnavailable
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    from factory.containers import docker_client as connect
+
+    try:
+        client = connect()
+    except DockerUnavailable as exc:
+        reason = str(exc)
+    else:
+        yield client
+        client.close()
+        return
+    if REQUIRED:
+        pytest.fail(f"the Docker tier must run in CI: {reason}", pytrace=False)
+    pytest.skip(f"Docker tier skipped: {reason}")
+
+
+@pytest.fixture(scope="session")
+def bookworm_base(docker_client: docker.DockerClient) -> BaseImage:
+    """wheelfactory/base:bookworm-<hash>, made on the first run, reused after."""
+    return ensure_base_image(docker_client, BaseImageSpec(parse_suite("bookworm")), cache_dir=CACHE / "docker")

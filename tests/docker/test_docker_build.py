@@ -1,0 +1,109 @@
+"""`wheelfactory build --engine docker` for real: cibuildwheel in the offline base image with
+--network none, auditwheel inside, abi3audit and a smoke test in a fresh container after.
+
+Two CPU variants of different C++ ABI: torch 2.6 (pre-cxx11, from PyPI) and torch 2.13 (cxx11).
+The first run takes minutes (torch 2.6's wheelhouse is ~3 GB); the wheelhouse and the images are
+cached across runs under WHEELFACTORY_TEST_CACHE.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory.baseimage import BaseImage
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
+
+
+def matrix_text(base: str, wheelhouse: Path, extra: str = "") -> str:
+    return f"""
+[project]
+path = "{REPO / 'kernels' / 'fusedops'}"
+
+[matrix]
+torch = ["2.6", "2.13"]
+backends = ["cpu"]
+
+[[exclude]]  # PyTorch's cxx11 CPU index for 2.6 is not reachable from our machines
+torch = "2.6"
+cxx11_abi = true
+
+[build]
+engine = "docker"
+base_image = "{base}"
+torch_index = "https://pypi.org/simple"  # no PyTorch index here; PyPI's 2.6.0 is pre-cxx11
+wheelhouse = "{wheelhouse}"
+{extra}"""
+
+
+def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "factory", "build", *args], cwd=workdir, capture_output=True,
+                          text=True, timeout=3000)
+
+
+def manifest(dist: Path) -> dict[str, dict[str, object]]:
+    return json.loads((dist / "manifest.json").read_text())["variants"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def docker_build(bookworm_base: BaseImage) -> Path:
+    # Persistent: a rerun with nothing changed finds everything cached (CI starts empty).
+    workdir = CACHE / "docker-build"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(matrix_text(bookworm_base.tag, CACHE / "wheelhouse"))
+    result = build(workdir)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return workdir
+
+
+def test_two_abis_built_repaired_and_smoke_tested(docker_build: Path) -> None:
+    entries = manifest(docker_build / "dist")
+    assert set(entries) == VARIANTS
+    for vid, entry in entries.items():
+        assert entry["status"] in ("built", "cached"), entry  # cached: a warm local test cache
+        wheel = docker_build / "dist" / str(entry["wheel"])
+        assert wheel.name.endswith("-cp39-abi3-manylinux_2_34_x86_64.whl")
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            record = json.loads(archive.read("fusedops/_build.json"))
+        assert not [n for n in names if "libtorch" in n or "libc10" in n], names
+        assert record["variant"] == vid
+        log = (docker_build / "dist" / str(entry["log"])).read_text()
+        assert "CIBW_CONTAINER_ENGINE=docker; create_args: --network none" in log  # no network in the build
+        assert f'{{"mode": "prebuilt", "variant": "{vid}"}}' in log  # the smoke test's verdict
+    assert "+cputorch2.6cxx98-" in str(entries["torch26-cxx98-cpu-x86_64-linux"]["wheel"])
+
+
+def test_unchanged_rebuild_is_all_cached(docker_build: Path) -> None:
+    result = build(docker_build)
+    assert result.returncode == 0, result.stderr
+    assert {e["status"] for e in manifest(docker_build / "dist").values()} == {"cached"}
+
+
+def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, tmp_path: Path) -> None:
+    shutil.copytree(docker_build / "dist", tmp_path / "dist")
+    base = next(line.split('"')[1] for line in (docker_build / "matrix.toml").read_text().splitlines()
+                if line.startswith("base_image"))
+    bad = '\n[[include]]\ntorch = "2.13"\nbackend = "cpu"\nextra_cflags = ["-fno-such-compiler-flag"]\n'
+    (tmp_path / "matrix.toml").write_text(matrix_text(base, CACHE / "wheelhouse", bad))
+    result = build(tmp_path)
+    assert result.returncode == 1
+    entries = manifest(tmp_path / "dist")
+    assert entries["torch26-cxx98-cpu-x86_64-linux"]["status"] == "cached"
+    failed = entries["torch213-cxx11-cpu-x86_64-linux"]
+    assert failed["status"] == "failed" and failed["wheel"] is None
+    assert "-fno-such-compiler-flag" in result.stdout  # the log tail is shown
+    assert "torch213-cxx11-cpu-x86_64-linux failed" in result.stdout
+    assert not list((tmp_path / "dist").rglob("*.partial"))
