@@ -42,7 +42,7 @@ def select(plan: Plan, only: Sequence[str]) -> tuple[Variant, ...]:
     """``--only`` patterns (fnmatch on ids); each must match something."""
     if not only:
         return plan.variants
-    chosen = []
+    chosen: list[Variant] = []
     for pattern in only:
         matched = [v for v in plan.variants if fnmatch.fnmatchcase(v.id, pattern)]
         if not matched:

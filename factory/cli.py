@@ -152,9 +152,9 @@ def base_image(suite: str, mirror: str, tag: str | None, cache_dir: Path) -> Non
             err.print(exc.tail, markup=False, highlight=False)
         raise
     steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in image.timings) or "reused"
-    suite = image.suite
-    err.print(f"{image.tag}: Debian {suite.name}, glibc {suite.glibc} (C++ extensions {suite.manylinux_cxx}, "
-              f"any wheel at most {suite.manylinux_max}), /opt/python/{suite.abi}-{suite.abi}; {steps}", markup=False)
+    made = image.suite
+    err.print(f"{image.tag}: Debian {made.name}, glibc {made.glibc} (C++ extensions {made.manylinux_cxx}, "
+              f"any wheel at most {made.manylinux_max}), /opt/python/{made.abi}-{made.abi}; {steps}", markup=False)
     click.echo(f"{image.tag} {image.id}")
 
 class BuildFailed(WheelfactoryError):

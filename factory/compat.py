@@ -11,7 +11,6 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from .errors import ConfigError
 from .tomlsource import Table, TomlDocument
 from .variant import Backend, InvalidBackend, minor_of
 

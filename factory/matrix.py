@@ -15,7 +15,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .compat import CompatTable, TorchRelease
-from .tomlsource import Table, TomlDocument, did_you_mean, describe
+from .tomlsource import Table, TomlDocument, describe, did_you_mean
 from .variant import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 
 Engine = Literal["auto", "docker", "host"]

@@ -53,7 +53,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     full_env = {**os.environ, **env} if env is not None else None
     if log is None:
         result = subprocess.run(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                                stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
         if result.returncode != 0:
             tail = excerpt(result.stdout)
             raise CommandFailed(command, result.returncode, tail, None)
@@ -65,10 +65,10 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
             sink.write(f"  (in {cwd})\n")
         sink.flush()
         start = sink.tell()
-        result = subprocess.run(command, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
-                                timeout=timeout)
+        logged = subprocess.run(command, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
+                                timeout=timeout, check=False)
     text = log.read_text(errors="replace")
     output = text[start:] if start <= len(text) else ""
-    if result.returncode != 0:
-        raise CommandFailed(command, result.returncode, tail_of(log), log)
+    if logged.returncode != 0:
+        raise CommandFailed(command, logged.returncode, tail_of(log), log)
     return output

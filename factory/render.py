@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .build import Outcome
 
 
 def console(stderr: bool = False) -> Console:
@@ -52,18 +58,22 @@ def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
         out.print(pruned)
 
 
+@dataclass
+class _Row:
+    status: str = "queued"
+    detail: str = ""
+    started: float | None = None
+
+
 class BuildView:
     """Per-variant status while a matrix runs: a live table on a terminal, one line per event
     otherwise (CI logs), and a summary at the end."""
 
     def __init__(self, out: Console, variant_ids: list[str]) -> None:
-        import time
-
         from rich.live import Live
 
-        self._time = time.monotonic
         self.out = out
-        self.rows = {vid: ["queued", "", None] for vid in variant_ids}
+        self.rows = {vid: _Row() for vid in variant_ids}
         self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
 
     def __enter__(self) -> BuildView:
@@ -80,24 +90,26 @@ class BuildView:
         table = Table(header_style="bold")
         for column in ("variant", "status", "elapsed", "detail"):
             table.add_column(column)
-        for vid, (status, detail, started) in self.rows.items():
-            elapsed = f"{self._time() - started:.0f} s" if started and status == "building" else ""
-            style = {"built": "green", "cached": "cyan", "failed": "red", "building": "yellow"}.get(status, "")
-            table.add_row(vid, f"[{style}]{status}[/]" if style else status, elapsed, detail[:80])
+        for vid, row in self.rows.items():
+            running = row.started is not None and row.status == "building"
+            elapsed = f"{time.monotonic() - row.started:.0f} s" if running and row.started else ""
+            style = {"built": "green", "cached": "cyan", "failed": "red", "building": "yellow"}.get(row.status, "")
+            status = f"[{style}]{row.status}[/]" if style else row.status
+            table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
 
     def __call__(self, variant_id: str, phase: str, detail: str) -> None:
         row = self.rows[variant_id]
-        row[0], row[1] = phase, detail
+        row.status, row.detail = phase, detail
         if phase == "building":
-            row[2] = self._time()
+            row.started = time.monotonic()
         if self.live:
             self.live.update(self._table())
         else:
-            self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""))
+            self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
 
 
-def print_build_summary(out: Console, outcomes: list, out_dir: str) -> None:  # list[Outcome]
+def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
     for column in ("variant", "status", "seconds", "wheel", "sha256"):
         table.add_column(column)
@@ -107,6 +119,6 @@ def print_build_summary(out: Console, outcomes: list, out_dir: str) -> None:  # 
     out.print(table)
     for o in outcomes:
         if o.entry.status == "failed":
-            out.print(f"[red]{o.variant.id} failed[/]: {o.entry.error}")
+            out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")
             if o.log_tail:
                 out.print(o.log_tail, markup=False, highlight=False)

@@ -109,3 +109,33 @@ def test_no_compiler_falls_back_to_reference(host_wheel: Path, fresh_install: Ca
     result = load_in(site, venv, env=env)
     assert result["info"]["mode"] == "reference"  # type: ignore[index]
     assert len(result["warnings"]) == 1, result["warnings"]  # type: ignore[arg-type]
+
+
+def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
+    """SIGKILL the whole build (process group) while it compiles: no wheel, no stale lock, and the
+    rerun finishes the job."""
+    import signal
+    import time
+
+    out = tmp_path / "dist"
+    command = [sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and "-m build" in log.read_text():  # the compile has started
+            time.sleep(3)
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, "the build ended before it could be killed"
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+    assert not list(out.rglob("*.whl")), "a wheel appeared from a killed build"
+    assert not (out / "manifest.json").exists() or "built" not in (out / "manifest.json").read_text()
+
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    entry = json.loads((out / "manifest.json").read_text())["variants"]["torch213-cxx11-cpu-x86_64-linux"]
+    assert entry["status"] == "built" and (out / entry["wheel"]).is_file()
+    assert not list(out.rglob("*.partial"))
