@@ -73,7 +73,7 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
           only: tuple[str, ...], jobs: int | None) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
-    from .build import host_variant, run_matrix, select
+    from .build import default_jobs, host_variant, run_matrix, select
     from .containers import docker_client
     from .engines.docker import DockerEngine
     from .engines.host import HostEngine, probe
@@ -119,7 +119,8 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; "
                           f"building {variant.id}", markup=False)
     with BuildView(out_console, [v.id for v in variants]) as view:
-        outcomes = run_matrix(kernel, variants, builder, out, jobs=jobs or matrix.build.jobs or 1, observe=view)
+        outcomes = run_matrix(kernel, variants, builder, out, observe=view,
+                              jobs=jobs or matrix.build.jobs or default_jobs(builder.name))
     print_build_summary(out_console, outcomes, str(out))
     failed = sum(o.entry.status == "failed" for o in outcomes)
     if failed:

@@ -35,6 +35,7 @@ class Entry:
     log: str | None
     error: str | None = None
     engine: str | None = None
+    image: str | None = None  # the build image's id (docker engine): pins the toolchain exactly
 
 
 def read(out: Path) -> dict[str, Entry]:

@@ -15,5 +15,8 @@ class Engine(Protocol):
     def identity(self, variant: Variant) -> str:
         """What about the engine changes this variant's wheel (interpreter + torch, image id): in the cache key."""
 
+    def image_id(self, variant: Variant) -> str | None:
+        """The id of the image the variant builds in (None where no image is used)."""
+
     def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
         """Build, repair and check one variant; return the finished wheel (inside ``workdir``)."""

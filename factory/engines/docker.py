@@ -86,6 +86,9 @@ class DockerEngine:
         image = self.image_for(variant)
         return f"docker:{image.id}:index={self.torch_index}"
 
+    def image_id(self, variant: Variant) -> str | None:
+        return self.image_for(variant).id
+
     def image_for(self, variant: Variant) -> ImageRef:
         """The variant's build image, built once per content tag (toolkit layers: later issues)."""
         rendered = render_image(self.base_images[variant.key.arch], None)

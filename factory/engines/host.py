@@ -78,6 +78,9 @@ class HostEngine:
         env = self.environment
         return f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}"
 
+    def image_id(self, variant: Variant) -> str | None:
+        return None
+
     def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
         python = self.environment.executable
         source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"

@@ -73,6 +73,7 @@ def test_two_abis_built_repaired_and_smoke_tested(docker_build: Path) -> None:
     assert set(entries) == VARIANTS
     for vid, entry in entries.items():
         assert entry["status"] in ("built", "cached"), entry  # cached: a warm local test cache
+        assert str(entry["image"]).startswith("sha256:")  # the build image is pinned by id
         wheel = docker_build / "dist" / str(entry["wheel"])
         assert wheel.name.endswith("-cp39-abi3-manylinux_2_34_x86_64.whl")
         with zipfile.ZipFile(wheel) as archive:

@@ -106,3 +106,14 @@ def test_planning_does_not_import_torch(tmp_path: Path) -> None:
             "assert 'torch' not in sys.modules, 'planning imported torch'\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_build_with_docker_but_no_engine_is_one_line_exit_3(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "factory", "build", "--engine", "docker", "-o", str(tmp_path / "dist")],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
+    assert result.returncode == 3, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no Docker engine answers" in lines[0] and "Traceback" not in result.stderr
+    assert not (tmp_path / "dist" / "manifest.json").exists()
