@@ -136,7 +136,8 @@ def _build_one(kernel: KernelSpec, variant: Variant, engine: Engine, out: Path,
         wheel = out / previous.wheel
         if wheel.is_file() and file_sha256(wheel) == previous.sha256:
             observe(variant.id, "cached", previous.wheel)
-            return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3)))
+            return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
+                                            image=engine.image_id(variant)))
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
