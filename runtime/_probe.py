@@ -98,23 +98,17 @@ def _home_from_tool(tool: str | None) -> str | None:
     return str(Path(tool).resolve().parent.parent) if tool else None
 
 
+def _find_home(explicit: str | None, tool: str, default: str, settings: Settings) -> str | None:
+    """Same order as torch.utils.cpp_extension: the variable, the tool on PATH, the usual place."""
+    return explicit or _home_from_tool(which(tool, settings)) or (default if os.path.isdir(default) else None)
+
+
 def find_cuda_home(settings: Settings) -> str | None:
-    """Same order as torch.utils.cpp_extension: CUDA_HOME/CUDA_PATH, nvcc on PATH, /usr/local/cuda."""
-    if settings.cuda_home:
-        return settings.cuda_home
-    found = _home_from_tool(which("nvcc", settings))
-    if found:
-        return found
-    return "/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None
+    return _find_home(settings.cuda_home, "nvcc", "/usr/local/cuda", settings)
 
 
 def find_rocm_home(settings: Settings) -> str | None:
-    if settings.rocm_home:
-        return settings.rocm_home
-    found = _home_from_tool(which("hipcc", settings))
-    if found:
-        return found
-    return "/opt/rocm" if os.path.isdir("/opt/rocm") else None
+    return _find_home(settings.rocm_home, "hipcc", "/opt/rocm", settings)
 
 
 def nvcc_version(cuda_home: str | None) -> tuple[MajorMinor | None, str]:

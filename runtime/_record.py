@@ -85,7 +85,8 @@ def _require(data: Mapping[str, object], key: str, kind: type, source: str) -> o
     return value
 
 
-def _str_list(value: object, key: str, source: str) -> tuple[str, ...]:
+def str_list(value: object, key: str, source: str) -> tuple[str, ...]:
+    """A JSON list of strings from a record or spec file, or RecordError naming the file and key."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise RecordError(f"{source}: key {key!r} must be a list of strings, got {value!r}")
     return tuple(value)
@@ -122,7 +123,7 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     namespace = str(_require(data, "namespace", str, source))
     if not re.match(_IDENTIFIER, namespace):
         raise RecordError(f"{source}: namespace {namespace!r} is not an identifier")
-    ops = _str_list(_require(data, "ops", list, source), "ops", source)
+    ops = str_list(_require(data, "ops", list, source), "ops", source)
     bad_ops = [op for op in ops if not re.match(_IDENTIFIER, op)]
     if bad_ops:
         raise RecordError(f"{source}: op names {bad_ops!r} are not identifiers")
@@ -130,7 +131,7 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     if not re.match(_LIBRARY_NAME, library):
         # A path here could make us dlopen any file on the system: only a bare file name is allowed.
         raise RecordError(f"{source}: library {library!r} must be a bare file name like '_C.abi3.so'")
-    arch_list = _str_list(data.get("arch_list", []), "arch_list", source)
+    arch_list = str_list(data.get("arch_list", []), "arch_list", source)
     if backend == "cuda":
         from ._arch import CudaArch
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ._errors import RecordError
+from ._record import str_list
 from ._versions import Backend
 
 __all__ = ["JIT_SPEC_FILE", "SOURCES_DIR", "JitSpec", "parse_jit_spec", "read_jit_spec"]
@@ -59,12 +60,6 @@ def _relative_paths(value: object, key: str, source: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _strings(value: object, key: str, source: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RecordError(f"{source}: {key!r} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
 def parse_jit_spec(data: object, source: str = JIT_SPEC_FILE) -> JitSpec:
     if not isinstance(data, dict):
         raise RecordError(f"{source}: expected a JSON object, got {type(data).__name__}")
@@ -80,7 +75,7 @@ def parse_jit_spec(data: object, source: str = JIT_SPEC_FILE) -> JitSpec:
     sources = data.get("sources")
     if not isinstance(sources, dict) or not sources.get("cpu"):
         raise RecordError(f"{source}: 'sources' must map 'cpu' (and optionally 'cuda') to file lists")
-    ops = _strings(data.get("ops"), "ops", source)
+    ops = str_list(data.get("ops"), "ops", source)
     if not ops or not all(_is_identifier(op) for op in ops):
         raise RecordError(f"{source}: 'ops' must list op names, got {list(ops)!r}")
     hip_flags = data.get("hip_flags")
@@ -91,9 +86,9 @@ def parse_jit_spec(data: object, source: str = JIT_SPEC_FILE) -> JitSpec:
         cpu_sources=_relative_paths(sources["cpu"], "sources.cpu", source),
         cuda_sources=_relative_paths(sources.get("cuda", []), "sources.cuda", source),
         include_dirs=_relative_paths(data.get("include_dirs", []), "include_dirs", source),
-        cxx_flags=_strings(data.get("cxx_flags", []), "cxx_flags", source),
-        nvcc_flags=_strings(data.get("nvcc_flags", []), "nvcc_flags", source),
-        hip_flags=None if hip_flags is None else _strings(hip_flags, "hip_flags", source),
+        cxx_flags=str_list(data.get("cxx_flags", []), "cxx_flags", source),
+        nvcc_flags=str_list(data.get("nvcc_flags", []), "nvcc_flags", source),
+        hip_flags=None if hip_flags is None else str_list(hip_flags, "hip_flags", source),
         ops=ops,
     )
 
