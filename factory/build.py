@@ -18,12 +18,11 @@ from .compat import CompatTable
 from .engines import Engine
 from .engines.host import HostEnvironment
 from .errors import ConfigError, WheelfactoryError
-from .kernel import KernelSpec
 from .keys import file_sha256, json_digest, python_files, tree_digest
 from .matrix import BackendSelector, Matrix, TorchSelector
 from .plan import Plan, expand
 from .proc import CommandFailed, tail_of
-from .stage import StagePlan, plan_stage, runtime_dir
+from .stage import Stage, runtime_dir
 from .variant import Backend, Variant
 
 WORK_DIR = ".work"
@@ -64,7 +63,7 @@ def default_jobs(engine_name: str, cpus: int | None = None, free_bytes: int | No
     return max(1, min(cpus // 2, free_bytes // (4 << 30)))
 
 
-def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment) -> Variant:
+def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
     """The variant the host interpreter's torch is: the plan's own when the matrix has it
     (with its settings), otherwise planned on the fly from the table."""
     release = ".".join(env.torch_release.split(".")[:2])
@@ -76,7 +75,7 @@ def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment) -> Va
         matrix,
         torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
         backends=(BackendSelector(env.build_name, backend.kind, backend),),
-        cxx11_abi=(env.cxx11_abi,), python=("abi3",), arch=(env.arch,), exclude=(),
+        cxx11_abi=(env.cxx11_abi,), python=("abi3" if abi3 else env.python,), arch=(env.arch,), exclude=(),
         include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
     )
     planned = expand(single, table)
@@ -86,20 +85,19 @@ def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment) -> Va
     return planned.variants[0]
 
 
-def cache_key(stage: StagePlan, engine: Engine) -> str:
-    """Everything that changes the wheel: the sources, the vendored runtime, the generated
-    packaging (so a factory change to setup.py rebuilds), the variant and the engine."""
+def cache_key(stage: Stage, engine: Engine) -> str:
+    """Everything that changes the wheel: the project (sources, generated packaging), the
+    vendored runtime, the variant and the engine (interpreter or image id)."""
     return json_digest({
         "factory": __version__,
         "engine": engine.identity(stage.variant),
         "variant": stage.variant.as_dict(),
-        "sources": stage.source_digest,
-        "packaging": [stage.setup_py, stage.pyproject, stage.record, stage.jit_spec],
+        "project": stage.key_material(),
         "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
     })
 
 
-def run_matrix(kernel: KernelSpec, variants: Sequence[Variant], engine: Engine, out: Path, *,
+def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
                jobs: int = 1, observe: Observer = lambda *_: None) -> list[Outcome]:
     out = out.resolve()
     held = manifest.lock(out)
@@ -108,7 +106,7 @@ def run_matrix(kernel: KernelSpec, variants: Sequence[Variant], engine: Engine, 
         _clean_partials(out)
 
         def one(variant: Variant) -> Outcome:
-            outcome = _build_one(kernel, variant, engine, out, entries.get(variant.id), observe)
+            outcome = _build_one(stage_for, variant, engine, out, entries.get(variant.id), observe)
             entries[variant.id] = outcome.entry
             manifest.write(out, entries)  # after each variant: a killed run keeps what finished
             return outcome
@@ -119,14 +117,14 @@ def run_matrix(kernel: KernelSpec, variants: Sequence[Variant], engine: Engine, 
         held.release()
 
 
-def _build_one(kernel: KernelSpec, variant: Variant, engine: Engine, out: Path,
+def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
                previous: manifest.Entry | None, observe: Observer) -> Outcome:
     start = time.monotonic()
     variant_dir = out / variant.id
     variant_dir.mkdir(parents=True, exist_ok=True)
     log = variant_dir / LOG_NAME
     try:
-        stage = plan_stage(kernel, variant)
+        stage = stage_for(variant)
         key = cache_key(stage, engine)  # may build the variant's image
     except WheelfactoryError as exc:
         observe(variant.id, "failed", str(exc))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import click
@@ -78,18 +80,24 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     from .engines.docker import DockerEngine
     from .engines.host import HostEngine, probe
     from .errors import DockerUnavailable
+    from .byo import ByoStage, load_byo
     from .kernel import is_native_project, load_kernel
+    from .stage import Stage, plan_stage
+    from .variant import Variant
     from .render import BuildView, print_build_summary
     from .wheelhouse import Wheelhouse
 
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
-    project = matrix.project.path
-    if not is_native_project(project):
-        raise ConfigError(f"{project} has no kernel.toml; bring-your-own projects are not supported yet",
-                          file=str(matrix_path), key="project.path")
-    kernel = load_kernel(project)
+    project = matrix.project
+    stage_for: Callable[[Variant], Stage]
+    native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
+    if native:
+        kernel = load_kernel(project.path)
+        stage_for = partial(plan_stage, kernel)
+    else:
+        stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
     chosen = engine or matrix.build.engine
     client = None
@@ -106,11 +114,14 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
             client, dict(matrix.build.base_images), Wheelhouse(wheelhouse), out / "images.log",
             torch_index=matrix.build.torch_index,
             python_support={r.minor: r.python for r in table.releases})
+        if not native and "abi3" in matrix.python:
+            raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
+                              file=str(matrix_path), key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
         variants = select(expand(matrix, table), only)
         out_console.print(f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}", markup=False)
     else:
         environment = probe(python)
-        variant = host_variant(matrix, table, environment)
+        variant = host_variant(matrix, table, environment, abi3=native)
         variants = select(expand(matrix, table), only) if only else (variant,)
         if only and variants != (variant,):
             ids = ", ".join(v.id for v in variants)
@@ -119,7 +130,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; "
                           f"building {variant.id}", markup=False)
     with BuildView(out_console, [v.id for v in variants]) as view:
-        outcomes = run_matrix(kernel, variants, builder, out, observe=view,
+        outcomes = run_matrix(stage_for, variants, builder, out, observe=view,
                               jobs=jobs or matrix.build.jobs or default_jobs(builder.name))
     print_build_summary(out_console, outcomes, str(out))
     failed = sum(o.entry.status == "failed" for o in outcomes)

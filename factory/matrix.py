@@ -133,6 +133,12 @@ class BuildConfig:
 class ProjectConfig:
     path: Path  # absolute
     kind: str = "auto"
+    # Bring-your-own projects: the module the smoke test imports, and the variables their build
+    # reads (for every variant, for CPU variants, for CUDA/ROCm variants).
+    import_name: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    cpu_env: tuple[tuple[str, str], ...] = ()
+    cuda_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -422,7 +428,7 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
-    table.reject_unknown({"path", "kind"})
+    table.reject_unknown({"path", "kind", "import_name", "env", "cpu_env", "cuda_env"})
     path = table.string("path", "kernels/fusedops")
     if not path.strip() or "\0" in path:
         table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
@@ -430,4 +436,8 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
     kind = table.string("kind", "auto")
     if kind not in PROJECT_KINDS:
         table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")
-    return ProjectConfig((base_dir / path).resolve(), kind)
+    import_name = table.string("import_name")
+    if import_name is not None and not all(part.isidentifier() for part in import_name.split(".")):
+        table.error("import_name", f"{import_name!r} is not a module name", "e.g. import_name = \"my_ext\"")
+    return ProjectConfig((base_dir / path).resolve(), kind, import_name,
+                         *(tuple(sorted(table.string_map(key).items())) for key in ("env", "cpu_env", "cuda_env")))

@@ -27,7 +27,7 @@ def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
     return [*command, str(wheel)]
 
 
-def check_wheel(wheel: Path, *, package: str, abi3: bool) -> list[str]:
+def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True) -> list[str]:
     """Problems found in a finished wheel (empty when it is fine)."""
     problems = []
     _, _, _, tags = parse_wheel_filename(wheel.name)
@@ -37,10 +37,12 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool) -> list[str]:
         problems.append(f"{wheel.name} has no manylinux platform tag (was it repaired?)")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    if f"{package}/_build.json" not in names:
+    if native and f"{package}/_build.json" not in names:
         problems.append("the build record _build.json is missing")
-    if not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
+    if native and not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
         problems.append("the compiled library _C is missing")
+    if not any(n.endswith(".so") for n in names):
+        problems.append("the wheel holds no compiled extension")
     grafted = [n for n in names if any(Path(n).name.startswith(f) for f in FORBIDDEN_IN_WHEEL)]
     if grafted:
         problems.append(f"torch/toolkit libraries were grafted into the wheel: {', '.join(grafted)}")

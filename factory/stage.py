@@ -10,6 +10,7 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from packaging.version import Version
 
@@ -36,6 +37,33 @@ def runtime_dir() -> Path:
     return path
 
 
+class Stage(Protocol):
+    """What an engine needs to build one variant of a project, native or bring-your-own."""
+
+    @property
+    def variant(self) -> Variant: ...
+
+    @property
+    def package(self) -> str:
+        """The import name the smoke test imports."""
+
+    @property
+    def native(self) -> bool:
+        """Factory-native: the wheel has a build record and must load "prebuilt"."""
+
+    def build_env(self) -> dict[str, str]:
+        """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
+
+    def key_material(self) -> object:
+        """Everything about the staged project that changes the wheel (for the cache key)."""
+
+    def write(self, dest: Path) -> None:
+        """Lay the project out in ``dest`` for a PEP 517 build."""
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        """Last touch on the repaired wheel (a bring-your-own project gets its local version here)."""
+
+
 @dataclass(frozen=True)
 class StagePlan:
     kernel: KernelSpec
@@ -47,6 +75,26 @@ class StagePlan:
     jit_spec: dict[str, object]
     setup_py: str
     pyproject: str
+
+    @property
+    def package(self) -> str:
+        return self.kernel.name
+
+    @property
+    def native(self) -> bool:
+        return True
+
+    def build_env(self) -> dict[str, str]:
+        return {}
+
+    def key_material(self) -> object:
+        return [self.source_digest, self.setup_py, self.pyproject, self.record, self.jit_spec]
+
+    def write(self, dest: Path) -> None:
+        write_stage(self, dest)
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        return wheel  # the generated setup.py already set the version with its local label
 
 
 def namespace_for(kernel: KernelSpec, variant: Variant, source_digest: str) -> str:

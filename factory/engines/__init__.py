@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from ..stage import StagePlan
+from ..stage import Stage
 from ..variant import Variant
 
 
@@ -18,5 +18,5 @@ class Engine(Protocol):
     def image_id(self, variant: Variant) -> str | None:
         """The id of the image the variant builds in (None where no image is used)."""
 
-    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
         """Build, repair and check one variant; return the finished wheel (inside ``workdir``)."""

@@ -24,7 +24,7 @@ from ..errors import WheelfactoryError
 from ..images import ImageRef, ensure_image, render_image
 from ..proc import run
 from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
-from ..stage import StagePlan, write_stage
+from ..stage import Stage
 from ..variant import Variant
 from ..wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
 
@@ -42,6 +42,13 @@ expected = torch.empty_like(out)
 ref.silu_and_mul(expected, x)
 torch.testing.assert_close(out, expected)
 print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
+"""
+
+
+# A bring-your-own project: importing it with only torch installed is the check.
+SMOKE_IMPORT = r"""
+import json, torch, {pkg}
+print(json.dumps({{"mode": "imported", "variant": None, "module": {pkg}.__name__}}))
 """
 
 
@@ -104,7 +111,7 @@ class DockerEngine:
             self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]))
         return self._facts[image.id]
 
-    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
         variant = stage.variant
         image = self.image_for(variant)
         facts = self.facts(image)
@@ -115,23 +122,26 @@ class DockerEngine:
             log=log)
         source, output = workdir / "src", workdir / "out"
         shutil.rmtree(output, ignore_errors=True)
-        write_stage(stage, source)
-        env = self._cibuildwheel_env(variant, image, python, wheels.path)
+        stage.write(source)
+        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env())
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
         # cibuildwheel copies its working directory into the container: run it in the staged
         # source so that only the package travels, not the output directory around it.
         run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
             cwd=source, env=env, log=log)
-        (wheel,) = output.glob("*.whl")
+        (repaired,) = output.glob("*.whl")
+        wheel = stage.finish(repaired, workdir / "final")
         self.verify(stage, image, wheels.path, wheel, log)
         return wheel
 
-    def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path) -> dict[str, str]:
+    def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
+                          project_env: dict[str, str]) -> dict[str, str]:
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(os.cpu_count() or 2)}
         if variant.key.backend.kind == "cuda":
             build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
+        build_env.update(project_env)
         build_env.update(dict(variant.settings.env))
         tag = python.split("-")[0]
         return {
@@ -148,16 +158,16 @@ class DockerEngine:
             "CIBW_BUILD_VERBOSITY": "1",
         }
 
-    def verify(self, stage: StagePlan, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
+    def verify(self, stage: Stage, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
         variant = stage.variant
-        problems = check_wheel(wheel, package=stage.kernel.name, abi3=variant.key.python == "abi3")
+        problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native)
         if variant.key.python == "abi3":
             run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
         if problems:
             raise DockerBuildError(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
         facts = self.facts(image)
         _, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
-        smoke = SMOKE.format(pkg=stage.kernel.name)
+        smoke = (SMOKE if stage.native else SMOKE_IMPORT).format(pkg=stage.package)
         with Container(self.client, image.id, network="none",  # type: ignore[arg-type]
                        volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
             pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
@@ -166,6 +176,6 @@ class DockerEngine:
             box.run([*pip, "--no-deps", f"/dist/{wheel.name}"], log=log)
             result = json.loads(box.run(["/tmp/smoke/bin/python", "-c", smoke], log=log,
                                         workdir="/tmp").strip().splitlines()[-1])
-        if result["mode"] != "prebuilt" or result["variant"] != variant.id:
+        if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
             raise DockerBuildError(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                                    "expected the prebuilt library")

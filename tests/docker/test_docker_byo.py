@@ -1,0 +1,71 @@
+"""A bring-your-own setup.py project (pybind11, CPU + CUDA sources) built by the docker engine for
+two torch releases without editing it: local version label added, repaired, imported in a clean
+container (the engine's smoke test)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from factory.baseimage import BaseImage
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
+
+
+def test_byo_project_for_two_torch_releases(bookworm_base: BaseImage) -> None:
+    workdir = CACHE / "docker-byo"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{PROJECT}"
+import_name = "byo_ext"
+cpu_env = {{ FORCE_CUDA = "0" }}
+cuda_env = {{ FORCE_CUDA = "1" }}
+
+[matrix]
+torch = ["2.6", "2.13"]
+backends = ["cpu"]
+python = ["3.11"]
+
+[[exclude]]  # PyTorch's cxx11 CPU index for 2.6 is not reachable from our machines
+torch = "2.6"
+cxx11_abi = true
+
+[build]
+engine = "docker"
+base_image = "{bookworm_base.tag}"
+torch_index = "https://pypi.org/simple"
+wheelhouse = "{CACHE / 'wheelhouse'}"
+""")
+    before = sorted(p.name for p in PROJECT.rglob("*"))
+    result = subprocess.run([sys.executable, "-m", "factory", "build"], cwd=workdir, capture_output=True, text=True,
+                            timeout=3000)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert sorted(p.name for p in PROJECT.rglob("*")) == before  # the project was not touched
+    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
+    expected = {"torch26-cxx98-cpu-x86_64-linux-cp311": "0.3.0+cputorch2.6cxx98",
+                "torch213-cxx11-cpu-x86_64-linux-cp311": "0.3.0+cputorch2.13"}
+    assert set(entries) == set(expected)
+    for vid, version in expected.items():
+        entry = entries[vid]
+        assert entry["status"] in ("built", "cached"), entry
+        wheel = workdir / "dist" / entry["wheel"]
+        assert wheel.name == f"byo_ext-{version}-cp311-cp311-manylinux_2_34_x86_64.whl"
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            metadata = archive.read(f"byo_ext-{version}.dist-info/METADATA").decode()
+        assert f"Version: {version}" in metadata
+        assert any(n.startswith("byo_ext/_C") and n.endswith(".so") for n in names)
+        assert not [n for n in names if "libtorch" in n or "libc10" in n]
+        log = (workdir / "dist" / entry["log"]).read_text()
+        assert "FORCE_CUDA=0" in log and '"mode": "imported"' in log  # imported in a clean container
