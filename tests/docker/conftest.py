@@ -45,3 +45,22 @@ def docker_client() -> Iterator[docker.DockerClient]:
 def bookworm_base(docker_client: docker.DockerClient) -> BaseImage:
     """wheelfactory/base:bookworm-<hash>, made on the first run, reused after."""
     return ensure_base_image(docker_client, BaseImageSpec(parse_suite("bookworm")), cache_dir=CACHE / "docker")
+
+
+@pytest.fixture(scope="session")
+def offline_build_tables(bookworm_base: BaseImage) -> str:
+    """The part of a test matrix.toml that makes a docker build work on our machines: torch 2.6
+    without the cxx11 ABI (PyTorch's cxx11 CPU index is unreachable) and torch from PyPI (the
+    PyTorch index is unreachable; PyPI's 2.6.0 is the pre-cxx11 build), the offline base image
+    and the tests' shared wheelhouse."""
+    return f"""
+[[exclude]]
+torch = "2.6"
+cxx11_abi = true
+
+[build]
+engine = "docker"
+base_image = "{bookworm_base.tag}"
+torch_index = "https://pypi.org/simple"
+wheelhouse = "{CACHE / 'wheelhouse'}"
+"""

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from factory.baseimage import BaseImage
-
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +20,7 @@ CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"
 PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
 
 
-def test_byo_project_for_two_torch_releases(bookworm_base: BaseImage) -> None:
+def test_byo_project_for_two_torch_releases(offline_build_tables: str) -> None:
     workdir = CACHE / "docker-byo"
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "matrix.toml").write_text(f"""
@@ -36,17 +34,7 @@ cuda_env = {{ FORCE_CUDA = "1" }}
 torch = ["2.6", "2.13"]
 backends = ["cpu"]
 python = ["3.11"]
-
-[[exclude]]  # PyTorch's cxx11 CPU index for 2.6 is not reachable from our machines
-torch = "2.6"
-cxx11_abi = true
-
-[build]
-engine = "docker"
-base_image = "{bookworm_base.tag}"
-torch_index = "https://pypi.org/simple"
-wheelhouse = "{CACHE / 'wheelhouse'}"
-""")
+{offline_build_tables}""")
     before = sorted(p.name for p in PROJECT.rglob("*"))
     result = subprocess.run([sys.executable, "-m", "factory", "build"], cwd=workdir, capture_output=True, text=True,
                             timeout=3000)
