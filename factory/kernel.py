@@ -14,6 +14,9 @@ DECLARATION = "kernel.toml"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$", re.ASCII)
 _OP = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
 SOURCE_BACKENDS = ("cpu", "cuda")
+# Files only a device build reads: a CPU variant neither ships nor hashes them, so editing a
+# .cu file rebuilds the CUDA/ROCm variants and leaves the CPU ones cached.
+DEVICE_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
 
 
 @dataclass(frozen=True)
@@ -39,16 +42,20 @@ class KernelSpec:
         device = table.get("cuda", ()) if backend_kind in ("cuda", "rocm") else ()
         return table.get("cpu", ()) + device
 
-    def all_files(self) -> tuple[Path, ...]:
-        """Every file that goes into a build (for cache keys and for shipping the JIT sources)."""
+    def files_for(self, backend_kind: str) -> tuple[Path, ...]:
+        """Every file a build for this backend reads: the Python package, the headers under the
+        include dirs and the backend's sources. This is what the variant ships for JIT and what
+        its cache key hashes. kernel.toml itself is not: its parsed values (flags, ops, version)
+        reach the key through the generated packaging and records."""
+        compiled = set(self.sources_for(backend_kind))
+        other = {p for _, paths in self.sources for p in paths} - compiled
+        device = backend_kind in ("cuda", "rocm")
         files: set[Path] = set()
         for directory in (self.python_package, *self.include_dirs):
             files.update(p.relative_to(self.root) for p in (self.root / directory).rglob("*")
                          if p.is_file() and "__pycache__" not in p.parts)
-        for _, paths in self.sources:
-            files.update(paths)
-        files.add(Path(DECLARATION))
-        return tuple(sorted(files))
+        files = {p for p in files if p not in other and (device or p.suffix not in DEVICE_SUFFIXES)}
+        return tuple(sorted(files | compiled))
 
 
 def is_native_project(path: Path) -> bool:

@@ -187,6 +187,7 @@ class _Planned(NamedTuple):
 
 
 CPU_ONLY_NOTE = "no GPU visible and TORCH_CUDA_ARCH_LIST unset: built the CPU ops only"
+CPU_SOURCES_NOTE = "this package ships CPU sources only (a CPU variant's wheel): built the CPU ops only"
 
 
 def _plan(
@@ -197,6 +198,11 @@ def _plan(
         spec = read_jit_spec(sources_dir)
     except RecordError as exc:
         raise JitUnavailable(str(exc), "reinstall the package with its sources") from exc
+    if env.backend != "cpu" and not spec.cuda_sources:
+        # A CPU variant's wheel on a GPU torch: its device sources were never shipped.
+        cpu_env = dataclasses.replace(env, cuda=None, hip=None)
+        planned, _ = _plan(package, package_dir, cpu_env, settings, record_archs)
+        return planned._replace(note=CPU_SOURCES_NOTE), cpu_env
     toolkit_home: str | None = None
     gpu_archs = ""
     device_flags: tuple[str, ...] = ()

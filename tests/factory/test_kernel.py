@@ -41,7 +41,7 @@ def test_sample_kernel_declaration_loads() -> None:
 def test_minimal_project(tmp_path: Path) -> None:
     spec = load_kernel(make_project(tmp_path))
     assert spec.namespace_macro == "TINY_NAMESPACE"
-    assert Path("csrc/tiny.cpp") in spec.all_files() and Path("kernel.toml") in spec.all_files()
+    assert Path("csrc/tiny.cpp") in spec.files_for("cpu") and Path("py/tiny/__init__.py") in spec.files_for("cpu")
 
 
 @pytest.mark.parametrize("old, new, message", [

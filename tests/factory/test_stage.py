@@ -65,3 +65,51 @@ def test_write_stage_layout(tmp_path: Path, planned: dict[str, Variant]) -> None
             assert (package / "_sources" / rel).is_file()
     assert json.loads((package / "_build.json").read_text())["namespace"] == stage.namespace
     assert not list(package.rglob("__pycache__"))
+
+
+def test_cpu_variants_ship_and_hash_only_cpu_sources(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    cpu = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
+    write_stage(cpu, tmp_path / "cpu")
+    shipped = {p.suffix for p in (tmp_path / "cpu" / "fusedops" / "_sources").rglob("*") if p.is_file()}
+    assert ".cu" not in shipped and ".cpp" in shipped and ".h" in shipped
+    assert set(cpu.jit_spec["sources"]) == {"cpu"} and cpu.jit_spec["nvcc_flags"] == []  # type: ignore[call-overload]
+    cuda = plan_stage(kernel, planned["torch213-cxx11-cu130-x86_64-linux"])
+    write_stage(cuda, tmp_path / "cuda")
+    assert list((tmp_path / "cuda" / "fusedops" / "_sources").rglob("*.cu"))
+
+
+def _key_materials(root: Path, planned: dict[str, Variant]) -> dict[str, object]:
+    kernel = load_kernel(root)
+    return {vid: plan_stage(kernel, planned[vid]).key_material()
+            for vid in ("torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux")}
+
+
+@pytest.mark.parametrize("edited, rebuilt", [
+    ("csrc/cuda/activation.cu", {"torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/cpu/activation.cpp", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/fusedops.h", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
+])
+def test_editing_a_source_changes_only_the_variants_that_read_it(
+        tmp_path: Path, planned: dict[str, Variant], edited: str, rebuilt: set[str]) -> None:
+    import shutil
+
+    root = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", root, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _key_materials(root, planned)
+    with (root / edited).open("a") as source:
+        source.write("\n// edited\n")
+    after = _key_materials(root, planned)
+    assert {vid for vid in before if before[vid] != after[vid]} == rebuilt
+
+
+def test_nvcc_flags_in_kernel_toml_do_not_touch_cpu_variants(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    import shutil
+
+    root = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", root, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _key_materials(root, planned)
+    toml = root / "kernel.toml"
+    toml.write_text(toml.read_text().replace('nvcc = ["-O3",', 'nvcc = ["-O2",'))
+    after = _key_materials(root, planned)
+    assert {vid for vid in before if before[vid] != after[vid]} == {"torch213-cxx11-cu130-x86_64-linux"}

@@ -135,6 +135,14 @@ def test_cuda_torch_without_gpu_or_arch_list_builds_cpu_ops_only(tmp_path: Path,
     assert forced.key.startswith("torch2.13_cu130-") and not forced.note
 
 
+def test_cpu_variant_package_on_a_gpu_torch_builds_its_cpu_ops(tmp_path: Path, no_subprocess: None) -> None:
+    # A CPU variant's wheel ships no device sources: even with archs asked for, the CPU ops only.
+    package = make_package(tmp_path, {**SPEC, "sources": {"cpu": ["csrc/a.cpp"]}, "nvcc_flags": []})
+    planned = plan(package, {"CUDA_HOME": "/opt/cuda-13.0", "TORCH_CUDA_ARCH_LIST": "9.0"}, cuda="13.0")
+    assert planned.key.startswith("torch2.13_cpu-0.0.1-") and planned.inputs.sources == ("csrc/a.cpp",)
+    assert planned.note == _jit.CPU_SOURCES_NOTE
+
+
 def test_rocm_plan_drops_nvcc_only_flags(tmp_path: Path, no_subprocess: None) -> None:
     planned = plan(
         make_package(tmp_path), {"ROCM_HOME": "/opt/rocm-7.1", "PYTORCH_ROCM_ARCH": "gfx942"}, hip="7.1.1"
