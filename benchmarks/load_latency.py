@@ -32,7 +32,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
 
-import rt_assemble as rt  # noqa: E402  (the tests' package assembler: same installed layout)
+import rt_assemble as rt  # (the tests' package assembler: the factory's installed layout)
+
+from factory.kernel import KernelSpec, load_kernel
 
 TIMED = r"""
 import json, sys, time
@@ -81,9 +83,7 @@ class Scenario:
 
 
 def run_timed(scenario: Scenario) -> dict[str, float]:
-    proc = subprocess.run(
-        [rt.PYTHON, "-c", scenario.code], env=dict(scenario.env), capture_output=True, text=True, check=False
-    )
+    proc = rt.run_python(["-c", scenario.code], scenario.env)
     for line in proc.stdout.splitlines():
         if line.startswith("TIMING "):
             return json.loads(line[len("TIMING ") :])  # type: ignore[no-any-return]
@@ -93,13 +93,8 @@ def run_timed(scenario: Scenario) -> dict[str, float]:
 
 
 def check_mode(name: str, env: Mapping[str, str], expected: str) -> None:
-    proc = subprocess.run(
-        [rt.PYTHON, "-c", MODE_CHECK.format(name=name)],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    # no time limit: the first check of the JIT package compiles it
+    proc = rt.run_python(["-c", MODE_CHECK.format(name=name)], env, timeout=None)
     if f"MODE {expected}" not in proc.stdout:
         raise RuntimeError(f"expected mode {expected}, got:\n{proc.stdout}\n{proc.stderr[-3000:]}")
 
@@ -109,7 +104,7 @@ def compileall(package: Path) -> None:
     subprocess.run([rt.PYTHON, "-m", "compileall", "-q", str(package)], check=True, capture_output=True)
 
 
-def prepare(kernel: rt.Kernel, work: Path) -> list[Scenario]:
+def prepare(kernel: KernelSpec, work: Path) -> list[Scenario]:
     name, namespace = kernel.name, f"_{kernel.name}_cpu_bench"
     # (c) cpp_extension.load on the same sources and flags; its build doubles as the prebuilt _C.
     cpp_build = work / "cpp_extension_build"
@@ -117,7 +112,7 @@ def prepare(kernel: rt.Kernel, work: Path) -> list[Scenario]:
     load_args = ", ".join(
         [
             f"name={name + '_cppext'!r}",
-            f"sources={[str(kernel.root / s) for s in kernel.cpu_sources]!r}",
+            f"sources={[str(kernel.root / s) for s in kernel.sources_for('cpu')]!r}",
             f"extra_cflags={[*kernel.cxx_flags, f'-D{kernel.namespace_macro}={namespace}']!r}",
             f"extra_include_paths={[str(kernel.root / d) for d in kernel.include_dirs]!r}",
             f"build_directory={str(cpp_build)!r}",
@@ -163,16 +158,16 @@ def prepare(kernel: rt.Kernel, work: Path) -> list[Scenario]:
     ]
 
 
-def choose_kernel(choice: str) -> list[rt.Kernel]:
+def choose_kernel(choice: str) -> list[KernelSpec]:
     fusedops_ready = (rt.FUSEDOPS_KERNEL / "csrc").is_dir() and (
         rt.FUSEDOPS_KERNEL / "python" / "fusedops" / "_reference.py"
     ).is_file()
     if choice == "fusedops" or (choice == "auto" and fusedops_ready):
         # auto: fall back to the fixture if the real sources do not compile (yet)
-        return [rt.read_kernel(rt.FUSEDOPS_KERNEL)] + (
-            [rt.read_kernel(rt.FIXTURE_KERNEL)] if choice == "auto" else []
+        return [load_kernel(rt.FUSEDOPS_KERNEL)] + (
+            [load_kernel(rt.FIXTURE_KERNEL)] if choice == "auto" else []
         )
-    return [rt.read_kernel(rt.FIXTURE_KERNEL)]
+    return [load_kernel(rt.FIXTURE_KERNEL)]
 
 
 def main() -> int:
@@ -196,7 +191,7 @@ def main() -> int:
             work = work_root / candidate.name
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            sources = len(candidate.cpu_sources)
+            sources = len(candidate.sources_for("cpu"))
             print(
                 f"preparing kernel {candidate.name!r} ({sources} CPU source files) in {work}",
                 flush=True,
@@ -227,7 +222,7 @@ def main() -> int:
     print()
     print("Load latency: from after `import torch` to the first op call returning (fresh process per run)")
     print(
-        f"kernel {kernel.name} ({len(kernel.cpu_sources)} CPU sources), torch {torch.__version__}, "
+        f"kernel {kernel.name} ({len(kernel.sources_for('cpu'))} CPU sources), torch {torch.__version__}, "
         f"Python {sys.version.split()[0]}, {args.runs} runs per scenario, interleaved"
     )
     print()

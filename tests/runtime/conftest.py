@@ -21,26 +21,28 @@ for entry in (str(HERE), str(REPO)):  # rt_assemble, and `runtime` for the unit 
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-import rt_assemble as rt  # noqa: E402
+import rt_assemble as rt
+
+from factory.kernel import KernelSpec, load_kernel
 
 PREBUILT_NAMESPACE = rt.PREBUILT_NAMESPACE
 RACE_PROCESSES = rt.RACE_PROCESSES
 
 
 @pytest.fixture(scope="session")
-def kernel() -> rt.Kernel:
-    return rt.read_kernel(rt.FIXTURE_KERNEL)
+def kernel() -> KernelSpec:
+    return load_kernel(rt.FIXTURE_KERNEL)
 
 
 @pytest.fixture(scope="session")
-def prebuilt_library(kernel: rt.Kernel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def prebuilt_library(kernel: KernelSpec, tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("prebuilt-build")
     return rt.compile_library(kernel, PREBUILT_NAMESPACE, work / "out" / rt.LIBRARY_NAME, work / "build")
 
 
 @pytest.fixture(scope="session")
 def prebuilt_parent(
-    kernel: rt.Kernel, prebuilt_library: Path, tmp_path_factory: pytest.TempPathFactory
+    kernel: KernelSpec, prebuilt_library: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """A package whose build record matches this environment."""
     parent = tmp_path_factory.mktemp("prebuilt-pkg")
@@ -51,7 +53,7 @@ def prebuilt_parent(
 
 
 @pytest.fixture(scope="session")
-def jit_parent(kernel: rt.Kernel, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def jit_parent(kernel: KernelSpec, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A package whose record says another torch. Its "library" is garbage: were it dlopen()ed
     despite the record, loading would fail, so a clean JIT result proves the check came first."""
     parent = tmp_path_factory.mktemp("jit-pkg")
@@ -63,7 +65,7 @@ def jit_parent(kernel: rt.Kernel, tmp_path_factory: pytest.TempPathFactory) -> P
 
 @pytest.fixture(scope="session")
 def jit_race(
-    kernel: rt.Kernel, jit_parent: Path, tmp_path_factory: pytest.TempPathFactory
+    kernel: KernelSpec, jit_parent: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[Path, list[dict[str, object]]]:
     """8 interpreters started at once on an empty cache: (cache dir, their probe results)."""
     cache = tmp_path_factory.mktemp("race") / "cache"

@@ -1,36 +1,38 @@
 """Assemble installed-layout kernel packages for the runtime tests and the load benchmark.
 
-A package is laid out the way the factory installs it::
-
-    <parent>/<pkg>/__init__.py, __main__.py, _reference.py   (the kernel's python package)
-    <parent>/<pkg>/_runtime/                                (a copy of runtime/)
-    <parent>/<pkg>/_sources/ + _sources/jit.json            (sources for JIT)
-    <parent>/<pkg>/_C.abi3.so + _build.json                 (only with a prebuilt library)
+The layout is the factory's own: the package directory of the build stage that
+``factory.stage.write_stage`` lays out for the running torch's CPU variant (the kernel's python
+package, the vendored runtime as ``_runtime``, ``_sources/`` with ``jit.json``, ``_build.json``),
+with the build record and compiled library (``_C.abi3.so``) that a test chooses.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # the project supports 3.10, where tomli (a dependency there) is the same parser
-    import tomli as tomllib
+from factory.build import host_variant
+from factory.compat import load_table
+from factory.engines.host import probe
+from factory.kernel import KernelSpec
+from factory.matrix import parse_matrix
+from factory.stage import LIBRARY_MODULE, RECORD_FILE, StagePlan, plan_stage, write_stage
+from factory.tomlsource import TomlDocument
+from factory.variant import Variant
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = REPO / "runtime"
 FIXTURE_KERNEL = Path(__file__).resolve().parent / "fixtures" / "tinyops"
 FUSEDOPS_KERNEL = REPO / "kernels" / "fusedops"
 PYTHON = sys.executable
-LIBRARY_NAME = "_C.abi3.so"
+LIBRARY_NAME = f"{LIBRARY_MODULE}.abi3.so"
 PREBUILT_NAMESPACE = "_tinyops_cpu_1a2b3c4d"
 RACE_PROCESSES = 8  # interpreters started at once on an empty cache
 
@@ -42,131 +44,61 @@ def torch_major_minor() -> tuple[int, int]:
     return int(major), int(minor)
 
 
-@dataclass(frozen=True)
-class Kernel:
-    root: Path
-    name: str
-    version: str
-    python_package: Path
-    namespace_macro: str
-    ops: tuple[str, ...]
-    include_dirs: tuple[str, ...]
-    cpu_sources: tuple[str, ...]
-    cuda_sources: tuple[str, ...]
-    cxx_flags: tuple[str, ...]
-    nvcc_flags: tuple[str, ...]
-
-    @property
-    def env_prefix(self) -> str:
-        return self.name.upper()
+@functools.cache
+def cpu_variant() -> Variant:
+    """The factory's CPU variant of this interpreter's torch, planned the way ``wheelfactory
+    build`` plans the host's (CPU even under a CUDA torch: the tests build CPU libraries)."""
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text("", "matrix.toml"), table, base_dir=REPO)
+    return host_variant(matrix, table, dataclasses.replace(probe(PYTHON), cuda=None, hip=None))
 
 
-def read_kernel(root: Path) -> Kernel:
-    data = tomllib.loads((root / "kernel.toml").read_text(encoding="utf-8"))
-    kernel, sources, flags = data["kernel"], data["sources"], data.get("flags", {})
-    return Kernel(
-        root=root,
-        name=kernel["name"],
-        version=kernel["version"],
-        python_package=root / kernel["python_package"],
-        namespace_macro=kernel["namespace_macro"],
-        ops=tuple(kernel["ops"]),
-        include_dirs=tuple(sources.get("include_dirs", [])),
-        cpu_sources=tuple(sources["cpu"]),
-        cuda_sources=tuple(sources.get("cuda", [])),
-        cxx_flags=tuple(flags.get("cxx", [])),
-        nvcc_flags=tuple(flags.get("nvcc", [])),
-    )
+def stage_plan(kernel: KernelSpec) -> StagePlan:
+    return plan_stage(kernel, cpu_variant())
 
 
-def jit_spec(kernel: Kernel) -> dict[str, object]:
-    return {
-        "schema": 1,
-        "name": kernel.name,
-        "version": kernel.version,
-        "namespace_macro": kernel.namespace_macro,
-        "sources": {"cpu": list(kernel.cpu_sources), "cuda": list(kernel.cuda_sources)},
-        "include_dirs": list(kernel.include_dirs),
-        "cxx_flags": list(kernel.cxx_flags),
-        "nvcc_flags": list(kernel.nvcc_flags),
-        "ops": list(kernel.ops),
-    }
-
-
-def current_record(kernel: Kernel, namespace: str, **overrides: object) -> dict[str, object]:
-    """A build record describing a CPU library built for the running torch (then overridden)."""
-    import torch
-
-    major, minor = torch.__version__.split("+")[0].split(".")[:2]
-    abi = torch.compiled_with_cxx11_abi()
-    record: dict[str, object] = {
-        "schema": 1,
-        "name": kernel.name,
-        "version": f"{kernel.version}+cputorch{major}.{minor}",
-        "variant": f"torch{major}{minor}-{'cxx11' if abi else 'cxx98'}-cpu-{platform.machine()}-linux",
-        "torch": f"{major}.{minor}.0",
-        "backend": "cpu",
-        "toolkit": None,
-        "cxx11_abi": abi,
-        "python": "abi3",
-        "arch": platform.machine(),
-        "arch_list": [],
-        "namespace": namespace,
-        "ops": list(kernel.ops),
-        "library": LIBRARY_NAME,
-        "stable_abi": False,
-    }
-    record.update(overrides)
-    return record
-
-
-def _copy_sources(kernel: Kernel, dest: Path) -> None:
-    dest.mkdir(parents=True)
-    for include in kernel.include_dirs:
-        shutil.copytree(
-            kernel.root / include,
-            dest / include,
-            dirs_exist_ok=True,
-            ignore=shutil.ignore_patterns("__pycache__"),
-        )
-    for source in (*kernel.cpu_sources, *kernel.cuda_sources):
-        target = dest / source
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(kernel.root / source, target)
-    (dest / "jit.json").write_text(json.dumps(jit_spec(kernel), indent=1), encoding="utf-8")
+def current_record(kernel: KernelSpec, namespace: str, **overrides: object) -> dict[str, object]:
+    """The build record the factory writes for the CPU variant, with the op namespace the
+    library was built with (``compile_library``), then ``overrides``."""
+    return {**stage_plan(kernel).record, "namespace": namespace, **overrides}
 
 
 def assemble(
-    kernel: Kernel,
+    kernel: KernelSpec,
     parent: Path,
     *,
     record: Mapping[str, object] | None = None,
     library: Path | bytes | None = None,
 ) -> Path:
-    """Lay out ``<parent>/<kernel.name>`` as an installed package; returns the package dir."""
-    package = parent / kernel.name
-    shutil.copytree(kernel.python_package, package, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(RUNTIME_DIR, package / "_runtime", ignore=shutil.ignore_patterns("__pycache__"))
-    _copy_sources(kernel, package / "_sources")
+    """Lay out ``<parent>/<kernel.name>`` as an installed package; returns the package dir.
+
+    ``record`` replaces the staged build record (None: no record, a source-only install);
+    ``library`` is the compiled library, as a file or its bytes."""
+    stage = parent / f".{kernel.name}-stage"  # setup.py and pyproject.toml stay out of the install
+    write_stage(stage_plan(kernel), stage)
+    package = (stage / kernel.name).rename(parent / kernel.name)
+    shutil.rmtree(stage)
+    if record is None:
+        (package / RECORD_FILE).unlink()
+    else:
+        (package / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
     if library is not None:
         target = package / str((record or {}).get("library", LIBRARY_NAME))
         if isinstance(library, bytes):
             target.write_bytes(library)
         else:
             shutil.copy2(library, target)
-    if record is not None:
-        (package / "_build.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
     return package
 
 
-def compile_library(kernel: Kernel, namespace: str, out: Path, workdir: Path) -> Path:
+def compile_library(kernel: KernelSpec, namespace: str, out: Path, workdir: Path) -> Path:
     """Build the kernel's CPU library with op namespace ``namespace`` (what the factory ships)."""
     workdir.mkdir(parents=True, exist_ok=True)
     name = f"{kernel.name}_prebuilt_{namespace.strip('_')}"
     define = f"-D{kernel.namespace_macro}={namespace}"
     request = {
         "name": name,
-        "sources": [str(kernel.root / s) for s in kernel.cpu_sources],
+        "sources": [str(kernel.root / s) for s in kernel.sources_for("cpu")],
         "include_dirs": [str(kernel.root / d) for d in kernel.include_dirs],
         "cxx_flags": [*kernel.cxx_flags, define],
         "cuda_flags": [],
@@ -189,7 +121,7 @@ def compile_library(kernel: Kernel, namespace: str, out: Path, workdir: Path) ->
 
 
 def child_env(
-    kernel: Kernel,
+    kernel: KernelSpec,
     package_parent: Path,
     *,
     cache_dir: Path | None = None,
@@ -202,13 +134,14 @@ def child_env(
     ``no_compiler``: an empty directory to use as the whole PATH (and CXX unset), so no compiler
     or ninja can be found; the interpreter is started by absolute path and needs no PATH.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(f"{kernel.env_prefix}_")}
+    prefix = kernel.name.upper()  # the runtime's env_prefix() of an identifier
+    env = {k: v for k, v in os.environ.items() if not k.startswith(f"{prefix}_")}
     env["PYTHONPATH"] = str(package_parent)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if cache_dir is not None:
-        env[f"{kernel.env_prefix}_CACHE_DIR"] = str(cache_dir)
+        env[f"{prefix}_CACHE_DIR"] = str(cache_dir)
     if load is not None:
-        env[f"{kernel.env_prefix}_LOAD"] = load
+        env[f"{prefix}_LOAD"] = load
     if no_compiler is not None:
         no_compiler.mkdir(parents=True, exist_ok=True)
         env["PATH"] = str(no_compiler)
@@ -218,10 +151,11 @@ def child_env(
 
 
 def run_python(
-    code: str, env: Mapping[str, str], *, timeout: float = 600, args: Sequence[str] = ()
+    args: Sequence[str], env: Mapping[str, str], *, timeout: float | None = 600
 ) -> subprocess.CompletedProcess[str]:
+    """``python <args>`` in a fresh interpreter: ``["-c", code, ...]`` or ``["-m", module, ...]``."""
     return subprocess.run(
-        [PYTHON, "-c", code, *args],
+        [PYTHON, *args],
         env=dict(env),
         capture_output=True,
         text=True,
@@ -256,7 +190,7 @@ print("RESULT " + json.dumps(result))
 
 
 def run_probe(env: Mapping[str, str], *, timeout: float = 600) -> dict[str, object]:
-    proc = run_python(PROBE, env, timeout=timeout)
+    proc = run_python(["-c", PROBE], env, timeout=timeout)
     return parse_probe(proc)
 
 
@@ -273,16 +207,3 @@ def fallback_warnings(result: Mapping[str, object]) -> list[str]:
     caught: list[dict[str, str]] = result["warnings"]  # type: ignore[assignment]
     return [w["message"] for w in caught if w["category"] == "ReferenceFallbackWarning"]
 
-
-def run_module(
-    module: str, args: Sequence[str], env: Mapping[str, str], *, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    """``python -m <module> <args>`` in a fresh interpreter."""
-    return subprocess.run(
-        [PYTHON, "-m", module, *args],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import rt_assemble as rt
 
+from factory.kernel import load_kernel
+
 pytestmark = pytest.mark.skipif(
     not (rt.FUSEDOPS_KERNEL / "python" / "fusedops" / "_reference.py").exists(),
     reason="kernels/fusedops/python/fusedops/_reference.py is not written yet",
@@ -48,7 +50,7 @@ print("RESULT " + json.dumps({"checks": checks, "info": info, "all": sorted(fuse
 @pytest.fixture(scope="module")
 def fusedops_parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
     parent = tmp_path_factory.mktemp("fusedops")
-    rt.assemble(rt.read_kernel(rt.FUSEDOPS_KERNEL), parent)
+    rt.assemble(load_kernel(rt.FUSEDOPS_KERNEL), parent)
     return parent
 
 
@@ -58,8 +60,8 @@ def has_row(report: str, label: str, value: str) -> bool:
 
 
 def run(code: str, parent: Path, **env: object) -> str:
-    kernel = rt.read_kernel(rt.FUSEDOPS_KERNEL)
-    proc = rt.run_python(code, rt.child_env(kernel, parent, **env))  # type: ignore[arg-type]
+    kernel = load_kernel(rt.FUSEDOPS_KERNEL)
+    proc = rt.run_python(["-c", code], rt.child_env(kernel, parent, **env))  # type: ignore[arg-type]
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -77,9 +79,9 @@ def test_public_api_on_the_reference_ops(fusedops_parent: Path, tmp_path: Path) 
 
 
 def test_report_without_a_compiler(fusedops_parent: Path, tmp_path: Path) -> None:
-    kernel = rt.read_kernel(rt.FUSEDOPS_KERNEL)
+    kernel = load_kernel(rt.FUSEDOPS_KERNEL)
     env = rt.child_env(kernel, fusedops_parent, cache_dir=tmp_path / "cache", no_compiler=tmp_path / "bin")
-    proc = rt.run_module("fusedops", ["report"], env)
+    proc = rt.run_python(["-m", "fusedops", "report"], env)
     assert proc.returncode == 0, proc.stderr
     report = proc.stdout
     assert report.splitlines()[1] == "fusedops report"
@@ -108,15 +110,15 @@ def test_report_without_a_compiler(fusedops_parent: Path, tmp_path: Path) -> Non
 
 
 def test_report_with_the_toolchain_and_usage(fusedops_parent: Path, tmp_path: Path) -> None:
-    kernel = rt.read_kernel(rt.FUSEDOPS_KERNEL)
+    kernel = load_kernel(rt.FUSEDOPS_KERNEL)
     env = rt.child_env(kernel, fusedops_parent, cache_dir=tmp_path / "cache", load="reference")
-    proc = rt.run_module("fusedops", ["report"], env)
+    proc = rt.run_python(["-m", "fusedops", "report"], env)
     assert proc.returncode == 0, proc.stderr
     assert has_row(proc.stdout, "c++ compiler", "[OKAY]") and has_row(proc.stdout, "ninja", "[OKAY]")
     assert has_row(proc.stdout, "mode", "[WARN] reference") and has_row(
         proc.stdout, "reference", "[ yes] FUSEDOPS_LOAD=reference"
     )
-    usage = rt.run_module("fusedops", [], env)
+    usage = rt.run_python(["-m", "fusedops"], env)
     assert usage.returncode == 2 and "report" in usage.stdout
-    as_json = rt.run_module("fusedops", ["report", "--json"], env)
+    as_json = rt.run_python(["-m", "fusedops", "report", "--json"], env)
     assert as_json.returncode == 0 and '"mode": "reference"' in as_json.stdout

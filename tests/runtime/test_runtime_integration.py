@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import rt_assemble as rt
 
+from factory.kernel import KernelSpec, load_kernel
+
 pytestmark = pytest.mark.slow  # compiles C++ (the project's marker for that)
 
 Result = dict[str, object]
@@ -52,7 +54,7 @@ def finished_entry(cache: Path) -> Path:
 
 
 def test_prebuilt_loads_without_touching_the_cache(
-    kernel: rt.Kernel, prebuilt_parent: Path, tmp_path: Path
+    kernel: KernelSpec, prebuilt_parent: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
     result = rt.run_probe(rt.child_env(kernel, prebuilt_parent, cache_dir=cache))
@@ -68,7 +70,7 @@ def test_prebuilt_loads_without_touching_the_cache(
 
 
 def test_forced_prebuilt_with_an_incompatible_record_raises(
-    kernel: rt.Kernel, jit_parent: Path, tmp_path: Path
+    kernel: KernelSpec, jit_parent: Path, tmp_path: Path
 ) -> None:
     result = rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=tmp_path / "cache", load="prebuilt"))
     error = str(result["error"])
@@ -117,7 +119,7 @@ def test_incompatible_record_is_rejected_before_dlopen_and_jit_is_used(
 
 
 def test_cache_hit_needs_no_compiler(
-    kernel: rt.Kernel, jit_parent: Path, warm_cache: Path, empty_bin: Path
+    kernel: KernelSpec, jit_parent: Path, warm_cache: Path, empty_bin: Path
 ) -> None:
     details = info(
         rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=warm_cache, no_compiler=empty_bin))
@@ -125,14 +127,14 @@ def test_cache_hit_needs_no_compiler(
     assert details["mode"] == "jit" and details["jit"]["cache"] == "hit"  # type: ignore[index]
 
 
-def test_forced_jit_uses_the_cache(kernel: rt.Kernel, jit_parent: Path, warm_cache: Path) -> None:
+def test_forced_jit_uses_the_cache(kernel: KernelSpec, jit_parent: Path, warm_cache: Path) -> None:
     details = info(rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=warm_cache, load="jit")))
     assert details["mode"] == "jit"
     assert details["decisions"][0]["reason"] == "skipped: TINYOPS_LOAD=jit"  # type: ignore[index]
 
 
 def test_truncated_cached_library_is_rebuilt_not_loaded(
-    kernel: rt.Kernel, jit_parent: Path, warm_cache: Path
+    kernel: KernelSpec, jit_parent: Path, warm_cache: Path
 ) -> None:
     entry = finished_entry(warm_cache)
     complete = json.loads((entry / "complete.json").read_text())
@@ -153,7 +155,7 @@ def test_truncated_cached_library_is_rebuilt_not_loaded(
     [("cache", 0o777), ("cache", 0o770), ("torch_extensions", 0o757)],
 )
 def test_group_or_world_writable_cache_is_refused(
-    kernel: rt.Kernel, jit_parent: Path, warm_cache: Path, target: str, mode: int
+    kernel: KernelSpec, jit_parent: Path, warm_cache: Path, target: str, mode: int
 ) -> None:
     unsafe = warm_cache if target == "cache" else warm_cache / "torch_extensions"
     unsafe.chmod(mode)
@@ -169,7 +171,7 @@ def test_group_or_world_writable_cache_is_refused(
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="changing a directory's owner needs root")
 def test_cache_owned_by_another_user_is_refused(
-    kernel: rt.Kernel, jit_parent: Path, warm_cache: Path
+    kernel: KernelSpec, jit_parent: Path, warm_cache: Path
 ) -> None:
     os.chown(warm_cache, 12345, -1)
     result = rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=warm_cache))
@@ -182,7 +184,7 @@ def test_cache_owned_by_another_user_is_refused(
 
 
 def test_no_compiler_falls_back_to_reference_with_exactly_one_warning(
-    kernel: rt.Kernel, jit_parent: Path, tmp_path: Path, empty_bin: Path
+    kernel: KernelSpec, jit_parent: Path, tmp_path: Path, empty_bin: Path
 ) -> None:
     result = rt.run_probe(
         rt.child_env(kernel, jit_parent, cache_dir=tmp_path / "cache", no_compiler=empty_bin)
@@ -201,7 +203,7 @@ def test_no_compiler_falls_back_to_reference_with_exactly_one_warning(
 
 
 def test_forced_jit_without_a_compiler_raises(
-    kernel: rt.Kernel, jit_parent: Path, tmp_path: Path, empty_bin: Path
+    kernel: KernelSpec, jit_parent: Path, tmp_path: Path, empty_bin: Path
 ) -> None:
     result = rt.run_probe(
         rt.child_env(kernel, jit_parent, cache_dir=tmp_path / "cache", load="jit", no_compiler=empty_bin)
@@ -209,7 +211,7 @@ def test_forced_jit_without_a_compiler_raises(
     assert "KernelLoadError" in str(result["error"]) and "no C++ compiler" in str(result["error"])
 
 
-def test_reference_mode_is_silent(kernel: rt.Kernel, jit_parent: Path, tmp_path: Path) -> None:
+def test_reference_mode_is_silent(kernel: KernelSpec, jit_parent: Path, tmp_path: Path) -> None:
     result = rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=tmp_path / "cache", load="reference"))
     assert info(result)["mode"] == "reference" and rt.fallback_warnings(result) == []
 
@@ -218,13 +220,13 @@ def test_reference_mode_is_silent(kernel: rt.Kernel, jit_parent: Path, tmp_path:
 
 
 def test_compile_error_falls_back_with_the_log_and_forced_jit_raises(
-    kernel: rt.Kernel, tmp_path: Path
+    kernel: KernelSpec, tmp_path: Path
 ) -> None:
     broken_root = tmp_path / "broken-kernel"
     shutil.copytree(kernel.root, broken_root)
-    source = broken_root / kernel.cpu_sources[0]
+    source = broken_root / kernel.sources_for("cpu")[0]
     source.write_text('#error "deliberately broken"\n' + source.read_text())  # fails before any header
-    broken = rt.read_kernel(broken_root)
+    broken = load_kernel(broken_root)
     parent = tmp_path / "pkg"
     parent.mkdir()
     rt.assemble(broken, parent)
@@ -259,7 +261,7 @@ def wait_for_compile(cache: Path, proc: subprocess.Popen[str], timeout: float = 
 
 
 def test_compile_killed_by_sigkill_leaves_no_lock_and_next_load_recovers(
-    kernel: rt.Kernel, jit_parent: Path, tmp_path: Path
+    kernel: KernelSpec, jit_parent: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "cache"
     env = rt.child_env(kernel, jit_parent, cache_dir=cache)

@@ -107,8 +107,10 @@ def test_auto_without_anything_falls_back_with_one_warning(
         ("prebuilt", r"\[rejected\] prebuilt: no build record \(_build.json\): a source-only install$"),
         (
             "jit",
-            r"\[rejected\] prebuilt: skipped: \w+_LOAD=jit\n"
-            r"  \[rejected\] jit: no JIT spec at .*the sources were not shipped$",
+            (
+                r"\[rejected\] prebuilt: skipped: \w+_LOAD=jit\n"
+                r"  \[rejected\] jit: no JIT spec at .*the sources were not shipped$"
+            ),
         ),
     ],
 )
