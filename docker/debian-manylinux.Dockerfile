@@ -5,7 +5,7 @@ FROM {{rootfs}}
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 LC_ALL=C.UTF-8
 RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
-      build-essential g++ python3 python3-venv python3-dev ninja-build git ca-certificates file unzip \
+      build-essential g++ python3 python3-venv python3-dev ninja-build ccache git ca-certificates file unzip \
  && apt-get clean \
  && rm -rf /var/lib/apt/lists/*
 # The layout cibuildwheel expects: /opt/python/<abi>-<abi>/bin/python, here a venv of the distro

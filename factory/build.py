@@ -22,7 +22,8 @@ from .keys import file_sha256, json_digest, python_files, tree_digest
 from .matrix import BackendSelector, Matrix, TorchSelector
 from .plan import Plan, expand
 from .proc import CommandFailed, tail_of
-from .stage import Stage, runtime_dir
+from .resources import runtime_dir
+from .stage import Stage
 from .variant import Backend, Variant
 
 WORK_DIR = ".work"
@@ -104,6 +105,8 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
     try:
         entries = manifest.read(out)
         _clean_partials(out)
+        for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
+            observe("*", "reclaimed", name)
 
         def one(variant: Variant) -> Outcome:
             outcome = _build_one(stage_for, variant, engine, out, entries.get(variant.id), observe)
@@ -111,8 +114,17 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             manifest.write(out, entries)  # after each variant: a killed run keeps what finished
             return outcome
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            return list(pool.map(one, variants))
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        try:
+            futures = [pool.submit(one, variant) for variant in variants]
+            return [future.result() for future in futures]
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt lands here, in the main thread): start nothing more; the
+            # builds under way see the same SIGINT in their commands, fail and are recorded.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        finally:
+            pool.shutdown(wait=True)
     finally:
         held.release()
 
@@ -140,7 +152,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
     try:
-        built = engine.build(stage, workdir, log)
+        built = engine.build(stage, workdir, log, lambda phase: observe(variant.id, phase, ""))
         final = variant_dir / built.name
         partial = variant_dir / f".{built.name}.partial"
         shutil.copyfile(built, partial)

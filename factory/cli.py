@@ -75,17 +75,13 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
           only: tuple[str, ...], jobs: int | None) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
-    from .build import default_jobs, host_variant, run_matrix, select
-    from .containers import docker_client
-    from .engines.docker import DockerEngine
-    from .engines.host import HostEngine, probe
-    from .errors import DockerUnavailable
+    from .build import default_jobs, run_matrix
     from .byo import ByoStage, load_byo
+    from .engines.choose import choose_engine
     from .kernel import is_native_project, load_kernel
+    from .render import BuildView, print_build_summary
     from .stage import Stage, plan_stage
     from .variant import Variant
-    from .render import BuildView, print_build_summary
-    from .wheelhouse import Wheelhouse
 
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
@@ -99,36 +95,10 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
-    chosen = engine or matrix.build.engine
-    client = None
-    if chosen in ("auto", "docker"):
-        try:
-            client = docker_client()
-        except DockerUnavailable as exc:
-            if chosen == "docker":
-                raise
-            out_console.print(f"{exc}; building with the host engine instead", markup=False)
-    if client is not None:
-        wheelhouse = matrix.build.wheelhouse or Path.home() / ".cache" / "wheelfactory" / "wheelhouse"
-        builder: DockerEngine | HostEngine = DockerEngine(
-            client, dict(matrix.build.base_images), Wheelhouse(wheelhouse), out / "images.log",
-            torch_index=matrix.build.torch_index,
-            python_support={r.minor: r.python for r in table.releases})
-        if not native and "abi3" in matrix.python:
-            raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
-                              file=str(matrix_path), key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
-        variants = select(expand(matrix, table), only)
-        out_console.print(f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}", markup=False)
-    else:
-        environment = probe(python)
-        variant = host_variant(matrix, table, environment, abi3=native)
-        variants = select(expand(matrix, table), only) if only else (variant,)
-        if only and variants != (variant,):
-            ids = ", ".join(v.id for v in variants)
-            raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
-        builder = HostEngine(environment)
-        out_console.print(f"engine host: {environment.executable} with torch {environment.torch}; "
-                          f"building {variant.id}", markup=False)
+    chosen = choose_engine(matrix, table, choice=engine or matrix.build.engine, python=python, out=out, only=only,
+                           native=native, console=out_console, matrix_file=str(matrix_path))
+    builder, variants = chosen.engine, chosen.variants
+    out_console.print(chosen.summary, markup=False)
     with BuildView(out_console, [v.id for v in variants]) as view:
         outcomes = run_matrix(stage_for, variants, builder, out, observe=view,
                               jobs=jobs or matrix.build.jobs or default_jobs(builder.name))

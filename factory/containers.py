@@ -87,7 +87,7 @@ class Container:
 
     def __init__(self, client: docker.DockerClient, image: str, *, network: Network = "none",
                  volumes: Mapping[Path, str] | None = None, environment: Mapping[str, str] | None = None,
-                 workdir: str | None = None, keep: bool = False) -> None:
+                 workdir: str | None = None, keep: bool = False, labels: Mapping[str, str] | None = None) -> None:
         self.client = client
         self.image = image
         self.network = network
@@ -97,6 +97,7 @@ class Container:
         self.environment = dict(environment or {})
         self.workdir = workdir
         self.keep = keep
+        self.labels = {"wheelfactory": "build", **(labels or {})}
         self._container: SdkContainer | None = None
 
     @property
@@ -106,7 +107,7 @@ class Container:
     def __enter__(self) -> Container:
         container = self.client.containers.create(
             self.image, ["sleep", "infinity"], network_mode=self.network, volumes=self.volumes,
-            environment=self.environment, working_dir=self.workdir, labels={"wheelfactory": "build"})
+            environment=self.environment, working_dir=self.workdir, labels=self.labels)
         self._container = container
         try:
             container.start()

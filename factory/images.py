@@ -26,11 +26,11 @@ from .containers import Network
 from .errors import ConfigError, ImageBuildFailed
 from .proc import tail_of
 from .progress import NullProgress, Progress
+from .resources import templates_dir
 
 if TYPE_CHECKING:
     import docker
 
-TEMPLATES = Path(__file__).resolve().parents[1] / "docker"
 BUILD_REPOSITORY = "wheelfactory/build"
 CONTENT_LABEL = "wheelfactory.content"  # full sha256 of what the tag's 12 hex abbreviate
 NETWORK_DIRECTIVE = "# wheelfactory-network:"
@@ -63,8 +63,8 @@ class Template:
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.text)
 
 
-def load_template(name: str, templates: Path = TEMPLATES) -> Template:
-    path = templates / name
+def load_template(name: str, templates: Path | None = None) -> Template:
+    path = (templates or templates_dir()) / name
     try:
         return Template(name, path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -126,10 +126,11 @@ def template_for(toolkit_layer: str | None) -> str:
 
 
 def render_image(base: str, toolkit_layer: str | None = None, *, labels: Mapping[str, str] | None = None,
-                 templates: Path = TEMPLATES) -> RenderedImage:
+                 templates: Path | None = None) -> RenderedImage:
     """The Dockerfile of a variant's build image: ``FROM base``, the toolkit's layer, labels."""
     kind, version = _toolkit_kind(toolkit_layer)
     name = template_for(toolkit_layer)
+    templates = templates or templates_dir()
     if not (templates / name).is_file():
         raise ConfigError(f"no {name} template: {kind} toolkit layers are not in this version of wheelfactory",
                           file=str(templates), hint="build the cpu variants, or use --engine host")

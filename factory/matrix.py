@@ -26,6 +26,13 @@ DEFAULT_BASE_IMAGES = {
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
 }
 
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/baseimage.py describes each
+
+
+def default_compile_cache() -> Path:
+    return Path.home() / ".cache" / "wheelfactory" / "ccache"
+
+
 _PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
 _CUDA_ARCH = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?$", re.ASCII)
 _GFX = re.compile(r"^gfx[0-9a-f]{3,4}$", re.ASCII)
@@ -124,6 +131,13 @@ class BuildConfig:
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
     torch_index: str | None = None  # overrides the table's torch index (a mirror, or PyPI offline)
     wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
+    # Build the base image here from Debian packages (wheelfactory base-image) instead of
+    # pulling base_image: for engines that reach no container registry.
+    debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
+    debian_mirror: str | None = None  # None: deb.debian.org
+    # ccache directory shared by every variant's container; None: no compile cache.
+    compile_cache: Path | None = field(default_factory=default_compile_cache)
+    glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -391,7 +405,8 @@ def _include(entry: Table, number: int, compat: CompatTable) -> Include:
 
 
 def _build(table: Table, base_dir: Path) -> BuildConfig:
-    table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse"})
+    table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse", "debian_base",
+                          "debian_mirror", "compile_cache", "glibc_floor"})
     engine = table.string("engine", "auto")
     if engine not in ENGINES:
         table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
@@ -423,8 +438,34 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
     wheelhouse = table.string("wheelhouse")
     if wheelhouse is not None and (not wheelhouse.strip() or "\0" in wheelhouse):
         table.error("wheelhouse", "is not a directory path")
+    debian_base = table.string("debian_base")
+    if debian_base is not None:
+        if debian_base not in DEBIAN_SUITES:
+            table.error("debian_base", f"unknown Debian suite {debian_base!r}",
+                        did_you_mean(debian_base, DEBIAN_SUITES) or f"use one of {', '.join(DEBIAN_SUITES)}")
+        if table.has("base_image"):
+            table.error("debian_base", "and base_image are both set",
+                        "keep one: debian_base builds the base here, base_image names one to pull")
+    debian_mirror = table.string("debian_mirror")
+    if debian_mirror is not None and not re.match(r"^https?://\S+$", debian_mirror):
+        table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL", "e.g. \"http://deb.debian.org/debian\"")
+    compile_cache: Path | None = default_compile_cache()
+    if table.has("compile_cache"):
+        value = table.data["compile_cache"]
+        if value is False:
+            compile_cache = None
+        elif isinstance(value, str) and value.strip() and "\0" not in value:
+            compile_cache = (base_dir / Path(value).expanduser()).resolve()
+        else:
+            table.error("compile_cache", "must be a directory path or false",
+                        "e.g. \"~/.cache/wheelfactory/ccache\", or false to build without ccache")
+    glibc_floor = table.string("glibc_floor")
+    if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):
+        table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",
+                    "e.g. \"2.28\" (what manylinux_2_28 promises)")
     return BuildConfig(engine, jobs, out, tuple(sorted(images.items())), torch_index,
-                       None if wheelhouse is None else (base_dir / wheelhouse).resolve())
+                       None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
+                       debian_base, debian_mirror, compile_cache, glibc_floor)
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:

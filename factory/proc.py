@@ -3,9 +3,11 @@ first, output is captured to the log, and a failure raises with the log's tail."
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +41,19 @@ def excerpt(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join([*errors, "...", *tail] if errors else all_lines[-lines:])
 
 
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    """``setpriv --pdeathsig KILL --``: the child is killed when the factory dies, so a kill -9 of
+    the factory leaves no orphaned build writing into the output directory (a rerun then owns it
+    alone). util-linux's setpriv, not preexec_fn: Python code between fork and exec is unsafe
+    with the build threads. Without setpriv (not Linux, util-linux < 2.33) children are not tied."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    probe = subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, check=False)
+    return (setpriv, "--pdeathsig", "KILL", "--") if probe.returncode == 0 else ()
+
+
 def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -51,8 +66,9 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
         log: Path | None = None, timeout: float | None = None) -> str:
     """Run ``command``; return its output (stdout and stderr together)."""
     full_env = {**os.environ, **env} if env is not None else None
+    tied = [*_pdeathsig_prefix(), *command]
     if log is None:
-        result = subprocess.run(command, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+        result = subprocess.run(tied, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
         if result.returncode != 0:
             tail = excerpt(result.stdout)
@@ -65,7 +81,7 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
             sink.write(f"  (in {cwd})\n")
         sink.flush()
         start = sink.tell()
-        logged = subprocess.run(command, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
+        logged = subprocess.run(tied, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
                                 timeout=timeout, check=False)
     text = log.read_text(errors="replace")
     output = text[start:] if start <= len(text) else ""

@@ -65,6 +65,9 @@ class _Row:
     started: float | None = None
 
 
+ACTIVE_PHASES = ("building", "repairing", "verifying")
+
+
 class BuildView:
     """Per-variant status while a matrix runs: a live table on a terminal, one line per event
     otherwise (CI logs), and a summary at the end."""
@@ -91,14 +94,18 @@ class BuildView:
         for column in ("variant", "status", "elapsed", "detail"):
             table.add_column(column)
         for vid, row in self.rows.items():
-            running = row.started is not None and row.status == "building"
+            running = row.started is not None and row.status in ACTIVE_PHASES
             elapsed = f"{time.monotonic() - row.started:.0f} s" if running and row.started else ""
-            style = {"built": "green", "cached": "cyan", "failed": "red", "building": "yellow"}.get(row.status, "")
+            style = {"built": "green", "cached": "cyan", "failed": "red"}.get(
+                row.status, "yellow" if row.status in ACTIVE_PHASES else "")
             status = f"[{style}]{row.status}[/]" if style else row.status
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
 
     def __call__(self, variant_id: str, phase: str, detail: str) -> None:
+        if variant_id not in self.rows:  # about the run, not a variant (e.g. reclaimed containers)
+            self.out.print(f"{phase}: {detail}", markup=False)
+            return
         row = self.rows[variant_id]
         row.status, row.detail = phase, detail
         if phase == "building":

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
+import re
 import zipfile
 from pathlib import Path
 
+from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
 # and a second copy of libtorch. auditwheel fnmatches the raw soname, so versioned sonames
@@ -27,8 +32,40 @@ def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
     return [*command, str(wheel)]
 
 
-def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True) -> list[str]:
-    """Problems found in a finished wheel (empty when it is fine)."""
+# The legacy manylinux names and the glibc they stand for (PEP 600).
+_LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
+_GLIBC_VERSION = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
+_NAMESPACE = re.compile(r"^_[a-z_][a-z0-9_]*_(cpu|cuda|rocm)_[0-9a-f]{8}$")
+
+
+def required_glibc(library: bytes) -> Version | None:
+    """The newest GLIBC_x.y symbol version an ELF library needs (None: it needs none)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.gnuversions import GNUVerNeedSection
+
+    needed: list[Version] = []
+    for section in ELFFile(io.BytesIO(library)).iter_sections():
+        if isinstance(section, GNUVerNeedSection):
+            for _, auxiliaries in section.iter_versions():
+                needed += [Version(m.group(1)) for aux in auxiliaries if (m := _GLIBC_VERSION.match(aux.name))]
+    return max(needed, default=None)
+
+
+def tag_glibc(platform: str) -> Version | None:
+    """manylinux_2_28_x86_64 -> 2.28; manylinux2014_x86_64 -> 2.17; None for other platforms."""
+    if m := re.match(r"^manylinux_(\d+)_(\d+)_", platform):
+        return Version(f"{m.group(1)}.{m.group(2)}")
+    legacy = platform.split("_", 1)[0]
+    return Version(_LEGACY_MANYLINUX[legacy]) if legacy in _LEGACY_MANYLINUX else None
+
+
+def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
+                glibc_floor: str | None = None) -> list[str]:
+    """Problems found in a finished wheel (empty when it is fine).
+
+    Beyond tags and contents: every library's newest GLIBC symbol must be within the platform
+    tag (and within ``glibc_floor``, the oldest glibc the project promises to run on); a native
+    wheel's op namespace must be its own (``_<pkg>_<backend>_<8 hex>``) and be what _C registers."""
     problems = []
     _, _, _, tags = parse_wheel_filename(wheel.name)
     if abi3 and not any(t.abi == "abi3" and t.interpreter == "cp39" for t in tags):
@@ -37,6 +74,11 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True) -
         problems.append(f"{wheel.name} has no manylinux platform tag (was it repaired?)")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
+        libraries = {n: archive.read(n) for n in names if n.endswith(".so") or ".so." in Path(n).name}
+        record = json.loads(archive.read(f"{package}/_build.json")) if f"{package}/_build.json" in names else None
+    problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)
+    if native and record is not None:
+        problems += _namespace_problems(record, libraries, package)
     if native and f"{package}/_build.json" not in names:
         problems.append("the build record _build.json is missing")
     if native and not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
@@ -47,3 +89,37 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True) -
     if grafted:
         problems.append(f"torch/toolkit libraries were grafted into the wheel: {', '.join(grafted)}")
     return problems
+
+
+def _glibc_problems(name: str, tags: frozenset[Tag], libraries: dict[str, bytes],
+                    glibc_floor: str | None) -> list[str]:
+    declared = [g for t in tags if (g := tag_glibc(t.platform)) is not None]
+    promised = min(declared, default=None)
+    problems = []
+    floor = Version(glibc_floor) if glibc_floor else None
+    if floor is not None and promised is not None and promised > floor:
+        problems.append(f"{name} is tagged for glibc {promised}, newer than [build] glibc_floor {floor}: build on an "
+                        "older base (e.g. quay.io/pypa/manylinux_2_28, or debian_base = \"bullseye\")")
+    for path, data in sorted(libraries.items()):
+        need = required_glibc(data)
+        if need is None:
+            continue
+        if promised is not None and need > promised:
+            problems.append(f"{path} needs GLIBC_{need} but the wheel is tagged for glibc {promised}")
+        if floor is not None and need > floor:
+            problems.append(f"{path} needs GLIBC_{need}, newer than [build] glibc_floor {floor}")
+    return problems
+
+
+def _namespace_problems(record: dict[str, object], libraries: dict[str, bytes], package: str) -> list[str]:
+    namespace = str(record.get("namespace", ""))
+    if not _NAMESPACE.match(namespace) or not namespace.startswith(f"_{package}_"):
+        return [f"the build record's op namespace {namespace!r} is not _{package}_<backend>_<8 hex>: two builds "
+                "could collide in one process"]
+    library = libraries.get(f"{package}/{record.get('library')}")
+    if library is None:
+        return []  # reported above as a missing _C
+    if namespace.encode() not in library:
+        return [f"{package}/{record.get('library')} does not register ops under {namespace} (was the namespace "
+                "macro applied?)"]
+    return []

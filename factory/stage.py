@@ -16,6 +16,7 @@ from packaging.version import Version
 
 from .errors import ConfigError
 from .kernel import KernelSpec
+from .resources import runtime_dir
 from .keys import python_files, tree_digest
 from .variant import Variant
 
@@ -26,15 +27,6 @@ LIBRARY_MODULE = "_C"
 # torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
 TORCH_DEFINES_LIMITED_API = Version("2.7")
 LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
-
-
-def runtime_dir() -> Path:
-    """The runtime sources that are vendored into every kernel package."""
-    path = Path(__file__).resolve().parent.parent / "runtime"
-    if not (path / "__init__.py").is_file():
-        raise ConfigError(f"the runtime sources are missing at {path}",
-                          hint="install wheelfactory from a source checkout (pip install -e .)")
-    return path
 
 
 class Stage(Protocol):
@@ -97,11 +89,14 @@ class StagePlan:
         return wheel  # the generated setup.py already set the version with its local label
 
 
-def namespace_for(kernel: KernelSpec, variant: Variant, source_digest: str) -> str:
-    """``_fusedops_cpu_1a2b3c4d``: unique per build, so two builds load side by side."""
+def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
+    """``_fusedops_cpu_1a2b3c4d``: unique per (variant, version), so any two variants or releases
+    load side by side in one process (and a JIT build has its own, from its digest). Not over the
+    sources: the namespace is a -D on every compile line, and a source-dependent one would make an
+    edit of one file recompile all of them (no compile-cache hits)."""
     import hashlib
 
-    token = hashlib.sha256(f"{variant.id}\0{kernel.version}\0{source_digest}".encode()).hexdigest()[:8]
+    token = hashlib.sha256(f"{variant.id}\0{kernel.version}".encode()).hexdigest()[:8]
     return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
 
 
@@ -109,7 +104,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
     backend = variant.key.backend.kind
     device = backend in ("cuda", "rocm")
     source_digest = tree_digest(kernel.root, kernel.files_for(backend))
-    namespace = namespace_for(kernel, variant, source_digest)
+    namespace = namespace_for(kernel, variant)
     version = f"{kernel.version}+{variant.local_version}"
     python = variant.key.python
     library = (f"{LIBRARY_MODULE}.abi3.so" if python == "abi3" else

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from ..stage import Stage
 from ..variant import Variant
+
+Phase = Callable[[str], None]
+
+
+def no_phase(name: str) -> None:
+    """The default phase callback: nobody is watching."""
 
 
 class Engine(Protocol):
@@ -18,5 +25,9 @@ class Engine(Protocol):
     def image_id(self, variant: Variant) -> str | None:
         """The id of the image the variant builds in (None where no image is used)."""
 
-    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
-        """Build, repair and check one variant; return the finished wheel (inside ``workdir``)."""
+    def reclaim(self) -> list[str]:
+        """Remove what a killed run on the same output left running (containers); their names."""
+
+    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = ...) -> Path:
+        """Build, repair and check one variant; return the finished wheel (inside ``workdir``).
+        ``phase`` is told where the build is: "building", "repairing", "verifying"."""

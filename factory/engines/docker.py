@@ -27,10 +27,17 @@ from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
 from ..stage import Stage
 from ..variant import Variant
 from ..wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
+from . import Phase, no_phase
 
-_PROBE = ("import glob, json, os, platform; print(json.dumps({'glibc': platform.libc_ver()[1], "
+_PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
-          "if not os.path.islink(p))}))")
+          "if not os.path.islink(p)), 'ccache': shutil.which('ccache')}))")
+# Every container a run starts carries this label with the run's owner (its output directory):
+# containers left by a killed run are found and removed by the next run on that directory.
+OWNER_LABEL = "wheelfactory.owner"
+# Compiler names the build may call (torch's ninja build: CXX or c++): ccache masquerades as them.
+CCACHE_SHIMS = "/tmp/wheelfactory-ccache"
+CCACHE_MOUNT = "/ccache"
 
 SMOKE = r"""
 import json, sys, torch, {pkg}
@@ -62,6 +69,7 @@ class ImageFacts:
 
     glibc: str
     pythons: tuple[str, ...]
+    ccache: str | None = None  # path of ccache in the image; None: no compile cache there
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
@@ -84,6 +92,9 @@ class DockerEngine:
     image_log: Path  # image builds are shared by variants: their log is the run's, not a variant's
     torch_index: str | None = None  # overrides the table's index for torch (mirror / offline)
     python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
+    owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
+    compile_cache: Path | None = None  # host ccache directory shared by all variants
+    glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
     name: str = "docker"
     _images: dict[str, ImageRef] = field(default_factory=dict)
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
@@ -106,12 +117,27 @@ class DockerEngine:
 
     def facts(self, image: ImageRef) -> ImageFacts:
         if image.id not in self._facts:
-            with Container(self.client, image.id) as box:  # type: ignore[arg-type]
+            with Container(self.client, image.id, labels=self.labels) as box:  # type: ignore[arg-type]
                 data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
-            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]))
+            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"))
         return self._facts[image.id]
 
-    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
+    @property
+    def labels(self) -> dict[str, str]:
+        return {OWNER_LABEL: self.owner} if self.owner else {}
+
+    def reclaim(self) -> list[str]:
+        """Remove the containers a killed run on the same output directory left behind (its
+        cibuildwheel container may still be compiling). Called with the output lock held, so no
+        live run owns them."""
+        if not self.owner:
+            return []
+        stale = self.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"})  # type: ignore[attr-defined]
+        for container in stale:
+            container.remove(force=True)
+        return sorted(str(c.name) for c in stale)
+
+    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = no_phase) -> Path:
         variant = stage.variant
         image = self.image_for(variant)
         facts = self.facts(image)
@@ -123,22 +149,46 @@ class DockerEngine:
         source, output = workdir / "src", workdir / "out"
         shutil.rmtree(output, ignore_errors=True)
         stage.write(source)
-        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env())
+        ccache = self.compile_cache if facts.ccache else None
+        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), ccache)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
+            if self.compile_cache and not facts.ccache:
+                sink.write(f"# no ccache in {image.tag}: building without the compile cache\n")
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
+        stats = ccache / "stats" / f"{variant.id}.log" if ccache else None
+        if stats:
+            stats.parent.mkdir(parents=True, exist_ok=True)
+            stats.unlink(missing_ok=True)
         # cibuildwheel copies its working directory into the container: run it in the staged
         # source so that only the package travels, not the output directory around it.
         run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
             cwd=source, env=env, log=log)
-        (repaired,) = output.glob("*.whl")
+        if stats:
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# compile cache ({ccache}): {ccache_summary(stats)}\n")
+        (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         wheel = stage.finish(repaired, workdir / "final")
+        phase("verifying")
         self.verify(stage, image, wheels.path, wheel, log)
         return wheel
 
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
-                          project_env: dict[str, str]) -> dict[str, str]:
+                          project_env: dict[str, str], ccache: Path | None = None) -> dict[str, str]:
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
+        create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
+                       *(f"--label {k}={v}" for k, v in self.labels.items())]
         build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(os.cpu_count() or 2)}
+        before_build = ""
+        if ccache is not None:
+            # One cache for every variant and run: an edit recompiles only what it touched, and
+            # variants with the same torch share object files. Paths are made relative to the
+            # project (CCACHE_BASEDIR) so the staged copy's location does not matter.
+            create_args.append(f"-v {ccache}:{CCACHE_MOUNT}")
+            build_env.update({"CCACHE_DIR": CCACHE_MOUNT, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
+                              "CCACHE_COMPILERCHECK": "content",
+                              "CCACHE_STATSLOG": f"{CCACHE_MOUNT}/stats/{variant.id}.log"})
+            before_build = (f"mkdir -p {CCACHE_SHIMS} && for c in cc c++ gcc g++; do "
+                            f"ln -sf \"$(command -v ccache)\" {CCACHE_SHIMS}/$c; done && ")
         if variant.key.backend.kind == "cuda":
             build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
         build_env.update(project_env)
@@ -148,9 +198,10 @@ class DockerEngine:
             "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",
             "CIBW_ARCHS": variant.key.arch,
             f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
-            "CIBW_CONTAINER_ENGINE": f"docker; create_args: --network none -v {wheelhouse}:/wheelhouse:ro",
-            "CIBW_ENVIRONMENT": " ".join(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
-            "CIBW_BEFORE_BUILD": f"pip install {shlex.quote(variant.torch_requirement)} "
+            "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
+            "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
+                                          *([f'PATH="{CCACHE_SHIMS}:$PATH"'] if ccache else [])]),
+            "CIBW_BEFORE_BUILD": before_build + f"pip install {shlex.quote(variant.torch_requirement)} "
                                  + " ".join(shlex.quote(r) for r in BUILD_REQUIREMENTS),
             "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
             "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
@@ -160,7 +211,8 @@ class DockerEngine:
 
     def verify(self, stage: Stage, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
         variant = stage.variant
-        problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native)
+        problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native,
+                               glibc_floor=self.glibc_floor)
         if variant.key.python == "abi3":
             run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
         if problems:
@@ -168,7 +220,7 @@ class DockerEngine:
         facts = self.facts(image)
         _, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
         smoke = (SMOKE if stage.native else SMOKE_IMPORT).format(pkg=stage.package)
-        with Container(self.client, image.id, network="none",  # type: ignore[arg-type]
+        with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
                        volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
             pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
             box.run([f"/opt/python/{python}/bin/python", "-m", "venv", "/tmp/smoke"], log=log)
@@ -179,3 +231,14 @@ class DockerEngine:
         if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
             raise DockerBuildError(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                                    "expected the prebuilt library")
+
+
+def ccache_summary(stats_log: Path) -> str:
+    """"3 hits, 1 miss" from a ccache stats log (CCACHE_STATSLOG: one result id per compile)."""
+    try:
+        lines = [line.strip() for line in stats_log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return "no statistics (nothing was compiled, or ccache wrote none)"
+    hits = sum(line.endswith("cache_hit") for line in lines)
+    misses = sum(line == "cache_miss" for line in lines)
+    return f"{hits} hit{'s' * (hits != 1)}, {misses} miss{'es' * (misses != 1)}"

@@ -14,6 +14,7 @@ from ..proc import run
 from ..repair import auditwheel_command, check_wheel
 from ..stage import Stage
 from ..variant import Variant
+from . import Phase, no_phase
 
 _PROBE = r"""
 import json, platform, sys
@@ -70,8 +71,9 @@ def probe(python: str) -> HostEnvironment:
 class HostEngine:
     name = "host"
 
-    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0) -> None:
+    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0, glibc_floor: str | None = None) -> None:
         self.environment = environment
+        self.glibc_floor = glibc_floor
         self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
 
     def identity(self, variant: Variant) -> str:
@@ -81,7 +83,10 @@ class HostEngine:
     def image_id(self, variant: Variant) -> str | None:
         return None
 
-    def build(self, stage: Stage, workdir: Path, log: Path) -> Path:
+    def reclaim(self) -> list[str]:
+        return []  # builds run as children tied to the factory (proc.run): nothing outlives a run
+
+    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = no_phase) -> Path:
         python = self.environment.executable
         source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"
         for directory in (raw, repaired):
@@ -101,11 +106,13 @@ class HostEngine:
         run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
             env=env, log=log)
         (wheel,) = raw.glob("*.whl")
+        phase("repairing")
         run(auditwheel_command(python, wheel, repaired), env=env, log=log)
         (repaired_wheel,) = repaired.glob("*.whl")
         fixed = stage.finish(repaired_wheel, workdir / "final")
+        phase("verifying")
         problems = check_wheel(fixed, package=stage.package, abi3=stage.variant.key.python == "abi3",
-                               native=stage.native)
+                               native=stage.native, glibc_floor=self.glibc_floor)
         if problems:
             raise HostEngineError(f"{stage.variant.id}: the wheel failed verification: {'; '.join(problems)}")
         return fixed

@@ -95,3 +95,83 @@ def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, offlin
     assert "-fno-such-compiler-flag" in result.stdout  # the log tail is shown
     assert "torch213-cxx11-cpu-x86_64-linux failed" in result.stdout
     assert not list((tmp_path / "dist").rglob("*.partial"))
+
+
+def owned_containers(client: object, out: Path) -> list[str]:
+    from factory.engines.choose import owner_of
+    from factory.engines.docker import OWNER_LABEL
+
+    found = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_of(out)}"})  # type: ignore[attr-defined]
+    return [c.name for c in found]
+
+
+def copy_kernel(dest: Path) -> Path:
+    return Path(shutil.copytree(REPO / "kernels" / "fusedops", dest, ignore=shutil.ignore_patterns("__pycache__")))
+
+
+def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
+                                                                 tmp_path: Path) -> None:
+    """A copy of the kernel with the fixture's dist: cached; after editing one .cpp, the variant
+    rebuilds and ccache serves the files that did not change."""
+    kernel = copy_kernel(tmp_path / "fusedops")
+    shutil.copytree(docker_build / "dist", tmp_path / "dist")
+    text = matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel))
+    (tmp_path / "matrix.toml").write_text(text)
+    only = ("--only", "torch213-*")
+    result = build(tmp_path, *only)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]["status"] == "cached"
+    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
+        source.write("\nnamespace { [[maybe_unused]] int wheelfactory_edit_marker = 1; }\n")
+    result = build(tmp_path, *only)
+    assert result.returncode == 0, result.stdout[-3000:]
+    entry = manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]
+    assert entry["status"] == "built"
+    log = (tmp_path / "dist" / str(entry["log"])).read_text()
+    summary = [line for line in log.splitlines() if line.startswith("# compile cache")]
+    assert summary and "2 hits, 1 miss" in summary[-1], summary  # registration + layernorm hit; activation missed
+
+
+def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build_tables: str, tmp_path: Path) -> None:
+    """SIGKILL the factory alone (not its process group) while cibuildwheel's container builds:
+    its children die with it, no wheel appears, and the rerun removes the left container and
+    completes."""
+    import signal
+    import time
+
+    (tmp_path / "matrix.toml").write_text(matrix_text(offline_build_tables))
+    out = tmp_path / "dist"
+    factory = subprocess.Popen([sys.executable, "-m", "factory", "build", "--only", "torch213-*"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 600
+    while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
+        assert factory.poll() is None, "the build ended before its container started"
+        assert time.monotonic() < deadline, "cibuildwheel's container never started"
+        time.sleep(0.5)
+    time.sleep(3)  # inside the container now
+    factory.send_signal(signal.SIGKILL)
+    factory.wait()
+    time.sleep(2)
+    orphans = _orphans(out)
+    assert not orphans, f"processes outlived the killed factory: {orphans}"
+    assert not list(out.rglob("*.whl")), "a wheel appeared from a killed build"
+    assert owned_containers(docker_client, out), "expected the killed run's container to be left for the rerun"
+    result = build(tmp_path, "--only", "torch213-*")
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "reclaimed: cibuildwheel" in result.stdout
+    assert manifest(out)["torch213-cxx11-cpu-x86_64-linux"]["status"] == "built"
+    assert not owned_containers(docker_client, out)
+    assert not list(out.rglob("*.partial"))
+
+
+def _orphans(out: Path) -> list[str]:
+    """Processes whose command line names the killed run's work directory (cibuildwheel, pip)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        if str(out / ".work").encode() in text:
+            found.append(text.replace(b"\0", b" ").decode(errors="replace"))
+    return found

@@ -1,12 +1,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from factory.errors import ConfigError
 from factory.matrix import Matrix
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,6 +84,12 @@ base_image = { aarch64 = "my/aarch64:1" }
     ("[build]\nengine = 'dockr'\n", "did you mean 'docker'?"),
     ("[build]\njobs = -1\n", "must be 0 (automatic) or more"),
     ("[build]\njobs = true\n", "must be an integer, got boolean true"),
+    ("[build]\ndebian_base = 'bookwrom'\n", "did you mean 'bookworm'?"),
+    ("[build]\ndebian_base = 'bookworm'\nbase_image = 'x/y'\n", "and base_image are both set"),
+    ("[build]\ndebian_mirror = 'deb.debian.org'\n", "is not a mirror URL"),
+    ("[build]\ncompile_cache = true\n", "must be a directory path or false"),
+    ("[build]\ncompile_cache = ''\n", "must be a directory path or false"),
+    ("[build]\nglibc_floor = '2.x'\n", "is not a glibc version"),
     ("[project]\nkind = 'cmake'\n", "unknown project kind 'cmake'"),
     ("[[exclude]]\n", "[[exclude]] entry names no axis"),
     ("[[exclude]]\ntorhc = '2.6'\n", "exclude[1].torhc: unknown key; did you mean 'torch'?"),
@@ -106,3 +112,15 @@ def test_error_line_points_into_array_of_tables(parse: Callable[[str], Matrix]) 
     with pytest.raises(ConfigError) as info:
         parse(text)
     assert str(info.value).startswith("matrix.toml:6: exclude[2].backend: unknown backend 'gpu'")
+
+
+def test_build_base_and_compile_cache_settings(parse: Callable[[str], Matrix]) -> None:
+    from factory.baseimage import SUITES
+    from factory.matrix import DEBIAN_SUITES, default_compile_cache
+
+    assert tuple(SUITES) == DEBIAN_SUITES  # the matrix accepts exactly the suites the base builder makes
+    default = parse("").build
+    assert default.debian_base is None and default.compile_cache == default_compile_cache()
+    build = parse("[build]\ndebian_base = 'bullseye'\ncompile_cache = 'cc'\n").build
+    assert build.debian_base == "bullseye" and build.compile_cache == REPO / "cc"
+    assert parse("[build]\ncompile_cache = false\n").build.compile_cache is None

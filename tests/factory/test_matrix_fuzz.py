@@ -32,8 +32,7 @@ from hypothesis import strategies as st
 from factory.cli import main
 from factory.compat import load_table
 from factory.errors import ConfigError
-from factory.matrix import (INCLUDE_SETTING_KEYS, MATRIX_KEYS, SELECTOR_KEYS, TOP_LEVEL_KEYS,
-                            parse_matrix)
+from factory.matrix import INCLUDE_SETTING_KEYS, MATRIX_KEYS, SELECTOR_KEYS, TOP_LEVEL_KEYS, parse_matrix
 from factory.plan import Plan, expand
 from factory.tomlsource import TomlDocument, format_key
 

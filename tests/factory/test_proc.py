@@ -27,3 +27,36 @@ def test_run_logs_the_command_and_raises_with_the_excerpt(tmp_path: Path) -> Non
     assert info.value.returncode == 3 and "error: broken" in info.value.tail
     text = log.read_text()
     assert text.count("$ ") == 2 and "hello" in text
+
+
+def test_children_die_with_the_factory(tmp_path: Path) -> None:
+    """A kill -9 of the factory takes its running commands with it (no orphan keeps writing)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from factory.proc import _pdeathsig_prefix
+
+    if not _pdeathsig_prefix():
+        pytest.skip("setpriv --pdeathsig is not available here")
+    marker = tmp_path / "child.pid"
+    code = ("import sys; from pathlib import Path; from factory.proc import run; "
+            f"run(['sh', '-c', 'echo $$ > {marker}; exec sleep 300'], log=Path(sys.argv[1]))")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "log")])
+    deadline = time.monotonic() + 60
+    while not (marker.is_file() and marker.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    child = int(marker.read_text())
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the child outlived the killed factory")

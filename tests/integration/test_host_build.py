@@ -139,3 +139,34 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     entry = json.loads((out / "manifest.json").read_text())["variants"]["torch213-cxx11-cpu-x86_64-linux"]
     assert entry["status"] == "built" and (out / entry["wheel"]).is_file()
     assert not list(out.rglob("*.partial"))
+
+
+def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None:
+    """SIGINT to the process group, as a terminal's Ctrl-C sends it: the compile stops, the run
+    exits 130 saying so, no wheel is left, the lock is free and the rerun builds the variant."""
+    import signal
+    import time
+
+    out = tmp_path / "dist"
+    command = [sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               start_new_session=True)
+    log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and "-m build" in log.read_text():
+            time.sleep(3)
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, "the build ended before it could be interrupted"
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 130, output[-3000:]
+    assert "wheelfactory: interrupted" in output and "Traceback" not in output
+    assert not list(out.rglob("*.whl"))
+    entries = json.loads((out / "manifest.json").read_text())["variants"]
+    assert entries["torch213-cxx11-cpu-x86_64-linux"]["status"] == "failed"  # recorded, so rebuilt next time
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert json.loads((out / "manifest.json").read_text())["variants"][
+        "torch213-cxx11-cpu-x86_64-linux"]["status"] == "built"

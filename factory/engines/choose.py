@@ -1,0 +1,112 @@
+"""Which engine builds, and which variants it builds: the decision `wheelfactory build` makes
+before the matrix runs (``--engine auto`` tries Docker, then falls back to the host), plus the
+one-time preparation the Docker engine needs (the base image, made here from Debian packages
+when the matrix says ``debian_base``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from ..build import host_variant, select
+from ..compat import CompatTable
+from ..errors import ConfigError, DockerUnavailable, ImageBuildFailed
+from ..matrix import Matrix
+from ..plan import expand
+from ..variant import Variant
+from . import Engine
+
+DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
+
+
+@dataclass(frozen=True)
+class Chosen:
+    engine: Engine
+    variants: tuple[Variant, ...]
+    summary: str  # one line for people: the engine and what it builds
+
+
+def owner_of(out: Path) -> str:
+    """The label value that marks a run's containers: the output directory, hashed."""
+    return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
+
+
+def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: str, out: Path,
+                  only: Sequence[str], native: bool, console: Console, matrix_file: str) -> Chosen:
+    client = None
+    if choice in ("auto", "docker"):
+        from ..containers import docker_client
+
+        try:
+            client = docker_client()
+        except DockerUnavailable as exc:
+            if choice == "docker":
+                raise
+            console.print(f"{exc}; building with the host engine instead", markup=False)
+    if client is not None:
+        return _docker(client, matrix, table, out=out, only=only, native=native, console=console,
+                       matrix_file=matrix_file)
+    return _host(matrix, table, python=python, only=only, native=native)
+
+
+def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, only: Sequence[str], native: bool,
+            console: Console, matrix_file: str) -> Chosen:
+    from ..wheelhouse import Wheelhouse
+    from .docker import DockerEngine
+
+    if not native and "abi3" in matrix.python:
+        raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
+                          file=matrix_file, key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
+    variants = select(expand(matrix, table), only)
+    build = matrix.build
+    base_images = dict(build.base_images)
+    if build.debian_base:
+        base_images = _debian_base(client, matrix, variants, console=console, matrix_file=matrix_file)
+    wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
+    engine = DockerEngine(client, base_images, Wheelhouse(wheelhouse), out / "images.log",
+                          torch_index=build.torch_index, python_support={r.minor: r.python for r in table.releases},
+                          owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor)
+    cache = f", compile cache {build.compile_cache}" if build.compile_cache else ", no compile cache"
+    return Chosen(engine, variants, f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}")
+
+
+def _debian_base(client: object, matrix: Matrix, variants: Sequence[Variant], *, console: Console,
+                 matrix_file: str) -> dict[str, str]:
+    """Make (or reuse: its tag is its content hash) the offline Debian base for the host's arch."""
+    import platform
+
+    from ..baseimage import DEFAULT_MIRROR, BaseImageSpec, ensure_base_image, parse_suite
+    from ..progress import ConsoleProgress
+
+    arch = platform.machine()
+    foreign = sorted({v.key.arch for v in variants} - {arch})
+    if foreign:
+        raise ConfigError(f"debian_base builds a base image for this machine's arch ({arch}) only, and the plan "
+                          f"has {', '.join(foreign)} variants", file=matrix_file, key="build.debian_base",
+                          hint="drop those archs, or name per-arch images in base_image instead")
+    spec = BaseImageSpec(parse_suite(matrix.build.debian_base or ""), matrix.build.debian_mirror or DEFAULT_MIRROR)
+    try:
+        image = ensure_base_image(client, spec, cache_dir=DEFAULT_CACHE,  # type: ignore[arg-type]
+                                  progress=ConsoleProgress(console))
+    except ImageBuildFailed as exc:
+        if exc.tail:
+            console.print(exc.tail, markup=False, highlight=False)
+        raise
+    return {arch: image.tag}
+
+
+def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], native: bool) -> Chosen:
+    from .host import HostEngine, probe
+
+    environment = probe(python)
+    variant = host_variant(matrix, table, environment, abi3=native)
+    variants = select(expand(matrix, table), only) if only else (variant,)
+    if only and variants != (variant,):
+        ids = ", ".join(v.id for v in variants)
+        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
+    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), (variant,),
+                  f"engine host: {environment.executable} with torch {environment.torch}; building {variant.id}")
