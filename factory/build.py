@@ -132,6 +132,7 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
 def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
                previous: manifest.Entry | None, observe: Observer) -> Outcome:
     start = time.monotonic()
+    facts = (variant.torch_version, variant.toolkit)
     variant_dir = out / variant.id
     variant_dir.mkdir(parents=True, exist_ok=True)
     log = variant_dir / LOG_NAME
@@ -141,13 +142,15 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     except WheelfactoryError as exc:
         observe(variant.id, "failed", str(exc))
         return Outcome(variant, manifest.Entry("failed", None, None, round(time.monotonic() - start, 1), "",
-                                               None, str(exc), engine.name), getattr(exc, "tail", "") or "")
+                                               None, str(exc), engine.name, None, *facts),
+                       getattr(exc, "tail", "") or "")
     if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
         wheel = out / previous.wheel
         if wheel.is_file() and file_sha256(wheel) == previous.sha256:
             observe(variant.id, "cached", previous.wheel)
             return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
-                                            image=engine.image_id(variant)))
+                                            image=engine.image_id(variant), torch_version=facts[0],
+                                            toolkit=facts[1]))
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
@@ -168,12 +171,12 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         observe(variant.id, "failed", str(exc))
         tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
         return Outcome(variant, manifest.Entry("failed", None, None, seconds, key,
-                                               str(log.relative_to(out)), str(exc), engine.name), tail)
+                                               str(log.relative_to(out)), str(exc), engine.name, None, *facts), tail)
     seconds = round(time.monotonic() - start, 1)
     observe(variant.id, "built", final.name)
     return Outcome(variant, manifest.Entry("built", str(final.relative_to(out)), file_sha256(final), seconds,
                                            key, str(log.relative_to(out)), None, engine.name,
-                                           engine.image_id(variant)))
+                                           engine.image_id(variant), *facts))
 
 
 def _clean_partials(out: Path) -> None:

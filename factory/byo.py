@@ -7,14 +7,8 @@ then gives the wheel its variant's PEP 440 local label: the project's sources ar
 
 from __future__ import annotations
 
-import base64
-import csv
-import hashlib
-import io
 import os
-import re
 import shutil
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +19,7 @@ from .errors import ConfigError
 from .keys import tree_digest
 from .matrix import ProjectConfig
 from .variant import Variant
+from .wheelfile import rewrite_wheel
 
 IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
 
@@ -86,10 +81,6 @@ class ByoStage:
         return set_local_version(wheel, self.variant.local_version, dest_dir)
 
 
-def _record_hash(data: bytes) -> str:
-    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def set_local_version(wheel: Path, label: str, dest_dir: Path) -> Path:
     """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
     and file name rewritten together, so installers see one consistent version)."""
@@ -97,32 +88,4 @@ def set_local_version(wheel: Path, label: str, dest_dir: Path) -> Path:
     if version.local is not None:
         raise ConfigError(f"{wheel.name} already has a local version label ({version.local}); "
                           "the factory adds the variant's label itself", hint="drop the label from the project")
-    new_version = Version(f"{version}+{label}")
-    parts = wheel.name.split("-")
-    old_version_text = parts[1]
-    parts[1] = str(new_version)
-    dest_dir.mkdir(parents=True, exist_ok=True)
-    target = dest_dir / "-".join(parts)
-    old_info = f"{parts[0]}-{old_version_text}.dist-info/"
-    new_info = f"{parts[0]}-{new_version}.dist-info/"
-    records: list[list[str]] = []
-    partial = target.with_name(f".{target.name}.partial")
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
-        for item in source.infolist():
-            if item.filename == old_info + "RECORD":
-                continue
-            data = source.read(item.filename)
-            filename = new_info + item.filename[len(old_info):] if item.filename.startswith(old_info) \
-                else item.filename
-            if filename == new_info + "METADATA":
-                data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
-            info = zipfile.ZipInfo(filename, item.date_time)
-            info.external_attr, info.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
-            out.writestr(info, data)
-            records.append([filename, _record_hash(data), str(len(data))])
-        records.append([f"{new_info}RECORD", "", ""])
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerows(records)  # RECORD is CSV (PEP 376)
-        out.writestr(new_info + "RECORD", text.getvalue())
-    os.replace(partial, target)
-    return target
+    return rewrite_wheel(wheel, dest_dir, version=Version(f"{version}+{label}"))

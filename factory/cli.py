@@ -12,7 +12,7 @@ import click
 from . import __version__
 from .baseimage import DEFAULT_MIRROR, SUITES  # [base-image]
 from .compat import load_table
-from .errors import ConfigError, WheelfactoryError
+from .errors import ConfigError, UsageError, WheelfactoryError
 from .matrix import load_matrix
 from .plan import Plan, expand, parse_shard
 from .render import console, github_json, plan_json, print_plan
@@ -106,6 +106,124 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     failed = sum(o.entry.status == "failed" for o in outcomes)
     if failed:
         raise BuildFailed(f"{failed} of {len(outcomes)} variant(s) failed; see the logs above")
+
+
+OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+                          default=Path("dist"), show_default=True, help="The output directory of `wheelfactory build`.")
+
+
+# [index] (factory/index.py): PEP 503 indexes, find-links pages and variant metadata over dist/.
+@cli.command("index")
+@OUT_OPTION
+@click.option("--base-url", default=None, metavar="URL",
+              help="Where the index will be served, for the pip commands on its pages "
+                   "(default: http://127.0.0.1:8000, what `wheelfactory serve` uses).")
+def index_command(out_dir: Path, base_url: str | None) -> None:
+    """Write dist/index: one pip index per variant, find-links pages, variants.json, an overview."""
+    from . import manifest
+    from .index import DEFAULT_BASE_URL, INDEX_LINK, collect, plan_index, write_index
+    from .variants import variant_metadata
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    base = (base_url or DEFAULT_BASE_URL).rstrip("/")
+    held = manifest.lock(out)
+    try:
+        wheels, skipped = collect(out, entries)
+        pages, links = variant_metadata(wheels, out)
+        planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links)
+        generation, changed = write_index(out, planned)
+    finally:
+        held.release()
+    out_console = console()
+    for wheel in planned.wheels:
+        out_console.print(f"{wheel.variant_id}: {base}/{wheel.simple}/", markup=False)
+    for skip in planned.skipped:
+        out_console.print(f"[yellow]not listed[/] {skip.variant_id}: {skip.reason}", highlight=False)
+    state = "written" if changed else "unchanged"
+    out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s); "
+                      f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
+
+
+@cli.command("export")
+@OUT_OPTION
+@click.option("--hf-layout", "hf_layout", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory to write the Hugging Face kernels layout into (DIR/build/<variant>/).")
+def export_command(out_dir: Path, hf_layout: Path) -> None:
+    """Export the built wheels in the Hugging Face kernels layout (kernels.get_local_kernel)."""
+    from . import manifest
+    from .hfexport import export_hf_layout
+    from .index import collect
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    held = manifest.lock(out)
+    try:
+        wheels, skipped = collect(out, entries)
+        exported, not_exported = export_hf_layout(wheels, hf_layout.resolve())
+    finally:
+        held.release()
+    out_console = console()
+    for item in exported:
+        out_console.print(f"{item.variant_id}: {item.path}", markup=False)
+    for vid, reason in [(s.variant_id, s.reason) for s in skipped] + [(n.variant_id, n.reason) for n in not_exported]:
+        out_console.print(f"[yellow]not exported[/] {vid}: {reason}", highlight=False)
+    out_console.print(f"{len(exported)} variant(s) in {hf_layout}; load with "
+                      f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
+
+
+@cli.command("which")
+@click.option("--index", "index", default=None, metavar="URL|DIR",
+              help="The served index's URL or a dist directory (default: http://127.0.0.1:8000).")
+@click.option("--python", "python", default=sys.executable, show_default="this interpreter",
+              help="The interpreter (with torch) you are installing into.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
+def which_command(index: str | None, python: str, quiet: bool) -> None:
+    """Print the pip command for the variant that fits an environment's torch, or say why none does."""
+    import subprocess
+
+    from . import which
+    from .index import DEFAULT_BASE_URL
+
+    # The same file the index serves as select.py, run by the target interpreter: it imports
+    # that interpreter's torch, so it sees exactly what the kernel's runtime will see.
+    command = [python, which.__file__, "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
+    try:
+        code = subprocess.run(command, check=False).returncode
+    except OSError as exc:
+        raise UsageError(f"cannot run {python}: {exc.strerror or exc}") from None
+    if code:
+        sys.exit(code)
+
+
+@cli.command("serve")
+@OUT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: any free port.")
+def serve_command(out_dir: Path, host: str, port: int) -> None:
+    """Serve dist/index over HTTP for pip (until Ctrl-C)."""
+    import json
+
+    from .serve import open_server
+
+    out = out_dir.resolve()
+    err = console(stderr=True)
+    server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False))
+    listing = json.loads((out / "index" / "index.json").read_text())
+    click.echo(f"serving {out / 'index'} at {server.url}/", err=False)
+    for variant in listing["variants"]:
+        click.echo(f"  {variant['id']}: pip install --index-url {server.url}/{variant['index']} {variant['project']}")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        server.server_close()
 
 
 # [base-image] (factory/baseimage.py): an offline manylinux-layout base image from Debian packages.

@@ -217,6 +217,35 @@ def ensure_image(client: docker.DockerClient, rendered: RenderedImage, *, log: P
     return ImageRef(rendered.tag, str(image.id), built=True, seconds=round(seconds, 3))
 
 
+BASE_ID_LABEL = "wheelfactory.base-id"
+NO_REGISTRY_HINT = ("no registry reachable? set [build] debian_base = \"bookworm\" to make a base from Debian "
+                    "packages here, or name an image this engine has")
+
+
+def resolve_base(client: docker.DockerClient, name: str, *, log: Path, progress: Progress | None = None) -> str:
+    """The id of base image ``name``, pulled first when the engine lacks it. A build image records
+    this id (BASE_ID_LABEL), so re-pulling a moved tag (manylinux images are republished under the
+    same name) gives a new build image instead of silently reusing one made from the old base."""
+    import docker
+
+    progress = progress or NullProgress()
+    try:
+        return str(client.images.get(name).id)
+    except docker.errors.ImageNotFound:
+        pass
+    progress.command(f"docker pull {name}")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        image = client.images.pull(name)
+    except docker.errors.APIError as exc:
+        reason = str(exc.explanation or exc).splitlines()[0]
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"$ docker pull {name}\nerror: {reason}\n")
+        raise ImageBuildFailed(f"base image {name} is not on this engine and pulling it failed: {reason}; "
+                               f"{NO_REGISTRY_HINT}") from None
+    return str(image.id)
+
+
 def _hint(error: str) -> str:
     if "returned a non-zero code" in error:  # a RUN step failed
         if "apt-get" in error:

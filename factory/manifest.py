@@ -36,6 +36,9 @@ class Entry:
     error: str | None = None
     engine: str | None = None
     image: str | None = None  # the build image's id (docker engine): pins the toolchain exactly
+    # What the variant id does not say, for the index pages: "2.13.0", "12.8" (None: cpu).
+    torch_version: str | None = None
+    toolkit: str | None = None
 
 
 def read(out: Path) -> dict[str, Entry]:

@@ -219,12 +219,16 @@ class KernelPackage:
         *,
         reference_module: str = "_reference",
         environ: Mapping[str, str] | None = None,
+        module: str | None = None,
     ) -> None:
         # No I/O here: importing the kernel package must stay cheap and side-effect free.
+        # ``name`` is the distribution's ("fusedops": FUSEDOPS_LOAD, ~/.cache/fusedops);
+        # ``module`` is where it was imported (another name under Hugging Face's kernels loader,
+        # which imports each build under its op namespace).
         self.name = name
         self.package_dir = Path(package_dir)
         self.op_names = tuple(ops)
-        self._reference_name = f"{name}.{reference_module}"
+        self._reference_name = f"{module or name}.{reference_module}"
         self._environ = environ
         self._lock = threading.Lock()
         self._loaded: _Loaded | None = None

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..containers import Container
 from ..errors import WheelfactoryError
-from ..images import ImageRef, ensure_image, render_image
+from ..images import BASE_ID_LABEL, ImageRef, ensure_image, render_image, resolve_base
 from ..proc import run
 from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
 from ..stage import Stage
@@ -98,6 +98,7 @@ class DockerEngine:
     name: str = "docker"
     _images: dict[str, ImageRef] = field(default_factory=dict)
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
+    _base_ids: dict[str, str] = field(default_factory=dict)  # base name -> image id, resolved once a run
 
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
@@ -109,7 +110,10 @@ class DockerEngine:
 
     def image_for(self, variant: Variant) -> ImageRef:
         """The variant's build image, built once per content tag (toolkit layers: later issues)."""
-        rendered = render_image(self.base_images[variant.key.arch], None)
+        base = self.base_images[variant.key.arch]
+        if base not in self._base_ids:
+            self._base_ids[base] = resolve_base(self.client, base, log=self.image_log)  # type: ignore[arg-type]
+        rendered = render_image(base, None, labels={BASE_ID_LABEL: self._base_ids[base]})
         if rendered.tag not in self._images:
             self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
                                                       log=self.image_log)

@@ -112,3 +112,16 @@ def test_a_missing_base_fails_with_one_clear_line(docker_client: docker.DockerCl
     assert "\n" not in str(caught.value)
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(rendered.tag)
+
+
+@pytest.mark.docker
+def test_the_base_is_pinned_by_id_and_a_missing_one_names_the_way_out(
+        docker_client: docker.DockerClient, bookworm_base: BaseImage, tmp_path: Path) -> None:
+    from factory.errors import ImageBuildFailed
+    from factory.images import resolve_base
+
+    assert resolve_base(docker_client, bookworm_base.tag, log=tmp_path / "log") == bookworm_base.id
+    missing = f"localhost:1/wheelfactory/absent:{uuid.uuid4().hex[:12]}"  # a registry that cannot answer
+    with pytest.raises(ImageBuildFailed, match='debian_base = "bookworm"') as caught:
+        resolve_base(docker_client, missing, log=tmp_path / "log")
+    assert "\n" not in str(caught.value) and missing in str(caught.value)

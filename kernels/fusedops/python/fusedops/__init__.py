@@ -18,9 +18,10 @@ from ._runtime import KernelPackage
 __all__ = ["backend_info", "fused_add_rms_norm", "gelu_and_mul", "rms_norm", "silu_and_mul"]
 
 _package = KernelPackage(
-    __name__,
+    "fusedops",  # the distribution: FUSEDOPS_LOAD, the cache dir (the module may be imported under another name)
     os.path.dirname(os.path.abspath(__file__)),
     ops=("silu_and_mul", "gelu_and_mul", "rms_norm", "fused_add_rms_norm"),
+    module=__name__,
 )
 
 
