@@ -78,7 +78,9 @@ def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
         if variant["cxx11_abi"] != env["cxx11_abi"]:
             why.append("the " + ("cxx11" if variant["cxx11_abi"] else "pre-cxx11") + " C++ ABI (installed torch: "
                        + ("cxx11" if env["cxx11_abi"] else "pre-cxx11") + ")")
-    if variant["backend"] != env["backend"]:
+    if variant["backend"] != env["backend"] and variant["backend"] != "cpu":
+        # A CPU build loads into a GPU torch too (CPU ops prebuilt, GPU tensors on the reference
+        # ops): the runtime accepts it, so it fits, after any build of the torch's own backend.
         why.append(f"backend {variant['backend']} (installed torch: {env['backend']})")
     elif env["backend"] == "cuda" and variant.get("toolkit"):
         built, have = _tuple(_major_minor(str(variant["toolkit"]))), _tuple(str(env["toolkit"]))
@@ -103,9 +105,10 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     scored = [(variant, mismatches(env, variant)) for variant in variants]
     fitting = [v for v, why in scored if not why]
 
-    def preference(variant: dict[str, object]) -> tuple[bool, tuple[int, ...], bool]:
+    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, ...], bool]:
         toolkit = _tuple(_major_minor(str(variant.get("toolkit") or "0")))
-        return (not variant.get("stable_abi"), toolkit, variant["python"] != "abi3")
+        return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit,
+                variant["python"] != "abi3")
 
     best = max(fitting, key=preference) if fitting else None
     others = sorted(((v, why) for v, why in scored if why), key=lambda item: (len(item[1]), str(item[0]["id"])))
@@ -148,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         print(index_url)
     else:
         print(f"# {describe(env)} -> {best['id']}")
+        if best["backend"] != env["backend"]:
+            print(f"# (no {env['backend']} build of this torch in the index: the CPU build's ops run prebuilt "
+                  f"on CPU tensors; {env['backend']} tensors use the reference ops)")
         print(f"pip install --index-url {index_url} {best['project']}")
     return 0
 

@@ -16,11 +16,16 @@ def variant(vid: str, **kw: object) -> dict[str, object]:
     return {**base, **kw}
 
 
-def test_exact_toolkit_beats_an_older_compatible_one_and_cpu_never_fits_a_cuda_torch() -> None:
-    best, others = choose(ENV, [variant("cu130"), variant("cu131", toolkit="13.1"), variant("cpu", backend="cpu",
-                                                                                              toolkit=None)])
-    assert best is not None and best["id"] == "cu131"
-    assert [v["id"] for v, _ in others] == ["cpu"]
+def test_exact_toolkit_beats_an_older_compatible_one_and_both_beat_cpu() -> None:
+    cpu = variant("cpu", backend="cpu", toolkit=None)
+    best, others = choose(ENV, [variant("cu130"), variant("cu131", toolkit="13.1"), cpu])
+    assert best is not None and best["id"] == "cu131" and not others
+
+
+def test_a_cpu_build_serves_a_cuda_torch_when_no_cuda_build_fits() -> None:
+    # what the runtime does too: the CPU ops load prebuilt, CUDA tensors use the reference ops
+    best, others = choose(ENV, [variant("cu132", toolkit="13.2"), variant("cpu", backend="cpu", toolkit=None)])
+    assert best is not None and best["id"] == "cpu" and [v["id"] for v, _ in others] == ["cu132"]
 
 
 @pytest.mark.parametrize("changes, reason", [
@@ -29,6 +34,7 @@ def test_exact_toolkit_beats_an_older_compatible_one_and_cpu_never_fits_a_cuda_t
     ({"toolkit": "13.2"}, "CUDA 13.2 (installed torch: CUDA 13.1)"),
     ({"toolkit": "12.8"}, "CUDA 12.8"),
     ({"arch": "aarch64"}, "arch aarch64"),
+    ({"backend": "rocm", "toolkit": "6.4"}, "backend rocm (installed torch: cuda)"),
     ({"python": "3.12"}, "CPython 3.12 (running: 3.11)"),
     ({"stable_abi": True, "torch": "2.14"}, "needs torch >= 2.14"),
 ])

@@ -10,6 +10,7 @@ across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from factory.baseimage import BaseImage, BaseImageSpec, ensure_base_image, parse
 from factory.errors import DockerUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
 
@@ -65,3 +67,17 @@ torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache = "{CACHE / 'ccache'}"
 """
+
+
+@pytest.fixture(scope="session")
+def docker_build(offline_build_tables: str) -> Path:
+    """The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11) built in Docker. Persistent:
+    a rerun with nothing changed finds everything cached (CI starts empty)."""
+    from docker_helpers import build, matrix_text
+
+    workdir = CACHE / "docker-build"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(matrix_text(offline_build_tables))
+    result = build(workdir)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return workdir

@@ -17,43 +17,12 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from docker_helpers import VARIANTS, build, manifest, matrix_text
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
-VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
-
-
-def matrix_text(offline_build_tables: str, extra: str = "") -> str:
-    return f"""
-[project]
-path = "{REPO / 'kernels' / 'fusedops'}"
-
-[matrix]
-torch = ["2.6", "2.13"]
-backends = ["cpu"]
-{offline_build_tables}{extra}"""
-
-
-def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "factory", "build", *args], cwd=workdir, capture_output=True,
-                          text=True, timeout=3000)
-
-
-def manifest(dist: Path) -> dict[str, dict[str, object]]:
-    return json.loads((dist / "manifest.json").read_text())["variants"]  # type: ignore[no-any-return]
-
-
-@pytest.fixture(scope="session")
-def docker_build(offline_build_tables: str) -> Path:
-    # Persistent: a rerun with nothing changed finds everything cached (CI starts empty).
-    workdir = CACHE / "docker-build"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(matrix_text(offline_build_tables))
-    result = build(workdir)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return workdir
 
 
 def test_two_abis_built_repaired_and_smoke_tested(docker_build: Path) -> None:

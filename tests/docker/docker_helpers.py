@@ -1,0 +1,32 @@
+"""Helpers the docker tests share: the two-ABI matrix, the build command, the manifest reader.
+(Fixtures live in conftest.py; plain helpers here, since test modules cannot import conftest.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
+
+
+def matrix_text(offline_build_tables: str, extra: str = "") -> str:
+    return f"""
+[project]
+path = "{REPO / 'kernels' / 'fusedops'}"
+
+[matrix]
+torch = ["2.6", "2.13"]
+backends = ["cpu"]
+{offline_build_tables}{extra}"""
+
+
+def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "factory", "build", *args], cwd=workdir, capture_output=True,
+                          text=True, timeout=3000)
+
+
+def manifest(dist: Path) -> dict[str, dict[str, object]]:
+    return json.loads((dist / "manifest.json").read_text())["variants"]  # type: ignore[no-any-return]

@@ -1,0 +1,172 @@
+"""The release story end to end: wheels built in Docker, indexed, served over real HTTP on
+127.0.0.1, installed by real pip into fresh venvs with different torch releases; the selector;
+hash-pinned installs; the Hugging Face export through the real `kernels` package; and a torch
+changed under an installed wheel (jit with a compiler, reference without one, never a crash).
+
+Venvs with only torch are made once per cache (torch 2.6 from the docker tests' wheelhouse, torch
+2.13 from the configured index) and each test installs into a hard-linked copy of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
+
+CHECK = r"""
+import json, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import torch, fusedops
+    from fusedops import _reference as ref
+    x = torch.randn(9, 2 * 129)
+    out = fusedops.silu_and_mul(x)
+    expected = torch.empty_like(out); ref.silu_and_mul(expected, x)
+    torch.testing.assert_close(out, expected)
+    y, w = torch.randn(9, 129), torch.randn(129)
+    torch.testing.assert_close(fusedops.rms_norm(y, w, 1e-6), torch.nn.functional.rms_norm(y, (129,), w, 1e-6),
+                               rtol=1e-5, atol=1e-5)
+    info = fusedops.backend_info()
+ours = [str(w.message) for w in caught if "fusedops" in str(w.message)]
+print(json.dumps({"mode": info["mode"], "variant": info["variant"], "torch": torch.__version__, "warnings": ours}))
+"""
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, **kwargs)  # type: ignore[call-overload]
+    assert result.returncode == 0, f"{command}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result  # type: ignore[no-any-return]
+
+
+def torch_wheels(version: str) -> Path:
+    """The docker tests' wheelhouse set holding this torch (with its dependencies)."""
+    found = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*.whl"))
+    assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
+    return found[0].parent
+
+
+def pristine_venv(version: str) -> Path:
+    path = CACHE / "venvs" / f"e2e-torch-{version}"
+    if not (path / ".complete").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        run([sys.executable, "-m", "venv", str(path)])
+        run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
+             str(torch_wheels(version)), f"torch=={version}", "ninja"])
+        (path / ".complete").write_text(version)
+    return path
+
+
+def fresh_venv(version: str, dest: Path) -> Path:
+    """A copy of the pristine venv (hard links: seconds, and installing into it leaves the original alone)."""
+    run(["cp", "-al", str(pristine_venv(version)), str(dest)])
+    return dest
+
+
+def check(venv: Path, env: dict[str, str] | None = None) -> dict[str, object]:
+    result = run([str(venv / "bin" / "python"), "-c", CHECK], env={**os.environ, **(env or {})}, cwd=venv)
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run([str(venv / "bin" / "python"), "-m", "pip", *args])
+
+
+@pytest.fixture(scope="module")
+def index_url(docker_build: Path) -> Iterator[str]:
+    dist = docker_build / "dist"
+    run([sys.executable, "-m", "factory", "index", "-o", str(dist)])
+    server = subprocess.Popen([sys.executable, "-m", "factory", "serve", "-o", str(dist), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stdout.readline())  # type: ignore[union-attr]
+        assert found, "serve printed no URL"
+        yield found.group(1)
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+
+@pytest.mark.parametrize("variant", sorted(TORCHES))
+def test_pip_installs_the_variant_from_its_index_and_it_loads_prebuilt(index_url: str, variant: str,
+                                                                       tmp_path: Path) -> None:
+    venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
+    pip(venv, "install", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
+    result = check(venv)
+    assert result["mode"] == "prebuilt" and result["variant"] == variant and not result["warnings"], result
+
+
+@pytest.mark.parametrize("variant", sorted(TORCHES))
+def test_the_selector_names_the_variant_of_each_environment(index_url: str, variant: str, tmp_path: Path) -> None:
+    venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
+    shown = run([sys.executable, "-m", "factory", "which", "--python", str(venv / "bin" / "python"),
+                 "--index", index_url]).stdout
+    assert f"pip install --index-url {index_url}/{variant}/simple fusedops" in shown
+    served = subprocess.run(["curl", "-fsS", f"{index_url}/select.py"], capture_output=True, check=True).stdout
+    quiet = run([str(venv / "bin" / "python"), "-", "--quiet"], input=served.decode()).stdout.strip()
+    assert quiet == f"{index_url}/{variant}/simple"
+
+
+def test_require_hashes_install_with_the_index_hashes(index_url: str, tmp_path: Path) -> None:
+    variant = "torch213-cxx11-cpu-x86_64-linux"
+    venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
+    pip(venv, "install", "--require-hashes", "--no-deps", "--index-url", f"{index_url}/{variant}/simple",
+        "-r", f"{index_url}/{variant}/requirements.txt")
+    assert check(venv)["mode"] == "prebuilt"
+    pinned = (tmp_path / "wrong.txt")
+    text = subprocess.run(["curl", "-fsS", f"{index_url}/{variant}/requirements.txt"], capture_output=True,
+                          text=True, check=True).stdout
+    pinned.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, text))
+    refused = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--force-reinstall",
+                              "--require-hashes", "--no-deps", "--index-url", f"{index_url}/{variant}/simple",
+                              "-r", str(pinned)], capture_output=True, text=True, check=False, timeout=600)
+    assert refused.returncode != 0 and "DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
+
+
+def test_changing_torch_under_an_installed_wheel_jits_then_falls_back(index_url: str, tmp_path: Path) -> None:
+    """Install the torch 2.6 wheel with torch 2.6, then upgrade torch to 2.13 in that venv: the
+    wheel's runtime compiles its sources for the new torch (mode jit, correct results); with no
+    compiler on PATH it runs the reference ops with one warning. Never an undefined-symbol crash."""
+    venv = fresh_venv("2.6.0", tmp_path / "venv")
+    pip(venv, "install", "--index-url", f"{index_url}/torch26-cxx98-cpu-x86_64-linux/simple", "fusedops")
+    assert check(venv)["mode"] == "prebuilt"
+    pip(venv, "install", "-q", "--no-index", "--find-links", str(torch_wheels("2.13.0")), "torch==2.13.0")
+    cache = {"FUSEDOPS_CACHE_DIR": str(tmp_path / "jit-cache")}
+    jit = check(venv, cache)
+    assert jit["torch"].startswith("2.13") and jit["mode"] == "jit" and not jit["warnings"], jit
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python").symlink_to(venv / "bin" / "python")
+    no_compiler = {"PATH": str(bare), "FUSEDOPS_CACHE_DIR": str(tmp_path / "empty-cache")}
+    reference = check(venv, no_compiler)
+    assert reference["mode"] == "reference" and len(reference["warnings"]) == 1, reference  # type: ignore[arg-type]
+
+
+def test_hf_layout_export_loads_through_the_kernels_package(docker_build: Path, tmp_path: Path) -> None:
+    """The real `kernels` loader picks this interpreter's variant (torch 2.13, cxx11, cpu) from the
+    export, imports it under its op namespace, and the op matches the reference."""
+    layout = tmp_path / "hf"
+    run([sys.executable, "-m", "factory", "export", "-o", str(docker_build / "dist"), "--hf-layout", str(layout)])
+    assert sorted(p.name for p in (layout / "build").iterdir()) == sorted(TORCHES)
+    code = (
+        "import json, torch; from pathlib import Path; from kernels import get_local_kernel\n"
+        f"m = get_local_kernel(Path({str(layout)!r}), backend='cpu')\n"
+        "x = torch.randn(5, 66)\n"
+        "torch.testing.assert_close(m.silu_and_mul(x), torch.nn.functional.silu(x[:, :33]) * x[:, 33:])\n"
+        "print(json.dumps({'module': m.__name__, **{k: m.backend_info()[k] for k in ('mode', 'variant')}}))\n")
+    result = run([sys.executable, "-c", code], env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    metadata = json.loads((layout / "build" / "torch213-cxx11-cpu-x86_64-linux" / "metadata.json").read_text())
+    assert loaded == {"module": metadata["id"], "mode": "prebuilt", "variant": "torch213-cxx11-cpu-x86_64-linux"}
