@@ -14,10 +14,9 @@ from typing import Protocol
 
 from packaging.version import Version
 
-from .errors import ConfigError
 from .kernel import KernelSpec
-from .resources import runtime_dir
 from .keys import python_files, tree_digest
+from .resources import runtime_dir
 from .variant import Variant
 
 RECORD_FILE = "_build.json"

@@ -15,7 +15,13 @@ from dist_fakes import make_dist
 
 from factory import manifest
 from factory.index import collect
-from factory.variants import SCHEMA_URL, check_document, environment_properties, select_label, variant_metadata
+from factory.variants import (
+    SCHEMA_URL,
+    check_document,
+    environment_properties,
+    select_label,
+    variant_metadata,
+)
 
 # The draft's schema (peps/pep-0825/variant-schema-0.1.1.json), transcribed: required keys, no
 # extra keys, and the name patterns for labels, namespaces, features and values.
