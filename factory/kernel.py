@@ -32,6 +32,14 @@ class KernelSpec:
     sources: tuple[tuple[str, tuple[Path, ...]], ...]  # backend -> files, relative to root
     cxx_flags: tuple[str, ...]
     nvcc_flags: tuple[str, ...]
+    # Sources written against torch's stable ABI only (torch/csrc/stable, torch/headeronly):
+    # what a torch-stable-abi variant compiles instead of ``sources``. backend -> files.
+    stable_sources: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+
+    def stable_sources_for(self, backend_kind: str) -> tuple[Path, ...]:
+        table = dict(self.stable_sources)
+        device = table.get("cuda", ()) if backend_kind in ("cuda", "rocm") else ()
+        return table.get("cpu", ()) + device
 
     def sources_for(self, backend_kind: str) -> tuple[Path, ...]:
         """What a build for this backend compiles: cpu sources always, plus the device ones.
@@ -47,8 +55,8 @@ class KernelSpec:
         include dirs and the backend's sources. This is what the variant ships for JIT and what
         its cache key hashes. kernel.toml itself is not: its parsed values (flags, ops, version)
         reach the key through the generated packaging and records."""
-        compiled = set(self.sources_for(backend_kind))
-        other = {p for _, paths in self.sources for p in paths} - compiled
+        compiled = set(self.sources_for(backend_kind)) | set(self.stable_sources_for(backend_kind))
+        other = {p for _, paths in (*self.sources, *self.stable_sources) for p in paths} - compiled
         device = backend_kind in ("cuda", "rocm")
         files: set[Path] = set()
         for directory in (self.python_package, *self.include_dirs):
@@ -69,7 +77,7 @@ def load_kernel(root: Path) -> KernelSpec:
 
 def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     top = doc.root()
-    top.reject_unknown({"kernel", "sources", "flags"})
+    top.reject_unknown({"kernel", "sources", "flags", "stable_abi"})
     kernel = top.table("kernel")
     kernel.reject_unknown({"name", "version", "description", "python_package", "namespace_macro", "ops"})
     name = kernel.string("name")
@@ -102,6 +110,12 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     if not dict(per_backend)["cpu"]:
         sources.error("cpu", "names no source", "the CPU sources are built for every variant")
 
+    stable = top.table("stable_abi")
+    stable.reject_unknown(set(SOURCE_BACKENDS))
+    stable_sources = tuple(
+        (backend, tuple(_existing_file(stable, backend, root, v) for v in stable.string_list(backend, ())))
+        for backend in SOURCE_BACKENDS if stable.has(backend))
+
     flags = top.table("flags")
     flags.reject_unknown({"cxx", "nvcc"})
     return KernelSpec(
@@ -116,6 +130,7 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         sources=tuple(per_backend),
         cxx_flags=flags.string_list("cxx", ()),
         nvcc_flags=flags.string_list("nvcc", ()),
+        stable_sources=stable_sources,
     )
 
 

@@ -169,10 +169,15 @@ class Matrix:
     include: tuple[Include, ...] = ()
     exclude: tuple[Selector, ...] = ()
     build: BuildConfig = field(default_factory=BuildConfig)
+    # "2.10": torch releases from this one on are served by one stable-ABI variant per backend
+    # build and arch (the kernel's [stable_abi] sources, built with TORCH_TARGET_VERSION).
+    stable_abi: str | None = None
 
+
+STABLE_ABI_FIRST = "2.10"  # the first torch whose stable ABI can be targeted (TORCH_TARGET_VERSION)
 
 TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build"}
-MATRIX_KEYS = {"torch", "backends", "cxx11_abi", "python", "arch"}
+MATRIX_KEYS = {"torch", "backends", "cxx11_abi", "python", "arch", "stable_abi"}
 SELECTOR_KEYS = {"torch", "backend", "cxx11_abi", "python", "arch"}
 INCLUDE_SETTING_KEYS = {"extra_cflags", "extra_cuda_cflags", "env", "arch_list"}
 
@@ -204,7 +209,25 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
         exclude=tuple(_selector(entry, number, table, SELECTOR_KEYS, "exclude")
                       for number, entry in enumerate(root.tables("exclude"), start=1)),
         build=_build(root.table("build"), base_dir),
+        stable_abi=_stable_abi(axes, table),
     )
+
+
+def _stable_abi(axes: Table, table: CompatTable) -> str | None:
+    target = axes.string("stable_abi")
+    if target is None:
+        return None
+    try:
+        version = Version(target)
+    except InvalidVersion:
+        version = None
+    if version is None or len(version.release) != 2 or version < Version(STABLE_ABI_FIRST):
+        axes.error("stable_abi", f"{target!r} is not a torch release the stable ABI can target",
+                   f"use a major.minor from {STABLE_ABI_FIRST} on, e.g. \"{STABLE_ABI_FIRST}\"")
+    if table.release(target) is None:
+        axes.error("stable_abi", f"torch {target} is not in the compatibility table",
+                   f"known: {table.known_versions()}")
+    return str(target)
 
 
 def _nonempty(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+from packaging.version import Version
+
 from .compat import CompatTable, TorchRelease
 from .errors import ConfigError, UsageError
 from .matrix import BackendSelector, Include, Matrix, Selector, TorchSelector
@@ -87,8 +89,32 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
                         variants.setdefault(variant.id, variant)
     for include in matrix.include:
         _apply_include(matrix, table, include, variants, pruned)
+    if matrix.stable_abi is not None:
+        _collapse_stable(matrix.stable_abi, variants, pruned)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
     return Plan(ordered, tuple(_dedupe(pruned)))
+
+
+def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned]) -> None:
+    """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
+    >= ``target``: built once, against the oldest of those releases, with TORCH_TARGET_VERSION
+    = target, and loadable on any torch from ``target`` on. The variants it replaces are listed
+    as pruned, naming it."""
+    floor = Version(target)
+    groups: dict[tuple[str, str], list[Variant]] = {}
+    for variant in variants.values():
+        if variant.key.python == "abi3" and variant.key.cxx11_abi and Version(variant.key.torch) >= floor:
+            groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
+    for members in groups.values():
+        base = min(members, key=lambda v: Version(v.key.torch))
+        stable = replace(base, key=replace(base.key, torch=target, stable_abi=True),
+                         notes=(*base.notes, f"stable ABI: built against torch {base.torch_version} with "
+                                             f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}"))
+        for member in members:
+            del variants[member.id]
+            pruned.append(_pruned(member.key, member.backend,
+                                  f"served by the stable-ABI variant {stable.id} ([matrix] stable_abi = \"{target}\")"))
+        variants[stable.id] = stable
 
 
 def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease, TorchSelector]]:

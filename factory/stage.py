@@ -14,6 +14,7 @@ from typing import Protocol
 
 from packaging.version import Version
 
+from .errors import ConfigError
 from .kernel import KernelSpec
 from .keys import python_files, tree_digest
 from .resources import runtime_dir
@@ -108,12 +109,18 @@ def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
     python = variant.key.python
     library = (f"{LIBRARY_MODULE}.abi3.so" if python == "abi3" else
                f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so")
+    if variant.key.stable_abi and not dict(kernel.stable_sources).get("cuda" if device else "cpu"):
+        raise ConfigError(f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
+                          "declares none", key="stable_abi." + ("cuda" if device else "cpu"),
+                          hint="list them under [stable_abi], or drop stable_abi from [matrix]")
     record: dict[str, object] = {
         "schema": 1,
         "name": kernel.name,
         "version": version,
         "variant": variant.id,
-        "torch": variant.torch_version,
+        # A stable-ABI build serves every torch from its target on: the record names the target.
+        "torch": f"{variant.key.torch}.0" if variant.key.stable_abi else variant.torch_version,
+        "built_with_torch": variant.torch_version,
         "backend": variant.key.backend.kind,
         "toolkit": variant.toolkit,
         "cxx11_abi": variant.key.cxx11_abi,
@@ -177,9 +184,13 @@ def _pyproject() -> str:
 
 def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str) -> str:
     backend = variant.key.backend.kind
-    sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.sources_for(backend)]
+    compiled = kernel.stable_sources_for(backend) if variant.key.stable_abi else kernel.sources_for(backend)
+    sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
     include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
     defines = [(kernel.namespace_macro, namespace)]
+    if variant.key.stable_abi:  # only the stable ABI of this torch and older may be used
+        major, minor = (int(x) for x in variant.key.torch.split("."))
+        defines.append(("TORCH_TARGET_VERSION", f"0x{major:02x}{minor:02x}000000000000"))
     if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
         defines.append(("Py_LIMITED_API", LIMITED_API))
     cxx = list(kernel.cxx_flags) + list(variant.settings.extra_cflags)

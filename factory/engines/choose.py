@@ -104,9 +104,15 @@ def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str
 
     environment = probe(python)
     variant = host_variant(matrix, table, environment, abi3=native)
-    variants = select(expand(matrix, table), only) if only else (variant,)
-    if only and variants != (variant,):
-        ids = ", ".join(v.id for v in variants)
-        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}); --only selected {ids}")
-    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), (variant,),
-                  f"engine host: {environment.executable} with torch {environment.torch}; building {variant.id}")
+    chosen = select(expand(matrix, table), only) if only else (variant,)
+    # Besides its own variant, the host can build a stable-ABI variant planned against its torch.
+    buildable = [v for v in chosen if v == variant or (
+        v.key.stable_abi and v.torch_version == environment.torch_release
+        and v.key.backend.kind == variant.key.backend.kind and v.key.arch == variant.key.arch)]
+    if len(buildable) != len(chosen):
+        ids = ", ".join(v.id for v in chosen if v not in buildable)
+        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}) and stable-ABI "
+                          f"variants planned against torch {environment.torch_release}; --only selected {ids}")
+    names = ", ".join(v.id for v in chosen)
+    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), tuple(chosen),
+                  f"engine host: {environment.executable} with torch {environment.torch}; building {names}")

@@ -1,0 +1,86 @@
+"""One stable-ABI wheel, built once with the host engine against torch 2.13 (TORCH_TARGET_VERSION
+2.10), loads prebuilt on torch 2.13 and on torch 2.14 and passes the op checks on both."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANT = "torch-stable-abi210-cpu-x86_64-linux"
+pytestmark = pytest.mark.slow
+
+OPS_CHECK = r"""
+import json, torch, fusedops
+from fusedops import _reference as ref
+torch.manual_seed(0)
+for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+    for rows, d in ((1, 1), (7, 33), (64, 257)):
+        x = torch.randn(rows, 2 * d, dtype=dtype)
+        out = fusedops.silu_and_mul(x); e = torch.empty_like(out); ref.silu_and_mul(e, x)
+        torch.testing.assert_close(out, e, rtol=tol, atol=tol)
+        for approx in ("none", "tanh"):
+            out = fusedops.gelu_and_mul(x, approx); ref.gelu_and_mul(e, x, approx)
+            torch.testing.assert_close(out, e, rtol=tol, atol=tol)
+        y, w, r = torch.randn(rows, d, dtype=dtype), torch.randn(d, dtype=dtype), torch.randn(rows, d, dtype=dtype)
+        o = fusedops.rms_norm(y, w, 1e-6); eo = torch.empty_like(y); ref.rms_norm(eo, y, w, 1e-6)
+        torch.testing.assert_close(o, eo, rtol=tol, atol=tol)
+        y2, r2 = y.clone(), r.clone()
+        fusedops.fused_add_rms_norm(y, r, w, 1e-6); ref.fused_add_rms_norm(y2, r2, w, 1e-6)
+        torch.testing.assert_close(r, r2, rtol=tol, atol=tol); torch.testing.assert_close(y, y2, rtol=tol, atol=tol)
+info = fusedops.backend_info()
+print(json.dumps({"torch": torch.__version__, "mode": info["mode"], "variant": info["variant"]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def stable_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("stable")
+    (work / "matrix.toml").write_text(f'[project]\npath = "{REPO / "kernels" / "fusedops"}"\n[matrix]\n'
+                                      'torch = ["2.13", "2.14"]\nbackends = ["cpu"]\nstable_abi = "2.10"\n'
+                                      '[build]\nengine = "host"\n')
+    result = subprocess.run([sys.executable, "-m", "factory", "build"], cwd=work, capture_output=True, text=True,
+                            timeout=1800, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    entry = json.loads((work / "dist" / "manifest.json").read_text())["variants"][VARIANT]
+    return work / "dist" / entry["wheel"]
+
+
+def test_the_wheel_is_built_from_the_stable_sources_for_the_target(stable_wheel: Path) -> None:
+    assert "+cputorch2.10stableabi-cp39-abi3-manylinux_" in stable_wheel.name
+    with zipfile.ZipFile(stable_wheel) as archive:
+        record = json.loads(archive.read("fusedops/_build.json"))
+        library = archive.read("fusedops/_C.abi3.so")
+    assert record["stable_abi"] is True and record["torch"] == "2.10.0" and record["built_with_torch"] == "2.13.0"
+    needed = undefined_symbols(library)
+    assert any(s.startswith("aoti_torch_") for s in needed)  # torch's C shim ...
+    cxx_api = [s for s in needed if s.startswith(("_ZN2at", "_ZN3c10", "_ZN5torch"))]
+    assert not cxx_api, cxx_api[:5]  # ... and none of libtorch's C++ API, which changes every release
+
+
+def undefined_symbols(library: bytes) -> list[str]:
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    dynsym = ELFFile(io.BytesIO(library)).get_section_by_name(".dynsym")
+    return [s.name for s in dynsym.iter_symbols() if s["st_shndx"] == "SHN_UNDEF" and s.name]
+
+
+@pytest.mark.parametrize("torch_version", ["2.13.0", "2.14.1"])
+def test_one_wheel_loads_prebuilt_and_passes_the_ops_on_two_torch_releases(
+        stable_wheel: Path, torch_version: str, fresh_install: Callable[[str, Path], Path],
+        venv_for: Callable[[str], Path]) -> None:
+    site = fresh_install(torch_version, stable_wheel)
+    result = subprocess.run([str(venv_for(torch_version) / "bin" / "python"), "-c", OPS_CHECK], cwd=site,
+                            capture_output=True, text=True, timeout=600, check=False,
+                            env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(site)})
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["torch"].startswith(torch_version) and loaded["mode"] == "prebuilt" and loaded["variant"] == VARIANT
