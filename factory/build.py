@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -114,14 +115,20 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             manifest.write(out, entries)  # after each variant: a killed run keeps what finished
             return outcome
 
-        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        prefix = f"wheelfactory-build-{os.getpid()}-{time.monotonic_ns()}"
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix=prefix)
         try:
             futures = [pool.submit(one, variant) for variant in variants]
             return [future.result() for future in futures]
         except BaseException:
             # Ctrl-C (KeyboardInterrupt lands here, in the main thread): start nothing more; the
-            # builds under way see the same SIGINT in their commands, fail and are recorded.
-            pool.shutdown(wait=True, cancel_futures=True)
+            # builds under way see the same SIGINT in their commands, fail and are recorded. The
+            # pool's threads are joined by name: one whose start the interrupt cut short is not
+            # in the pool's own list, and shutdown(wait=True) would not wait for it.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for thread in threading.enumerate():
+                if thread.name.startswith(prefix):
+                    thread.join()
             raise
         finally:
             pool.shutdown(wait=True)
@@ -150,7 +157,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             observe(variant.id, "cached", previous.wheel)
             return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
                                             image=engine.image_id(variant), torch_version=facts[0],
-                                            toolkit=facts[1]))
+                                            toolkit=facts[1], size=wheel.stat().st_size))
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
@@ -176,7 +183,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     observe(variant.id, "built", final.name)
     return Outcome(variant, manifest.Entry("built", str(final.relative_to(out)), file_sha256(final), seconds,
                                            key, str(log.relative_to(out)), None, engine.name,
-                                           engine.image_id(variant), *facts))
+                                           engine.image_id(variant), *facts, final.stat().st_size))
 
 
 def _clean_partials(out: Path) -> None:

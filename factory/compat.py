@@ -81,6 +81,10 @@ class CudaToolkit:
     min_arch: Version
     max_arch: Version
     source: str
+    # NVIDIA's PyPI wheels that make a complete nvcc for this version (CUDA 13), installed beside
+    # torch's own nvidia-* wheels; empty: the build image must carry the toolkit (CUDA 12).
+    wheels: tuple[str, ...] = ()
+    wheels_home: str = ""  # where they put CUDA_HOME, under site-packages/nvidia/ ("cu13")
 
     def can_compile(self, arch: str) -> bool:
         """``"12.0+PTX"``, ``"9.0a"`` -> is the compute capability within this nvcc's range?"""
@@ -186,12 +190,17 @@ def _versions(table: Table, key: str) -> tuple[str, ...]:
 
 
 def _parse_cuda(table: Table, version: str) -> CudaToolkit:
-    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source"})
+    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home"})
     arch_list = tuple(a for a in table.string("arch_list", "").split(";") if a)
     if not arch_list:
         table.error("arch_list", "is required", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
+    wheels = table.string_list("wheels", (), allow_scalar=False)
+    home = table.string("wheels_home", "")
+    if bool(wheels) != bool(home):
+        table.error("wheels_home" if wheels else "wheels", "wheels and wheels_home go together",
+                    'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"')
     return CudaToolkit(version, arch_list, Version(table.string("min_arch", "0")),
-                       Version(table.string("max_arch", "99")), table.string("source", ""))
+                       Version(table.string("max_arch", "99")), table.string("source", ""), wheels, home)
 
 
 def _parse_rocm(table: Table, version: str) -> RocmToolkit:

@@ -39,6 +39,7 @@ class Entry:
     # What the variant id does not say, for the index pages: "2.13.0", "12.8" (None: cpu).
     torch_version: str | None = None
     toolkit: str | None = None
+    size: int | None = None  # the wheel's bytes
 
 
 def read(out: Path) -> dict[str, Entry]:

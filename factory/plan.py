@@ -212,9 +212,12 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
              pruned: list[Pruned]) -> Variant | None:
     notes: list[str] = []
     arch_list: tuple[str, ...] = ()
+    toolkit_wheels: tuple[str, ...] = ()
+    toolkit_home = ""
     if backend.kind == "cuda":
         assert backend.version is not None
         toolkit = table.cuda_toolkit(backend.version)
+        toolkit_wheels, toolkit_home = toolkit.wheels, toolkit.wheels_home
         wanted = (include.arch_list if include and include.arch_list else None) or matrix.cuda.arch_list
         if wanted is None:
             arch_list = toolkit.arch_list
@@ -241,6 +244,8 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
         wheel_platform=release.wheel_platform,
         settings=include.settings if include else BuildSettings(),
         notes=tuple(notes),
+        toolkit_wheels=toolkit_wheels,
+        toolkit_wheels_home=toolkit_home,
     )
 
 

@@ -83,8 +83,8 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
         start = sink.tell()
         logged = subprocess.run(tied, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
                                 timeout=timeout, check=False)
-    text = log.read_text(errors="replace")
-    output = text[start:] if start <= len(text) else ""
+    # tell() is a byte offset: slice the bytes (the log holds non-ASCII output, e.g. progress bars).
+    output = log.read_bytes()[start:].decode("utf-8", errors="replace")
     if logged.returncode != 0:
         raise CommandFailed(command, logged.returncode, tail_of(log), log)
     return output

@@ -118,11 +118,12 @@ class BuildView:
 
 def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
-    for column in ("variant", "status", "seconds", "wheel", "sha256"):
+    for column in ("variant", "status", "seconds", "MB", "wheel", "sha256"):
         table.add_column(column)
     for o in outcomes:
         e = o.entry
-        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", e.wheel or "-", (e.sha256 or "")[:16])
+        size = f"{e.size / 1e6:.1f}" if e.size else "-"
+        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", size, e.wheel or "-", (e.sha256 or "")[:16])
     out.print(table)
     for o in outcomes:
         if o.entry.status == "failed":

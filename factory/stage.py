@@ -182,6 +182,31 @@ def _pyproject() -> str:
             'build-backend = "setuptools.build_meta"\n')
 
 
+def _cuda_wheels_block(variant: Variant) -> str:
+    """setup.py lines that point CUDA_HOME at the toolkit installed from NVIDIA's wheels: nvcc,
+    nvvm and crt land in site-packages/nvidia/<home>, beside the CUDA headers torch's own
+    nvidia-* wheels bring (cusparse.h, cublas_v2.h), which torch's headers include. The path is
+    only known inside the build environment, hence here and not in the container's variables."""
+    return f'''
+CUDA_WHEELS_HOME = {variant.toolkit_wheels_home!r}
+if not os.environ.get("CUDA_HOME"):
+    import nvidia  # the namespace package NVIDIA's wheels install into
+
+    homes = [os.path.join(p, CUDA_WHEELS_HOME) for p in nvidia.__path__
+             if os.path.isfile(os.path.join(p, CUDA_WHEELS_HOME, "bin", "nvcc"))]
+    if not homes:
+        raise SystemExit("wheelfactory: no nvcc under site-packages/nvidia/" + CUDA_WHEELS_HOME
+                         + ": the toolkit wheels ({', '.join(variant.toolkit_wheels)}) are not installed")
+    os.environ["CUDA_HOME"] = homes[0]
+    os.environ["PATH"] = os.path.join(homes[0], "bin") + os.pathsep + os.environ.get("PATH", "")
+    # The wheel ships libcudart.so.<major> only; the link step asks for -lcudart.
+    lib = os.path.join(homes[0], "lib")
+    versioned = sorted(n for n in os.listdir(lib) if n.startswith("libcudart.so."))
+    if versioned and not os.path.exists(os.path.join(lib, "libcudart.so")):
+        os.symlink(versioned[0], os.path.join(lib, "libcudart.so"))
+'''
+
+
 def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str) -> str:
     backend = variant.key.backend.kind
     compiled = kernel.stable_sources_for(backend) if variant.key.stable_abi else kernel.sources_for(backend)
@@ -203,7 +228,6 @@ import os
 
 import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, {extension}
 
 EXPECTED_TORCH = {variant.torch_version!r}
 EXPECTED_CXX11_ABI = {variant.key.cxx11_abi!r}
@@ -219,6 +243,8 @@ if bool(torch.compiled_with_cxx11_abi()) != EXPECTED_CXX11_ABI:
         + " ABI build of torch " + EXPECTED_TORCH + " but the installed one is the other ABI; "
         "point [build].torch_index at an index that serves it"
     )
+{_cuda_wheels_block(variant) if variant.key.backend.kind == "cuda" and variant.toolkit_wheels_home else ""}
+from torch.utils.cpp_extension import BuildExtension, {extension}  # noqa: E402 (reads CUDA_HOME when imported)
 
 setup(
     name={kernel.name!r},

@@ -168,6 +168,10 @@ class Variant:
     wheel_platform: str  # platform tag of torch's own wheels (a floor hint for the build image)
     settings: BuildSettings = field(default_factory=BuildSettings)
     notes: tuple[str, ...] = ()  # things the planner adjusted, e.g. archs dropped from an override
+    # The toolkit as PyPI wheels (CUDA 13: nvcc, nvvm, crt, cccl), installed beside torch in the
+    # build environment, CUDA_HOME at site-packages/nvidia/<home>; () : the image carries it.
+    toolkit_wheels: tuple[str, ...] = ()
+    toolkit_wheels_home: str = ""
 
     @property
     def id(self) -> str:
@@ -217,6 +221,7 @@ class Variant:
             "extra_cuda_cflags": list(self.settings.extra_cuda_cflags),
             "env": dict(self.settings.env),
             "notes": list(self.notes),
+            "toolkit_wheels": list(self.toolkit_wheels),
         }
 
 

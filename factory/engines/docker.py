@@ -31,7 +31,8 @@ from . import Phase, no_phase
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
-          "if not os.path.islink(p)), 'ccache': shutil.which('ccache')}))")
+          "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), "
+          "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None)}))")
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
@@ -70,6 +71,7 @@ class ImageFacts:
     glibc: str
     pythons: tuple[str, ...]
     ccache: str | None = None  # path of ccache in the image; None: no compile cache there
+    nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
@@ -123,7 +125,8 @@ class DockerEngine:
         if image.id not in self._facts:
             with Container(self.client, image.id, labels=self.labels) as box:  # type: ignore[arg-type]
                 data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
-            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"))
+            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
+                                               data.get("nvcc"))
         return self._facts[image.id]
 
     @property
@@ -147,8 +150,14 @@ class DockerEngine:
         facts = self.facts(image)
         version, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
         glibc = ".".join(facts.glibc.split(".")[:2])
+        if variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and not facts.nvcc:
+            raise DockerBuildError(
+                f"{variant.id}: CUDA {variant.toolkit} is not published as complete wheels (only CUDA 13 is) and "
+                f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
+                f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
         wheels = self.wheelhouse.ensure(
-            request_for(variant, ContainerPython(version, variant.key.arch, glibc), torch_index=self.torch_index),
+            request_for(variant, ContainerPython(version, variant.key.arch, glibc), torch_index=self.torch_index,
+                        extra=variant.toolkit_wheels),
             log=log)
         source, output = workdir / "src", workdir / "out"
         shutil.rmtree(output, ignore_errors=True)
@@ -205,13 +214,31 @@ class DockerEngine:
             "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
             "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
                                           *([f'PATH="{CCACHE_SHIMS}:$PATH"'] if ccache else [])]),
+            # CUDA 13's toolkit wheels go beside torch's nvidia-* wheels: one tree with nvcc and every
+            # header torch's CUDA headers include (the generated setup.py points CUDA_HOME at it).
             "CIBW_BEFORE_BUILD": before_build + f"pip install {shlex.quote(variant.torch_requirement)} "
-                                 + " ".join(shlex.quote(r) for r in BUILD_REQUIREMENTS),
+                                 + " ".join(shlex.quote(r) for r in (*BUILD_REQUIREMENTS, *variant.toolkit_wheels)),
             "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
             "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
             "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
             "CIBW_BUILD_VERBOSITY": "1",
         }
+
+    def _cuda_problems(self, variant: Variant, wheel: Path, log: Path) -> list[str]:
+        """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
+        from .. import cudacheck
+
+        wanted = cudacheck.expected(variant.arch_list)
+        found = {name: cudacheck.contents(data, log=log) for name, data in _libraries(wheel).items()}
+        device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
+        if not device:
+            return ["no library in the wheel holds CUDA device code"]
+        out = []
+        for name, contents in device.items():
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})\n")
+            out += [f"{name}: {p}" for p in cudacheck.problems(contents, wanted)]
+        return out
 
     def verify(self, stage: Stage, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
         variant = stage.variant
@@ -219,6 +246,10 @@ class DockerEngine:
                                glibc_floor=self.glibc_floor)
         if variant.key.python == "abi3":
             run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
+        if variant.key.backend.kind == "cuda":
+            problems += self._cuda_problems(variant, wheel, log)
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"# wheel size: {wheel.stat().st_size / 1e6:.1f} MB\n")
         if problems:
             raise DockerBuildError(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
         facts = self.facts(image)
@@ -235,6 +266,13 @@ class DockerEngine:
         if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
             raise DockerBuildError(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                                    "expected the prebuilt library")
+
+
+def _libraries(wheel: Path) -> dict[str, bytes]:
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as archive:
+        return {n: archive.read(n) for n in archive.namelist() if n.endswith(".so") or ".so." in n.rsplit("/", 1)[-1]}
 
 
 def ccache_summary(stats_log: Path) -> str:

@@ -60,3 +60,9 @@ def test_children_die_with_the_factory(tmp_path: Path) -> None:
         time.sleep(0.1)
     os.kill(child, signal.SIGKILL)
     raise AssertionError("the child outlived the killed factory")
+
+
+def test_run_returns_only_this_commands_output_after_non_ascii_log_lines(tmp_path: Path) -> None:
+    log = tmp_path / "build.log"
+    log.write_text("✓ progress ━━━━ done ✓\n" * 50)  # 3-byte characters before this command
+    assert run([sys.executable, "-c", "print('sm_80')"], log=log) == "sm_80\n"

@@ -1,0 +1,60 @@
+"""A CUDA variant built in Docker for real: torch 2.14 + CUDA 13.0, nvcc from NVIDIA's wheels,
+--network none, auditwheel excluding the CUDA libraries, and verified without a GPU: cuobjdump
+lists exactly the requested SASS archs plus PTX for the +PTX one; the smoke test loads the
+prebuilt library in a fresh container with the CUDA torch (no GPU: the CPU ops run).
+
+Slow (nvcc for two archs, a ~5 GB torch with its nvidia-* wheels): built once per cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+from docker_helpers import build, manifest
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+VARIANT = "torch214-cxx11-cu130-x86_64-linux"
+
+
+@pytest.fixture(scope="module")
+def cuda_build(offline_build_tables: str) -> Path:
+    workdir = CACHE / "docker-cuda"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{REPO / 'kernels' / 'fusedops'}"
+
+[matrix]
+torch = ["2.14"]
+backends = ["cu130"]
+
+[cuda]
+arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120 is the newest CUDA 13.0 compiles
+{offline_build_tables}""")
+    result = build(workdir)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    return workdir
+
+
+def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Path) -> None:
+    entry = manifest(cuda_build / "dist")[VARIANT]
+    assert entry["status"] in ("built", "cached"), entry
+    wheel = cuda_build / "dist" / str(entry["wheel"])
+    assert wheel.name.startswith("fusedops-0.1.0+cu130torch2.14-cp39-abi3-manylinux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        record = json.loads(archive.read("fusedops/_build.json"))
+    grafted = [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libnvrtc", "libtorch", "libc10"))]
+    assert not grafted, grafted
+    assert record["backend"] == "cuda" and record["toolkit"] == "13.0" and record["arch_list"] == ["8.0", "12.0+PTX"]
+    log = (cuda_build / "dist" / str(entry["log"])).read_text()
+    assert "# cuobjdump fusedops/_C.abi3.so: sm_80, sm_120 + PTX compute_120" in log
+    assert "# wheel size:" in log
+    assert f'{{"mode": "prebuilt", "variant": "{VARIANT}"}}' in log  # the smoke test, CUDA torch, no GPU
