@@ -170,8 +170,8 @@ def export_command(out_dir: Path, hf_layout: Path) -> None:
     out_console = console()
     for item in exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
-    for vid, reason in [(s.variant_id, s.reason) for s in skipped] + [(n.variant_id, n.reason) for n in not_exported]:
-        out_console.print(f"[yellow]not exported[/] {vid}: {reason}", highlight=False)
+    for skip in [*skipped, *not_exported]:
+        out_console.print(f"[yellow]not exported[/] {skip.variant_id}: {skip.reason}", highlight=False)
     out_console.print(f"{len(exported)} variant(s) in {hf_layout}; load with "
                       f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
 

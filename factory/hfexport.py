@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from packaging.version import Version
 
 from .errors import WheelfactoryError
-from .index import IndexedWheel
+from .index import IndexedWheel, Skipped
 
 BUILD_DIR = "build"
 METADATA = "metadata.json"
@@ -34,12 +34,6 @@ METADATA = "metadata.json"
 class Exported:
     variant_id: str
     path: Path
-
-
-@dataclass(frozen=True)
-class NotExported:
-    variant_id: str
-    reason: str
 
 
 def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str) -> dict[str, object]:
@@ -77,14 +71,14 @@ def _license(archive: zipfile.ZipFile) -> str:
     return headers.get("License-Expression") or headers.get("License") or "unknown"
 
 
-def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Exported], list[NotExported]]:
+def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Exported], list[Skipped]]:
     exported: list[Exported] = []
-    skipped: list[NotExported] = []
+    skipped: list[Skipped] = []
     build = dest / BUILD_DIR
     build.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
         if wheel.variant.python != "abi3":
-            skipped.append(NotExported(wheel.variant_id, "a per-CPython build: the Hugging Face layout holds "
+            skipped.append(Skipped(wheel.variant_id, "a per-CPython build: the Hugging Face layout holds "
                                                          "cp39-abi3 builds only"))
             continue
         target = build / wheel.variant_id
