@@ -85,6 +85,7 @@ class CudaToolkit:
     # torch's own nvidia-* wheels; empty: the build image must carry the toolkit (CUDA 12).
     wheels: tuple[str, ...] = ()
     wheels_home: str = ""  # where they put CUDA_HOME, under site-packages/nvidia/ ("cu13")
+    debian: str = ""  # the Debian suite whose non-free nvidia-cuda-toolkit is this version ("trixie")
 
     def can_compile(self, arch: str) -> bool:
         """``"12.0+PTX"``, ``"9.0a"`` -> is the compute capability within this nvcc's range?"""
@@ -190,7 +191,7 @@ def _versions(table: Table, key: str) -> tuple[str, ...]:
 
 
 def _parse_cuda(table: Table, version: str) -> CudaToolkit:
-    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home"})
+    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home", "debian"})
     arch_list = tuple(a for a in table.string("arch_list", "").split(";") if a)
     if not arch_list:
         table.error("arch_list", "is required", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
@@ -200,7 +201,8 @@ def _parse_cuda(table: Table, version: str) -> CudaToolkit:
         table.error("wheels_home" if wheels else "wheels", "wheels and wheels_home go together",
                     'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"')
     return CudaToolkit(version, arch_list, Version(table.string("min_arch", "0")),
-                       Version(table.string("max_arch", "99")), table.string("source", ""), wheels, home)
+                       Version(table.string("max_arch", "99")), table.string("source", ""), wheels, home,
+                       table.string("debian", ""))
 
 
 def _parse_rocm(table: Table, version: str) -> RocmToolkit:

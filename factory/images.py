@@ -126,8 +126,9 @@ def template_for(toolkit_layer: str | None) -> str:
 
 
 def render_image(base: str, toolkit_layer: str | None = None, *, labels: Mapping[str, str] | None = None,
-                 templates: Path | None = None) -> RenderedImage:
-    """The Dockerfile of a variant's build image: ``FROM base``, the toolkit's layer, labels."""
+                 values: Mapping[str, str] | None = None, templates: Path | None = None) -> RenderedImage:
+    """The Dockerfile of a variant's build image: ``FROM base``, the toolkit's layer, labels;
+    ``values`` fills the template's other placeholders (the Debian CUDA layer's mirror and suite)."""
     kind, version = _toolkit_kind(toolkit_layer)
     name = template_for(toolkit_layer)
     templates = templates or templates_dir()
@@ -137,7 +138,8 @@ def render_image(base: str, toolkit_layer: str | None = None, *, labels: Mapping
     template = load_template(name, templates)
     all_labels = {"wheelfactory.kind": "build", "wheelfactory.base": base, "wheelfactory.toolkit": kind,
                   **({"wheelfactory.toolkit-version": version} if version else {}), **(labels or {})}
-    dockerfile = template.fill({"base": base, "toolkit_version": version, "labels": label_block(all_labels)})
+    dockerfile = template.fill({**(values or {}), "base": base, "toolkit_version": version,
+                                "labels": label_block(all_labels)})
     content = content_digest(dockerfile)
     return RenderedImage(dockerfile, f"{BUILD_REPOSITORY}:{content[:12]}", template.network, name, content,
                          tuple(sorted(all_labels.items())))

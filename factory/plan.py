@@ -214,10 +214,11 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
     arch_list: tuple[str, ...] = ()
     toolkit_wheels: tuple[str, ...] = ()
     toolkit_home = ""
+    toolkit_debian = ""
     if backend.kind == "cuda":
         assert backend.version is not None
         toolkit = table.cuda_toolkit(backend.version)
-        toolkit_wheels, toolkit_home = toolkit.wheels, toolkit.wheels_home
+        toolkit_wheels, toolkit_home, toolkit_debian = toolkit.wheels, toolkit.wheels_home, toolkit.debian
         wanted = (include.arch_list if include and include.arch_list else None) or matrix.cuda.arch_list
         if wanted is None:
             arch_list = toolkit.arch_list
@@ -246,6 +247,7 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
         notes=tuple(notes),
         toolkit_wheels=toolkit_wheels,
         toolkit_wheels_home=toolkit_home,
+        toolkit_debian=toolkit_debian,
     )
 
 

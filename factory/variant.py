@@ -172,6 +172,7 @@ class Variant:
     # build environment, CUDA_HOME at site-packages/nvidia/<home>; () : the image carries it.
     toolkit_wheels: tuple[str, ...] = ()
     toolkit_wheels_home: str = ""
+    toolkit_debian: str = ""  # offline builds: the Debian suite that packages this toolkit ("trixie")
 
     @property
     def id(self) -> str:

@@ -5,8 +5,9 @@ when the matrix says ``debian_base``)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,23 +65,47 @@ def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, on
     variants = select(expand(matrix, table), only)
     build = matrix.build
     base_images = dict(build.base_images)
+    debian_base = None
     if build.debian_base:
-        base_images = _debian_base(client, matrix, variants, console=console, matrix_file=matrix_file)
+        debian_base = _debian_bases(client, matrix, console)
+        base_images = _debian_base(matrix, variants, debian_base, matrix_file=matrix_file)
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     engine = DockerEngine(client, base_images, Wheelhouse(wheelhouse), out / "images.log",
                           torch_index=build.torch_index, python_support={r.minor: r.python for r in table.releases},
-                          owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor)
+                          owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
+                          debian_base=debian_base, debian_mirror=_mirror(matrix))
     cache = f", compile cache {build.compile_cache}" if build.compile_cache else ", no compile cache"
     return Chosen(engine, variants, f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}")
 
 
-def _debian_base(client: object, matrix: Matrix, variants: Sequence[Variant], *, console: Console,
-                 matrix_file: str) -> dict[str, str]:
-    """Make (or reuse: its tag is its content hash) the offline Debian base for the host's arch."""
-    import platform
+def _mirror(matrix: Matrix) -> str:
+    from ..baseimage import DEFAULT_MIRROR
 
-    from ..baseimage import DEFAULT_MIRROR, BaseImageSpec, ensure_base_image, parse_suite
+    return (matrix.build.debian_mirror or DEFAULT_MIRROR).rstrip("/")
+
+
+def _debian_bases(client: object, matrix: Matrix, console: Console) -> Callable[[str], str]:
+    """suite -> the tag of its offline Debian base, made on first use (reused: content-tagged)."""
+    from ..baseimage import BaseImageSpec, ensure_base_image, parse_suite
     from ..progress import ConsoleProgress
+
+    def make(suite: str) -> str:
+        try:
+            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix)),  # type: ignore[arg-type]
+                                      cache_dir=DEFAULT_CACHE, progress=ConsoleProgress(console))
+        except ImageBuildFailed as exc:
+            if exc.tail:
+                console.print(exc.tail, markup=False, highlight=False)
+            raise
+        return image.tag
+
+    return functools.cache(make)
+
+
+def _debian_base(matrix: Matrix, variants: Sequence[Variant], make: Callable[[str], str], *,
+                 matrix_file: str) -> dict[str, str]:
+    """The offline Debian base for the host's arch (made now, before the matrix runs)."""
+    import platform
 
     arch = platform.machine()
     foreign = sorted({v.key.arch for v in variants} - {arch})
@@ -88,15 +113,7 @@ def _debian_base(client: object, matrix: Matrix, variants: Sequence[Variant], *,
         raise ConfigError(f"debian_base builds a base image for this machine's arch ({arch}) only, and the plan "
                           f"has {', '.join(foreign)} variants", file=matrix_file, key="build.debian_base",
                           hint="drop those archs, or name per-arch images in base_image instead")
-    spec = BaseImageSpec(parse_suite(matrix.build.debian_base or ""), matrix.build.debian_mirror or DEFAULT_MIRROR)
-    try:
-        image = ensure_base_image(client, spec, cache_dir=DEFAULT_CACHE,  # type: ignore[arg-type]
-                                  progress=ConsoleProgress(console))
-    except ImageBuildFailed as exc:
-        if exc.tail:
-            console.print(exc.tail, markup=False, highlight=False)
-        raise
-    return {arch: image.tag}
+    return {arch: make(matrix.build.debian_base or "")}
 
 
 def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], native: bool) -> Chosen:

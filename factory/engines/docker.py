@@ -16,6 +16,8 @@ import os
 import shlex
 import shutil
 import sys
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,10 +99,14 @@ class DockerEngine:
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
     compile_cache: Path | None = None  # host ccache directory shared by all variants
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
+    # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
+    debian_base: Callable[[str], str] | None = None
+    debian_mirror: str = "http://deb.debian.org/debian"
     name: str = "docker"
     _images: dict[str, ImageRef] = field(default_factory=dict)
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
     _base_ids: dict[str, str] = field(default_factory=dict)  # base name -> image id, resolved once a run
+    _image_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
@@ -111,15 +117,26 @@ class DockerEngine:
         return self.image_for(variant).id
 
     def image_for(self, variant: Variant) -> ImageRef:
-        """The variant's build image, built once per content tag (toolkit layers: later issues)."""
-        base = self.base_images[variant.key.arch]
-        if base not in self._base_ids:
-            self._base_ids[base] = resolve_base(self.client, base, log=self.image_log)  # type: ignore[arg-type]
-        rendered = render_image(base, None, labels={BASE_ID_LABEL: self._base_ids[base]})
-        if rendered.tag not in self._images:
-            self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
-                                                      log=self.image_log)
-        return self._images[rendered.tag]
+        """The variant's build image, built once per content tag: the base as it is, or for a
+        CUDA variant whose toolkit has no wheels, on a Debian base, the suite that packages it
+        plus Debian's toolkit (docker/build-cuda.Dockerfile). One at a time: parallel variants
+        wait for an image another one is making instead of making it twice."""
+        with self._image_lock:
+            base = self.base_images[variant.key.arch]
+            layer: str | None = None
+            values: dict[str, str] = {}
+            if (variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and variant.toolkit_debian
+                    and self.debian_base is not None):
+                base = self.debian_base(variant.toolkit_debian)
+                layer = f"cuda{variant.toolkit}"
+                values = {"debian_mirror": self.debian_mirror, "debian_suite": variant.toolkit_debian}
+            if base not in self._base_ids:
+                self._base_ids[base] = resolve_base(self.client, base, log=self.image_log)  # type: ignore[arg-type]
+            rendered = render_image(base, layer, labels={BASE_ID_LABEL: self._base_ids[base]}, values=values)
+            if rendered.tag not in self._images:
+                self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
+                                                          log=self.image_log)
+            return self._images[rendered.tag]
 
     def facts(self, image: ImageRef) -> ImageFacts:
         if image.id not in self._facts:

@@ -58,3 +58,51 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
     assert "# cuobjdump fusedops/_C.abi3.so: sm_80, sm_120 + PTX compute_120" in log
     assert "# wheel size:" in log
     assert f'{{"mode": "prebuilt", "variant": "{VARIANT}"}}' in log  # the smoke test, CUDA torch, no GPU
+
+
+CU124 = "torch26-cxx98-cu124-x86_64-linux"
+
+
+@pytest.fixture(scope="module")
+def cu124_build(docker_client: object) -> Path:
+    """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
+    debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
+    workdir = CACHE / "docker-cu124"
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{REPO / 'kernels' / 'fusedops'}"
+
+[matrix]
+torch = ["2.6"]
+backends = ["cu124"]
+cxx11_abi = false
+
+[cuda]
+arch_list = "8.0;9.0+PTX"   # CUDA 12.4 compiles up to sm_90
+
+[build]
+engine = "docker"
+debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
+torch_index = "https://pypi.org/simple"
+wheelhouse = "{CACHE / 'wheelhouse'}"
+compile_cache = "{CACHE / 'ccache'}"
+""")
+    result = build(workdir)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    return workdir
+
+
+def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:
+    entry = manifest(cu124_build / "dist")[CU124]
+    assert entry["status"] in ("built", "cached"), entry
+    wheel = cu124_build / "dist" / str(entry["wheel"])
+    assert wheel.name.startswith("fusedops-0.1.0+cu124torch2.6cxx98-cp39-abi3-manylinux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        record = json.loads(archive.read("fusedops/_build.json"))
+    assert not [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libtorch", "libc10"))]
+    assert record["toolkit"] == "12.4" and record["cxx11_abi"] is False
+    log = (cu124_build / "dist" / str(entry["log"])).read_text()
+    assert "# cuobjdump fusedops/_C.abi3.so: sm_80, sm_90 + PTX compute_90" in log
+    assert f'{{"mode": "prebuilt", "variant": "{CU124}"}}' in log

@@ -58,8 +58,17 @@ def test_toolkit_layers_choose_their_template() -> None:
 
 
 def test_a_missing_toolkit_template_says_so() -> None:
-    with pytest.raises(ConfigError, match="no build-cuda.Dockerfile template"):
-        render_image(BASE, "cuda13.0")
+    with pytest.raises(ConfigError, match="no build-rocm.Dockerfile template"):
+        render_image(BASE, "rocm6.2")
+
+
+def test_the_debian_cuda_layer_names_its_suite_mirror_and_version() -> None:
+    rendered = render_image(BASE, "cuda12.4", values={"debian_mirror": "http://m.test/debian",
+                                                      "debian_suite": "trixie"})
+    assert rendered.network == "host"  # apt
+    assert "'http://m.test/debian' 'trixie'" in rendered.dockerfile and 'grep -q "release 12.4"' in rendered.dockerfile
+    with pytest.raises(ConfigError, match="no value for debian_mirror, debian_suite"):
+        render_image(BASE, "cuda12.4")
 
 
 def test_template_placeholders_must_all_be_filled(tmp_path: Path) -> None:
