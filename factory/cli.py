@@ -226,6 +226,45 @@ def serve_command(out_dir: Path, host: str, port: int) -> None:
         server.server_close()
 
 
+# [rocm-check] (factory/rocmcheck.py): hipify + hipcc for the gfx targets, where no ROCm torch is reachable.
+DEFAULT_GFX = ("gfx90a", "gfx940")  # MI200 and the newest Instinct target Debian's hipcc 5.2 (clang 15) knows
+
+
+@cli.command("rocm-check")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@OUT_OPTION
+@click.option("--gfx", "gfx", multiple=True, metavar="TARGET",
+              help="gfx targets (default: [rocm] gfx_targets of the matrix, else gfx90a and gfx940).")
+def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Path, gfx: tuple[str, ...]) -> None:
+    """Hipify the kernel's CUDA sources and compile its device code with hipcc for gfx targets."""
+    from .containers import docker_client
+    from .engines.choose import _debian_bases
+    from .kernel import load_kernel
+    from .rocmcheck import check_device_code
+
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    kernel = load_kernel(matrix.project.path)
+    targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
+    client = docker_client()
+    out_console = console()
+    base = (_debian_bases(client, matrix, out_console)(matrix.build.debian_base) if matrix.build.debian_base
+            else matrix.build.base_image("x86_64"))
+    import torch  # its headers give c10's element types to the device unit
+
+    out = out_dir.resolve()
+    log = out / "rocm-check.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = check_device_code(client, base, kernel, targets, torch_include=Path(torch.__file__).parent / "include",
+                               work=out / ".work" / "rocm-check", log=log)
+    out_console.print(f"{kernel.name} device code, hipified: {result.describe()} (log: {log})", markup=False)
+    out_console.print("Verified: the hipified kernels compile for these targets. Not verified here: linking "
+                      "against a ROCm torch (none is reachable) and running.", markup=False)
+    if not result.ok:
+        raise BuildFailed("the device code does not compile for every target")
+
+
 # [base-image] (factory/baseimage.py): an offline manylinux-layout base image from Debian packages.
 @cli.command("base-image")
 @click.option("--suite", type=click.Choice(list(SUITES)), default="bookworm", show_default=True,

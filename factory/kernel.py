@@ -35,6 +35,9 @@ class KernelSpec:
     # Sources written against torch's stable ABI only (torch/csrc/stable, torch/headeronly):
     # what a torch-stable-abi variant compiles instead of ``sources``. backend -> files.
     stable_sources: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+    # A .cu instantiating every kernel with no torch beyond c10's types: what a device-code
+    # compile check builds (ROCm: hipified, then hipcc per gfx target). Not part of any wheel build.
+    device_check: Path | None = None
 
     def stable_sources_for(self, backend_kind: str) -> tuple[Path, ...]:
         table = dict(self.stable_sources)
@@ -100,13 +103,14 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     python_package = _existing_dir(kernel, "python_package", root, required=True)
 
     sources = top.table("sources")
-    sources.reject_unknown({"include_dirs", *SOURCE_BACKENDS})
+    sources.reject_unknown({"include_dirs", "device_check", *SOURCE_BACKENDS})
     include_dirs = tuple(_existing_dir(sources, "include_dirs", root, value=v)
                          for v in sources.string_list("include_dirs", ()))
     per_backend: list[tuple[str, tuple[Path, ...]]] = []
     for backend in SOURCE_BACKENDS:
         files = tuple(_existing_file(sources, backend, root, v) for v in sources.string_list(backend, ()))
         per_backend.append((backend, files))
+    device_check = sources.string("device_check")
     if not dict(per_backend)["cpu"]:
         sources.error("cpu", "names no source", "the CPU sources are built for every variant")
 
@@ -131,6 +135,7 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         cxx_flags=flags.string_list("cxx", ()),
         nvcc_flags=flags.string_list("nvcc", ()),
         stable_sources=stable_sources,
+        device_check=None if device_check is None else _existing_file(sources, "device_check", root, device_check),
     )
 
 

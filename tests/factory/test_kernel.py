@@ -57,3 +57,13 @@ def test_declaration_errors(tmp_path: Path, old: str, new: str, message: str) ->
     with pytest.raises(ConfigError) as info:
         load_kernel(tmp_path)
     assert message in str(info.value) and "kernel.toml" in str(info.value)
+
+
+def test_device_check_unit_and_where_hipify_puts_it() -> None:
+    from factory.rocmcheck import hipified_path
+
+    spec = load_kernel(REPO / "kernels" / "fusedops")
+    assert spec.device_check == Path("csrc/cuda/device_instances.cu")
+    assert spec.device_check not in spec.sources_for("cuda")  # a check unit, not part of the wheel's library
+    assert hipified_path(Path("csrc/cuda/device_instances.cu")) == Path("csrc/hip/device_instances.hip")
+    assert hipified_path(Path("csrc/cuda/kernels.cuh")) == Path("csrc/hip/kernels.cuh")

@@ -3,6 +3,7 @@
 // One block per row; each thread moves 16 bytes per load/store when the row length,
 // row strides and base pointers allow it, else one element. Math in fp32.
 #include "fusedops.h"
+#include "kernels.cuh"
 
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -17,57 +18,6 @@
 
 namespace fusedops {
 namespace {
-
-enum class Act { kSilu, kGeluErf, kGeluTanh };
-
-template <Act A>
-__device__ __forceinline__ float act(float x) {
-  if constexpr (A == Act::kSilu) {
-    return x / (1.0f + __expf(-x));
-  } else if constexpr (A == Act::kGeluTanh) {
-    // 0.5 * (1 + tanh(u)) == sigmoid(2u), as on the CPU: one exp, no cancellation.
-    const float u = 0.7978845608028654f * (x + 0.044715f * x * x * x);
-    return x / (1.0f + __expf(-2.0f * u));
-  } else {
-    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  }
-}
-
-// N elements in one 16-byte aligned bundle, so a copy is a single 128-bit access.
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
-template <typename T, Act A, bool kVec>
-__global__ void and_mul_kernel(
-    T* __restrict__ out, const T* __restrict__ in, int64_t d, int64_t in_stride, int64_t out_stride) {
-  const int64_t row = blockIdx.x;
-  const T* gate = in + row * in_stride;
-  const T* up = gate + d;
-  T* o = out + row * out_stride;
-  if constexpr (kVec) {
-    constexpr int N = 16 / sizeof(T);
-    using P = Pack<T, N>;
-    const P* gate_p = reinterpret_cast<const P*>(gate);
-    const P* up_p = reinterpret_cast<const P*>(up);
-    P* o_p = reinterpret_cast<P*>(o);
-    for (int64_t i = threadIdx.x; i < d / N; i += blockDim.x) {
-      const P g = gate_p[i];
-      const P u = up_p[i];
-      P r;
-#pragma unroll
-      for (int k = 0; k < N; ++k) {
-        r.v[k] = static_cast<T>(act<A>(static_cast<float>(g.v[k])) * static_cast<float>(u.v[k]));
-      }
-      o_p[i] = r;
-    }
-  } else {
-    for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-      o[i] = static_cast<T>(act<A>(static_cast<float>(gate[i])) * static_cast<float>(up[i]));
-    }
-  }
-}
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;

@@ -5,6 +5,7 @@
 // it comes from L1/L2), and writes the result. 128-bit accesses when the row length,
 // row strides and base pointers are 16-byte aligned.
 #include "fusedops.h"
+#include "kernels.cuh"
 
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -19,124 +20,6 @@
 
 namespace fusedops {
 namespace {
-
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
-__device__ __forceinline__ float warp_sum(float v) {
-  // Offsets below 32 keep the reduction inside aligned groups of 32 lanes, which is
-  // also right on 64-wide AMD wavefronts after hipify.
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) {
-#ifdef USE_ROCM
-    v += __shfl_xor(v, offset);  // HIP's *_sync variants want a 64-bit lane mask
-#else
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-#endif
-  }
-  return v;
-}
-
-// Sum over the block, returned to every thread. blockDim.x must be a multiple of 32.
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  __shared__ float total;
-  const int lane = threadIdx.x % 32;
-  const int group = threadIdx.x / 32;
-  v = warp_sum(v);
-  if (lane == 0) {
-    partial[group] = v;
-  }
-  __syncthreads();
-  if (group == 0) {
-    v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : 0.0f;
-    v = warp_sum(v);
-    if (lane == 0) {
-      total = v;
-    }
-  }
-  __syncthreads();
-  return total;
-}
-
-// Elements per thread access: a 16-byte bundle, or one element.
-template <typename T, bool kVec>
-constexpr int kWidth = kVec ? static_cast<int>(16 / sizeof(T)) : 1;
-
-template <typename T, bool kVec>
-__global__ void rms_norm_kernel(
-    T* __restrict__ out, const T* __restrict__ in, const T* __restrict__ weight, int64_t n, int64_t in_stride,
-    int64_t out_stride, float eps) {
-  constexpr int N = kWidth<T, kVec>;
-  using P = Pack<T, N>;
-  const P* x = reinterpret_cast<const P*>(in + blockIdx.x * in_stride);
-  const P* w = reinterpret_cast<const P*>(weight);
-  P* o = reinterpret_cast<P*>(out + blockIdx.x * out_stride);
-  const int64_t packs = n / N;
-
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
-    const P p = x[i];
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      const float f = static_cast<float>(p.v[k]);
-      ss += f * f;
-    }
-  }
-  const float scale = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
-
-  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
-    const P p = x[i];
-    const P wp = w[i];
-    P r;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      r.v[k] = static_cast<T>(static_cast<float>(p.v[k]) * scale * static_cast<float>(wp.v[k]));
-    }
-    o[i] = r;
-  }
-}
-
-template <typename T, bool kVec>
-__global__ void fused_add_rms_norm_kernel(
-    T* __restrict__ input, T* __restrict__ residual, const T* __restrict__ weight, int64_t n, int64_t in_stride,
-    int64_t res_stride, float eps) {
-  constexpr int N = kWidth<T, kVec>;
-  using P = Pack<T, N>;
-  P* x = reinterpret_cast<P*>(input + blockIdx.x * in_stride);
-  P* h = reinterpret_cast<P*>(residual + blockIdx.x * res_stride);
-  const P* w = reinterpret_cast<const P*>(weight);
-  const int64_t packs = n / N;
-
-  // residual <- x + residual, rounded to T; the norm is of the stored values.
-  float ss = 0.0f;
-  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
-    const P xp = x[i];
-    P hp = h[i];
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      hp.v[k] = static_cast<T>(static_cast<float>(xp.v[k]) + static_cast<float>(hp.v[k]));
-      const float f = static_cast<float>(hp.v[k]);
-      ss += f * f;
-    }
-    h[i] = hp;
-  }
-  const float scale = rsqrtf(block_sum(ss) / static_cast<float>(n) + eps);
-
-  // Each thread re-reads only the residual packs it wrote itself: no sync needed.
-  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
-    const P hp = h[i];
-    const P wp = w[i];
-    P r;
-#pragma unroll
-    for (int k = 0; k < N; ++k) {
-      r.v[k] = static_cast<T>(static_cast<float>(hp.v[k]) * scale * static_cast<float>(wp.v[k]));
-    }
-    x[i] = r;
-  }
-}
 
 bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
