@@ -73,11 +73,6 @@ compile_cache = "{CACHE / 'ccache'}"
 def docker_build(offline_build_tables: str) -> Path:
     """The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11) built in Docker. Persistent:
     a rerun with nothing changed finds everything cached (CI starts empty)."""
-    from docker_helpers import build, matrix_text
+    from docker_helpers import build_matrix, matrix_text
 
-    workdir = CACHE / "docker-build"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(matrix_text(offline_build_tables))
-    result = build(workdir)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return workdir
+    return build_matrix(CACHE / "docker-build", matrix_text(offline_build_tables))

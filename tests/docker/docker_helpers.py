@@ -23,6 +23,15 @@ backends = ["cpu"]
 {offline_build_tables}{extra}"""
 
 
+def build_matrix(workdir: Path, matrix_toml: str) -> Path:
+    """Write ``matrix.toml`` into ``workdir`` (a persistent test cache dir), build, require success."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(matrix_toml)
+    result = build(workdir)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    return workdir
+
+
 def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "factory", "build", *args], cwd=workdir, capture_output=True,
                           text=True, timeout=3000)

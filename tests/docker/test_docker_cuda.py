@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build, manifest
+from docker_helpers import build_matrix, manifest
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -25,9 +25,7 @@ VARIANT = "torch214-cxx11-cu130-x86_64-linux"
 
 @pytest.fixture(scope="module")
 def cuda_build(offline_build_tables: str) -> Path:
-    workdir = CACHE / "docker-cuda"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(f"""
+    return build_matrix(CACHE / "docker-cuda", f"""
 [project]
 path = "{REPO / 'kernels' / 'fusedops'}"
 
@@ -38,26 +36,32 @@ backends = ["cu130"]
 [cuda]
 arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120 is the newest CUDA 13.0 compiles
 {offline_build_tables}""")
-    result = build(workdir)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
-    return workdir
+
+
+def check_cuda_variant(workdir: Path, variant: str, *, version: str, toolkit: str, archs: list[str],
+                       cuobjdump: str) -> dict[str, object]:
+    """Built, nothing grafted, the record's toolkit and archs, cuobjdump's listing, the size, and the
+    smoke test's verdict (CUDA torch, no GPU: prebuilt, CPU ops); returns the record."""
+    entry = manifest(workdir / "dist")[variant]
+    assert entry["status"] in ("built", "cached"), entry
+    wheel = workdir / "dist" / str(entry["wheel"])
+    assert wheel.name.startswith(f"fusedops-{version}-cp39-abi3-manylinux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        record: dict[str, object] = json.loads(archive.read("fusedops/_build.json"))
+    grafted = [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libnvrtc", "libtorch", "libc10"))]
+    assert not grafted, grafted
+    assert record["backend"] == "cuda" and record["toolkit"] == toolkit and record["arch_list"] == archs
+    log = (workdir / "dist" / str(entry["log"])).read_text()
+    assert f"# cuobjdump fusedops/_C.abi3.so: {cuobjdump}" in log
+    assert "# wheel size:" in log
+    assert f'{{"mode": "prebuilt", "variant": "{variant}"}}' in log
+    return record
 
 
 def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Path) -> None:
-    entry = manifest(cuda_build / "dist")[VARIANT]
-    assert entry["status"] in ("built", "cached"), entry
-    wheel = cuda_build / "dist" / str(entry["wheel"])
-    assert wheel.name.startswith("fusedops-0.1.0+cu130torch2.14-cp39-abi3-manylinux_")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        record = json.loads(archive.read("fusedops/_build.json"))
-    grafted = [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libnvrtc", "libtorch", "libc10"))]
-    assert not grafted, grafted
-    assert record["backend"] == "cuda" and record["toolkit"] == "13.0" and record["arch_list"] == ["8.0", "12.0+PTX"]
-    log = (cuda_build / "dist" / str(entry["log"])).read_text()
-    assert "# cuobjdump fusedops/_C.abi3.so: sm_80, sm_120 + PTX compute_120" in log
-    assert "# wheel size:" in log
-    assert f'{{"mode": "prebuilt", "variant": "{VARIANT}"}}' in log  # the smoke test, CUDA torch, no GPU
+    check_cuda_variant(cuda_build, VARIANT, version="0.1.0+cu130torch2.14", toolkit="13.0",
+                       archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
 
 
 CU124 = "torch26-cxx98-cu124-x86_64-linux"
@@ -67,9 +71,7 @@ CU124 = "torch26-cxx98-cu124-x86_64-linux"
 def cu124_build(docker_client: object) -> Path:
     """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
     debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
-    workdir = CACHE / "docker-cu124"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(f"""
+    return build_matrix(CACHE / "docker-cu124", f"""
 [project]
 path = "{REPO / 'kernels' / 'fusedops'}"
 
@@ -88,21 +90,9 @@ torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache = "{CACHE / 'ccache'}"
 """)
-    result = build(workdir)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
-    return workdir
 
 
 def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:
-    entry = manifest(cu124_build / "dist")[CU124]
-    assert entry["status"] in ("built", "cached"), entry
-    wheel = cu124_build / "dist" / str(entry["wheel"])
-    assert wheel.name.startswith("fusedops-0.1.0+cu124torch2.6cxx98-cp39-abi3-manylinux_")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        record = json.loads(archive.read("fusedops/_build.json"))
-    assert not [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libtorch", "libc10"))]
-    assert record["toolkit"] == "12.4" and record["cxx11_abi"] is False
-    log = (cu124_build / "dist" / str(entry["log"])).read_text()
-    assert "# cuobjdump fusedops/_C.abi3.so: sm_80, sm_90 + PTX compute_90" in log
-    assert f'{{"mode": "prebuilt", "variant": "{CU124}"}}' in log
+    record = check_cuda_variant(cu124_build, CU124, version="0.1.0+cu124torch2.6cxx98", toolkit="12.4",
+                                archs=["8.0", "9.0+PTX"], cuobjdump="sm_80, sm_90 + PTX compute_90")
+    assert record["cxx11_abi"] is False
