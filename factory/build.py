@@ -39,18 +39,18 @@ class Outcome:
     log_tail: str = ""
 
 
-def select(plan: Plan, only: Sequence[str]) -> tuple[Variant, ...]:
-    """``--only`` patterns (fnmatch on ids); each must match something."""
-    if not only:
-        return plan.variants
-    chosen: list[Variant] = []
+def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None) -> tuple[Variant, ...]:
+    """``--shard I/N`` (the plan's shard, as ``plan --shard`` prints it), then ``--only``
+    patterns (fnmatch on ids) within it. Each pattern must match a variant of the whole plan
+    (a typo is an error); a shard may hold none of its matches (that shard builds nothing)."""
     for pattern in only:
-        matched = [v for v in plan.variants if fnmatch.fnmatchcase(v.id, pattern)]
-        if not matched:
+        if not any(fnmatch.fnmatchcase(v.id, pattern) for v in plan.variants):
             raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
                               hint="see `wheelfactory plan` for the ids")
-        chosen.extend(v for v in matched if v not in chosen)
-    return tuple(v for v in plan.variants if v in chosen)
+    variants = plan.shard(*shard).variants if shard is not None else plan.variants
+    if not only:
+        return variants
+    return tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in only))
 
 
 def default_jobs(engine_name: str, cpus: int | None = None, free_bytes: int | None = None) -> int:

@@ -71,9 +71,11 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 @click.option("--python", "python", default=sys.executable, show_default="this interpreter",
               help="Interpreter whose torch the host engine builds for.")
 @click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.")
 @click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Parallel builds (0: automatic).")
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
-          only: tuple[str, ...], jobs: int | None) -> None:
+          only: tuple[str, ...], shard: str | None, jobs: int | None) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
     from .build import default_jobs, run_matrix
     from .byo import ByoStage, load_byo
@@ -83,6 +85,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     from .stage import Stage, plan_stage
     from .variant import Variant
 
+    shard_spec = parse_shard(shard) if shard else None
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
@@ -96,7 +99,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
     chosen = choose_engine(matrix, table, choice=engine or matrix.build.engine, python=python, out=out, only=only,
-                           native=native, console=out_console, matrix_file=str(matrix_path))
+                           shard=shard_spec, native=native, console=out_console, matrix_file=str(matrix_path))
     builder, variants = chosen.engine, chosen.variants
     out_console.print(chosen.summary, markup=False)
     with BuildView(out_console, [v.id for v in variants]) as view:

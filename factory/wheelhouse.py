@@ -19,6 +19,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from .compat import TorchRelease
 from .errors import WheelfactoryError
 from .keys import file_sha256, json_digest
 from .proc import CommandFailed, run
@@ -73,6 +74,25 @@ def request_for(variant: Variant, python: ContainerPython, *, torch_index: str |
     index = torch_index or variant.torch_index
     extras = () if index == PYPI else (PYPI,)  # build tools and torch's own deps come from PyPI
     return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), index, extras, python)
+
+
+def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
+    """Why ``index`` cannot serve this variant's torch, when the index is PyPI (None: it can).
+
+    PyPI holds one build per torch release (its ``pypi_default``, one ABI). CPU ops compile
+    against any build of the right version and ABI, so a CPU variant takes whatever build PyPI
+    has; a CUDA/ROCm variant needs its own toolkit's build. Refusing before the wheelhouse is
+    filled saves downloading GBs of torch only for the build to stop at a version check."""
+    if index.rstrip("/") != PYPI:
+        return None
+    pypi = f"PyPI's torch {release.build_version} is the {release.pypi_default} build" + (
+        "" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
+    if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
+            variant.key.backend.kind != "cpu" and variant.key.backend.build_name != release.pypi_default):
+        return (f"{variant.id}: [build] torch_index is PyPI, which cannot serve this variant's torch "
+                f"({pypi}): point torch_index at PyTorch's index or a mirror of it, or leave the variant "
+                f"out (--only, [[exclude]])")
+    return None
 
 
 @dataclass(frozen=True)

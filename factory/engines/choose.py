@@ -37,7 +37,8 @@ def owner_of(out: Path) -> str:
 
 
 def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: str, out: Path,
-                  only: Sequence[str], native: bool, console: Console, matrix_file: str) -> Chosen:
+                  only: Sequence[str], native: bool, console: Console, matrix_file: str,
+                  shard: tuple[int, int] | None = None) -> Chosen:
     client = None
     if choice in ("auto", "docker"):
         from ..containers import docker_client
@@ -49,20 +50,20 @@ def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: st
                 raise
             console.print(f"{exc}; building with the host engine instead", markup=False)
     if client is not None:
-        return _docker(client, matrix, table, out=out, only=only, native=native, console=console,
+        return _docker(client, matrix, table, out=out, only=only, shard=shard, native=native, console=console,
                        matrix_file=matrix_file)
-    return _host(matrix, table, python=python, only=only, native=native)
+    return _host(matrix, table, python=python, only=only, shard=shard, native=native)
 
 
-def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, only: Sequence[str], native: bool,
-            console: Console, matrix_file: str) -> Chosen:
+def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, only: Sequence[str],
+            shard: tuple[int, int] | None, native: bool, console: Console, matrix_file: str) -> Chosen:
     from ..wheelhouse import Wheelhouse
     from .docker import DockerEngine
 
     if not native and "abi3" in matrix.python:
         raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
                           file=matrix_file, key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
-    variants = select(expand(matrix, table), only)
+    variants = select(expand(matrix, table), only, shard)
     build = matrix.build
     base_images = dict(build.base_images)
     debian_base = None
@@ -73,9 +74,24 @@ def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, on
     engine = DockerEngine(client, base_images, Wheelhouse(wheelhouse), out / "images.log",
                           torch_index=build.torch_index, python_support={r.minor: r.python for r in table.releases},
                           owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
-                          debian_base=debian_base, debian_mirror=_mirror(matrix))
+                          debian_base=debian_base, debian_mirror=_mirror(matrix),
+                          refusals=_refusals(variants, table, build.torch_index))
     cache = f", compile cache {build.compile_cache}" if build.compile_cache else ", no compile cache"
-    return Chosen(engine, variants, f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}")
+    refused = f"; {len(engine.refusals)} of them not on torch_index (they fail at once)" if engine.refusals else ""
+    return Chosen(engine, variants,
+                  f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}")
+
+
+def _refusals(variants: Sequence[Variant], table: CompatTable, torch_index: str | None) -> dict[str, str]:
+    from ..wheelhouse import pypi_refusal
+
+    refusals: dict[str, str] = {}
+    for variant in variants:
+        release = table.release(variant.key.torch)
+        reason = release and torch_index and pypi_refusal(variant, release, torch_index)
+        if reason:
+            refusals[variant.id] = reason
+    return refusals
 
 
 def _mirror(matrix: Matrix) -> str:
@@ -116,12 +132,13 @@ def _debian_base(matrix: Matrix, variants: Sequence[Variant], make: Callable[[st
     return {arch: make(matrix.build.debian_base or "")}
 
 
-def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], native: bool) -> Chosen:
+def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], shard: tuple[int, int] | None,
+          native: bool) -> Chosen:
     from .host import HostEngine, probe
 
     environment = probe(python)
     variant = host_variant(matrix, table, environment, abi3=native)
-    chosen = select(expand(matrix, table), only) if only else (variant,)
+    chosen = select(expand(matrix, table), only, shard) if only or shard else (variant,)
     # Besides its own variant, the host can build a stable-ABI variant planned against its torch.
     buildable = [v for v in chosen if v == variant or (
         v.key.stable_abi and v.torch_version == environment.torch_release
@@ -129,7 +146,8 @@ def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str
     if len(buildable) != len(chosen):
         ids = ", ".join(v.id for v in chosen if v not in buildable)
         raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}) and stable-ABI "
-                          f"variants planned against torch {environment.torch_release}; --only selected {ids}")
+                          f"variants planned against torch {environment.torch_release}; the selection has {ids}",
+                          hint="build those with the docker engine, or pick the host's variant with --only")
     names = ", ".join(v.id for v in chosen)
     return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), tuple(chosen),
                   f"engine host: {environment.executable} with torch {environment.torch}; building {names}")

@@ -102,6 +102,8 @@ class DockerEngine:
     # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
     debian_base: Callable[[str], str] | None = None
     debian_mirror: str = "http://deb.debian.org/debian"
+    # variant id -> why the torch index cannot serve it (wheelhouse.pypi_refusal): fails at once
+    refusals: dict[str, str] = field(default_factory=dict)
     name: str = "docker"
     _images: dict[str, ImageRef] = field(default_factory=dict)
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
@@ -163,6 +165,8 @@ class DockerEngine:
 
     def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = no_phase) -> Path:
         variant = stage.variant
+        if variant.id in self.refusals:
+            raise DockerBuildError(self.refusals[variant.id])
         image = self.image_for(variant)
         facts = self.facts(image)
         version, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
