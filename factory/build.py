@@ -53,18 +53,6 @@ def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None
     return tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in only))
 
 
-def default_jobs(engine_name: str, cpus: int | None = None, free_bytes: int | None = None) -> int:
-    """Parallel variant builds: the host engine builds one variant; containers share the cores
-    (each build gets cores/jobs compile jobs) and about 4 GiB of memory each (a CUDA compile
-    takes several GB per nvcc process)."""
-    if engine_name == "host":
-        return 1
-    cpus = cpus or os.cpu_count() or 1
-    if free_bytes is None:
-        free_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return max(1, min(cpus // 2, free_bytes // (4 << 30)))
-
-
 def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
     """The variant the host interpreter's torch is: the plan's own when the matrix has it
     (with its settings), otherwise planned on the fly from the table."""

@@ -73,11 +73,15 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 @click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
 @click.option("--shard", "shard", metavar="I/N", default=None,
               help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.")
-@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None, help="Parallel builds (0: automatic).")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None,
+              help="Parallel builds (0 or unset: from cores and free memory).")
+@click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
+              help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.")
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
-          only: tuple[str, ...], shard: str | None, jobs: int | None) -> None:
+          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
-    from .build import default_jobs, run_matrix
+    from .build import run_matrix
+    from .capacity import machine_capacity, parse_size
     from .byo import ByoStage, load_byo
     from .engines.choose import choose_engine
     from .kernel import is_native_project, load_kernel
@@ -86,6 +90,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     from .variant import Variant
 
     shard_spec = parse_shard(shard) if shard else None
+    memory_cap = parse_size(max_memory) if max_memory else None
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
@@ -102,9 +107,11 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
                            shard=shard_spec, native=native, console=out_console, matrix_file=str(matrix_path))
     builder, variants = chosen.engine, chosen.variants
     out_console.print(chosen.summary, markup=False)
-    with BuildView(out_console, [v.id for v in variants]) as view:
-        outcomes = run_matrix(stage_for, variants, builder, out, observe=view,
-                              jobs=jobs or matrix.build.jobs or default_jobs(builder.name))
+    capacity = machine_capacity(builder.name, variants, requested_jobs=jobs or matrix.build.jobs,
+                                max_memory=memory_cap)
+    builder.use_capacity(capacity.compile_jobs, capacity.container_memory)
+    with BuildView(out_console, [v.id for v in variants], title=capacity.describe()) as view:
+        outcomes = run_matrix(stage_for, variants, builder, out, observe=view, jobs=capacity.jobs)
     print_build_summary(out_console, outcomes, str(out))
     failed = sum(o.entry.status == "failed" for o in outcomes)
     if failed:

@@ -72,12 +72,15 @@ class BuildView:
     """Per-variant status while a matrix runs: a live table on a terminal, one line per event
     otherwise (CI logs), and a summary at the end."""
 
-    def __init__(self, out: Console, variant_ids: list[str]) -> None:
+    def __init__(self, out: Console, variant_ids: list[str], title: str = "") -> None:
         from rich.live import Live
 
         self.out = out
+        self.title = title  # the run's parallelism and memory (factory/capacity.py)
         self.rows = {vid: _Row() for vid in variant_ids}
         self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
+        if self.live is None and title:
+            out.print(title, markup=False)
 
     def __enter__(self) -> BuildView:
         if self.live:
@@ -90,7 +93,7 @@ class BuildView:
             self.live.__exit__(None, None, None)
 
     def _table(self) -> Table:
-        table = Table(header_style="bold")
+        table = Table(header_style="bold", title=escape(self.title) or None, title_justify="left")
         for column in ("variant", "status", "elapsed", "detail"):
             table.add_column(column)
         for vid, row in self.rows.items():

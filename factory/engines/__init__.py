@@ -25,6 +25,10 @@ class Engine(Protocol):
     def image_id(self, variant: Variant) -> str | None:
         """The id of the image the variant builds in (None where no image is used)."""
 
+    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
+        """Parallel compiles inside one build (MAX_JOBS) and the memory limit of one build's
+        container (None: unlimited), from factory/capacity.py."""
+
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""
 

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ..containers import Container
 from ..errors import WheelfactoryError
-from ..images import BASE_ID_LABEL, ImageRef, ensure_image, render_image, resolve_base
+from ..images import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
+from ..imagespec import image_spec
 from ..proc import run
 from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
 from ..stage import Stage
@@ -104,6 +105,8 @@ class DockerEngine:
     debian_mirror: str = "http://deb.debian.org/debian"
     # variant id -> why the torch index cannot serve it (wheelhouse.pypi_refusal): fails at once
     refusals: dict[str, str] = field(default_factory=dict)
+    compile_jobs: int = field(default_factory=lambda: os.cpu_count() or 2)  # MAX_JOBS in each build
+    container_memory: int | None = None  # docker --memory of each build container (--max-memory)
     name: str = "docker"
     _images: dict[str, ImageRef] = field(default_factory=dict)
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
@@ -124,17 +127,14 @@ class DockerEngine:
         plus Debian's toolkit (docker/build-cuda.Dockerfile). One at a time: parallel variants
         wait for an image another one is making instead of making it twice."""
         with self._image_lock:
-            base = self.base_images[variant.key.arch]
-            layer: str | None = None
-            values: dict[str, str] = {}
-            if (variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and variant.toolkit_debian
-                    and self.debian_base is not None):
-                base = self.debian_base(variant.toolkit_debian)
-                layer = f"cuda{variant.toolkit}"
-                values = {"debian_mirror": self.debian_mirror, "debian_suite": variant.toolkit_debian}
-            if base not in self._base_ids:
-                self._base_ids[base] = resolve_base(self.client, base, log=self.image_log)  # type: ignore[arg-type]
-            rendered = render_image(base, layer, labels={BASE_ID_LABEL: self._base_ids[base]}, values=values)
+            spec = image_spec(variant, self.base_images, debian_base=self.debian_base,
+                              debian_mirror=self.debian_mirror)
+            if spec.base not in self._base_ids:
+                self._base_ids[spec.base] = resolve_base(self.client, spec.base,  # type: ignore[arg-type]
+                                                         log=self.image_log)
+            # The base's image id is a label, so a re-pulled base gives a new tag. `wheelfactory
+            # bake` renders the same spec without it (it knows no engine): its tags differ.
+            rendered = spec.render(labels={BASE_ID_LABEL: self._base_ids[spec.base]})
             if rendered.tag not in self._images:
                 self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
                                                           log=self.image_log)
@@ -147,6 +147,9 @@ class DockerEngine:
             self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
                                                data.get("nvcc"))
         return self._facts[image.id]
+
+    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
+        self.compile_jobs, self.container_memory = compile_jobs, container_memory
 
     @property
     def labels(self) -> dict[str, str]:
@@ -211,7 +214,9 @@ class DockerEngine:
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
                        *(f"--label {k}={v}" for k, v in self.labels.items())]
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(os.cpu_count() or 2)}
+        if self.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
+            create_args.append(f"--memory {self.container_memory} --memory-swap {self.container_memory}")
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs)}
         before_build = ""
         if ccache is not None:
             # One cache for every variant and run: an edit recompiles only what it touched, and

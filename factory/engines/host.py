@@ -76,6 +76,9 @@ class HostEngine:
         self.glibc_floor = glibc_floor
         self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
 
+    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
+        self.jobs_per_build = compile_jobs  # no container here: a memory cap only lowers parallelism
+
     def identity(self, variant: Variant) -> str:
         env = self.environment
         return f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}"

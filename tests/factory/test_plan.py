@@ -162,14 +162,3 @@ def test_json_contract(plan_of: Callable[[str], Plan]) -> None:
     for v in data["variants"]:
         assert {"id", "torch", "backend", "toolkit", "cxx11_abi", "python", "arch", "local_version"} <= set(v)
     assert all(p["reason"] for p in data["pruned"])
-
-
-def test_default_jobs_follow_cores_and_memory() -> None:
-    from factory.build import default_jobs
-
-    gib = 1 << 30
-    assert default_jobs("host", 64, 512 * gib) == 1
-    assert default_jobs("docker", 2, 24 * gib) == 1
-    assert default_jobs("docker", 16, 128 * gib) == 8
-    assert default_jobs("docker", 16, 10 * gib) == 2  # memory-bound
-    assert default_jobs("docker", 16, 1 * gib) == 1
