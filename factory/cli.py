@@ -306,6 +306,42 @@ def base_image(suite: str, mirror: str, tag: str | None, cache_dir: Path) -> Non
               f"any wheel at most {made.manylinux_max}), /opt/python/{made.abi}-{made.abi}; {steps}", markup=False)
     click.echo(f"{image.tag} {image.id}")
 
+
+# [bake] (factory/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.
+@cli.command("bake")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--file", "bake_file", type=click.Path(path_type=Path, allow_dash=True), default=None,
+              metavar="FILE", help="Write the bake file (JSON) here, atomically. Default, or -: stdout.")
+@click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.")
+def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | None, only: tuple[str, ...],
+                 shard: str | None) -> None:
+    """Write a `docker buildx bake` file: one target per build image the plan needs, tagged by content."""
+    from .bake import plan_bake, write_bake
+    from .build import select
+
+    shard_spec = parse_shard(shard) if shard else None
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    variants = select(expand(matrix, table), only, shard_spec)
+    baked = plan_bake(matrix, variants, matrix_file=str(matrix_path))
+    to_stdout = bake_file is None or str(bake_file) == "-"
+    if to_stdout:
+        click.echo(baked.dumps(), nl=False)
+    else:
+        assert bake_file is not None
+        write_bake(baked.dumps(), bake_file)
+    err = console(stderr=True)
+    shown = "FILE" if to_stdout else str(bake_file)
+    for note in baked.notes(shown):
+        err.print(f"note: {note}", markup=False, highlight=False)
+    if not to_stdout:
+        err.print(f"{bake_file}: {len(baked.targets)} target(s) for {len(variants)} variant(s); build them with "
+                  f"`docker buildx bake -f {bake_file}`", markup=False, highlight=False)
+
+
 class BuildFailed(WheelfactoryError):
     exit_code = 1
 
