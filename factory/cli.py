@@ -157,6 +157,37 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
                       f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
 
 
+# [report] (factory/report.py): the matrix report, dist/report.html and an SVG of the grid.
+@cli.command("report")
+@click.option("-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The matrix, for pruned combinations and planned variants not built yet "
+                   "(default: matrix.toml if it exists).")
+@COMPAT_OPTION
+@OUT_OPTION
+@click.option("--html", "html_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where to write the page (default: DIST/report.html).")
+@click.option("--svg", "svg_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where to write the grid as SVG (default: beside the page, DIST/report.svg).")
+def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: Path, html_path: Path | None,
+                   svg_path: Path | None) -> None:
+    """Write a static HTML report of the matrix (and an SVG of its grid) from dist/manifest.json."""
+    from . import manifest
+    from .report import build_report, probe_dist, write_report
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    if matrix_path is None and Path("matrix.toml").is_file():
+        matrix_path = Path("matrix.toml")
+    planned = _load_plan(matrix_path, compat_path) if matrix_path is not None else None
+    report = build_report(entries, planned, facts=probe_dist(out, entries),
+                          matrix=str(matrix_path) if matrix_path is not None else None)
+    written = write_report(report, out, html_path=html_path, svg_path=svg_path)
+    click.echo(f"{written.html}\n{written.svg}")
+    click.echo(report.summary())
+
+
 @cli.command("export")
 @OUT_OPTION
 @click.option("--hf-layout", "hf_layout", type=click.Path(path_type=Path, file_okay=False), required=True,
