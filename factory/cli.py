@@ -373,6 +373,88 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
                   f"`docker buildx bake -f {bake_file}`", markup=False, highlight=False)
 
 
+# [ci] (factory/ci_github.py): a GitHub Actions workflow generated from the plan.
+@cli.group("ci")
+def ci_group() -> None:
+    """Generate CI workflows that build the plan."""
+
+
+@ci_group.command("github")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE", help="Write the workflow here, atomically (default: stdout), e.g. "
+                                   ".github/workflows/wheels.yml.")
+@click.option("--shards", type=int, default=None, metavar="N",
+              help="N build jobs, each building shard I/N of the plan (default: one job per variant).")
+@click.option("--install", "install", default=None, metavar="SPEC",
+              help="What the jobs pip-install wheelfactory from (default: wheelfactory==<this version>; "
+                   "`.` for the checkout).")
+@click.option("--python", "python", default=None, metavar="3.X", help="The runners' Python (default: 3.12).")
+@click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE", help="Write nothing; exit 1 with a diff if FILE is not what the plan generates.")
+def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file: Path | None,
+                      shards: int | None, install: str | None, python: str | None, check_file: Path | None) -> None:
+    """A GitHub Actions workflow: plan job, one build job per variant (or shard), index job."""
+    from . import ci_github as gh
+
+    if workflow_file is not None and check_file is not None:
+        raise UsageError("--workflow writes the file and --check compares with it: give one of them")
+    target = workflow_file or check_file
+    options = gh.GithubOptions(
+        matrix_file=gh.repo_path(matrix_path, "-m"),
+        workflow_file=(gh.repo_path(target, "--workflow" if workflow_file else "--check") if target
+                       else gh.DEFAULT_WORKFLOW),
+        compat_file=gh.repo_path(compat_path, "--compat") if compat_path is not None else None,
+        shards=shards, install=install, python=python or gh.DEFAULT_PYTHON)
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    text = gh.render_workflow(expand(matrix, table), matrix, options)
+    err = console(stderr=True)
+    if check_file is not None:
+        try:
+            committed = check_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise gh.WorkflowStale(f"{check_file} does not exist; generate it with: {options.regenerate}") from None
+        diff = gh.stale_diff(committed, text, options.workflow_file)
+        if diff:
+            click.echo(diff, nl=False)
+            raise gh.WorkflowStale(f"{check_file} is not what the plan of {options.matrix_file} generates (diff "
+                                   f"above); regenerate with: {options.regenerate}")
+        err.print(f"{check_file} is current", markup=False, highlight=False)
+    elif workflow_file is None:
+        click.echo(text, nl=False)
+    else:
+        gh.write_workflow(text, workflow_file)
+        if not options.workflow_file.startswith(".github/workflows/"):
+            err.print(f"note: GitHub runs only the workflows in .github/workflows/, not {options.workflow_file}",
+                      markup=False, highlight=False)
+        jobs = f"{shards} shard job(s)" if shards else "one build job per variant"
+        err.print(f"{workflow_file}: {jobs}; commit it (the plan job checks that it stays current)",
+                  markup=False, highlight=False)
+
+
+# [merge] (factory/merge.py): build output directories (CI artifacts) combined into one.
+@cli.command("merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
+@OUT_OPTION
+def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
+    """Combine build output directories (manifest, wheels, logs) into one dist, for `index`."""
+    from .merge import merge
+
+    done = merge(list(parts), out_dir)
+    out_console = console()
+    for choice in done.choices:
+        origin = "kept" if choice.origin == done.out else f"from {choice.origin}"
+        out_console.print(f"{choice.variant_id}: {choice.entry.status} ({origin})", markup=False, highlight=False)
+        for note in choice.notes:
+            out_console.print(f"  {note}", markup=False, highlight=False)
+    ok, failed = done.counts()
+    out_console.print(f"{done.out}: {len(done.choices)} variant(s) ({ok} built or cached, {failed} failed) from "
+                      f"{len(parts)} part(s), {len(done.copies)} file(s) copied; next: "
+                      f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
+
+
 class BuildFailed(WheelfactoryError):
     exit_code = 1
 
