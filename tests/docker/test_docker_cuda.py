@@ -88,7 +88,7 @@ engine = "docker"
 debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
 torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
-compile_cache = "{CACHE / 'ccache'}"
+compile_cache_dir = "{CACHE / 'sccache'}"
 """)
 
 

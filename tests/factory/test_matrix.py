@@ -87,8 +87,11 @@ base_image = { aarch64 = "my/aarch64:1" }
     ("[build]\ndebian_base = 'bookwrom'\n", "did you mean 'bookworm'?"),
     ("[build]\ndebian_base = 'bookworm'\nbase_image = 'x/y'\n", "and base_image are both set"),
     ("[build]\ndebian_mirror = 'deb.debian.org'\n", "is not a mirror URL"),
-    ("[build]\ncompile_cache = true\n", "must be a directory path or false"),
-    ("[build]\ncompile_cache = ''\n", "must be a directory path or false"),
+    ("[build]\ncompile_cache = true\n", "must be one of sccache, ccache or false, not True"),
+    ("[build]\ncompile_cache = '~/cc'\n", 'compile_cache = "ccache"'),  # the old form: a ccache directory
+    ("[build]\ncompile_cache_dir = ''\n", "must be a directory path"),
+    ("[build]\ncompile_cache = 'ccache'\ncompile_cache_redis = 'redis://h'\n", 'needs compile_cache = "sccache"'),
+    ("[build]\ncompile_cache_redis = 'redis://:pw@h:1'\n", "is not a Redis URL"),
     ("[build]\nglibc_floor = '2.x'\n", "is not a glibc version"),
     ("[project]\nkind = 'cmake'\n", "unknown project kind 'cmake'"),
     ("[[exclude]]\n", "[[exclude]] entry names no axis"),
@@ -119,8 +122,13 @@ def test_build_base_and_compile_cache_settings(parse: Callable[[str], Matrix]) -
     from factory.matrix import DEBIAN_SUITES, default_compile_cache
 
     assert tuple(SUITES) == DEBIAN_SUITES  # the matrix accepts exactly the suites the base builder makes
+    from factory.compilecache import CompileCache, parse_redis
+
     default = parse("").build
     assert default.debian_base is None and default.compile_cache == default_compile_cache()
-    build = parse("[build]\ndebian_base = 'bullseye'\ncompile_cache = 'cc'\n").build
-    assert build.debian_base == "bullseye" and build.compile_cache == REPO / "cc"
+    assert default.compile_cache is not None and default.compile_cache.tool == "sccache"
+    build = parse("[build]\ndebian_base = 'bullseye'\ncompile_cache = 'ccache'\ncompile_cache_dir = 'cc'\n").build
+    assert build.debian_base == "bullseye" and build.compile_cache == CompileCache("ccache", REPO / "cc")
+    shared = parse("[build]\ncompile_cache_redis = 'redis://127.0.0.1:6379/1'\n").build.compile_cache
+    assert shared is not None and shared.redis == parse_redis("redis://127.0.0.1:6379/1")
     assert parse("[build]\ncompile_cache = false\n").build.compile_cache is None

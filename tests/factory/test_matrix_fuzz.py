@@ -228,8 +228,12 @@ FIELDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
                           st.one_of(typos_of(["bookworm", "bullseye", "trixie"]), st.sampled_from(["", "sid"]))),
     "build.debian_mirror": (st.sampled_from(["http://deb.debian.org/debian", "https://mirror.test/debian/"]),
                             st.sampled_from(["deb.debian.org", "", "ftp://x", " http://x"])),
-    "build.compile_cache": (st.one_of(st.just(False), st.sampled_from(["ccache", "~/.cache/x", "/tmp/cc"])),
-                            st.sampled_from([True, "", "\x00", "   "])),
+    # ccache is valid too, but not beside compile_cache_redis (sccache's): not drawn here
+    "build.compile_cache": (st.one_of(st.just(False), st.just("sccache")),
+                            st.sampled_from([True, "", "\x00", "   ", "~/.cache/x", "/tmp/cc"])),
+    "build.compile_cache_dir": (st.sampled_from(["~/.cache/x", "/tmp/cc", "cache"]), st.sampled_from(["", "   ", 1])),
+    "build.compile_cache_redis": (st.sampled_from(["redis://127.0.0.1:6379/0", "redis://cache", "unix:///r.sock"]),
+                                  st.sampled_from(["", "redis://", "http://h", "redis://:pw@h"])),
     "build.glibc_floor": (st.sampled_from(["2.17", "2.28", "2.34"]), st.sampled_from(["2.x", "228", "", "3.1"])),
     # [[include]] / [[exclude]] entries
     "entry.torch": (st.sampled_from(["2.6", "2.13", "2.5.1", "2.14", "2.8", ">=2.9"]),
@@ -254,7 +258,7 @@ TABLE_FIELDS = {
     "cuda": ["toolkits", "arch_list"],
     "rocm": ["toolkits", "gfx_targets"],
     "build": ["engine", "jobs", "out", "base_image", "debian_base", "debian_mirror", "compile_cache",
-              "glibc_floor"],
+              "compile_cache_dir", "compile_cache_redis", "glibc_floor"],
 }
 ALL_KEYS = sorted(TOP_LEVEL_KEYS | MATRIX_KEYS | SELECTOR_KEYS | INCLUDE_SETTING_KEYS
                   | {"path", "kind", "toolkits", "gfx_targets", "engine", "jobs", "out", "base_image"})
@@ -461,7 +465,9 @@ NEAR_MISSES: dict[str, list[Any]] = {
     "build.base_image": [{"amd64": "img"}, {"x86_64": ""}, {"x86_64": 1}, ["img"]],
     "build.debian_base": ["bookwrom", "Bookworm", "", "sid", 12],
     "build.debian_mirror": ["deb.debian.org", "", "ftp://x", 1],
-    "build.compile_cache": [True, "", "\x00", 0],
+    "build.compile_cache": [True, "", "\x00", 0, "~/ccache", "Sccache"],
+    "build.compile_cache_dir": ["", "\x00", 1, True],
+    "build.compile_cache_redis": ["", "redis://", "redis://:pw@h", "unix://x", "http://h", 6379],
     "build.glibc_floor": ["2.x", "228", "", 2.28, "3.1"],
     "entry.torch": NEAR_TORCH + ["latest", ">=2.4"],
     "entry.backend": NEAR_BACKENDS + ["rocm", "cuda", "cu118"],

