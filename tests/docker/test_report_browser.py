@@ -20,6 +20,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from docker_helpers import REQUIRED
 
 from factory.compat import load_table
 from factory.matrix import load_matrix
@@ -33,7 +34,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 ARTIFACTS = Path(os.environ.get("WHEELFACTORY_TEST_ARTIFACTS", CACHE / "artifacts"))
-REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
