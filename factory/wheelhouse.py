@@ -137,7 +137,10 @@ class Wheelhouse:
         tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--dest", str(tmp),
+        # --no-cache-dir: the store below is the cache; pip's own HTTP cache would hold a second copy
+        # of every wheel (GBs for a CUDA torch and its nvidia-* set).
+        command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+                   "--dest", str(tmp),
                    "--only-binary=:all:", "--python-version", request.python.version,
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none",
                    "--index-url", request.index_url]

@@ -13,6 +13,9 @@ REPO = Path(__file__).resolve().parents[2]
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
 REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
+# WHEELFACTORY_TEST_LEAN=1 (.ci/run sets it): a module frees the GBs its cached venvs hold once it is
+# done, since a CI clone reuses nothing and the CUDA builds after it need the disk.
+LEAN = os.environ.get("WHEELFACTORY_TEST_LEAN") == "1"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from docker_helpers import LEAN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -82,6 +83,14 @@ def check(venv: Path, env: dict[str, str] | None = None) -> dict[str, object]:
 
 def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run([str(venv / "bin" / "python"), "-m", "pip", *args])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def free_venvs_when_lean() -> Iterator[None]:
+    yield
+    if LEAN:  # the torch 2.6 venv alone is ~5 GB (a CUDA build and its nvidia-* wheels)
+        for venv in CACHE.glob("venvs/e2e-torch-*"):
+            shutil.rmtree(venv, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

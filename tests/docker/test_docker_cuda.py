@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import build_matrix, manifest
+from docker_helpers import LEAN, build_matrix, manifest
+
+import docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -68,10 +71,16 @@ CU124 = "torch26-cxx98-cu124-x86_64-linux"
 
 
 @pytest.fixture(scope="module")
-def cu124_build(docker_client: object) -> Path:
+def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
     """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
     debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
-    return build_matrix(CACHE / "docker-cu124", f"""
+    workdir = build_matrix(CACHE / "docker-cu124", CU124_MATRIX)
+    yield workdir
+    if LEAN:  # trixie + its CUDA toolkit is ~5.7 GB and no later test builds on it
+        docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)
+
+
+CU124_MATRIX = f"""
 [project]
 path = "{REPO / 'kernels' / 'fusedops'}"
 
@@ -89,7 +98,7 @@ debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + i
 torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
-""")
+"""
 
 
 def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:

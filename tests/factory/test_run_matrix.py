@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -79,8 +80,17 @@ def test_unchanged_rerun_is_cached_and_failure_is_recorded(tmp_path: Path, varia
     assert again.built == [variants[1].id]  # only the failed one was built again
 
 
-def test_ctrl_c_starts_nothing_more_and_the_rerun_builds_the_rest(tmp_path: Path,
-                                                                   variants: tuple[Variant, ...]) -> None:
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Python raises KeyboardInterrupt on SIGINT only if SIGINT was not ignored when it started, and a
+    shell that runs the tests in the background ignores it: install the handler for this test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_starts_nothing_more_and_the_rerun_builds_the_rest(tmp_path: Path, variants: tuple[Variant, ...],
+                                                                   ctrl_c_raises: None) -> None:
     engine = FakeEngine(interrupt_on=variants[0].id)
     with pytest.raises(KeyboardInterrupt):
         run_matrix(FakeStage, variants, engine, tmp_path, jobs=1)  # type: ignore[arg-type]

@@ -49,13 +49,24 @@ def host_wheel(host_dist: Path) -> Path:
     return host_dist / entry["wheel"]
 
 
+def _wheelhouse_sets_with(torch_version: str) -> list[Path]:
+    """Sets in the docker tests' wheelhouse that hold this torch for this Python: pip takes the GBs of
+    a CUDA torch and its nvidia-* wheels from there instead of downloading them again."""
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = (CACHE / "wheelhouse" / "sets").glob(f"*/torch-{torch_version}-{tag}-*.whl")
+    return sorted({wheel.parent for wheel in wheels})
+
+
 def _venv(torch_version: str) -> Path:
     path = CACHE / "venvs" / f"torch-{torch_version}"
     marker = path / ".complete"
     if not marker.exists():
         shutil.rmtree(path, ignore_errors=True)
         run([sys.executable, "-m", "venv", str(path)], timeout=300)
-        run([str(path / "bin" / "pip"), "install", "-q", f"torch=={torch_version}", "numpy", "ninja"],
+        # --no-cache-dir: a CUDA torch is GBs; a second copy in pip's cache would only cost disk.
+        local = [arg for found in _wheelhouse_sets_with(torch_version) for arg in ("--find-links", str(found))]
+        run([str(path / "bin" / "pip"), "install", "-q", "--no-cache-dir", *local, f"torch=={torch_version}",
+             "numpy", "ninja"],
             timeout=1800)
         marker.write_text(torch_version)
     return path

@@ -149,8 +149,11 @@ def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None
 
     out = tmp_path / "dist"
     command = [sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)]
+    # SIGINT back to its default in the child: a shell that runs the tests in the background leaves it
+    # ignored, an ignored signal stays ignored across exec, and a terminal's foreground job has it.
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True)
+                               start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
