@@ -70,9 +70,13 @@ def pristine_venv(version: str) -> Path:
     return path
 
 
+COPIES: list[Path] = []  # the tests' venv copies: their hard links keep the pristine venvs' GBs alive
+
+
 def fresh_venv(version: str, dest: Path) -> Path:
     """A copy of the pristine venv (hard links: seconds, and installing into it leaves the original alone)."""
     run(["cp", "-al", str(pristine_venv(version)), str(dest)])
+    COPIES.append(dest)
     return dest
 
 
@@ -89,7 +93,7 @@ def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def free_venvs_when_lean() -> Iterator[None]:
     yield
     if LEAN:  # the torch 2.6 venv alone is ~5 GB (a CUDA build and its nvidia-* wheels)
-        for venv in CACHE.glob("venvs/e2e-torch-*"):
+        for venv in [*CACHE.glob("venvs/e2e-torch-*"), *COPIES]:
             shutil.rmtree(venv, ignore_errors=True)
 
 
