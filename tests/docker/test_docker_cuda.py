@@ -69,17 +69,6 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
 
 CU124 = "torch26-cxx98-cu124-x86_64-linux"
 
-
-@pytest.fixture(scope="module")
-def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
-    """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
-    debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
-    workdir = build_matrix(CACHE / "docker-cu124", CU124_MATRIX)
-    yield workdir
-    if LEAN:  # trixie + its CUDA toolkit is ~5.7 GB and no later test builds on it
-        docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)
-
-
 CU124_MATRIX = f"""
 [project]
 path = "{REPO / 'kernels' / 'fusedops'}"
@@ -99,6 +88,16 @@ torch_index = "https://pypi.org/simple"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
 """
+
+
+@pytest.fixture(scope="module")
+def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
+    """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
+    debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
+    workdir = build_matrix(CACHE / "docker-cu124", CU124_MATRIX)
+    yield workdir
+    if LEAN:  # trixie + its CUDA toolkit is ~5.7 GB and no later test builds on it
+        docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)
 
 
 def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:

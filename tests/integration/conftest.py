@@ -63,10 +63,8 @@ def _venv(torch_version: str) -> Path:
     if not marker.exists():
         shutil.rmtree(path, ignore_errors=True)
         run([sys.executable, "-m", "venv", str(path)], timeout=300)
-        # --no-cache-dir: a CUDA torch is GBs; a second copy in pip's cache would only cost disk.
         local = [arg for found in _wheelhouse_sets_with(torch_version) for arg in ("--find-links", str(found))]
-        run([str(path / "bin" / "pip"), "install", "-q", "--no-cache-dir", *local, f"torch=={torch_version}",
-             "numpy", "ninja"],
+        run([str(path / "bin" / "pip"), "install", "-q", *local, f"torch=={torch_version}", "numpy", "ninja"],
             timeout=1800)
         marker.write_text(torch_version)
     return path
