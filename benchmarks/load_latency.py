@@ -33,8 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
 
 import rt_assemble as rt  # (the tests' package assembler: the factory's installed layout)
-
-from factory.kernel import KernelSpec, load_kernel
+from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 TIMED = r"""
 import json, sys, time

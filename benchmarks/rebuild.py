@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def build(workdir: Path, out: str = "dist") -> tuple[float, str]:
     start = time.perf_counter()
-    result = subprocess.run([sys.executable, "-m", "factory", "build", "-o", out], cwd=workdir, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "-o", out], cwd=workdir, capture_output=True,
                             text=True, check=False)
     seconds = time.perf_counter() - start
     if result.returncode != 0:

@@ -1,3 +1,3 @@
-from .cli import main
+from wheelfactory.cli.main import main
 
 main()

@@ -3,7 +3,16 @@ flags work from any command line (pytest reads options only from conftests it lo
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
+from wheelfactory.plan.compat import CompatTable, load_table
+from wheelfactory.plan.expand import Plan, expand
+from wheelfactory.plan.matrix import Matrix, parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -22,3 +31,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "cuda_compile" in item.keywords:
             item.add_marker(skip)
+
+@pytest.fixture(scope="session")
+def table() -> CompatTable:
+    return load_table()
+
+
+@pytest.fixture
+def parse(table: CompatTable) -> Callable[[str], Matrix]:
+    def run(text: str) -> Matrix:
+        return parse_matrix(TomlDocument.from_text(text, "matrix.toml"), table, base_dir=REPO)
+    return run
+
+
+@pytest.fixture
+def plan_of(parse: Callable[[str], Matrix], table: CompatTable) -> Callable[[str], Plan]:
+    def run(text: str) -> Plan:
+        return expand(parse(text), table)
+    return run

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from ..stage import Stage
-from ..variant import Variant
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.stage import Stage
 
 Phase = Callable[[str], None]
 

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-
-from ..build import host_variant, select
-from ..compat import CompatTable
-from ..errors import ConfigError, DockerUnavailable, ImageBuildFailed
-from ..matrix import Matrix
-from ..plan import expand
-from ..variant import Variant
-from . import Engine
+from wheelfactory.engines import Engine
+from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import Matrix
+from wheelfactory.runner.run import host_variant, select
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 
@@ -41,7 +40,7 @@ def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: st
                   shard: tuple[int, int] | None = None) -> Chosen:
     client = None
     if choice in ("auto", "docker"):
-        from ..containers import docker_client
+        from wheelfactory.images.containers import docker_client
 
         try:
             client = docker_client()
@@ -57,8 +56,8 @@ def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: st
 
 def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, only: Sequence[str],
             shard: tuple[int, int] | None, native: bool, console: Console, matrix_file: str) -> Chosen:
-    from ..wheelhouse import Wheelhouse
-    from .docker import DockerEngine
+    from wheelfactory.engines.docker import DockerEngine
+    from wheelfactory.engines.wheelhouse import Wheelhouse
 
     if not native and "abi3" in matrix.python:
         raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
@@ -83,7 +82,7 @@ def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, on
 
 
 def _refusals(variants: Sequence[Variant], table: CompatTable, torch_index: str | None) -> dict[str, str]:
-    from ..wheelhouse import pypi_refusal
+    from wheelfactory.engines.wheelhouse import pypi_refusal
 
     refusals: dict[str, str] = {}
     for variant in variants:
@@ -95,15 +94,15 @@ def _refusals(variants: Sequence[Variant], table: CompatTable, torch_index: str 
 
 
 def _mirror(matrix: Matrix) -> str:
-    from ..baseimage import DEFAULT_MIRROR
+    from wheelfactory.images.base_image import DEFAULT_MIRROR
 
     return (matrix.build.debian_mirror or DEFAULT_MIRROR).rstrip("/")
 
 
 def _debian_bases(client: object, matrix: Matrix, console: Console) -> Callable[[str], str]:
     """suite -> the tag of its offline Debian base, made on first use (reused: content-tagged)."""
-    from ..baseimage import BaseImageSpec, ensure_base_image, parse_suite
-    from ..progress import ConsoleProgress
+    from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
+    from wheelfactory.support.progress import ConsoleProgress
 
     def make(suite: str) -> str:
         try:
@@ -134,7 +133,7 @@ def _debian_base(matrix: Matrix, variants: Sequence[Variant], make: Callable[[st
 
 def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], shard: tuple[int, int] | None,
           native: bool) -> Chosen:
-    from .host import HostEngine, probe
+    from wheelfactory.engines.host import HostEngine, probe
 
     environment = probe(python)
     variant = host_variant(matrix, table, environment, abi3=native)

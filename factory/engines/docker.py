@@ -22,18 +22,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cacherelay import RedisRelay, RedisUnreachable, ping
-from ..compilecache import SCCACHE_REQUIREMENT, CompileCache, Wiring, read_stats, stats_name, wiring
-from ..containers import Container
-from ..errors import WheelfactoryError
-from ..images import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
-from ..imagespec import image_spec
-from ..proc import run
-from ..repair import AUDITWHEEL_EXCLUDES, check_wheel
-from ..stage import Stage
-from ..variant import Variant
-from ..wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
-from . import Phase, no_phase
+from wheelfactory.engines import Phase, no_phase
+from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
+from wheelfactory.engines.compile_cache import (
+    SCCACHE_REQUIREMENT,
+    CompileCache,
+    Wiring,
+    read_stats,
+    stats_name,
+    wiring,
+)
+from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.images.containers import Container
+from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
+from wheelfactory.images.spec import image_spec
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.stage import Stage
+from wheelfactory.support.proc import run
+from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES, check_wheel
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
@@ -283,7 +290,7 @@ class DockerEngine:
 
     def _cuda_problems(self, variant: Variant, wheel: Path, log: Path) -> list[str]:
         """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
-        from .. import cudacheck
+        from wheelfactory.verify import cuda_binary as cudacheck
 
         wanted = cudacheck.expected(variant.arch_list)
         found = {name: cudacheck.contents(data, log=log) for name, data in _libraries(wheel).items()}

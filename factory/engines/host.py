@@ -9,12 +9,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import WheelfactoryError
-from ..proc import run
-from ..repair import auditwheel_command, check_wheel
-from ..stage import Stage
-from ..variant import Variant
-from . import Phase, no_phase
+from wheelfactory.engines import Phase, no_phase
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.stage import Stage
+from wheelfactory.support.proc import run
+from wheelfactory.verify.repair import auditwheel_command, check_wheel
 
 _PROBE = r"""
 import json, platform, sys

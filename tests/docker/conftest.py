@@ -15,20 +15,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from wheelfactory.errors import DockerUnavailable
+from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 
 import docker
-from factory.baseimage import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
-from factory.errors import DockerUnavailable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
 from docker_helpers import REQUIRED  # noqa: E402
+
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 
 
 @pytest.fixture(scope="session")
 def docker_client() -> Iterator[docker.DockerClient]:
-    from factory.containers import docker_client as connect
+    from wheelfactory.images.containers import docker_client as connect
 
     try:
         client = connect()

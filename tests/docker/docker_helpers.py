@@ -40,7 +40,7 @@ def build_matrix(workdir: Path, matrix_toml: str) -> Path:
 
 
 def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "factory", "build", *args], cwd=workdir, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "wheelfactory", "build", *args], cwd=workdir, capture_output=True,
                           text=True, timeout=3000)
 
 

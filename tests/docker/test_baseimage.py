@@ -16,9 +16,8 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-
-import docker
-from factory.baseimage import (
+from wheelfactory.errors import UsageError
+from wheelfactory.images.base_image import (
     BASE_REPOSITORY,
     DEFAULT_MIRROR,
     SUITES,
@@ -28,9 +27,10 @@ from factory.baseimage import (
     render_base,
     tar_stream,
 )
-from factory.containers import Container
-from factory.errors import UsageError
-from factory.proc import run
+from wheelfactory.images.containers import Container
+from wheelfactory.support.proc import run
+
+import docker
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -125,7 +125,7 @@ def test_tar_stream_keeps_links_and_modes(tmp_path: Path) -> None:
 
 def test_no_engine_is_one_line_and_exit_code_3(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/absent.sock"}
-    result = subprocess.run([sys.executable, "-m", "factory", "base-image", "--cache-dir", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "base-image", "--cache-dir", str(tmp_path)],
                             check=False, capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 3, result.stderr
     expected = (f"wheelfactory: error: no Docker engine answers at unix://{tmp_path}/absent.sock: "
@@ -164,7 +164,7 @@ def test_bookworm_base_runs_offline(docker_client: docker.DockerClient, bookworm
 @pytest.mark.slow
 def test_container_is_removed_when_the_block_fails(docker_client: docker.DockerClient,
                                                    bookworm_base: BaseImage) -> None:
-    from factory.proc import CommandFailed
+    from wheelfactory.support.proc import CommandFailed
 
     name = ""
     with pytest.raises(CommandFailed, match="exit code 3"), Container(docker_client, bookworm_base.tag) as box:
@@ -210,7 +210,7 @@ def test_cxx_library_gets_the_tabled_manylinux_tag(docker_client: docker.DockerC
 @pytest.mark.docker
 @pytest.mark.slow
 def test_cli_reuses_the_image(bookworm_base: BaseImage, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "factory", "base-image", "--suite", "bookworm",
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "base-image", "--suite", "bookworm",
                              "--cache-dir", str(tmp_path)], check=False, capture_output=True, text=True,
                             timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr

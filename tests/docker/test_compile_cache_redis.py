@@ -18,8 +18,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import REPO, REQUIRED, build, manifest
-
-from factory.compilecache import parse_redis
+from wheelfactory.engines.compile_cache import parse_redis
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
@@ -47,7 +46,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     url = f"redis://127.0.0.1:{port}/0"
     endpoint = parse_redis(url)
     assert endpoint is not None
-    from factory.cacherelay import RedisUnreachable, ping
+    from wheelfactory.engines.cache_relay import RedisUnreachable, ping
 
     deadline = time.monotonic() + 20
     while True:

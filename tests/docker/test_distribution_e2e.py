@@ -100,8 +100,8 @@ def free_venvs_when_lean() -> Iterator[None]:
 @pytest.fixture(scope="module")
 def index_url(docker_build: Path) -> Iterator[str]:
     dist = docker_build / "dist"
-    run([sys.executable, "-m", "factory", "index", "-o", str(dist)])
-    server = subprocess.Popen([sys.executable, "-m", "factory", "serve", "-o", str(dist), "--port", "0"],
+    run([sys.executable, "-m", "wheelfactory", "index", "-o", str(dist)])
+    server = subprocess.Popen([sys.executable, "-m", "wheelfactory", "serve", "-o", str(dist), "--port", "0"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         found = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stdout.readline())  # type: ignore[union-attr]
@@ -124,7 +124,7 @@ def test_pip_installs_the_variant_from_its_index_and_it_loads_prebuilt(index_url
 @pytest.mark.parametrize("variant", sorted(TORCHES))
 def test_the_selector_names_the_variant_of_each_environment(index_url: str, variant: str, tmp_path: Path) -> None:
     venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
-    shown = run([sys.executable, "-m", "factory", "which", "--python", str(venv / "bin" / "python"),
+    shown = run([sys.executable, "-m", "wheelfactory", "which", "--python", str(venv / "bin" / "python"),
                  "--index", index_url]).stdout
     assert f"pip install --index-url {index_url}/{variant}/simple fusedops" in shown
     served = subprocess.run(["curl", "-fsS", f"{index_url}/select.py"], capture_output=True, check=True).stdout
@@ -171,7 +171,7 @@ def test_hf_layout_export_loads_through_the_kernels_package(docker_build: Path, 
     """The real `kernels` loader picks this interpreter's variant (torch 2.13, cxx11, cpu) from the
     export, imports it under its op namespace, and the op matches the reference."""
     layout = tmp_path / "hf"
-    run([sys.executable, "-m", "factory", "export", "-o", str(docker_build / "dist"), "--hf-layout", str(layout)])
+    run([sys.executable, "-m", "wheelfactory", "export", "-o", str(docker_build / "dist"), "--hf-layout", str(layout)])
     assert sorted(p.name for p in (layout / "build").iterdir()) == sorted(TORCHES)
     code = (
         "import json, torch; from pathlib import Path; from kernels import get_local_kernel\n"

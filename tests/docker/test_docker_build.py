@@ -67,8 +67,8 @@ def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, offlin
 
 
 def owned_containers(client: object, out: Path) -> list[str]:
-    from factory.engines.choose import owner_of
-    from factory.engines.docker import OWNER_LABEL
+    from wheelfactory.engines.choose import owner_of
+    from wheelfactory.engines.docker import OWNER_LABEL
 
     found = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_of(out)}"})  # type: ignore[attr-defined]
     return [c.name for c in found]
@@ -110,7 +110,7 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
 
     (tmp_path / "matrix.toml").write_text(matrix_text(offline_build_tables))
     out = tmp_path / "dist"
-    factory = subprocess.Popen([sys.executable, "-m", "factory", "build", "--only", "torch213-*"], cwd=tmp_path,
+    factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:

@@ -36,7 +36,7 @@ backends = ["cpu"]
 python = ["3.11"]
 {offline_build_tables}""")
     before = sorted(p.name for p in PROJECT.rglob("*"))
-    result = subprocess.run([sys.executable, "-m", "factory", "build"], cwd=workdir, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True, text=True,
                             timeout=3000)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert sorted(p.name for p in PROJECT.rglob("*")) == before  # the project was not touched

@@ -6,11 +6,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-import docker
-from factory.baseimage import BaseImage
-from factory.errors import ConfigError
-from factory.images import (
+from wheelfactory.errors import ConfigError
+from wheelfactory.images.base_image import BaseImage
+from wheelfactory.images.dockerfiles import (
     BUILD_REPOSITORY,
     CONTENT_LABEL,
     ensure_image,
@@ -19,6 +17,8 @@ from factory.images import (
     render_image,
     template_for,
 )
+
+import docker
 
 BASE = "wheelfactory/base:bookworm-0123456789ab"
 
@@ -113,7 +113,7 @@ def test_ensure_image_builds_once_then_reuses(docker_client: docker.DockerClient
 
 @pytest.mark.docker
 def test_a_missing_base_fails_with_one_clear_line(docker_client: docker.DockerClient, tmp_path: Path) -> None:
-    from factory.errors import ImageBuildFailed
+    from wheelfactory.errors import ImageBuildFailed
 
     rendered = render_image(f"wheelfactory/base:absent-{uuid.uuid4().hex[:12]}")
     with pytest.raises(ImageBuildFailed, match="wheelfactory base-image") as caught:
@@ -126,8 +126,8 @@ def test_a_missing_base_fails_with_one_clear_line(docker_client: docker.DockerCl
 @pytest.mark.docker
 def test_the_base_is_pinned_by_id_and_a_missing_one_names_the_way_out(
         docker_client: docker.DockerClient, bookworm_base: BaseImage, tmp_path: Path) -> None:
-    from factory.errors import ImageBuildFailed
-    from factory.images import resolve_base
+    from wheelfactory.errors import ImageBuildFailed
+    from wheelfactory.images.dockerfiles import resolve_base
 
     assert resolve_base(docker_client, bookworm_base.tag, log=tmp_path / "log") == bookworm_base.id
     missing = f"localhost:1/wheelfactory/absent:{uuid.uuid4().hex[:12]}"  # a registry that cannot answer

@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import REQUIRED
-
-from factory.compat import load_table
-from factory.matrix import load_matrix
-from factory.plan import expand
-from factory.variant import VariantId
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import VariantId
+from wheelfactory.plan.matrix import load_matrix
 
 # slow: the docker_build fixture builds two wheels in Docker when its cache is cold or stale (minutes);
 # with it built, the browser part takes ~3 s.
@@ -56,7 +55,7 @@ def reported(docker_build: Path, tmp_path: Path) -> Path:
     shutil.copytree(docker_build / "dist", dist, symlinks=True,
                     ignore=shutil.ignore_patterns(".work", "report.*"))
     matrix = docker_build / "matrix.toml"
-    command = [sys.executable, "-m", "factory", "report", "-m", str(matrix), "-o", str(dist)]
+    command = [sys.executable, "-m", "wheelfactory", "report", "-m", str(matrix), "-o", str(dist)]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{dist / 'report.html'}\n{dist / 'report.svg'}\n" in result.stdout

@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from factory.baseimage import BaseImage
+from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -23,7 +22,7 @@ def rocm_check(tmp_path: Path, base: BaseImage, *gfx: str) -> subprocess.Complet
     (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{REPO / "kernels" / "fusedops"}"\n'
                                           f'[build]\nbase_image = "{base.tag}"\n')
     args = [a for target in gfx for a in ("--gfx", target)]
-    return subprocess.run([sys.executable, "-m", "factory", "rocm-check", "-o", str(tmp_path / "dist"), *args],
+    return subprocess.run([sys.executable, "-m", "wheelfactory", "rocm-check", "-o", str(tmp_path / "dist"), *args],
                           cwd=tmp_path, capture_output=True, text=True, timeout=1800, check=False,
                           env={**os.environ, "COLUMNS": "300"})
 

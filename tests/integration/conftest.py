@@ -37,7 +37,7 @@ def host_dist() -> Path:
 
     assert torch.__version__.split("+")[0] == BUILD_TORCH, "run the tests with torch 2.13.0 (see README)"
     out = CACHE / "dist-host"
-    run([sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
+    run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
         timeout=1800)
     return out
 

@@ -69,7 +69,7 @@ def test_manifest_and_wheel(host_dist: Path, host_wheel: Path) -> None:
 
 
 def test_unchanged_rebuild_is_cached(host_dist: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(host_dist)],
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(host_dist)],
                             cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     data = json.loads((host_dist / "manifest.json").read_text())
@@ -118,7 +118,7 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     import time
 
     out = tmp_path / "dist"
-    command = [sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)]
+    command = [sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)]
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
@@ -148,7 +148,7 @@ def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None
     import time
 
     out = tmp_path / "dist"
-    command = [sys.executable, "-m", "factory", "build", "--engine", "host", "-o", str(out)]
+    command = [sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)]
     # SIGINT back to its default in the child: a shell that runs the tests in the background leaves it
     # ignored, an ignored signal stays ignored across exec, and a terminal's foreground job has it.
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -45,7 +45,7 @@ def stable_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (work / "matrix.toml").write_text(f'[project]\npath = "{REPO / "kernels" / "fusedops"}"\n[matrix]\n'
                                       'torch = ["2.13", "2.14"]\nbackends = ["cpu"]\nstable_abi = "2.10"\n'
                                       '[build]\nengine = "host"\n')
-    result = subprocess.run([sys.executable, "-m", "factory", "build"], cwd=work, capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=work, capture_output=True, text=True,
                             timeout=1800, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     entry = json.loads((work / "dist" / "manifest.json").read_text())["variants"][VARIANT]

@@ -6,13 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from factory.compat import load_table
-from factory.matrix import parse_matrix
-from factory.plan import expand
-from factory.tomlsource import TomlDocument
-from factory.variant import Variant
-from factory.wheelhouse import PYPI, ContainerPython, Wheelhouse, WheelhouseError, request_for
+from wheelfactory.engines.wheelhouse import PYPI, ContainerPython, Wheelhouse, WheelhouseError, request_for
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
 
 REPO = Path(__file__).resolve().parents[2]
 

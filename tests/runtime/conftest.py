@@ -22,8 +22,7 @@ for entry in (str(HERE), str(REPO)):  # rt_assemble, and `runtime` for the unit 
         sys.path.insert(0, entry)
 
 import rt_assemble as rt
-
-from factory.kernel import KernelSpec, load_kernel
+from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 PREBUILT_NAMESPACE = rt.PREBUILT_NAMESPACE
 RACE_PROCESSES = rt.RACE_PROCESSES

@@ -1,7 +1,7 @@
 """Assemble installed-layout kernel packages for the runtime tests and the load benchmark.
 
 The layout is the factory's own: the package directory of the build stage that
-``factory.stage.write_stage`` lays out for the running torch's CPU variant (the kernel's python
+``wheelfactory.project.stage.write_stage`` lays out for the running torch's CPU variant (the kernel's python
 package, the vendored runtime as ``_runtime``, ``_sources/`` with ``jit.json``, ``_build.json``),
 with the build record and compiled library (``_C.abi3.so``) that a test chooses.
 """
@@ -18,14 +18,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from factory.build import host_variant
-from factory.compat import load_table
-from factory.engines.host import probe
-from factory.kernel import KernelSpec
-from factory.matrix import parse_matrix
-from factory.stage import LIBRARY_MODULE, RECORD_FILE, StagePlan, plan_stage, write_stage
-from factory.tomlsource import TomlDocument
-from factory.variant import Variant
+from wheelfactory.engines.host import probe
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.kernel_toml import KernelSpec
+from wheelfactory.project.stage import LIBRARY_MODULE, RECORD_FILE, StagePlan, plan_stage, write_stage
+from wheelfactory.runner.run import host_variant
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = REPO / "runtime"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 import rt_assemble as rt
-
-from factory.kernel import load_kernel
+from wheelfactory.project.kernel_toml import load_kernel
 
 pytestmark = pytest.mark.skipif(
     not (rt.FUSEDOPS_KERNEL / "python" / "fusedops" / "_reference.py").exists(),

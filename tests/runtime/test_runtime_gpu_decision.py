@@ -11,8 +11,8 @@ import pytest
 import rt_assemble as rt
 import torch
 from rt_fakes import fake_env
+from wheelfactory.project.kernel_toml import KernelSpec
 
-from factory.kernel import KernelSpec
 from runtime import _jit, _loader
 from runtime._decision import Decision
 from runtime._settings import read_settings

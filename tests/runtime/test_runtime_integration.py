@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 import rt_assemble as rt
-
-from factory.kernel import KernelSpec, load_kernel
+from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 pytestmark = pytest.mark.slow  # compiles C++ (the project's marker for that)
 

@@ -1,0 +1,163 @@
+"""``wheelfactory bake``: the plan's build images as a ``docker buildx bake`` file (pure, then one write).
+
+One target per distinct image the selected variants build in (``imagespec.image_spec``, the
+mapping the Docker engine uses), tagged by content like ``images.render_image`` does
+(``wheelfactory/build:<12 hex of sha256 of the Dockerfile>``), so that BuildKit with any driver
+(a remote builder, Kubernetes) can make them ahead of a build. The file is JSON, which buildx
+reads as it reads HCL (https://docs.docker.com/build/bake/reference/).
+
+Each target carries its Dockerfile inline (``dockerfile-inline``): the templates COPY nothing
+(``images._context`` sends only the Dockerfile), so the file is the whole build definition, it can
+go to stdout, and a target's tag can be checked against its own text. ``context`` is "." only
+because a target needs one; nothing is read from it.
+
+The tags are not the engine's: ``DockerEngine.image_for`` adds the base image's id as a label (a
+re-pulled base then gives a new image), which only an engine knows. Bake renders the same spec
+without that label, so its tags name the same Dockerfile minus that one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.images.base_image import DEFAULT_MIRROR, BaseImageSpec, parse_suite, render_base
+from wheelfactory.images.dockerfiles import CONTENT_LABEL, RenderedImage
+from wheelfactory.images.spec import ImageSpec, image_spec
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import Matrix
+
+PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
+# The ids of the variants (of this selection) that build in the image, comma-separated. Like
+# CONTENT_LABEL it is a build-time label, not in the Dockerfile: the tag does not depend on it.
+VARIANTS_LABEL = "wheelfactory.variants"
+DEFAULT_GROUP = "default"
+
+
+@dataclass(frozen=True)
+class OfflineBase:
+    """A FROM image BuildKit cannot make: the offline Debian base (debootstrap + docker import)."""
+
+    tag: str
+    suite: str
+    mirror: str
+
+    @property
+    def command(self) -> str:
+        mirror = f" --mirror {self.mirror}" if self.mirror != DEFAULT_MIRROR else ""
+        return f"wheelfactory base-image --suite {self.suite}{mirror}"
+
+
+@dataclass(frozen=True)
+class BakeTarget:
+    name: str
+    image: RenderedImage
+    base: str  # the image it starts FROM
+    platforms: tuple[str, ...]
+    variants: tuple[str, ...]  # plan order
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "context": ".",
+            "dockerfile-inline": self.image.dockerfile,
+            "tags": [self.image.tag],
+            "platforms": list(self.platforms),
+            "labels": {CONTENT_LABEL: self.image.content, VARIANTS_LABEL: ",".join(self.variants)},
+            "network": self.image.network,
+        }
+
+
+@dataclass(frozen=True)
+class BakePlan:
+    targets: tuple[BakeTarget, ...]  # sorted by name
+    offline_bases: tuple[tuple[OfflineBase, tuple[str, ...]], ...]  # (base, names of targets FROM it)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"group": {DEFAULT_GROUP: {"targets": [t.name for t in self.targets]}},
+                "target": {t.name: t.as_dict() for t in self.targets}}
+
+    def dumps(self) -> str:
+        """The bake file: same plan, same bytes."""
+        return json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n"
+
+    def notes(self, file: str) -> list[str]:
+        """What a person must know before running ``docker buildx bake -f file``."""
+        out = []
+        if not self.targets:
+            out.append("the selection has no variants: the bake file has no targets")
+        for base, names in self.offline_bases:
+            out.append(f"{', '.join(names)} {_verb('build', names)} FROM {base.tag}, the offline Debian base, which BuildKit "
+                       f"cannot make (debootstrap + docker import): make it first on that builder's engine "
+                       f"with `{base.command}`")
+        online = [t.name for t in self.targets if t.image.network == "host"]
+        if online:
+            out.append(f"{', '.join(online)} {_verb('need', online)} the network for apt (network = host): "
+                       f"`docker buildx bake --allow network.host -f {file}`")
+        return out
+
+
+def _verb(verb: str, subjects: Sequence[str]) -> str:
+    return verb + "s" * (len(subjects) == 1)
+
+
+def _target_name(spec: ImageSpec, image: RenderedImage, archs: Sequence[str]) -> str:
+    """``x86_64-cuda12-4-<12 hex>``: bake names allow letters, digits, ``_`` and ``-`` only."""
+    layer = (spec.toolkit_layer or "cpu").replace(".", "-")
+    return f"{'-'.join(archs)}-{layer}-{image.tag.rsplit(':', 1)[-1]}"
+
+
+def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str) -> BakePlan:
+    """The bake targets of ``variants`` (already selected from the plan), one per distinct image."""
+    build = matrix.build
+    mirror = (build.debian_mirror or DEFAULT_MIRROR).rstrip("/")  # as engines.choose gives the engine
+    offline: dict[str, OfflineBase] = {}
+
+    def debian_base(suite: str) -> str:
+        base = OfflineBase(render_base(BaseImageSpec(parse_suite(suite), mirror)).tag, suite, mirror)
+        offline[base.tag] = base
+        return base.tag
+
+    archs = sorted({v.key.arch for v in variants})  # matrix.py admits only the archs PLATFORMS maps
+    base_images = dict(build.base_images)
+    if build.debian_base:
+        if len(archs) > 1:  # the engine refuses archs foreign to its machine (engines.choose)
+            raise ConfigError(f"debian_base makes one base image, for the arch of the machine that makes it, "
+                              f"and the selection has {' and '.join(archs)} variants", file=matrix_file,
+                              key="build.debian_base", hint="bake one arch at a time (--only '*-x86_64-*'), or "
+                                                            "name per-arch images in base_image instead")
+        base_images = {arch: debian_base(build.debian_base) for arch in archs}
+    chosen: dict[str, tuple[ImageSpec, RenderedImage, list[Variant]]] = {}
+    for variant in variants:
+        spec = image_spec(variant, base_images, debian_base=debian_base if build.debian_base else None,
+                          debian_mirror=mirror)
+        image = spec.render()  # no base-id label: see the module docstring
+        chosen.setdefault(image.tag, (spec, image, []))[2].append(variant)
+    targets = []
+    for spec, image, users in chosen.values():
+        target_archs = sorted({v.key.arch for v in users})
+        targets.append(BakeTarget(_target_name(spec, image, target_archs), image, spec.base,
+                                  tuple(sorted(PLATFORMS[a] for a in target_archs)), tuple(v.id for v in users)))
+    targets.sort(key=lambda t: t.name)
+    users_of = {tag: tuple(t.name for t in targets if t.base == tag) for tag in sorted(offline)}
+    return BakePlan(tuple(targets), tuple((offline[tag], names) for tag, names in users_of.items() if names))
+
+
+def write_bake(text: str, path: Path) -> None:
+    """Write the bake file atomically (a temp file beside it, then a rename)."""
+    if path.is_dir():
+        raise UsageError(f"cannot write the bake file {path}: it is a directory; name a file, "
+                         f"e.g. {path / 'docker-bake.json'}")
+    parent = path.parent
+    if not parent.is_dir():
+        raise UsageError(f"cannot write the bake file {path}: directory {parent} does not exist")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"cannot write the bake file {path}: {exc.strerror or exc}") from None

@@ -1,0 +1,477 @@
+"""The ``wheelfactory`` command line. Fatal errors are caught once, in ``main``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import click
+from wheelfactory import __version__
+from wheelfactory.cli.render import console, github_json, plan_json, print_plan
+from wheelfactory.errors import ConfigError, UsageError, WheelfactoryError
+from wheelfactory.images.base_image import DEFAULT_MIRROR, SUITES  # [base-image]
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import Plan, expand, parse_shard
+from wheelfactory.plan.matrix import load_matrix
+
+MATRIX_OPTION = click.option(
+    "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("matrix.toml"), show_default=True, help="The matrix file.")
+COMPAT_OPTION = click.option(
+    "--compat", "compat_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+    help="A compatibility table to use instead of the bundled one (same schema).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="wheelfactory")
+def cli() -> None:
+    """Build one repaired, verified wheel per torch x backend x ABI variant of a kernel project."""
+
+
+def _load_plan(matrix_path: Path, compat_path: Path | None) -> Plan:
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    return expand(matrix, table)
+
+
+@cli.command()
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "github"]), default="table",
+              show_default=True, help="table for people, json per the contract, github for strategy.matrix.")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N (deterministic, disjoint; together the shards cover the plan).")
+@click.option("--explain", is_flag=True, help="Also list the pruned combinations and why.")
+def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | None, explain: bool) -> None:
+    """Expand matrix.toml into variants, pruning what cannot exist."""
+    shard_spec = parse_shard(shard) if shard else None
+    result = _load_plan(matrix_path, compat_path)
+    if shard_spec:
+        result = result.shard(*shard_spec)
+    if fmt == "json":
+        click.echo(plan_json(result))
+    elif fmt == "github":
+        click.echo(github_json(result))
+    else:
+        title = f"Plan for {matrix_path}" + (f" (shard {shard})" if shard else "")
+        print_plan(console(), result, explain=explain, title=title)
+
+
+@cli.command()
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Output directory (default: [build].out of the matrix, i.e. dist/).")
+@click.option("--engine", type=click.Choice(["auto", "docker", "host"]), default=None,
+              help="docker: every variant in its image. host: the one variant the torch of --python is. "
+                   "auto (default: the matrix's [build].engine): docker when an engine answers, else host.")
+@click.option("--python", "python", default=sys.executable, show_default="this interpreter",
+              help="Interpreter whose torch the host engine builds for.")
+@click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.")
+@click.option("-j", "--jobs", type=click.IntRange(min=0), default=None,
+              help="Parallel builds (0 or unset: from cores and free memory).")
+@click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
+              help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.")
+def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
+          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None) -> None:
+    """Build, repair and check one wheel per variant into the output directory."""
+    from wheelfactory.cli.render import BuildView, print_build_summary
+    from wheelfactory.engines.capacity import machine_capacity, parse_size
+    from wheelfactory.engines.choose import choose_engine
+    from wheelfactory.plan.identity import Variant
+    from wheelfactory.project.bring_your_own import ByoStage, load_byo
+    from wheelfactory.project.kernel_toml import is_native_project, load_kernel
+    from wheelfactory.project.stage import Stage, plan_stage
+    from wheelfactory.runner.run import run_matrix
+
+    shard_spec = parse_shard(shard) if shard else None
+    memory_cap = parse_size(max_memory) if max_memory else None
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
+    project = matrix.project
+    stage_for: Callable[[Variant], Stage]
+    native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
+    if native:
+        kernel = load_kernel(project.path)
+        stage_for = partial(plan_stage, kernel)
+    else:
+        stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
+    out_console = console()
+    chosen = choose_engine(matrix, table, choice=engine or matrix.build.engine, python=python, out=out, only=only,
+                           shard=shard_spec, native=native, console=out_console, matrix_file=str(matrix_path))
+    builder, variants = chosen.engine, chosen.variants
+    out_console.print(chosen.summary, markup=False)
+    capacity = machine_capacity(builder.name, variants, requested_jobs=jobs or matrix.build.jobs,
+                                max_memory=memory_cap)
+    builder.use_capacity(capacity.compile_jobs, capacity.container_memory)
+    with BuildView(out_console, [v.id for v in variants], title=capacity.describe()) as view:
+        outcomes = run_matrix(stage_for, variants, builder, out, observe=view, jobs=capacity.jobs)
+    print_build_summary(out_console, outcomes, str(out))
+    failed = sum(o.entry.status == "failed" for o in outcomes)
+    if failed:
+        raise BuildFailed(f"{failed} of {len(outcomes)} variant(s) failed; see the logs above")
+
+
+OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
+                          default=Path("dist"), show_default=True, help="The output directory of `wheelfactory build`.")
+
+
+# [index] (factory/index.py): PEP 503 indexes, find-links pages and variant metadata over dist/.
+@cli.command("index")
+@OUT_OPTION
+@click.option("--base-url", default=None, metavar="URL",
+              help="Where the index will be served, for the pip commands on its pages "
+                   "(default: http://127.0.0.1:8000, what `wheelfactory serve` uses).")
+def index_command(out_dir: Path, base_url: str | None) -> None:
+    """Write dist/index: one pip index per variant, find-links pages, variants.json, an overview."""
+    from wheelfactory.publish.index import DEFAULT_BASE_URL, INDEX_LINK, collect, plan_index, write_index
+    from wheelfactory.publish.variant_metadata import variant_metadata
+    from wheelfactory.runner import manifest
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    base = (base_url or DEFAULT_BASE_URL).rstrip("/")
+    held = manifest.lock(out)
+    try:
+        wheels, skipped = collect(out, entries)
+        pages, links = variant_metadata(wheels, out)
+        planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links)
+        generation, changed = write_index(out, planned)
+    finally:
+        held.release()
+    out_console = console()
+    for wheel in planned.wheels:
+        out_console.print(f"{wheel.variant_id}: {base}/{wheel.simple}/", markup=False)
+    for skip in planned.skipped:
+        out_console.print(f"[yellow]not listed[/] {skip.variant_id}: {skip.reason}", highlight=False)
+    state = "written" if changed else "unchanged"
+    out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s); "
+                      f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
+
+
+# [report] (factory/report.py): the matrix report, dist/report.html and an SVG of the grid.
+@cli.command("report")
+@click.option("-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The matrix, for pruned combinations and planned variants not built yet "
+                   "(default: matrix.toml if it exists).")
+@COMPAT_OPTION
+@OUT_OPTION
+@click.option("--html", "html_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where to write the page (default: DIST/report.html).")
+@click.option("--svg", "svg_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Where to write the grid as SVG (default: beside the page, DIST/report.svg).")
+def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: Path, html_path: Path | None,
+                   svg_path: Path | None) -> None:
+    """Write a static HTML report of the matrix (and an SVG of its grid) from dist/manifest.json."""
+    from wheelfactory.publish.report import build_report, probe_dist, write_report
+    from wheelfactory.runner import manifest
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    if matrix_path is None and Path("matrix.toml").is_file():
+        matrix_path = Path("matrix.toml")
+    planned = _load_plan(matrix_path, compat_path) if matrix_path is not None else None
+    report = build_report(entries, planned, facts=probe_dist(out, entries),
+                          matrix=str(matrix_path) if matrix_path is not None else None)
+    written = write_report(report, out, html_path=html_path, svg_path=svg_path)
+    click.echo(f"{written.html}\n{written.svg}")
+    click.echo(report.summary())
+
+
+@cli.command("export")
+@OUT_OPTION
+@click.option("--hf-layout", "hf_layout", type=click.Path(path_type=Path, file_okay=False), required=True,
+              help="Directory to write the Hugging Face kernels layout into (DIR/build/<variant>/).")
+def export_command(out_dir: Path, hf_layout: Path) -> None:
+    """Export the built wheels in the Hugging Face kernels layout (kernels.get_local_kernel)."""
+    from wheelfactory.publish.hf_layout import export_hf_layout
+    from wheelfactory.publish.index import collect
+    from wheelfactory.runner import manifest
+
+    out = out_dir.resolve()
+    entries = manifest.read(out)
+    if not entries:
+        raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    held = manifest.lock(out)
+    try:
+        wheels, skipped = collect(out, entries)
+        exported, not_exported = export_hf_layout(wheels, hf_layout.resolve())
+    finally:
+        held.release()
+    out_console = console()
+    for item in exported:
+        out_console.print(f"{item.variant_id}: {item.path}", markup=False)
+    for skip in [*skipped, *not_exported]:
+        out_console.print(f"[yellow]not exported[/] {skip.variant_id}: {skip.reason}", highlight=False)
+    out_console.print(f"{len(exported)} variant(s) in {hf_layout}; load with "
+                      f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
+
+
+@cli.command("which")
+@click.option("--index", "index", default=None, metavar="URL|DIR",
+              help="The served index's URL or a dist directory (default: http://127.0.0.1:8000).")
+@click.option("--python", "python", default=sys.executable, show_default="this interpreter",
+              help="The interpreter (with torch) you are installing into.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
+def which_command(index: str | None, python: str, quiet: bool) -> None:
+    """Print the pip command for the variant that fits an environment's torch, or say why none does."""
+    import subprocess
+
+    from wheelfactory.publish import which
+    from wheelfactory.publish.index import DEFAULT_BASE_URL
+
+    # The same file the index serves as select.py, run by the target interpreter: it imports
+    # that interpreter's torch, so it sees exactly what the kernel's runtime will see.
+    command = [python, which.__file__, "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
+    try:
+        code = subprocess.run(command, check=False).returncode
+    except OSError as exc:
+        raise UsageError(f"cannot run {python}: {exc.strerror or exc}") from None
+    if code:
+        sys.exit(code)
+
+
+@cli.command("serve")
+@OUT_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0: every interface).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: any free port.")
+def serve_command(out_dir: Path, host: str, port: int) -> None:
+    """Serve dist/index over HTTP for pip (until Ctrl-C)."""
+    import json
+
+    from wheelfactory.publish.serve import open_server
+
+    out = out_dir.resolve()
+    err = console(stderr=True)
+    server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False))
+    listing = json.loads((out / "index" / "index.json").read_text())
+    click.echo(f"serving {out / 'index'} at {server.url}/", err=False)
+    for variant in listing["variants"]:
+        click.echo(f"  {variant['id']}: pip install --index-url {server.url}/{variant['index']} {variant['project']}")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        click.echo("stopped", err=True)
+    finally:
+        server.server_close()
+
+
+# [rocm-check] (factory/rocmcheck.py): hipify + hipcc for the gfx targets, where no ROCm torch is reachable.
+DEFAULT_GFX = ("gfx90a", "gfx940")  # MI200 and the newest Instinct target Debian's hipcc 5.2 (clang 15) knows
+
+
+@cli.command("rocm-check")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@OUT_OPTION
+@click.option("--gfx", "gfx", multiple=True, metavar="TARGET",
+              help="gfx targets (default: [rocm] gfx_targets of the matrix, else gfx90a and gfx940).")
+def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Path, gfx: tuple[str, ...]) -> None:
+    """Hipify the kernel's CUDA sources and compile its device code with hipcc for gfx targets."""
+    from wheelfactory.engines.choose import _debian_bases
+    from wheelfactory.images.containers import docker_client
+    from wheelfactory.project.kernel_toml import load_kernel
+    from wheelfactory.verify.rocm_device_code import check_device_code
+
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    kernel = load_kernel(matrix.project.path)
+    targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
+    client = docker_client()
+    out_console = console()
+    base = (_debian_bases(client, matrix, out_console)(matrix.build.debian_base) if matrix.build.debian_base
+            else matrix.build.base_image("x86_64"))
+    import torch  # its headers give c10's element types to the device unit
+
+    out = out_dir.resolve()
+    log = out / "rocm-check.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    result = check_device_code(client, base, kernel, targets, torch_include=Path(torch.__file__).parent / "include",
+                               work=out / ".work" / "rocm-check", log=log)
+    out_console.print(f"{kernel.name} device code, hipified: {result.describe()} (log: {log})", markup=False)
+    out_console.print("Verified: the hipified kernels compile for these targets. Not verified here: linking "
+                      "against a ROCm torch (none is reachable) and running.", markup=False)
+    if not result.ok:
+        raise BuildFailed("the device code does not compile for every target")
+
+
+# [base-image] (factory/baseimage.py): an offline manylinux-layout base image from Debian packages.
+@cli.command("base-image")
+@click.option("--suite", type=click.Choice(list(SUITES)), default="bookworm", show_default=True,
+              help="Debian release: " + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}"
+                                                  for s in SUITES.values()) + ".")
+@click.option("--mirror", default=DEFAULT_MIRROR, show_default=True, help="Debian mirror.")
+@click.option("--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
+@click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
+              show_default=True, help="Where the temporary rootfs and the logs go.")
+def base_image(suite: str, mirror: str, tag: str | None, cache_dir: Path) -> None:
+    """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
+    from wheelfactory.errors import ImageBuildFailed
+    from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
+    from wheelfactory.images.containers import docker_client
+    from wheelfactory.support.progress import ConsoleProgress
+
+    err = console(stderr=True)
+    client = docker_client(hint="start one (e.g. .ci/start-docker)")
+    spec = BaseImageSpec(parse_suite(suite), mirror, tag)
+    try:
+        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=ConsoleProgress(err))
+    except ImageBuildFailed as exc:
+        if exc.tail:
+            err.print(exc.tail, markup=False, highlight=False)
+        raise
+    steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in image.timings) or "reused"
+    made = image.suite
+    err.print(f"{image.tag}: Debian {made.name}, glibc {made.glibc} (C++ extensions {made.manylinux_cxx}, "
+              f"any wheel at most {made.manylinux_max}), /opt/python/{made.abi}-{made.abi}; {steps}", markup=False)
+    click.echo(f"{image.tag} {image.id}")
+
+
+# [bake] (factory/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.
+@cli.command("bake")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--file", "bake_file", type=click.Path(path_type=Path, allow_dash=True), default=None,
+              metavar="FILE", help="Write the bake file (JSON) here, atomically. Default, or -: stdout.")
+@click.option("--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch).")
+@click.option("--shard", "shard", metavar="I/N", default=None,
+              help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.")
+def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | None, only: tuple[str, ...],
+                 shard: str | None) -> None:
+    """Write a `docker buildx bake` file: one target per build image the plan needs, tagged by content."""
+    from wheelfactory.ci.bake import plan_bake, write_bake
+    from wheelfactory.runner.run import select
+
+    shard_spec = parse_shard(shard) if shard else None
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    variants = select(expand(matrix, table), only, shard_spec)
+    baked = plan_bake(matrix, variants, matrix_file=str(matrix_path))
+    to_stdout = bake_file is None or str(bake_file) == "-"
+    if to_stdout:
+        click.echo(baked.dumps(), nl=False)
+    else:
+        assert bake_file is not None
+        write_bake(baked.dumps(), bake_file)
+    err = console(stderr=True)
+    shown = "FILE" if to_stdout else str(bake_file)
+    for note in baked.notes(shown):
+        err.print(f"note: {note}", markup=False, highlight=False)
+    if not to_stdout:
+        err.print(f"{bake_file}: {len(baked.targets)} target(s) for {len(variants)} variant(s); build them with "
+                  f"`docker buildx bake -f {bake_file}`", markup=False, highlight=False)
+
+
+# [ci] (factory/ci_github.py): a GitHub Actions workflow generated from the plan.
+@cli.group("ci")
+def ci_group() -> None:
+    """Generate CI workflows that build the plan."""
+
+
+@ci_group.command("github")
+@MATRIX_OPTION
+@COMPAT_OPTION
+@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE", help="Write the workflow here, atomically (default: stdout), e.g. "
+                                   ".github/workflows/wheels.yml.")
+@click.option("--shards", type=int, default=None, metavar="N",
+              help="N build jobs, each building shard I/N of the plan (default: one job per variant).")
+@click.option("--install", "install", default=None, metavar="SPEC",
+              help="What the jobs pip-install wheelfactory from (default: wheelfactory==<this version>; "
+                   "`.` for the checkout).")
+@click.option("--python", "python", default=None, metavar="3.X", help="The runners' Python (default: 3.12).")
+@click.option("--check", "check_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              metavar="FILE", help="Write nothing; exit 1 with a diff if FILE is not what the plan generates.")
+def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file: Path | None,
+                      shards: int | None, install: str | None, python: str | None, check_file: Path | None) -> None:
+    """A GitHub Actions workflow: plan job, one build job per variant (or shard), index job."""
+    from wheelfactory.ci import github as gh
+
+    if workflow_file is not None and check_file is not None:
+        raise UsageError("--workflow writes the file and --check compares with it: give one of them")
+    target = workflow_file or check_file
+    options = gh.GithubOptions(
+        matrix_file=gh.repo_path(matrix_path, "-m"),
+        workflow_file=(gh.repo_path(target, "--workflow" if workflow_file else "--check") if target
+                       else gh.DEFAULT_WORKFLOW),
+        compat_file=gh.repo_path(compat_path, "--compat") if compat_path is not None else None,
+        shards=shards, install=install, python=python or gh.DEFAULT_PYTHON)
+    table = load_table(compat_path)
+    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
+    text = gh.render_workflow(expand(matrix, table), matrix, options)
+    err = console(stderr=True)
+    if check_file is not None:
+        try:
+            committed = check_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise gh.WorkflowStale(f"{check_file} does not exist; generate it with: {options.regenerate}") from None
+        diff = gh.stale_diff(committed, text, options.workflow_file)
+        if diff:
+            click.echo(diff, nl=False)
+            raise gh.WorkflowStale(f"{check_file} is not what the plan of {options.matrix_file} generates (diff "
+                                   f"above); regenerate with: {options.regenerate}")
+        err.print(f"{check_file} is current", markup=False, highlight=False)
+    elif workflow_file is None:
+        click.echo(text, nl=False)
+    else:
+        gh.write_workflow(text, workflow_file)
+        if not options.workflow_file.startswith(".github/workflows/"):
+            err.print(f"note: GitHub runs only the workflows in .github/workflows/, not {options.workflow_file}",
+                      markup=False, highlight=False)
+        jobs = f"{shards} shard job(s)" if shards else "one build job per variant"
+        err.print(f"{workflow_file}: {jobs}; commit it (the plan job checks that it stays current)",
+                  markup=False, highlight=False)
+
+
+# [merge] (factory/merge.py): build output directories (CI artifacts) combined into one.
+@cli.command("merge")
+@click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
+@OUT_OPTION
+def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
+    """Combine build output directories (manifest, wheels, logs) into one dist, for `index`."""
+    from wheelfactory.ci.merge import merge
+
+    done = merge(list(parts), out_dir)
+    out_console = console()
+    for choice in done.choices:
+        origin = "kept" if choice.origin == done.out else f"from {choice.origin}"
+        out_console.print(f"{choice.variant_id}: {choice.entry.status} ({origin})", markup=False, highlight=False)
+        for note in choice.notes:
+            out_console.print(f"  {note}", markup=False, highlight=False)
+    ok, failed = done.counts()
+    out_console.print(f"{done.out}: {len(done.choices)} variant(s) ({ok} built or cached, {failed} failed) from "
+                      f"{len(parts)} part(s), {len(done.copies)} file(s) copied; next: "
+                      f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
+
+
+class BuildFailed(WheelfactoryError):
+    exit_code = 1
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI; turn known failures into one line on stderr and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="wheelfactory", standalone_mode=False)
+    except WheelfactoryError as exc:
+        label = "config error" if isinstance(exc, ConfigError) else "error"
+        click.echo(f"wheelfactory: {label}: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("wheelfactory: interrupted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    sys.exit(0)

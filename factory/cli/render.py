@@ -1,0 +1,134 @@
+"""Presentation of plans: rich tables for people, JSON for machines. No logic lives here."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from wheelfactory.plan.expand import Plan
+
+if TYPE_CHECKING:
+    from wheelfactory.runner.run import Outcome
+
+
+def console(stderr: bool = False) -> Console:
+    # Piped output keeps long rows whole instead of wrapping to 80 columns.
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=220, soft_wrap=True)
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps(plan.as_dict(), indent=2)
+
+
+def github_json(plan: Plan) -> str:
+    return json.dumps(plan.github_matrix(), separators=(",", ":"))
+
+
+def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for column in ("variant", "torch", "build", "ABI", "python", "local version", "archs / targets"):
+        table.add_column(column, no_wrap=column in ("variant", "local version"))
+    for v in plan.variants:
+        archs = ";".join(v.arch_list) or "-"
+        if v.notes:
+            archs += " (" + "; ".join(v.notes) + ")"
+        # Cells are escaped: user text such as "[cuda].toolkits" must not be read as rich markup.
+        table.add_row(*map(escape, (v.id, v.torch_version, v.backend.build_name,
+                                    "cxx11" if v.key.cxx11_abi else "cxx98", v.key.python,
+                                    f"+{v.local_version}", archs)))
+    out.print(table)
+    summary = f"{len(plan.variants)} variant(s), {len(plan.pruned)} pruned combination(s)"
+    if plan.pruned and not explain:
+        summary += " (--explain shows why)"
+    out.print(summary, markup=False)
+    if explain and plan.pruned:
+        pruned = Table(title="Pruned", title_justify="left", header_style="bold")
+        for column in ("torch", "build", "ABI", "python", "arch", "reason"):
+            pruned.add_column(column)
+        for p in plan.pruned:
+            abi = "any" if p.cxx11_abi is None else ("cxx11" if p.cxx11_abi else "cxx98")
+            pruned.add_row(*map(escape, (p.torch, p.backend, abi, p.python or "any", p.arch or "any", p.reason)))
+        out.print(pruned)
+
+
+@dataclass
+class _Row:
+    status: str = "queued"
+    detail: str = ""
+    started: float | None = None
+
+
+ACTIVE_PHASES = ("building", "repairing", "verifying")
+
+
+class BuildView:
+    """Per-variant status while a matrix runs: a live table on a terminal, one line per event
+    otherwise (CI logs), and a summary at the end."""
+
+    def __init__(self, out: Console, variant_ids: list[str], title: str = "") -> None:
+        from rich.live import Live
+
+        self.out = out
+        self.title = title  # the run's parallelism and memory (factory/capacity.py)
+        self.rows = {vid: _Row() for vid in variant_ids}
+        self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
+        if self.live is None and title:
+            out.print(title, markup=False)
+
+    def __enter__(self) -> BuildView:
+        if self.live:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live:
+            self.live.update(self._table())
+            self.live.__exit__(None, None, None)
+
+    def _table(self) -> Table:
+        table = Table(header_style="bold", title=escape(self.title) or None, title_justify="left")
+        for column in ("variant", "status", "elapsed", "detail"):
+            table.add_column(column)
+        for vid, row in self.rows.items():
+            running = row.started is not None and row.status in ACTIVE_PHASES
+            elapsed = f"{time.monotonic() - row.started:.0f} s" if running and row.started else ""
+            style = {"built": "green", "cached": "cyan", "failed": "red"}.get(
+                row.status, "yellow" if row.status in ACTIVE_PHASES else "")
+            status = f"[{style}]{row.status}[/]" if style else row.status
+            table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
+        return table
+
+    def __call__(self, variant_id: str, phase: str, detail: str) -> None:
+        if variant_id not in self.rows:  # about the run, not a variant (e.g. reclaimed containers)
+            self.out.print(f"{phase}: {detail}", markup=False)
+            return
+        row = self.rows[variant_id]
+        row.status, row.detail = phase, detail
+        if phase == "building":
+            row.started = time.monotonic()
+        if self.live:
+            self.live.update(self._table())
+        else:
+            self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
+
+
+def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str) -> None:
+    table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
+    for column in ("variant", "status", "seconds", "MB", "wheel", "sha256"):
+        table.add_column(column)
+    for o in outcomes:
+        e = o.entry
+        size = f"{e.size / 1e6:.1f}" if e.size else "-"
+        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", size, e.wheel or "-", (e.sha256 or "")[:16])
+    out.print(table)
+    for o in outcomes:
+        if o.entry.status == "failed":
+            out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")
+            if o.log_tail:
+                out.print(o.log_tail, markup=False, highlight=False)

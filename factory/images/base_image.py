@@ -1,0 +1,274 @@
+"""An offline manylinux-layout base image made from Debian packages, for engines that reach no
+container registry (``wheelfactory base-image``).
+
+Three steps, each skipped when its result exists:
+1. ``debootstrap --variant=minbase SUITE ROOTFS MIRROR`` into a temp dir under the cache dir;
+2. the rootfs streamed as a tar into the engine (``docker import``), tagged
+   ``wheelfactory/rootfs:<suite>-<hash of suite and mirror>``; the temp dir is removed;
+3. ``docker/debian-manylinux.Dockerfile`` built on it (apt: compiler, Python, ninja, git; the
+   ``/opt/python/cpXY-cpXY`` layout), tagged ``wheelfactory/base:<suite>-<12 hex>`` by the sha256 of
+   the rendered Dockerfile, the suite and the mirror. An existing tag is reused: nothing runs.
+
+Rendering (``render_base``) is pure; ``ensure_base_image`` has the side effects.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+import shutil
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wheelfactory.errors import ImageBuildFailed, UsageError
+from wheelfactory.images.dockerfiles import (
+    RenderedImage,
+    content_digest,
+    ensure_image,
+    find_image,
+    label_block,
+    load_template,
+)
+from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.progress import NullProgress, Progress
+
+if TYPE_CHECKING:
+    import docker
+
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+BASE_REPOSITORY = "wheelfactory/base"
+ROOTFS_REPOSITORY = "wheelfactory/rootfs"
+TEMPLATE = "debian-manylinux.Dockerfile"
+DEBOOTSTRAP_TIMEOUT_S = 1800
+_STREAM_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A Debian release the base can be made from, with what a build on it gives.
+
+    ``manylinux_max`` is auditwheel's policy for the suite's glibc: the highest tag a wheel built on
+    it can need. ``manylinux_cxx`` is what auditwheel 6.8 reports for a C++ shared library built
+    there with the distro g++ (threads, iostreams, exceptions; tests/docker checks it): the floor a
+    torch extension gets unless it calls newer glibc functions itself. Bookworm and trixie give
+    manylinux_2_34 (their libstdc++ needs GLIBC_2.32, and auditwheel has no 2_32/2_33 policy);
+    bullseye's g++ 10 gives manylinux_2_24."""
+
+    name: str
+    python: str  # the distro's python3, "3.11"
+    glibc: str  # "2.36"
+    manylinux_max: str  # "manylinux_2_36"
+    manylinux_cxx: str  # "manylinux_2_34"
+
+    @property
+    def abi(self) -> str:
+        """The CPython tag of the distro Python, "cp311": the /opt/python/<abi>-<abi> directory."""
+        return "cp" + self.python.replace(".", "")
+
+
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Suite("bullseye", "3.9", "2.31", manylinux_max="manylinux_2_31", manylinux_cxx="manylinux_2_24"),
+    Suite("bookworm", "3.11", "2.36", manylinux_max="manylinux_2_36", manylinux_cxx="manylinux_2_34"),
+    Suite("trixie", "3.13", "2.41", manylinux_max="manylinux_2_41", manylinux_cxx="manylinux_2_34"),
+)}
+
+
+def parse_suite(name: str) -> Suite:
+    try:
+        return SUITES[name]
+    except KeyError:
+        raise UsageError(f"unknown Debian suite {name!r}: use one of {', '.join(SUITES)}") from None
+
+
+@dataclass(frozen=True)
+class BaseImageSpec:
+    suite: Suite
+    mirror: str = DEFAULT_MIRROR
+    tag: str | None = None  # None: the content tag
+
+    def __post_init__(self) -> None:
+        # ".../debian/" and ".../debian" are one mirror: one rootfs, one tag.
+        object.__setattr__(self, "mirror", self.mirror.rstrip("/"))
+
+    @property
+    def rootfs_tag(self) -> str:
+        return f"{ROOTFS_REPOSITORY}:{self.suite.name}-{content_digest(self.suite.name, self.mirror)[:12]}"
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    tag: str
+    id: str
+    suite: Suite
+    reused: bool  # the tag existed: nothing ran
+    log: Path
+    timings: tuple[tuple[str, float], ...] = ()  # (step, seconds) of the steps that ran
+
+
+def base_labels(spec: BaseImageSpec) -> dict[str, str]:
+    suite = spec.suite
+    return {
+        "org.opencontainers.image.title": f"wheelfactory base: Debian {suite.name}, manylinux layout",
+        "org.opencontainers.image.base.name": spec.rootfs_tag,
+        "wheelfactory.kind": "base",
+        "wheelfactory.suite": suite.name,
+        "wheelfactory.mirror": spec.mirror,
+        "wheelfactory.glibc": suite.glibc,
+        "wheelfactory.manylinux-max": suite.manylinux_max,
+        "wheelfactory.manylinux-cxx": suite.manylinux_cxx,
+        "wheelfactory.python": suite.python,
+        "wheelfactory.python-abi": suite.abi,
+    }
+
+
+def render_base(spec: BaseImageSpec) -> RenderedImage:
+    """The base image's Dockerfile and its tag (pure: no engine, no network)."""
+    template = load_template(TEMPLATE)
+    labels = base_labels(spec)
+    dockerfile = template.fill({"rootfs": spec.rootfs_tag, "abi": spec.suite.abi, "glibc": spec.suite.glibc,
+                                "labels": label_block(labels)})
+    content = content_digest(dockerfile, spec.suite.name, spec.mirror)
+    tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{content[:12]}"
+    return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
+
+
+def ensure_base_image(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
+                      progress: Progress | None = None) -> BaseImage:
+    """The base image for ``spec``: reused when its tag exists, else made (see the module doc)."""
+    progress = progress or NullProgress()
+    rendered = render_base(spec)
+    log = cache_dir / "logs" / f"base-{rendered.tag.rsplit(':', 1)[-1]}.log"
+    progress.step(f"base image {rendered.tag} (Debian {spec.suite.name} from {spec.mirror})")
+    found = find_image(client, rendered)
+    if found is not None:
+        progress.result(f"exists: reused ({found.id})")
+        return BaseImage(found.tag, found.id, spec.suite, True, log)
+    timings: list[tuple[str, float]] = []
+    _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings)
+    progress.step(f"apt layer and manylinux layout (docker/{rendered.template})")
+    ref = ensure_image(client, rendered, log=log, progress=progress)
+    timings.append(("build", ref.seconds))
+    return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
+
+
+def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
+                   progress: Progress, timings: list[tuple[str, float]]) -> None:
+    import docker
+
+    tag = spec.rootfs_tag
+    try:
+        image = client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        pass
+    else:
+        progress.step(f"rootfs {tag}")
+        progress.result(f"exists: reused ({image.id})")
+        return
+    if shutil.which("debootstrap") is None:
+        raise ImageBuildFailed("debootstrap is not installed: apt-get install -y debootstrap")
+    if os.geteuid() != 0:
+        raise ImageBuildFailed("debootstrap needs root (it creates device nodes and chroots): "
+                               "run wheelfactory base-image as root")
+    work_root = cache_dir / "tmp"
+    work_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"rootfs-{spec.suite.name}-", dir=work_root))
+    try:
+        rootfs = work / "rootfs"
+        command = ["debootstrap", "--variant=minbase", spec.suite.name, str(rootfs), spec.mirror]
+        progress.step(f"debootstrap {spec.suite.name} (log: {log})")
+        progress.command(shlex.join(command))
+        start = time.monotonic()
+        try:
+            run(command, log=log, timeout=DEBOOTSTRAP_TIMEOUT_S)
+        except CommandFailed as exc:
+            raise ImageBuildFailed(
+                f"debootstrap of {spec.suite.name} from {spec.mirror} failed (log: {log}): check that the mirror "
+                f"answers ({spec.mirror}/dists/{spec.suite.name}/Release) or pass another with --mirror",
+                tail=exc.tail) from exc
+        timings.append(("debootstrap", round(time.monotonic() - start, 3)))
+        progress.result(f"rootfs made in {timings[-1][1]:.1f} s ({_size_mb(rootfs)} MB)")
+
+        progress.step(f"import rootfs as {tag}")
+        # The SDK call is `docker import`'s request; the tar is streamed, never written to disk.
+        progress.command(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  (through the SDK)")
+        start = time.monotonic()
+        repository, name = tag.rsplit(":", 1)
+        try:
+            client.api.import_image(src=tar_stream(rootfs), repository=repository, tag=name, stream_src=True)
+            image = client.images.get(tag)
+        except docker.errors.DockerException as exc:
+            raise ImageBuildFailed(f"importing the {spec.suite.name} rootfs into the engine failed: {exc}; "
+                                   "check the engine's log (e.g. /tmp/dockerd.log) and its free disk") from exc
+        timings.append(("import", round(time.monotonic() - start, 3)))
+        progress.result(f"imported {tag} ({image.id}) in {timings[-1][1]:.1f} s")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if work.exists():
+            progress.result(f"warning: could not remove {work}")
+
+
+class _Sink(io.RawIOBase):
+    """A write-only file that keeps what is written until ``take``: lets tarfile produce chunks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._parts: list[bytes] = []
+        self.size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: object) -> int:
+        chunk = bytes(data)  # type: ignore[call-overload]
+        self._parts.append(chunk)
+        self.size += len(chunk)
+        return len(chunk)
+
+    def take(self) -> bytes:
+        data = b"".join(self._parts)
+        self._parts.clear()
+        self.size = 0
+        return data
+
+
+def _entries(root: Path) -> Iterator[Path]:
+    """Every path under ``root``, parents first, sorted, symlinks not followed."""
+    with os.scandir(root) as scan:
+        children = sorted(scan, key=lambda e: e.name)
+    for entry in children:
+        yield Path(entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            yield from _entries(Path(entry.path))
+
+
+def tar_stream(root: Path) -> Iterator[bytes]:
+    """``tar -C root -c .`` as chunks of about 1 MiB: owners, modes, links and device nodes kept."""
+    sink = _Sink()
+    with tarfile.open(fileobj=sink, mode="w|", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(str(root), arcname=".", recursive=False)
+        for path in _entries(root):
+            info = tar.gettarinfo(str(path), arcname="./" + path.relative_to(root).as_posix())
+            if info is None:  # a socket: nothing a rootfs needs
+                continue
+            if info.isreg():
+                with path.open("rb") as handle:
+                    tar.addfile(info, handle)
+            else:
+                tar.addfile(info)
+            if sink.size >= _STREAM_CHUNK:
+                yield sink.take()
+    yield sink.take()
+
+
+def _size_mb(root: Path) -> int:
+    total = 0
+    for path in _entries(root):
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+    return total >> 20

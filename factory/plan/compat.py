@@ -1,0 +1,273 @@
+"""The compatibility table: which torch builds exist (factory/data/compat.toml), as typed data.
+
+Loaded and validated once; the planner asks it questions and never reads the TOML itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from packaging.version import Version
+from wheelfactory.plan.identity import Backend, InvalidBackend, minor_of
+from wheelfactory.plan.tomlsource import Table, TomlDocument
+
+BUNDLED_TABLE = "factory/data/compat.toml"
+
+
+@dataclass(frozen=True)
+class AbiBuilds:
+    """The builds of one torch release that exist with one C++ ABI."""
+
+    builds: frozenset[str] | None  # build names ("cpu", "cu126"); None means every build
+    index_paths: tuple[tuple[str, str], ...] = ()  # build -> index path where it differs
+
+    def includes(self, build: str) -> bool:
+        return self.builds is None or build in self.builds
+
+    def index_path(self, build: str) -> str:
+        return dict(self.index_paths).get(build, build)
+
+
+@dataclass(frozen=True)
+class TorchRelease:
+    minor: str  # "2.6"
+    build_version: str  # "2.6.0"
+    python: tuple[str, ...]
+    cuda: tuple[str, ...]
+    rocm: tuple[str, ...]
+    pypi_default: str
+    wheel_platform: str
+    aarch64: tuple[str, ...]
+    cxx11: AbiBuilds | None
+    cxx98: AbiBuilds | None
+    source: str
+
+    @property
+    def version(self) -> Version:
+        return Version(self.minor)
+
+    def backends(self, kind: str) -> tuple[Backend, ...]:
+        if kind == "cpu":
+            return (Backend("cpu"),)
+        versions = self.cuda if kind == "cuda" else self.rocm
+        return tuple(Backend(kind, v) for v in versions)  # type: ignore[arg-type]
+
+    def all_builds(self) -> tuple[Backend, ...]:
+        return self.backends("cpu") + self.backends("cuda") + self.backends("rocm")
+
+    def abi_builds(self, cxx11_abi: bool) -> AbiBuilds | None:
+        return self.cxx11 if cxx11_abi else self.cxx98
+
+    def has_build(self, backend: Backend, cxx11_abi: bool) -> bool:
+        builds = self.abi_builds(cxx11_abi)
+        return builds is not None and builds.includes(backend.build_name)
+
+    @property
+    def pypi_cxx11_abi(self) -> bool:
+        """The ABI of the wheel on PyPI: pre-cxx11 as long as a cxx98 default build exists."""
+        return not (self.cxx98 is not None and self.cxx98.includes(self.pypi_default))
+
+    def on_pypi(self, backend: Backend, cxx11_abi: bool) -> bool:
+        return backend.build_name == self.pypi_default and cxx11_abi == self.pypi_cxx11_abi
+
+
+@dataclass(frozen=True)
+class CudaToolkit:
+    version: str
+    arch_list: tuple[str, ...]
+    min_arch: Version
+    max_arch: Version
+    source: str
+    # NVIDIA's PyPI wheels that make a complete nvcc for this version (CUDA 13), installed beside
+    # torch's own nvidia-* wheels; empty: the build image must carry the toolkit (CUDA 12).
+    wheels: tuple[str, ...] = ()
+    wheels_home: str = ""  # where they put CUDA_HOME, under site-packages/nvidia/ ("cu13")
+    debian: str = ""  # the Debian suite whose non-free nvidia-cuda-toolkit is this version ("trixie")
+
+    def can_compile(self, arch: str) -> bool:
+        """``"12.0+PTX"``, ``"9.0a"`` -> is the compute capability within this nvcc's range?"""
+        number = arch.split("+")[0].rstrip("af")
+        return self.min_arch <= Version(number) <= self.max_arch
+
+
+@dataclass(frozen=True)
+class RocmToolkit:
+    version: str  # major.minor
+    gfx_targets: tuple[str, ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class CompatTable:
+    releases: tuple[TorchRelease, ...]  # oldest first
+    cuda: tuple[CudaToolkit, ...]
+    rocm: tuple[RocmToolkit, ...]
+    cuda_groups: tuple[tuple[str, tuple[str, ...]], ...]
+    pypi_index: str
+    pytorch_index: str  # template with {path}
+    file: str
+
+    def release(self, minor: str) -> TorchRelease | None:
+        return next((r for r in self.releases if r.minor == minor), None)
+
+    def cuda_toolkit(self, version: str) -> CudaToolkit:
+        found = next((c for c in self.cuda if c.version == minor_of(version)), None)
+        if found is None:  # guarded by validation; reaching this is a bug in the table loader
+            raise KeyError(version)
+        return found
+
+    def rocm_toolkit(self, version: str) -> RocmToolkit:
+        found = next((r for r in self.rocm if r.version == minor_of(version)), None)
+        if found is None:
+            raise KeyError(version)
+        return found
+
+    def known_versions(self) -> str:
+        return ", ".join(r.minor for r in self.releases)
+
+    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool) -> str:
+        if release.on_pypi(backend, cxx11_abi):
+            return self.pypi_index
+        builds = release.abi_builds(cxx11_abi)
+        path = builds.index_path(backend.build_name) if builds else backend.build_name
+        return self.pytorch_index.format(path=path)
+
+    def cuda_compatible(self, system: str, torch_cuda: str) -> bool:
+        """May an extension compiled by nvcc ``system`` be used with torch built for ``torch_cuda``?"""
+        a, b = minor_of(system), minor_of(torch_cuda)
+        if a.split(".")[0] != b.split(".")[0]:
+            return False
+        return a == b or any(a in group and b in group for _, group in self.cuda_groups)
+
+
+def load_table(path: Path | None = None) -> CompatTable:
+    """Load the bundled table, or another file with the same schema."""
+    if path is None:
+        text = resources.files("wheelfactory.data").joinpath("compat.toml").read_text("utf-8")
+        doc = TomlDocument.from_text(text, BUNDLED_TABLE)
+    else:
+        doc = TomlDocument.load(path)
+    return _parse(doc)
+
+
+def _parse(doc: TomlDocument) -> CompatTable:
+    root = doc.root()
+    root.reject_unknown({"schema", "indexes", "torch", "cuda", "cuda_groups", "rocm"})
+    if root.integer("schema") != 1:
+        root.error("schema", "unsupported schema version", "this wheelfactory reads schema = 1")
+    indexes = root.table("indexes")
+    indexes.reject_unknown({"pypi", "pytorch"})
+    pytorch_index = indexes.string("pytorch", "https://download.pytorch.org/whl/{path}")
+    if "{path}" not in pytorch_index:
+        indexes.error("pytorch", "must contain {path}", "e.g. https://download.pytorch.org/whl/{path}")
+
+    cuda = tuple(_parse_cuda(root.table("cuda").table(v), v) for v in root.table("cuda").data)
+    rocm = tuple(_parse_rocm(root.table("rocm").table(v), v) for v in root.table("rocm").data)
+    groups_table = root.table("cuda_groups")
+    groups = tuple((major, groups_table.string_list(major, allow_scalar=False))
+                   for major in groups_table.data if major != "cuda_groups_source")
+
+    torch_table = root.table("torch")
+    releases = [_parse_release(torch_table.table(minor), minor) for minor in torch_table.data]
+    releases.sort(key=lambda r: r.version)
+    table = CompatTable(tuple(releases), cuda, rocm, groups,
+                        indexes.string("pypi", "https://pypi.org/simple"), pytorch_index, doc.file)
+    for release in releases:
+        _check_release(table, torch_table.table(release.minor), release)
+    return table
+
+
+def _versions(table: Table, key: str) -> tuple[str, ...]:
+    values = table.string_list(key, (), allow_scalar=False)
+    for value in values:
+        try:
+            Version(value)
+        except ValueError:
+            table.error(key, f"{value!r} is not a version")
+    return tuple(values)
+
+
+def _parse_cuda(table: Table, version: str) -> CudaToolkit:
+    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home", "debian"})
+    arch_list = tuple(a for a in table.string("arch_list", "").split(";") if a)
+    if not arch_list:
+        table.error("arch_list", "is required", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
+    wheels = table.string_list("wheels", (), allow_scalar=False)
+    home = table.string("wheels_home", "")
+    if bool(wheels) != bool(home):
+        table.error("wheels_home" if wheels else "wheels", "wheels and wheels_home go together",
+                    'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"')
+    return CudaToolkit(version, arch_list, Version(table.string("min_arch", "0")),
+                       Version(table.string("max_arch", "99")), table.string("source", ""), wheels, home,
+                       table.string("debian", ""))
+
+
+def _parse_rocm(table: Table, version: str) -> RocmToolkit:
+    table.reject_unknown({"gfx_targets", "source"})
+    return RocmToolkit(version, table.string_list("gfx_targets", (), allow_scalar=False),
+                       table.string("source", ""))
+
+
+def _parse_abi(table: Table, key: str) -> AbiBuilds | None:
+    if not table.has(key):
+        return None
+    abi = table.table(key)
+    abi.reject_unknown({"builds", "index_paths"})
+    builds = abi.data.get("builds", "all")
+    names = None if builds == "all" else frozenset(abi.string_list("builds", allow_scalar=False))
+    return AbiBuilds(names, tuple(sorted(abi.string_map("index_paths").items())))
+
+
+def _parse_release(table: Table, minor: str) -> TorchRelease:
+    table.reject_unknown({"build_version", "python", "cuda", "rocm", "pypi_default",
+                          "wheel_platform", "aarch64", "abi", "source"})
+    build_version = table.string("build_version")
+    if build_version is None or minor_of(build_version) != minor:
+        table.error("build_version", f"must be a {minor}.x release")
+    abi = table.table("abi")
+    abi.reject_unknown({"cxx11", "cxx98"})
+    return TorchRelease(
+        minor=minor,
+        build_version=build_version,
+        python=_versions(table, "python"),
+        cuda=_versions(table, "cuda"),
+        rocm=_versions(table, "rocm"),
+        pypi_default=table.string("pypi_default", "cpu"),
+        wheel_platform=table.string("wheel_platform", "linux"),
+        aarch64=table.string_list("aarch64", (), allow_scalar=False),
+        cxx11=_parse_abi(abi, "cxx11"),
+        cxx98=_parse_abi(abi, "cxx98"),
+        source=table.string("source", ""),
+    )
+
+
+def _check_release(table: CompatTable, where: Table, release: TorchRelease) -> None:
+    """Cross-references inside the table: every build named must exist and be described."""
+    names = {b.build_name for b in release.all_builds()}
+    for version in release.cuda:
+        if not any(c.version == minor_of(version) for c in table.cuda):
+            where.error("cuda", f"CUDA {version} has no [cuda.\"{minor_of(version)}\"] entry")
+    for version in release.rocm:
+        if not any(r.version == minor_of(version) for r in table.rocm):
+            where.error("rocm", f"ROCm {version} has no [rocm.\"{minor_of(version)}\"] entry")
+    if release.pypi_default not in names:
+        where.error("pypi_default", f"{release.pypi_default!r} is not one of its builds")
+    for build in (*release.aarch64,):
+        try:
+            Backend.parse(build)
+        except InvalidBackend as exc:
+            where.error("aarch64", str(exc))
+    if release.cxx11 is None and release.cxx98 is None:
+        where.error("abi", "names no ABI", "add abi.cxx11 and/or abi.cxx98")
+    for key, abi in (("cxx11", release.cxx11), ("cxx98", release.cxx98)):
+        if abi is not None and abi.builds is not None:
+            unknown = sorted(abi.builds - names)
+            if unknown:
+                where.error("abi", f"{key} names builds the release does not have: {', '.join(unknown)}")
+    for build in sorted(names):
+        if not (release.cxx11 and release.cxx11.includes(build)) and not (
+            release.cxx98 and release.cxx98.includes(build)
+        ):
+            where.error("abi", f"build {build} exists with neither ABI")

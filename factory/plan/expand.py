@@ -1,0 +1,300 @@
+"""Expansion: Matrix + compatibility table -> variants, plus every pruned combination and why.
+
+Pure: no files, no Docker, no network. The same inputs give the same plan, in the same order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from packaging.version import Version
+from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.plan.compat import CompatTable, TorchRelease
+from wheelfactory.plan.identity import Backend, BuildSettings, Variant, VariantId
+from wheelfactory.plan.matrix import BackendSelector, Include, Matrix, Selector, TorchSelector
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A combination the plan does not build; ``None`` axes mean "for every value"."""
+
+    torch: str
+    backend: str  # build name (cu124) or kind (cuda) when the whole kind is missing
+    reason: str
+    cxx11_abi: bool | None = None
+    python: str | None = None
+    arch: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"torch": self.torch, "backend": self.backend, "cxx11_abi": self.cxx11_abi,
+                "python": self.python, "arch": self.arch, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Plan:
+    variants: tuple[Variant, ...]
+    pruned: tuple[Pruned, ...]
+
+    def shard(self, index: int, count: int) -> Plan:
+        """Shard ``index`` of ``count`` (1-based): round-robin over the sorted plan, so shards
+        are disjoint, cover the plan, and each gets a mix of torch releases and backends."""
+        if count < 1 or not 1 <= index <= count:
+            raise UsageError(f"shard {index}/{count} does not exist: use I/N with 1 <= I <= N")
+        return Plan(self.variants[index - 1::count], self.pruned)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"variants": [v.as_dict() for v in self.variants],
+                "pruned": [p.as_dict() for p in self.pruned]}
+
+    def github_matrix(self) -> dict[str, object]:
+        """A GitHub Actions ``strategy.matrix`` object: one job per variant."""
+        return {"include": [
+            {key: value for key, value in v.as_dict().items()
+             if key in ("id", "torch", "torch_version", "backend", "build", "toolkit", "cxx11_abi",
+                        "python", "arch", "local_version", "arch_list")}
+            for v in self.variants
+        ]}
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    parts = text.split("/")
+    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 2/4")
+    index, count = int(parts[0]), int(parts[1])
+    if count < 1 or not 1 <= index <= count:
+        raise UsageError(f"--shard {text}: shard {index} of {count} does not exist; use 1/{count} to "
+                         f"{count}/{count}" if count >= 1 else f"--shard {text}: N must be at least 1")
+    return index, count
+
+
+def expand(matrix: Matrix, table: CompatTable) -> Plan:
+    variants: dict[str, Variant] = {}
+    pruned: list[Pruned] = []
+    for release, selector in _releases(matrix, table):
+        for backend_selector in matrix.backends:
+            for backend in _backends(matrix, release, backend_selector, pruned):
+                for key, reason in _combinations(matrix, release, selector, backend, matrix.cxx11_abi,
+                                                 matrix.python, matrix.arch):
+                    if reason is not None:
+                        pruned.append(reason)
+                        continue
+                    excluded = next((e for e in matrix.exclude if _matches(e, release, backend, key)), None)
+                    if excluded is not None:
+                        pruned.append(_pruned(key, backend, f"excluded by {excluded.where('exclude', matrix.file)}"))
+                        continue
+                    variant = _variant(matrix, table, release, selector, backend, key, None, pruned)
+                    if variant is not None:
+                        variants.setdefault(variant.id, variant)
+    for include in matrix.include:
+        _apply_include(matrix, table, include, variants, pruned)
+    if matrix.stable_abi is not None:
+        _collapse_stable(matrix.stable_abi, variants, pruned)
+    ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
+    return Plan(ordered, tuple(_dedupe(pruned)))
+
+
+def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned]) -> None:
+    """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
+    >= ``target``: built once, against the oldest of those releases, with TORCH_TARGET_VERSION
+    = target, and loadable on any torch from ``target`` on. The variants it replaces are listed
+    as pruned, naming it."""
+    floor = Version(target)
+    groups: dict[tuple[str, str], list[Variant]] = {}
+    for variant in variants.values():
+        if variant.key.python == "abi3" and variant.key.cxx11_abi and Version(variant.key.torch) >= floor:
+            groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
+    for members in groups.values():
+        base = min(members, key=lambda v: Version(v.key.torch))
+        stable = replace(base, key=replace(base.key, torch=target, stable_abi=True),
+                         notes=(*base.notes, f"stable ABI: built against torch {base.torch_version} with "
+                                             f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}"))
+        for member in members:
+            del variants[member.id]
+            pruned.append(_pruned(member.key, member.backend,
+                                  f"served by the stable-ABI variant {stable.id} ([matrix] stable_abi = \"{target}\")"))
+        variants[stable.id] = stable
+
+
+def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease, TorchSelector]]:
+    seen: set[str] = set()
+    for release in table.releases:  # table order: oldest first
+        for selector in matrix.torch:
+            if release.minor in selector.releases and release.minor not in seen:
+                seen.add(release.minor)
+                yield release, selector
+
+
+def _backends(matrix: Matrix, release: TorchRelease, selector: BackendSelector,
+              pruned: list[Pruned]) -> Iterator[Backend]:
+    available = release.backends(selector.kind)
+    name = {"cuda": "CUDA", "rocm": "ROCm"}.get(selector.kind, "")
+    if not available:
+        pruned.append(Pruned(release.minor, selector.kind, f"torch {release.minor} has no {name} builds"))
+        return
+    if selector.pinned is not None and selector.kind != "cpu":
+        matching = [b for b in available if selector.matches(b)]
+        if not matching:
+            assert selector.pinned.version is not None
+            versions = ", ".join(b.version or "" for b in available)
+            pruned.append(Pruned(release.minor, selector.pinned.build_name,
+                                 f"{name} {selector.pinned.version} has no torch {release.minor} build "
+                                 f"(torch {release.minor} ships {name} {versions})"))
+        yield from matching
+        return
+    settings = matrix.cuda.toolkits if selector.kind == "cuda" else matrix.rocm.toolkits
+    for backend in available:
+        default = release.pypi_default == backend.build_name
+        if selector.kind == "cpu" or settings.admits(backend.version or "", default):
+            yield backend
+        else:
+            pruned.append(Pruned(release.minor, backend.build_name,
+                                 f"{name} {backend.version} not selected by [{selector.kind}].toolkits "
+                                 f"({settings.text})"))
+
+
+def _combinations(matrix: Matrix, release: TorchRelease, selector: TorchSelector, backend: Backend,
+                  abis: tuple[bool, ...], pythons: tuple[str, ...], arches: tuple[str, ...]
+                  ) -> Iterator[tuple[VariantId, Pruned | None]]:
+    """Every (ABI, Python, arch) for one torch build, with the reason where it cannot exist."""
+    for abi in abis:
+        if not release.has_build(backend, abi):
+            yield VariantId(release.minor, backend, abi), _abi_reason(release, backend, abi)
+            continue
+        for python in pythons:
+            if python != "abi3" and python not in release.python:
+                yield VariantId(release.minor, backend, abi, python=python), Pruned(
+                    release.minor, backend.build_name,
+                    f"torch {release.minor} ships no wheels for Python {python} "
+                    f"(it supports {release.python[0]} to {release.python[-1]})",
+                    abi, python)
+                continue
+            for arch in arches:
+                key = VariantId(release.minor, backend, abi, arch=arch, python=python)
+                if arch == "aarch64" and backend.build_name not in release.aarch64:
+                    yield key, _pruned(key, backend, f"torch {release.minor} publishes no aarch64 "
+                                       f"{backend.build_name} build (aarch64: {', '.join(release.aarch64)})")
+                    continue
+                yield key, None
+
+
+def _abi_reason(release: TorchRelease, backend: Backend, abi: bool) -> Pruned:
+    other = release.abi_builds(not abi)
+    if release.abi_builds(abi) is None:
+        reason = (f"torch {release.minor} ships no pre-cxx11 wheels (every Linux build since 2.7 uses "
+                  "the cxx11 ABI)" if not abi else
+                  f"torch {release.minor} ships no cxx11-ABI wheels")
+    elif other is not None and other.includes(backend.build_name):
+        label = "pre-cxx11" if not abi else "cxx11"
+        have = "pre-cxx11" if abi else "cxx11"
+        reason = (f"torch {release.minor} {backend.build_name} exists only with the {have} ABI "
+                  f"(no {label} build)")
+    else:  # pragma: no cover - the table loader guarantees every build has an ABI
+        reason = f"torch {release.minor} has no {backend.build_name} build"
+    return Pruned(release.minor, backend.build_name, reason, abi)
+
+
+def _pruned(key: VariantId, backend: Backend, reason: str) -> Pruned:
+    return Pruned(key.torch, backend.build_name, reason, key.cxx11_abi, key.python, key.arch)
+
+
+def _matches(selector: Selector, release: TorchRelease, backend: Backend, key: VariantId) -> bool:
+    return ((selector.torch is None or release.minor in selector.torch.releases)
+            and (selector.backend is None or selector.backend.matches(backend))
+            and (selector.cxx11_abi is None or selector.cxx11_abi == key.cxx11_abi)
+            and (selector.python is None or selector.python == key.python)
+            and (selector.arch is None or selector.arch == key.arch))
+
+
+def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector: TorchSelector,
+             backend: Backend, key: VariantId, include: Include | None,
+             pruned: list[Pruned]) -> Variant | None:
+    notes: list[str] = []
+    arch_list: tuple[str, ...] = ()
+    toolkit_wheels: tuple[str, ...] = ()
+    toolkit_home = ""
+    toolkit_debian = ""
+    if backend.kind == "cuda":
+        assert backend.version is not None
+        toolkit = table.cuda_toolkit(backend.version)
+        toolkit_wheels, toolkit_home, toolkit_debian = toolkit.wheels, toolkit.wheels_home, toolkit.debian
+        wanted = (include.arch_list if include and include.arch_list else None) or matrix.cuda.arch_list
+        if wanted is None:
+            arch_list = toolkit.arch_list
+        else:
+            arch_list = tuple(a for a in wanted if toolkit.can_compile(a))
+            dropped = [a for a in wanted if a not in arch_list]
+            if dropped:
+                notes.append(f"dropped {';'.join(dropped)}: CUDA {backend.version} compiles "
+                             f"{toolkit.min_arch} to {toolkit.max_arch}")
+            if not arch_list:
+                pruned.append(_pruned(key, backend, f"none of the requested CUDA archs "
+                                      f"({';'.join(wanted)}) can be compiled by CUDA {backend.version}"))
+                return None
+    elif backend.kind == "rocm":
+        assert backend.version is not None
+        arch_list = matrix.rocm.gfx_targets or table.rocm_toolkit(backend.version).gfx_targets
+    return Variant(
+        key=key,
+        torch_version=selector.build_version(release),
+        toolkit=backend.version,
+        arch_list=arch_list,
+        torch_index=table.torch_index(release, backend, key.cxx11_abi),
+        torch_on_pypi=release.on_pypi(backend, key.cxx11_abi),
+        wheel_platform=release.wheel_platform,
+        settings=include.settings if include else BuildSettings(),
+        notes=tuple(notes),
+        toolkit_wheels=toolkit_wheels,
+        toolkit_wheels_home=toolkit_home,
+        toolkit_debian=toolkit_debian,
+    )
+
+
+def _apply_include(matrix: Matrix, table: CompatTable, include: Include,
+                   variants: dict[str, Variant], pruned: list[Pruned]) -> None:
+    """An [[include]] adds its combinations, or attaches its settings to ones already planned.
+
+    Axes it leaves out range over the matrix's values, like GitHub Actions' include.
+    Asking for something that cannot exist is an error, not a silent prune.
+    """
+    match = include.match
+    where = match.where("include", matrix.file)
+    assert match.torch is not None and match.backend is not None
+    release = table.release(match.torch.releases[0])
+    assert release is not None
+    backends = [b for b in release.backends(match.backend.kind) if match.backend.matches(b)]
+    if not backends:
+        raise ConfigError(f"{where}: torch {release.minor} has no {match.backend.text} build",
+                          hint=f"its builds: {', '.join(b.build_name for b in release.all_builds())}")
+    abis = (match.cxx11_abi,) if match.cxx11_abi is not None else matrix.cxx11_abi
+    pythons = (match.python,) if match.python else matrix.python
+    arches = (match.arch,) if match.arch else matrix.arch
+    added = 0
+    reasons: list[str] = []
+    for backend in backends:
+        for key, reason in _combinations(matrix, release, match.torch, backend, abis, pythons, arches):
+            if reason is not None:
+                reasons.append(reason.reason)
+                continue
+            existing = variants.get(str(key))
+            candidate = _variant(matrix, table, release, match.torch, backend, key, include, pruned)
+            if candidate is None:
+                continue
+            if existing is not None:
+                candidate = replace(existing, settings=existing.settings.merged(include.settings),
+                                    arch_list=candidate.arch_list if include.arch_list else existing.arch_list,
+                                    notes=existing.notes + candidate.notes)
+            variants[candidate.id] = candidate
+            added += 1
+    if not added:
+        raise ConfigError(f"{where}: asks for a combination that cannot be built: "
+                          f"{reasons[0] if reasons else 'nothing matched'}",
+                          hint="fix or remove the entry")
+
+
+def _dedupe(pruned: list[Pruned]) -> Iterator[Pruned]:
+    seen: set[Pruned] = set()
+    for entry in pruned:
+        if entry not in seen:
+            seen.add(entry)
+            yield entry

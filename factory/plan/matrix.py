@@ -1,0 +1,530 @@
+"""matrix.toml: parsed once, at the edge, into typed values; every mistake named with file, key, line.
+
+Parsing checks names and types and resolves torch versions against the compatibility table;
+it does no other I/O (the project path is checked by the commands that use it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+from wheelfactory.engines.compile_cache import TOOLS, CompileCache, Tool, default_dir, parse_redis
+from wheelfactory.plan.compat import CompatTable, TorchRelease
+from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
+from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
+
+Engine = Literal["auto", "docker", "host"]
+ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
+PROJECT_KINDS = ("auto", "native", "setuptools")
+DEFAULT_BASE_IMAGES = {
+    "x86_64": "quay.io/pypa/manylinux_2_28_x86_64",
+    "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
+}
+
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/baseimage.py describes each
+
+
+def default_compile_cache() -> CompileCache:
+    return CompileCache("sccache", default_dir("sccache"))
+
+
+_PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
+_CUDA_ARCH = re.compile(r"^\d{1,2}\.\d[af]?(\+PTX)?$", re.ASCII)
+_GFX = re.compile(r"^gfx[0-9a-f]{3,4}$", re.ASCII)
+_ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
+
+
+@dataclass(frozen=True)
+class TorchSelector:
+    """One entry of the torch axis: a release ("2.6"), an exact patch ("2.5.0"), a specifier."""
+
+    text: str
+    releases: tuple[str, ...]  # the table's releases it selects, oldest first
+    pin: str | None = None  # exact patch version when the entry named one
+
+    def build_version(self, release: TorchRelease) -> str:
+        return self.pin or release.build_version
+
+
+@dataclass(frozen=True)
+class BackendSelector:
+    text: str
+    kind: str  # cpu | cuda | rocm
+    pinned: Backend | None = None  # None: every build of that kind the release has
+
+    def matches(self, backend: Backend) -> bool:
+        if backend.kind != self.kind:
+            return False
+        if self.pinned is None or self.pinned.version is None:
+            return True
+        return _same_toolkit(self.pinned.version, backend.version or "")
+
+
+def _same_toolkit(pinned: str, actual: str) -> bool:
+    """``rocm6.2`` matches torch's 6.2.4 build; ``cu124`` matches 12.4."""
+    pinned_release, actual_release = Version(pinned).release, Version(actual).release
+    return actual_release[: len(pinned_release)] == pinned_release
+
+
+@dataclass(frozen=True)
+class ToolkitFilter:
+    """[cuda].toolkits / [rocm].toolkits: "all", "default" (PyPI's), or versions/specifiers."""
+
+    mode: Literal["all", "default", "listed"] = "all"
+    specifiers: tuple[SpecifierSet, ...] = ()
+    text: str = "all"
+
+    def admits(self, version: str, is_pypi_default: bool) -> bool:
+        if self.mode == "all":
+            return True
+        if self.mode == "default":
+            return is_pypi_default
+        return any(spec.contains(Version(version), prereleases=True) for spec in self.specifiers)
+
+
+@dataclass(frozen=True)
+class CudaSettings:
+    toolkits: ToolkitFilter = ToolkitFilter()
+    arch_list: tuple[str, ...] | None = None  # overrides the table's default
+
+
+@dataclass(frozen=True)
+class RocmSettings:
+    toolkits: ToolkitFilter = ToolkitFilter()
+    gfx_targets: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Selector:
+    """An [[exclude]] entry (or the match part of an [[include]]); None matches anything."""
+
+    number: int  # 1-based position in the file, for messages
+    line: int | None
+    torch: TorchSelector | None = None
+    backend: BackendSelector | None = None
+    cxx11_abi: bool | None = None
+    python: str | None = None
+    arch: str | None = None
+
+    def where(self, table: str, file: str) -> str:
+        at = f"{file}:{self.line}" if self.line else file
+        return f"[[{table}]] #{self.number} ({at})"
+
+
+@dataclass(frozen=True)
+class Include:
+    match: Selector
+    settings: BuildSettings = BuildSettings()
+    arch_list: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class BuildConfig:
+    engine: Engine = "auto"
+    jobs: int = 0  # 0: derive from cores and memory
+    out: str = "dist"
+    base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
+    torch_index: str | None = None  # overrides the table's torch index (a mirror, or PyPI offline)
+    wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
+    # Build the base image here from Debian packages (wheelfactory base-image) instead of
+    # pulling base_image: for engines that reach no container registry.
+    debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
+    debian_mirror: str | None = None  # None: deb.debian.org
+    # The compile cache every variant's container shares (factory/compilecache.py); None: none.
+    compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
+    glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
+
+    def base_image(self, arch: str) -> str:
+        return dict(self.base_images)[arch]
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    path: Path  # absolute
+    kind: str = "auto"
+    # Bring-your-own projects: the module the smoke test imports, and the variables their build
+    # reads (for every variant, for CPU variants, for CUDA/ROCm variants).
+    import_name: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    cpu_env: tuple[tuple[str, str], ...] = ()
+    cuda_env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Matrix:
+    file: str
+    project: ProjectConfig
+    torch: tuple[TorchSelector, ...]
+    backends: tuple[BackendSelector, ...]
+    cxx11_abi: tuple[bool, ...]
+    python: tuple[str, ...]
+    arch: tuple[str, ...]
+    cuda: CudaSettings = CudaSettings()
+    rocm: RocmSettings = RocmSettings()
+    include: tuple[Include, ...] = ()
+    exclude: tuple[Selector, ...] = ()
+    build: BuildConfig = field(default_factory=BuildConfig)
+    # "2.10": torch releases from this one on are served by one stable-ABI variant per backend
+    # build and arch (the kernel's [stable_abi] sources, built with TORCH_TARGET_VERSION).
+    stable_abi: str | None = None
+
+
+STABLE_ABI_FIRST = "2.10"  # the first torch whose stable ABI can be targeted (TORCH_TARGET_VERSION)
+
+TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build"}
+MATRIX_KEYS = {"torch", "backends", "cxx11_abi", "python", "arch", "stable_abi"}
+SELECTOR_KEYS = {"torch", "backend", "cxx11_abi", "python", "arch"}
+INCLUDE_SETTING_KEYS = {"extra_cflags", "extra_cuda_cflags", "env", "arch_list"}
+
+
+def load_matrix(path: Path, table: CompatTable, *, display: str | None = None) -> Matrix:
+    doc = TomlDocument.load(path, display=display)
+    return parse_matrix(doc, table, base_dir=path.resolve().parent)
+
+
+def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Matrix:
+    root = doc.root()
+    root.reject_unknown(TOP_LEVEL_KEYS)
+    axes = root.table("matrix")
+    axes.reject_unknown(MATRIX_KEYS)
+    return Matrix(
+        file=doc.file,
+        project=_project(root.table("project"), base_dir),
+        torch=tuple(_torch(axes, "torch", text, table)
+                    for text in _nonempty(axes, "torch", (">=" + table.releases[0].minor,))),
+        backends=tuple(_backend(axes, "backends", text, table)
+                       for text in _unique(axes, "backends", ("cpu",))),
+        cxx11_abi=_abi(axes),
+        python=tuple(_python(axes, "python", text) for text in _unique(axes, "python", ("abi3",))),
+        arch=tuple(_arch(axes, "arch", text) for text in _unique(axes, "arch", ("x86_64",))),
+        cuda=_cuda(root.table("cuda")),
+        rocm=_rocm(root.table("rocm")),
+        include=tuple(_include(entry, number, table)
+                      for number, entry in enumerate(root.tables("include"), start=1)),
+        exclude=tuple(_selector(entry, number, table, SELECTOR_KEYS, "exclude")
+                      for number, entry in enumerate(root.tables("exclude"), start=1)),
+        build=_build(root.table("build"), base_dir),
+        stable_abi=_stable_abi(axes, table),
+    )
+
+
+def _stable_abi(axes: Table, table: CompatTable) -> str | None:
+    target = axes.string("stable_abi")
+    if target is None:
+        return None
+    try:
+        version = Version(target)
+    except InvalidVersion:
+        version = None
+    if version is None or len(version.release) != 2 or version < Version(STABLE_ABI_FIRST):
+        axes.error("stable_abi", f"{target!r} is not a torch release the stable ABI can target",
+                   f"use a major.minor from {STABLE_ABI_FIRST} on, e.g. \"{STABLE_ABI_FIRST}\"")
+    if table.release(target) is None:
+        axes.error("stable_abi", f"torch {target} is not in the compatibility table",
+                   f"known: {table.known_versions()}")
+    return str(target)
+
+
+def _nonempty(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    values: tuple[str, ...] = table.string_list(key, default)
+    if not values:
+        table.error(key, "is empty", f"list at least one value or remove '{key}' to use the default")
+    return values
+
+
+def _unique(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    values = _nonempty(table, key, default)
+    seen: list[str] = []
+    for value in values:
+        if value.strip().lower() in seen:
+            table.error(key, f"{value!r} is listed twice")
+        seen.append(value.strip().lower())
+    return values
+
+
+def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelector:
+    known = compat.known_versions()
+    add_hint = f"known releases: {known}; add new ones to {compat.file}"
+    value = text.strip()
+    if not value:
+        table.error(key, "empty torch version", "name a release like '2.6', a specifier or 'latest'")
+    if value == "latest":
+        return TorchSelector(value, (compat.releases[-1].minor,))
+    version: Version | None
+    try:
+        version = Version(value)
+    except InvalidVersion:
+        version = None
+    if version is not None and not value[0] in "<>=!~":
+        if version.is_prerelease or version.is_devrelease or version.local:
+            table.error(key, f"torch {value!r}: pre-releases and local versions are not release targets",
+                        "name a release like '2.6' or '2.6.0'")
+        minor = minor_of(value)
+        if compat.release(minor) is None:
+            table.error(key, f"unknown torch version {value!r}", add_hint)
+        pin = value if len(version.release) >= 3 else None
+        return TorchSelector(value, (minor,), pin)
+    try:
+        spec = SpecifierSet(value)
+    except InvalidSpecifier:
+        table.error(key, f"{value!r} is neither a torch version nor a version specifier",
+                    "use e.g. '2.6', '2.6.0' or '>=2.6,<2.9'")
+    selected = tuple(r.minor for r in compat.releases
+                     if spec.contains(Version(r.build_version), prereleases=True))
+    if not selected:
+        table.error(key, f"{value!r} selects no torch release", add_hint)
+    return TorchSelector(value, selected)
+
+
+def _backend(table: Table, key: str | int, text: str, compat: CompatTable) -> BackendSelector:
+    value = text.strip().lower()
+    if value in ("cpu", "cuda", "rocm"):
+        return BackendSelector(value, value)
+    try:
+        pinned = Backend.parse(value)
+    except InvalidBackend as exc:
+        suggestion = did_you_mean(value, ["cpu", "cuda", "rocm"])
+        table.error(key, str(exc), suggestion)
+    assert pinned.version is not None
+    known = [c.version for c in compat.cuda] if pinned.kind == "cuda" else [r.version for r in compat.rocm]
+    if minor_of(pinned.version) not in known:
+        name = "CUDA" if pinned.kind == "cuda" else "ROCm"
+        table.error(key, f"{name} {pinned.version} ({value}) is not in the compatibility table",
+                    f"known {name} versions: {', '.join(known)}")
+    return BackendSelector(value, pinned.kind, pinned)
+
+
+def _abi(table: Table) -> tuple[bool, ...]:
+    value = table.data.get("cxx11_abi", "both")
+    if isinstance(value, bool):
+        return (value,)
+    if value == "both":
+        return (True, False)
+    table.error("cxx11_abi", f"must be true, false or \"both\", got {describe(value)}")
+
+
+def _python(table: Table, key: str | int, text: str) -> str:
+    value = text.strip().lower()
+    if value == "abi3" or _PYTHON.fullmatch(value):
+        return value
+    table.error(key, f"unknown Python {text!r}", "use 'abi3' (one wheel for every CPython >= 3.9) or a "
+                "version like '3.11'")
+
+
+def _arch(table: Table, key: str | int, text: str) -> str:
+    value = text.strip().lower()
+    if value in ARCHES:
+        return value
+    hint = f"did you mean '{_ARCH_ALIASES[value]}'?" if value in _ARCH_ALIASES else did_you_mean(value, ARCHES)
+    table.error(key, f"unknown arch {text!r}", hint or f"use one of {', '.join(ARCHES)}")
+
+
+def _toolkit_filter(table: Table) -> ToolkitFilter:
+    value = table.data.get("toolkits", "all")
+    if value in ("all", "default"):
+        return ToolkitFilter(value, (), value)
+    texts: tuple[str, ...] = table.string_list("toolkits")
+    specs = []
+    for text in texts:
+        try:
+            try:
+                version = Version(text)
+            except InvalidVersion:
+                specs.append(SpecifierSet(text))
+            else:
+                if version.pre or version.dev or version.post or version.local:
+                    raise InvalidSpecifier(text)
+                specs.append(SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}"))
+        except InvalidSpecifier:
+            table.error("toolkits", f"{text!r} is neither a toolkit version nor a specifier",
+                        "use \"all\", \"default\" or e.g. [\"12.4\", \">=12.8\"]")
+    if not specs:
+        table.error("toolkits", "is empty", "use \"all\", \"default\" or a list of versions")
+    return ToolkitFilter("listed", tuple(specs), ", ".join(texts))
+
+
+def _cuda_arch_list(table: Table, key: str) -> tuple[str, ...] | None:
+    if not table.has(key):
+        return None
+    value = table.data[key]
+    items: tuple[str, ...] = tuple(a for a in value.replace(" ", ";").split(";") if a) \
+        if isinstance(value, str) else table.string_list(key)
+    if not items:
+        table.error(key, "is empty", "e.g. arch_list = \"8.0;9.0;12.0+PTX\"")
+    for arch in items:
+        if not _CUDA_ARCH.fullmatch(arch):
+            table.error(key, f"{arch!r} is not a CUDA compute capability",
+                        "use the TORCH_CUDA_ARCH_LIST form, e.g. \"8.0;9.0a;12.0+PTX\"")
+    return items
+
+
+def _cuda(table: Table) -> CudaSettings:
+    table.reject_unknown({"toolkits", "arch_list"})
+    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"))
+
+
+def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:
+    if not table.has(key):
+        return None
+    targets: tuple[str, ...] = table.string_list(key)
+    if not targets:
+        table.error(key, "is empty", "e.g. gfx_targets = [\"gfx90a\", \"gfx942\"]")
+    for target in targets:
+        if not _GFX.fullmatch(target):
+            table.error(key, f"{target!r} is not a gfx target", "use names like gfx90a or gfx942")
+    return targets
+
+
+def _rocm(table: Table) -> RocmSettings:
+    table.reject_unknown({"toolkits", "gfx_targets"})
+    return RocmSettings(_toolkit_filter(table), _gfx_targets(table, "gfx_targets"))
+
+
+def _selector(entry: Table, number: int, compat: CompatTable, allowed: set[str], name: str) -> Selector:
+    entry.reject_unknown(allowed)
+    if not any(entry.has(k) for k in SELECTOR_KEYS):
+        entry.error(None, f"[[{name}]] entry names no axis",
+                    f"give at least one of {', '.join(sorted(SELECTOR_KEYS))}")
+    abi = entry.data.get("cxx11_abi")
+    if abi is not None and not isinstance(abi, bool):
+        entry.error("cxx11_abi", f"must be true or false, got {describe(abi)}")
+    torch = entry.string("torch")
+    backend = entry.string("backend")
+    python = entry.string("python")
+    arch = entry.string("arch")
+    return Selector(
+        number=number,
+        line=entry.line,
+        torch=None if torch is None else _torch(entry, "torch", torch, compat),
+        backend=None if backend is None else _backend(entry, "backend", backend, compat),
+        cxx11_abi=abi,
+        python=None if python is None else _python(entry, "python", python),
+        arch=None if arch is None else _arch(entry, "arch", arch),
+    )
+
+
+def _include(entry: Table, number: int, compat: CompatTable) -> Include:
+    match = _selector(entry, number, compat, SELECTOR_KEYS | INCLUDE_SETTING_KEYS, "include")
+    if match.torch is None or len(match.torch.releases) != 1:
+        entry.error("torch", "an [[include]] entry needs one torch version", "e.g. torch = \"2.6\"")
+    if match.backend is None or match.backend.pinned is None and match.backend.kind != "cpu":
+        entry.error("backend", "an [[include]] entry needs a pinned build", "e.g. backend = \"cu124\" or \"cpu\"")
+    env = entry.string_map("env")
+    arch_list = _cuda_arch_list(entry, "arch_list")
+    return Include(
+        match=match,
+        settings=BuildSettings(
+            extra_cflags=entry.string_list("extra_cflags", ()),
+            extra_cuda_cflags=entry.string_list("extra_cuda_cflags", ()),
+            env=tuple(sorted(env.items())),
+        ),
+        arch_list=arch_list,
+    )
+
+
+def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
+    """``compile_cache = "sccache" | "ccache" | false``, ``compile_cache_dir``, ``compile_cache_redis``."""
+    value = table.data.get("compile_cache", "sccache")
+    if value is False:  # off for now: the other compile_cache_* keys are kept but not used
+        return None
+    if value not in TOOLS:
+        hint = ('name the tool, and the directory in compile_cache_dir: compile_cache = "ccache"'
+                if isinstance(value, str) and ("/" in value or value.startswith("~")) else
+                'use "sccache" (default; caches nvcc too), "ccache", or false')
+        table.error("compile_cache", f"must be one of {', '.join(TOOLS)} or false, not {value!r}", hint)
+    tool: Tool = "ccache" if value == "ccache" else "sccache"
+    directory = default_dir(tool)
+    raw_dir = table.string("compile_cache_dir")
+    if raw_dir is not None:
+        if not raw_dir.strip() or "\0" in raw_dir:
+            table.error("compile_cache_dir", "must be a directory path", 'e.g. "~/.cache/wheelfactory/sccache"')
+        directory = (base_dir / Path(raw_dir).expanduser()).resolve()
+    redis = None
+    raw_redis = table.string("compile_cache_redis")
+    if raw_redis is not None:
+        if tool != "sccache":
+            table.error("compile_cache_redis", "needs compile_cache = \"sccache\" (ccache has no Redis store here)",
+                        'set compile_cache = "sccache"')
+        redis = parse_redis(raw_redis)
+        if redis is None:
+            table.error("compile_cache_redis", f"{raw_redis!r} is not a Redis URL",
+                        'e.g. "redis://127.0.0.1:6379/0" or "unix:///run/redis/redis.sock" (no password: '
+                        "set SCCACHE_REDIS_PASSWORD in the environment)")
+    return CompileCache(tool, directory, redis)
+
+
+def _build(table: Table, base_dir: Path) -> BuildConfig:
+    table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse", "debian_base",
+                          "debian_mirror", "compile_cache", "compile_cache_dir", "compile_cache_redis",
+                          "glibc_floor"})
+    engine = table.string("engine", "auto")
+    if engine not in ENGINES:
+        table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
+                    or f"use one of {', '.join(ENGINES)}")
+    jobs = table.integer("jobs", 0)
+    if jobs < 0:
+        table.error("jobs", "must be 0 (automatic) or more")
+    images = dict(DEFAULT_BASE_IMAGES)
+    if table.has("base_image"):
+        value = table.data["base_image"]
+        if isinstance(value, str):
+            images = {arch: value for arch in images}
+        else:
+            per_arch = table.string_map("base_image")
+            for arch in per_arch:
+                if arch not in ARCHES:
+                    table.table("base_image").error(arch, "unknown arch", did_you_mean(arch, ARCHES))
+            images.update(per_arch)
+    for arch, image in images.items():
+        if not image.strip():
+            table.error("base_image", f"empty image name for {arch}")
+    out = table.string("out", "dist")
+    if not out.strip():
+        table.error("out", "is empty", "name the output directory, e.g. \"dist\"")
+    torch_index = table.string("torch_index")
+    if torch_index is not None and not re.match(r"^(https?|file)://\S+$", torch_index):
+        table.error("torch_index", f"{torch_index!r} is not an index URL",
+                    "e.g. \"https://pypi.org/simple\" or a mirror of download.pytorch.org/whl/{path}")
+    wheelhouse = table.string("wheelhouse")
+    if wheelhouse is not None and (not wheelhouse.strip() or "\0" in wheelhouse):
+        table.error("wheelhouse", "is not a directory path")
+    debian_base = table.string("debian_base")
+    if debian_base is not None:
+        if debian_base not in DEBIAN_SUITES:
+            table.error("debian_base", f"unknown Debian suite {debian_base!r}",
+                        did_you_mean(debian_base, DEBIAN_SUITES) or f"use one of {', '.join(DEBIAN_SUITES)}")
+        if table.has("base_image"):
+            table.error("debian_base", "and base_image are both set",
+                        "keep one: debian_base builds the base here, base_image names one to pull")
+    debian_mirror = table.string("debian_mirror")
+    if debian_mirror is not None and not re.match(r"^https?://\S+$", debian_mirror):
+        table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL", "e.g. \"http://deb.debian.org/debian\"")
+    compile_cache = _compile_cache(table, base_dir)
+    glibc_floor = table.string("glibc_floor")
+    if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):
+        table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",
+                    "e.g. \"2.28\" (what manylinux_2_28 promises)")
+    return BuildConfig(engine, jobs, out, tuple(sorted(images.items())), torch_index,
+                       None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
+                       debian_base, debian_mirror, compile_cache, glibc_floor)
+
+
+def _project(table: Table, base_dir: Path) -> ProjectConfig:
+    table.reject_unknown({"path", "kind", "import_name", "env", "cpu_env", "cuda_env"})
+    path = table.string("path", "kernels/fusedops")
+    if not path.strip() or "\0" in path:
+        table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
+                    "point it at a kernel project directory")
+    kind = table.string("kind", "auto")
+    if kind not in PROJECT_KINDS:
+        table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")
+    import_name = table.string("import_name")
+    if import_name is not None and not all(part.isidentifier() for part in import_name.split(".")):
+        table.error("import_name", f"{import_name!r} is not a module name", "e.g. import_name = \"my_ext\"")
+    return ProjectConfig((base_dir / path).resolve(), kind, import_name,
+                         *(tuple(sorted(table.string_map(key).items())) for key in ("env", "cpu_env", "cuda_env")))

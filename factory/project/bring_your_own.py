@@ -1,0 +1,90 @@
+"""Bring-your-own projects: any setup.py/pyproject torch extension, built per variant unchanged.
+
+The factory copies the project as it is, sets the variables its build reads (TORCH_CUDA_ARCH_LIST,
+FORCE_CUDA-style switches from matrix.toml), builds and repairs it like a native kernel, and only
+then gives the wheel its variant's PEP 440 local label: the project's sources are never edited.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
+from wheelfactory.errors import ConfigError
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import ProjectConfig
+from wheelfactory.project.keys import tree_digest
+from wheelfactory.verify.wheel_rewrite import rewrite_wheel
+
+IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
+
+
+@dataclass(frozen=True)
+class ByoProject:
+    root: Path
+    import_name: str
+    env: tuple[tuple[str, str], ...]
+    cpu_env: tuple[tuple[str, str], ...]
+    cuda_env: tuple[tuple[str, str], ...]
+
+    def files(self) -> list[Path]:
+        ignored = shutil.ignore_patterns(*IGNORED)
+        found: list[Path] = []
+        for directory, dirs, names in os.walk(self.root):
+            skip = ignored(directory, dirs + names)
+            dirs[:] = [d for d in dirs if d not in skip]
+            found.extend(Path(directory, n).relative_to(self.root) for n in names if n not in skip)
+        return sorted(found)
+
+
+def load_byo(config: ProjectConfig, matrix_file: str) -> ByoProject:
+    if not ((config.path / "setup.py").is_file() or (config.path / "pyproject.toml").is_file()):
+        raise ConfigError(f"{config.path} has neither setup.py nor pyproject.toml", file=matrix_file,
+                          key="project.path", hint="point it at a torch extension project")
+    if config.import_name is None:
+        raise ConfigError("a bring-your-own project needs the module its wheel provides", file=matrix_file,
+                          key="project.import_name", hint='e.g. import_name = "my_ext" (the smoke test imports it)')
+    return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env)
+
+
+@dataclass(frozen=True)
+class ByoStage:
+    project: ByoProject
+    variant: Variant
+
+    @property
+    def package(self) -> str:
+        return self.project.import_name
+
+    @property
+    def native(self) -> bool:
+        return False
+
+    def build_env(self) -> dict[str, str]:
+        device = self.project.cuda_env if self.variant.key.backend.kind in ("cuda", "rocm") else self.project.cpu_env
+        return {**dict(self.project.env), **dict(device)}
+
+    def key_material(self) -> object:
+        return [tree_digest(self.project.root, self.project.files()), self.build_env()]
+
+    def write(self, dest: Path) -> None:
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(self.project.root, dest, ignore=shutil.ignore_patterns(*IGNORED))
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        return set_local_version(wheel, self.variant.local_version, dest_dir)
+
+
+def set_local_version(wheel: Path, label: str, dest_dir: Path) -> Path:
+    """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
+    and file name rewritten together, so installers see one consistent version)."""
+    _, version, _, _ = parse_wheel_filename(wheel.name)
+    if version.local is not None:
+        raise ConfigError(f"{wheel.name} already has a local version label ({version.local}); "
+                          "the factory adds the variant's label itself", hint="drop the label from the project")
+    return rewrite_wheel(wheel, dest_dir, version=Version(f"{version}+{label}"))

@@ -1,0 +1,160 @@
+"""A factory-native kernel project's declaration file (kernel.toml), parsed into a typed spec."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+from wheelfactory.plan.tomlsource import Table, TomlDocument
+
+DECLARATION = "kernel.toml"
+_NAME = re.compile(r"^[a-z_][a-z0-9_]*$", re.ASCII)
+_OP = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
+SOURCE_BACKENDS = ("cpu", "cuda")
+# Files only a device build reads: a CPU variant neither ships nor hashes them, so editing a
+# .cu file rebuilds the CUDA/ROCm variants and leaves the CPU ones cached.
+DEVICE_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    root: Path  # the directory holding kernel.toml
+    name: str  # import name of the package, e.g. "fusedops"
+    version: str
+    description: str
+    python_package: Path  # relative to root
+    namespace_macro: str
+    ops: tuple[str, ...]
+    include_dirs: tuple[Path, ...]  # relative to root
+    sources: tuple[tuple[str, tuple[Path, ...]], ...]  # backend -> files, relative to root
+    cxx_flags: tuple[str, ...]
+    nvcc_flags: tuple[str, ...]
+    # Sources written against torch's stable ABI only (torch/csrc/stable, torch/headeronly):
+    # what a torch-stable-abi variant compiles instead of ``sources``. backend -> files.
+    stable_sources: tuple[tuple[str, tuple[Path, ...]], ...] = ()
+    # A .cu instantiating every kernel with no torch beyond c10's types: what a device-code
+    # compile check builds (ROCm: hipified, then hipcc per gfx target). Not part of any wheel build.
+    device_check: Path | None = None
+
+    def stable_sources_for(self, backend_kind: str) -> tuple[Path, ...]:
+        table = dict(self.stable_sources)
+        device = table.get("cuda", ()) if backend_kind in ("cuda", "rocm") else ()
+        return table.get("cpu", ()) + device
+
+    def sources_for(self, backend_kind: str) -> tuple[Path, ...]:
+        """What a build for this backend compiles: cpu sources always, plus the device ones.
+
+        ROCm builds hipify the CUDA sources.
+        """
+        table = dict(self.sources)
+        device = table.get("cuda", ()) if backend_kind in ("cuda", "rocm") else ()
+        return table.get("cpu", ()) + device
+
+    def files_for(self, backend_kind: str) -> tuple[Path, ...]:
+        """Every file a build for this backend reads: the Python package, the headers under the
+        include dirs and the backend's sources. This is what the variant ships for JIT and what
+        its cache key hashes. kernel.toml itself is not: its parsed values (flags, ops, version)
+        reach the key through the generated packaging and records."""
+        compiled = set(self.sources_for(backend_kind)) | set(self.stable_sources_for(backend_kind))
+        other = {p for _, paths in (*self.sources, *self.stable_sources) for p in paths} - compiled
+        device = backend_kind in ("cuda", "rocm")
+        files: set[Path] = set()
+        for directory in (self.python_package, *self.include_dirs):
+            files.update(p.relative_to(self.root) for p in (self.root / directory).rglob("*")
+                         if p.is_file() and "__pycache__" not in p.parts)
+        files = {p for p in files if p not in other and (device or p.suffix not in DEVICE_SUFFIXES)}
+        return tuple(sorted(files | compiled))
+
+
+def is_native_project(path: Path) -> bool:
+    return (path / DECLARATION).is_file()
+
+
+def load_kernel(root: Path) -> KernelSpec:
+    doc = TomlDocument.load(root / DECLARATION)
+    return parse_kernel(doc, root)
+
+
+def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
+    top = doc.root()
+    top.reject_unknown({"kernel", "sources", "flags", "stable_abi"})
+    kernel = top.table("kernel")
+    kernel.reject_unknown({"name", "version", "description", "python_package", "namespace_macro", "ops"})
+    name = kernel.string("name")
+    if name is None or not _NAME.fullmatch(name):
+        kernel.error("name", f"must be a lower-case Python identifier, got {name!r}")
+    version = kernel.string("version")
+    try:
+        if version is None or Version(version).local is not None:
+            raise InvalidVersion(str(version))
+    except InvalidVersion:
+        kernel.error("version", f"must be a PEP 440 version without a local label, got {version!r}",
+                     "the factory adds the +local label per variant")
+    ops = kernel.string_list("ops", (), allow_scalar=False)
+    if not ops:
+        kernel.error("ops", "names no op", "list the op names registered with TORCH_LIBRARY")
+    for op in ops:
+        if not _OP.fullmatch(op):
+            kernel.error("ops", f"{op!r} is not an identifier")
+    macro = kernel.string("namespace_macro", f"{name.upper()}_NAMESPACE")
+    python_package = _existing_dir(kernel, "python_package", root, required=True)
+
+    sources = top.table("sources")
+    sources.reject_unknown({"include_dirs", "device_check", *SOURCE_BACKENDS})
+    include_dirs = tuple(_existing_dir(sources, "include_dirs", root, value=v)
+                         for v in sources.string_list("include_dirs", ()))
+    per_backend: list[tuple[str, tuple[Path, ...]]] = []
+    for backend in SOURCE_BACKENDS:
+        files = tuple(_existing_file(sources, backend, root, v) for v in sources.string_list(backend, ()))
+        per_backend.append((backend, files))
+    device_check = sources.string("device_check")
+    if not dict(per_backend)["cpu"]:
+        sources.error("cpu", "names no source", "the CPU sources are built for every variant")
+
+    stable = top.table("stable_abi")
+    stable.reject_unknown(set(SOURCE_BACKENDS))
+    stable_sources = tuple(
+        (backend, tuple(_existing_file(stable, backend, root, v) for v in stable.string_list(backend, ())))
+        for backend in SOURCE_BACKENDS if stable.has(backend))
+
+    flags = top.table("flags")
+    flags.reject_unknown({"cxx", "nvcc"})
+    return KernelSpec(
+        root=root,
+        name=name,
+        version=version,
+        description=kernel.string("description", ""),
+        python_package=python_package,
+        namespace_macro=macro,
+        ops=tuple(ops),
+        include_dirs=include_dirs,
+        sources=tuple(per_backend),
+        cxx_flags=flags.string_list("cxx", ()),
+        nvcc_flags=flags.string_list("nvcc", ()),
+        stable_sources=stable_sources,
+        device_check=None if device_check is None else _existing_file(sources, "device_check", root, device_check),
+    )
+
+
+def _existing_dir(table: Table, key: str, root: Path, *, value: str | None = None,
+                  required: bool = False) -> Path:
+    text = value if value is not None else table.string(key)
+    if text is None:
+        table.error(key, "is required")
+    path = Path(text)
+    if path.is_absolute() or ".." in path.parts:
+        table.error(key, f"{text!r} must be a path inside the project")
+    if not (root / path).is_dir():
+        table.error(key, f"directory {text!r} does not exist in {root}")
+    return path
+
+
+def _existing_file(table: Table, key: str, root: Path, text: str) -> Path:
+    path = Path(text)
+    if path.is_absolute() or ".." in path.parts:
+        table.error(key, f"{text!r} must be a path inside the project")
+    if not (root / path).is_file():
+        table.error(key, f"source {text!r} does not exist in {root}")
+    return path

@@ -1,0 +1,271 @@
+"""Packaging for a factory-native kernel: what goes into a variant's build directory.
+
+``plan_stage`` is pure given the kernel's file contents: it decides the namespace, version,
+build record, JIT spec and the generated setup.py. ``write_stage`` copies files into place.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from packaging.version import Version
+from wheelfactory.errors import ConfigError
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.kernel_toml import KernelSpec
+from wheelfactory.project.keys import python_files, tree_digest
+from wheelfactory.support.resources import runtime_dir
+
+RECORD_FILE = "_build.json"
+SOURCES_DIR = "_sources"
+RUNTIME_PACKAGE = "_runtime"
+LIBRARY_MODULE = "_C"
+# torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
+TORCH_DEFINES_LIMITED_API = Version("2.7")
+LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
+
+
+class Stage(Protocol):
+    """What an engine needs to build one variant of a project, native or bring-your-own."""
+
+    @property
+    def variant(self) -> Variant: ...
+
+    @property
+    def package(self) -> str:
+        """The import name the smoke test imports."""
+
+    @property
+    def native(self) -> bool:
+        """Factory-native: the wheel has a build record and must load "prebuilt"."""
+
+    def build_env(self) -> dict[str, str]:
+        """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
+
+    def key_material(self) -> object:
+        """Everything about the staged project that changes the wheel (for the cache key)."""
+
+    def write(self, dest: Path) -> None:
+        """Lay the project out in ``dest`` for a PEP 517 build."""
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        """Last touch on the repaired wheel (a bring-your-own project gets its local version here)."""
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    kernel: KernelSpec
+    variant: Variant
+    source_digest: str
+    namespace: str
+    version: str
+    record: dict[str, object]
+    jit_spec: dict[str, object]
+    setup_py: str
+    pyproject: str
+
+    @property
+    def package(self) -> str:
+        return self.kernel.name
+
+    @property
+    def native(self) -> bool:
+        return True
+
+    def build_env(self) -> dict[str, str]:
+        return {}
+
+    def key_material(self) -> object:
+        return [self.source_digest, self.setup_py, self.pyproject, self.record, self.jit_spec]
+
+    def write(self, dest: Path) -> None:
+        write_stage(self, dest)
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        return wheel  # the generated setup.py already set the version with its local label
+
+
+def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
+    """``_fusedops_cpu_1a2b3c4d``: unique per (variant, version), so any two variants or releases
+    load side by side in one process (and a JIT build has its own, from its digest). Not over the
+    sources: the namespace is a -D on every compile line, and a source-dependent one would make an
+    edit of one file recompile all of them (no compile-cache hits)."""
+    import hashlib
+
+    token = hashlib.sha256(f"{variant.id}\0{kernel.version}".encode()).hexdigest()[:8]
+    return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
+
+
+def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
+    backend = variant.key.backend.kind
+    device = backend in ("cuda", "rocm")
+    source_digest = tree_digest(kernel.root, kernel.files_for(backend))
+    namespace = namespace_for(kernel, variant)
+    version = f"{kernel.version}+{variant.local_version}"
+    python = variant.key.python
+    library = (f"{LIBRARY_MODULE}.abi3.so" if python == "abi3" else
+               f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so")
+    if variant.key.stable_abi and not dict(kernel.stable_sources).get("cuda" if device else "cpu"):
+        raise ConfigError(f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
+                          "declares none", key="stable_abi." + ("cuda" if device else "cpu"),
+                          hint="list them under [stable_abi], or drop stable_abi from [matrix]")
+    record: dict[str, object] = {
+        "schema": 1,
+        "name": kernel.name,
+        "version": version,
+        "variant": variant.id,
+        # A stable-ABI build serves every torch from its target on: the record names the target.
+        "torch": f"{variant.key.torch}.0" if variant.key.stable_abi else variant.torch_version,
+        "built_with_torch": variant.torch_version,
+        "backend": variant.key.backend.kind,
+        "toolkit": variant.toolkit,
+        "cxx11_abi": variant.key.cxx11_abi,
+        "python": variant.key.python,
+        "arch": variant.key.arch,
+        "arch_list": list(variant.arch_list),
+        "namespace": namespace,
+        "ops": list(kernel.ops),
+        "library": library,
+        "stable_abi": variant.key.stable_abi,
+        "source_digest": source_digest,
+    }
+    jit_spec: dict[str, object] = {
+        "schema": 1,
+        "name": kernel.name,
+        "version": kernel.version,
+        "namespace_macro": kernel.namespace_macro,
+        # Only what this variant ships: a CPU wheel's JIT builds the CPU ops (see files_for).
+        "sources": {name: [str(p) for p in files] for name, files in kernel.sources if name == "cpu" or device},
+        "include_dirs": [str(p) for p in kernel.include_dirs],
+        "cxx_flags": list(kernel.cxx_flags),
+        "nvcc_flags": list(kernel.nvcc_flags) if device else [],
+        "ops": list(kernel.ops),
+    }
+    return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
+                     _setup_py(kernel, variant, namespace, version), _pyproject())
+
+
+def write_stage(plan: StagePlan, dest: Path) -> None:
+    """Lay out the build directory: generated packaging, the Python package, the vendored
+    runtime, the shipped sources for JIT and the build record."""
+    kernel = plan.kernel
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    package = dest / kernel.name
+    shutil.copytree(kernel.root / kernel.python_package, package,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE))
+    runtime = runtime_dir()
+    for rel in python_files(runtime):
+        target = package / RUNTIME_PACKAGE / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(runtime / rel, target)
+    sources = package / SOURCES_DIR
+    for rel in kernel.files_for(plan.variant.key.backend.kind):
+        if rel.parts[0] == str(kernel.python_package.parts[0]) and rel.suffix == ".py":
+            continue  # the Python package is shipped as itself, not as a JIT source
+        target = sources / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(kernel.root / rel, target)
+    (sources / "jit.json").write_text(json.dumps(plan.jit_spec, indent=2) + "\n")
+    (package / RECORD_FILE).write_text(json.dumps(plan.record, indent=2) + "\n")
+    (dest / "setup.py").write_text(plan.setup_py)
+    (dest / "pyproject.toml").write_text(plan.pyproject)
+
+
+def _pyproject() -> str:
+    return ('[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
+            'build-backend = "setuptools.build_meta"\n')
+
+
+def _cuda_wheels_block(variant: Variant) -> str:
+    """setup.py lines that point CUDA_HOME at the toolkit installed from NVIDIA's wheels: nvcc,
+    nvvm and crt land in site-packages/nvidia/<home>, beside the CUDA headers torch's own
+    nvidia-* wheels bring (cusparse.h, cublas_v2.h), which torch's headers include. The path is
+    only known inside the build environment, hence here and not in the container's variables."""
+    return f'''
+CUDA_WHEELS_HOME = {variant.toolkit_wheels_home!r}
+if not os.environ.get("CUDA_HOME"):
+    import nvidia  # the namespace package NVIDIA's wheels install into
+
+    homes = [os.path.join(p, CUDA_WHEELS_HOME) for p in nvidia.__path__
+             if os.path.isfile(os.path.join(p, CUDA_WHEELS_HOME, "bin", "nvcc"))]
+    if not homes:
+        raise SystemExit("wheelfactory: no nvcc under site-packages/nvidia/" + CUDA_WHEELS_HOME
+                         + ": the toolkit wheels ({', '.join(variant.toolkit_wheels)}) are not installed")
+    os.environ["CUDA_HOME"] = homes[0]
+    os.environ["PATH"] = os.path.join(homes[0], "bin") + os.pathsep + os.environ.get("PATH", "")
+    # The wheel ships libcudart.so.<major> only; the link step asks for -lcudart.
+    lib = os.path.join(homes[0], "lib")
+    versioned = sorted(n for n in os.listdir(lib) if n.startswith("libcudart.so."))
+    if versioned and not os.path.exists(os.path.join(lib, "libcudart.so")):
+        os.symlink(versioned[0], os.path.join(lib, "libcudart.so"))
+'''
+
+
+def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str) -> str:
+    backend = variant.key.backend.kind
+    compiled = kernel.stable_sources_for(backend) if variant.key.stable_abi else kernel.sources_for(backend)
+    sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
+    include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
+    defines = [(kernel.namespace_macro, namespace)]
+    if variant.key.stable_abi:  # only the stable ABI of this torch and older may be used
+        major, minor = (int(x) for x in variant.key.torch.split("."))
+        defines.append(("TORCH_TARGET_VERSION", f"0x{major:02x}{minor:02x}000000000000"))
+    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
+        defines.append(("Py_LIMITED_API", LIMITED_API))
+    cxx = list(kernel.cxx_flags) + list(variant.settings.extra_cflags)
+    device = backend in ("cuda", "rocm")
+    nvcc = list(kernel.nvcc_flags) + list(variant.settings.extra_cuda_cflags) if device else []
+    extension = "CUDAExtension" if device else "CppExtension"
+    abi3 = variant.key.python == "abi3"
+    return f'''# Generated by wheelfactory for variant {variant.id}. Do not edit: edit kernel.toml.
+import os
+
+import torch
+from setuptools import setup
+
+EXPECTED_TORCH = {variant.torch_version!r}
+EXPECTED_CXX11_ABI = {variant.key.cxx11_abi!r}
+if torch.__version__.split("+")[0] != EXPECTED_TORCH:
+    raise SystemExit(
+        "wheelfactory: variant {variant.id} builds against torch==" + EXPECTED_TORCH
+        + " but torch " + torch.__version__ + " is installed in this build environment"
+    )
+if bool(torch.compiled_with_cxx11_abi()) != EXPECTED_CXX11_ABI:
+    # A wheel built against the other ABI would claim the wrong one in its build record.
+    raise SystemExit(
+        "wheelfactory: variant {variant.id} needs the " + ("cxx11" if EXPECTED_CXX11_ABI else "pre-cxx11")
+        + " ABI build of torch " + EXPECTED_TORCH + " but the installed one is the other ABI; "
+        "point [build].torch_index at an index that serves it"
+    )
+{_cuda_wheels_block(variant) if variant.key.backend.kind == "cuda" and variant.toolkit_wheels_home else ""}
+from torch.utils.cpp_extension import BuildExtension, {extension}  # noqa: E402 (reads CUDA_HOME when imported)
+
+setup(
+    name={kernel.name!r},
+    version={version!r},
+    description={kernel.description!r},
+    packages=[{kernel.name!r}, {kernel.name + "." + RUNTIME_PACKAGE!r}],
+    package_data={{{kernel.name!r}: [{RECORD_FILE!r}, "{SOURCES_DIR}/**/*"]}},
+    include_package_data=False,
+    python_requires=">=3.9",
+    install_requires=["torch"],
+    ext_modules=[
+        {extension}(
+            name={kernel.name + "." + LIBRARY_MODULE!r},
+            sources={sources!r},
+            # Absolute: torch's ninja build compiles from its own build directory.
+            include_dirs=[os.path.join(os.path.dirname(os.path.abspath(__file__)), d) for d in {include_dirs!r}],
+            define_macros={defines!r},
+            extra_compile_args={{"cxx": {cxx!r}, "nvcc": {nvcc!r}}},
+            py_limited_api={abi3!r},
+        )
+    ],
+    cmdclass={{"build_ext": BuildExtension}},
+    options={{"bdist_wheel": {{"py_limited_api": "cp39"}}}} if {abi3!r} else {{}},
+)
+'''

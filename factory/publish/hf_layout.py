@@ -1,0 +1,105 @@
+"""``wheelfactory export --hf-layout DIR``: the Hugging Face kernels layout, from the built wheels.
+
+    DIR/build/<variant id>/metadata.json          what the `kernels` loader validates
+    DIR/build/<variant id>/<package>/__init__.py  the wheel's package, unpacked (with _C, record, runtime)
+
+``kernels.get_local_kernel(DIR)`` picks the variant of the running torch by the same names our
+variant ids use, and imports ``<package>/__init__.py`` under the metadata's ``id``: we use the
+build's op namespace (``_fusedops_cpu_1a2b3c4d``), unique per variant as that loader needs. Only
+cp39-abi3 wheels are exported: the layout has no place for a per-CPython build. Each variant
+directory is written under a temp name and renamed into place: a loader finds the old directory
+or the new one (for an instant, none), never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+from email.parser import HeaderParser
+from pathlib import Path, PurePosixPath
+
+from packaging.version import Version
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.publish.index import IndexedWheel, Skipped
+
+BUILD_DIR = "build"
+METADATA = "metadata.json"
+
+
+@dataclass(frozen=True)
+class Exported:
+    variant_id: str
+    path: Path
+
+
+def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str) -> dict[str, object]:
+    namespace = str(record["namespace"]) if record and record.get("namespace") else \
+        f"_{wheel.project.replace('-', '_')}_{wheel.variant.backend.kind}_{wheel.sha256[:8]}"
+    backend: dict[str, object] = {"type": wheel.variant.backend.kind}
+    listed = (record or {}).get("arch_list")
+    archs = [str(a) for a in listed] if isinstance(listed, list) else []
+    if archs:
+        backend["archs"] = archs
+    return {
+        "id": namespace,
+        "name": wheel.project.replace("_", "-"),
+        "version": Version(wheel.version).major,  # the loader's "version" is the API major
+        "license": license_,
+        "python-depends": [],
+        "backend": backend,
+    }
+
+
+def _package_files(archive: zipfile.ZipFile) -> tuple[str, list[str]]:
+    """(top-level package, its members): the wheel's one importable package, not its .dist-info."""
+    tops = {PurePosixPath(n).parts[0] for n in archive.namelist() if "/" in n}
+    packages = sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
+    if len(packages) != 1:
+        raise WheelfactoryError(f"expected one package in the wheel, found {packages or 'none'}")
+    return packages[0], [n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")]
+
+
+def _license(archive: zipfile.ZipFile) -> str:
+    name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+    if name is None:
+        return "unknown"
+    headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
+    return headers.get("License-Expression") or headers.get("License") or "unknown"
+
+
+def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Exported], list[Skipped]]:
+    exported: list[Exported] = []
+    skipped: list[Skipped] = []
+    build = dest / BUILD_DIR
+    build.mkdir(parents=True, exist_ok=True)
+    for wheel in wheels:
+        if wheel.variant.python != "abi3":
+            skipped.append(Skipped(wheel.variant_id, "a per-CPython build: the Hugging Face layout holds "
+                                                         "cp39-abi3 builds only"))
+            continue
+        target = build / wheel.variant_id
+        temp = build / f".{wheel.variant_id}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        with zipfile.ZipFile(wheel.source) as archive:
+            package, members = _package_files(archive)
+            for member in members:
+                path = temp / member
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(archive.read(member))
+                mode = (archive.getinfo(member).external_attr >> 16) & 0o777
+                if mode:
+                    path.chmod(mode)
+            record_name = f"{package}/_build.json"
+            record = json.loads(archive.read(record_name)) if record_name in archive.namelist() else None
+            metadata = metadata_for(wheel, record, _license(archive))
+        (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+        old = build / f".{wheel.variant_id}.old-{os.getpid()}"
+        if target.exists():
+            os.rename(target, old)
+        os.rename(temp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        exported.append(Exported(wheel.variant_id, target))
+    return exported, skipped

@@ -1,0 +1,306 @@
+"""Package indexes over the output directory, from dist/manifest.json.
+
+``plan_index`` is pure given the manifest and the wheels' bytes: it decides every page and every
+file. ``write_index`` publishes a plan as one *generation*: a directory under ``dist/.index/``
+holding the pages and hard links to the wheels, which then becomes ``dist/index`` by an atomic
+symlink swap. A reader (pip, a browser, ``wheelfactory serve``) sees the old index or the new
+one, never a mix; a page never links a wheel that is not in its own generation (a rebuild that
+replaces ``dist/<variant>/<wheel>`` leaves the indexed inode alone); the previous generation is
+kept so that a download started from it completes.
+
+Layout of a generation (URLs are relative to what ``wheelfactory serve`` serves)::
+
+    index.html                              every variant, with its pip commands
+    index.json                              the same for programs (``wheelfactory which``)
+    <variant>/simple/index.html             PEP 503 root: the project
+    <variant>/simple/<project>/index.html   PEP 503 page: the wheel, #sha256=, requires-python
+    <variant>/simple/<project>/<wheel>      the wheel
+    <variant>/requirements.txt              name==version --hash=sha256:... (pip --require-hashes)
+    whl/torch-<torch>+<backend>[-cxx98].html   find-links pages (PyG / mmcv style)
+    variants/...                            wheel-variant metadata (factory/variants.py)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import os
+import shutil
+import time
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.plan.identity import InvalidVariantId, VariantId
+from wheelfactory.project.keys import file_sha256
+from wheelfactory.runner import manifest
+
+INDEX_LINK = "index"  # dist/index: the current generation (a symlink)
+GENERATIONS = ".index"  # dist/.index/<generation>/
+KEEP_GENERATIONS = 2  # the current one and the one before it (downloads in flight)
+DIGEST_FILE = ".content-sha256"
+SCHEMA = 1
+DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+
+
+class IndexBuildError(WheelfactoryError):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class IndexedWheel:
+    """One built variant's wheel, as the index lists it."""
+
+    variant: VariantId
+    project: str  # canonical name, "fusedops"
+    version: str  # "0.1.0+cputorch2.13"
+    filename: str
+    sha256: str
+    source: Path  # dist/<variant>/<wheel>
+    torch_version: str  # "2.13.0" (or "2.13" where the manifest did not say)
+    toolkit: str | None
+    requires_python: str | None
+
+    @property
+    def variant_id(self) -> str:
+        return str(self.variant)
+
+    @property
+    def simple(self) -> str:
+        return f"{self.variant_id}/simple"
+
+    @property
+    def path(self) -> str:
+        """Where the wheel lies in the generation (its URL path)."""
+        return f"{self.simple}/{self.project}/{self.filename}"
+
+    @property
+    def findlinks_page(self) -> str:
+        """PyG's naming, torch-2.4.0+cu121.html; the pre-cxx11 ABI gets its own page because
+        wheel tags cannot tell the two ABIs apart (pip would pick either)."""
+        backend = self.variant.backend.tag
+        head = f"torch-stable-abi{self.variant.torch}" if self.variant.stable_abi else f"torch-{self.torch_version}"
+        return f"whl/{head}+{backend}{'' if self.variant.cxx11_abi else '-cxx98'}.html"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    variant_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    wheels: tuple[IndexedWheel, ...]
+    skipped: tuple[Skipped, ...]
+    pages: tuple[tuple[str, str], ...]  # (relative path, text)
+    links: tuple[tuple[str, Path], ...]  # (relative path, wheel to hard-link)
+    digest: str = field(default="")  # over pages and linked wheels' hashes: unchanged -> same digest
+
+
+def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[IndexedWheel], list[Skipped]]:
+    """The wheels the index may list: built or cached, present, and with the manifest's sha256."""
+    wheels: list[IndexedWheel] = []
+    skipped: list[Skipped] = []
+    for vid, entry in sorted(entries.items()):
+        try:
+            key = VariantId.parse(vid)
+        except InvalidVariantId as exc:
+            skipped.append(Skipped(vid, str(exc)))
+            continue
+        if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
+            skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
+            continue
+        source = dist / entry.wheel
+        if not source.is_file():
+            skipped.append(Skipped(vid, f"{entry.wheel} is missing"))
+            continue
+        if file_sha256(source) != entry.sha256:
+            skipped.append(Skipped(vid, f"{entry.wheel} does not match the manifest's sha256 (rebuild it)"))
+            continue
+        name, version, _, _ = parse_wheel_filename(source.name)
+        wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
+                                   entry.torch_version or key.torch, entry.toolkit, _requires_python(source)))
+    return wheels, skipped
+
+
+def _requires_python(wheel: Path) -> str | None:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if metadata is None:
+            return None
+        headers = HeaderParser().parsestr(archive.read(metadata).decode("utf-8", errors="replace"))
+    return headers.get("Requires-Python")
+
+
+def plan_index(wheels: list[IndexedWheel], skipped: list[Skipped], *, base_url: str = DEFAULT_BASE_URL,
+               extra_pages: tuple[tuple[str, str], ...] = (), extra_links: tuple[tuple[str, Path], ...] = ()
+               ) -> IndexPlan:
+    pages: dict[str, str] = {}
+    for wheel in wheels:
+        pages[f"{wheel.simple}/index.html"] = _page(f"Simple index: {wheel.variant_id}",
+                                                    [_anchor(f"{wheel.project}/", wheel.project)])
+        pages[f"{wheel.simple}/{wheel.project}/index.html"] = _page(
+            f"Links for {wheel.project} ({wheel.variant_id})", [_wheel_anchor(wheel, wheel.filename)])
+        pages[f"{wheel.variant_id}/requirements.txt"] = (
+            f"# {wheel.variant_id}: pip install --require-hashes --no-deps --index-url "
+            f"{base_url}/{wheel.simple} -r {base_url}/{wheel.variant_id}/requirements.txt\n"
+            f"{wheel.project}=={wheel.version} --hash=sha256:{wheel.sha256}\n")
+    by_page: dict[str, list[IndexedWheel]] = {}
+    for wheel in wheels:
+        by_page.setdefault(wheel.findlinks_page, []).append(wheel)
+    for page, members in sorted(by_page.items()):
+        pages[page] = _page(Path(page).stem, [_wheel_anchor(w, f"../{w.path}") for w in members])
+    pages.update(extra_pages)
+    pages["select.py"] = select_script(base_url)
+    pages["index.json"] = json.dumps(_index_json(wheels, skipped, sorted(by_page)), indent=2) + "\n"
+    pages["index.html"] = _top_page(wheels, skipped, sorted(by_page), base_url, [p for p, _ in extra_pages])
+    links = tuple((w.path, w.source) for w in wheels) + extra_links
+    digest = hashlib.sha256(json.dumps([sorted(pages.items()), [(p, file_sha256(s)) for p, s in links]],
+                                       sort_keys=True).encode()).hexdigest()
+    return IndexPlan(tuple(wheels), tuple(skipped), tuple(sorted(pages.items())), links, digest)
+
+
+def _anchor(href: str, text: str, attributes: str = "") -> str:
+    return f'<a href="{html.escape(href)}"{attributes}>{html.escape(text)}</a><br/>'
+
+
+def _wheel_anchor(wheel: IndexedWheel, href: str) -> str:
+    requires = f' data-requires-python="{html.escape(wheel.requires_python)}"' if wheel.requires_python else ""
+    return _anchor(f"{href}#sha256={wheel.sha256}", wheel.filename, requires)
+
+
+def _page(title: str, body: list[str]) -> str:
+    lines = "\n    ".join(body)
+    return (f'<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="1.0">'
+            f"<title>{html.escape(title)}</title></head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n    {lines}\n"
+            "  </body>\n</html>\n")
+
+
+def _index_json(wheels: list[IndexedWheel], skipped: list[Skipped], findlinks: list[str]) -> dict[str, object]:
+    return {
+        "schema": SCHEMA,
+        "variants": [{
+            "id": w.variant_id, "project": w.project, "version": w.version, "torch": w.variant.torch,
+            "torch_version": w.torch_version, "backend": w.variant.backend.kind, "toolkit": w.toolkit,
+            "cxx11_abi": w.variant.cxx11_abi, "python": w.variant.python, "arch": w.variant.arch,
+            "stable_abi": w.variant.stable_abi, "wheel": w.path, "sha256": w.sha256, "index": w.simple + "/",
+            "find_links": w.findlinks_page, "requirements": f"{w.variant_id}/requirements.txt",
+        } for w in wheels],
+        "find_links": findlinks,
+        "skipped": [{"id": s.variant_id, "reason": s.reason} for s in skipped],
+    }
+
+
+def pip_command(wheel: IndexedWheel, base_url: str) -> str:
+    return f"pip install --index-url {base_url}/{wheel.simple} {wheel.project}"
+
+
+def _top_page(wheels: list[IndexedWheel], skipped: list[Skipped], findlinks: list[str], base_url: str,
+              extra: list[str]) -> str:
+    rows = []
+    for w in wheels:
+        cells = [w.variant_id, w.torch_version, w.variant.backend.build_name if w.toolkit is None else
+                 f"{w.variant.backend.kind} {w.toolkit}", "cxx11" if w.variant.cxx11_abi else "pre-cxx11",
+                 w.variant.python, w.variant.arch]
+        tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
+        command = html.escape(pip_command(w, base_url))
+        rows.append(f'<tr>{tds}<td><a href="{html.escape(w.path)}#sha256={w.sha256}">{html.escape(w.filename)}</a>'
+                    f'</td><td><code>{command}</code><br/><a href="{html.escape(w.variant_id)}/requirements.txt">'
+                    "hash-pinned requirements</a></td></tr>")
+    header = "".join(f"<th>{h}</th>" for h in ("variant", "torch", "backend", "C++ ABI", "python", "arch", "wheel",
+                                               "install"))
+    pages = "\n".join(f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a>: <code>pip install '
+                      f'{html.escape(wheels[0].project if wheels else "")} -f {html.escape(base_url)}/'
+                      f"{html.escape(p)}</code></li>" for p in findlinks)
+    extras = "\n".join(f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a></li>' for p in extra)
+    missing = "\n".join(f"    <li>{html.escape(s.variant_id)}: {html.escape(s.reason)}</li>" for s in skipped)
+    return f"""<!DOCTYPE html>
+<html>
+  <head><meta charset="utf-8"><title>wheelfactory index</title></head>
+  <body>
+    <h1>{len(wheels)} variant(s)</h1>
+    <p>Pick the row matching your torch (<code>python -c "import torch; print(torch.__version__,
+    torch.version.cuda, torch.compiled_with_cxx11_abi())"</code>), or let the index pick it:
+    <code>curl -s {html.escape(base_url)}/select.py | python -</code> (in the environment you install into).</p>
+    <table>
+      <tr>{header}</tr>
+      {chr(10).join(rows)}
+    </table>
+    <h2>Find-links pages</h2>
+    <ul>
+{pages}
+    </ul>
+    <h2>Other formats</h2>
+    <ul>
+    <li><a href="index.json">index.json</a></li>
+{extras}
+    </ul>
+    <h2>Not listed</h2>
+    <ul>
+{missing or "    <li>none</li>"}
+    </ul>
+  </body>
+</html>
+"""
+
+
+def select_script(base_url: str) -> str:
+    """factory/which.py as the index's select.py, defaulting to this index's URL."""
+    from wheelfactory.publish import which
+
+    source = Path(which.__file__).read_text(encoding="utf-8")
+    default = f'DEFAULT_INDEX = "{DEFAULT_BASE_URL}"'
+    if default not in source:
+        raise IndexBuildError("factory/which.py lost its DEFAULT_INDEX line; select.py cannot be made")
+    return source.replace(default, f"DEFAULT_INDEX = {base_url!r}", 1)
+
+
+def current_generation(dist: Path) -> Path | None:
+    link = dist / INDEX_LINK
+    return link.resolve() if link.is_symlink() else None
+
+
+def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
+    """Publish ``plan`` as ``dist/index``; returns (generation directory, changed)."""
+    link = dist / INDEX_LINK
+    if link.exists() and not link.is_symlink():
+        raise IndexBuildError(f"{link} exists and is not an index wheelfactory made (a symlink to a generation): "
+                          "move it away")
+    current = current_generation(dist)
+    if current is not None and (current / DIGEST_FILE).is_file() and \
+            (current / DIGEST_FILE).read_text().strip() == plan.digest:
+        return current, False
+    generations = dist / GENERATIONS
+    generations.mkdir(parents=True, exist_ok=True)
+    for leftover in generations.glob(".tmp-*"):  # a killed run's half generation (we hold the lock)
+        shutil.rmtree(leftover, ignore_errors=True)
+    name = f"g{time.time_ns()}"
+    temp = generations / f".tmp-{name}"
+    temp.mkdir()
+    for rel, text in plan.pages:
+        target = temp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    for rel, source in plan.links:
+        target = temp / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(source, target)  # the same inode: a later rebuild cannot change what we list
+        except OSError:
+            shutil.copy2(source, target)  # another filesystem
+    (temp / DIGEST_FILE).write_text(plan.digest + "\n")
+    generation = generations / name
+    os.rename(temp, generation)
+    swap = dist / f".{INDEX_LINK}.{os.getpid()}.tmp"
+    swap.unlink(missing_ok=True)
+    os.symlink(os.path.relpath(generation, dist), swap)
+    os.replace(swap, link)  # the atomic step: readers switch from one complete index to the other
+    for old in sorted(p for p in generations.iterdir() if p.name.startswith("g"))[:-KEEP_GENERATIONS]:
+        shutil.rmtree(old, ignore_errors=True)
+    return generation, True

@@ -1,0 +1,225 @@
+"""Wheel-variant metadata shaped after the PEP 825 draft (format v0.1.1, the one uv reads).
+
+For each project and version the index gets ``variants/simple/<project>/`` with:
+
+- ``<name>-<version>-variants.json``: ``{"$schema", "default-priorities": {"namespace": [...]},
+  "variants": {label: {namespace: {feature: [values]}}}}`` listing every label on the index;
+- variant-labelled copies of the wheels, ``<name>-<version>-<py>-<abi>-<plat>-<label>.whl``, each
+  with ``.dist-info/variant.json`` (the same document, its own label only). All variants of a
+  release share the public version (0.1.0): the label, not the local version, tells them apart.
+
+Where the draft is specific we follow it (label and name patterns, the file names, the layout of
+the JSON); where it is open (which namespaces describe torch and its toolkits) our properties are:
+
+    torch  :: version            "2.13"        the torch major.minor the wheel is built for
+    torch  :: cxx11_abi          "true"/"false"
+    torch  :: stable_abi_min     "2.10"        stable-ABI builds: the oldest torch they serve
+    nvidia :: cuda_version_lower_bound  "12.8" CUDA builds (same major, this minor or newer)
+    nvidia :: sm_arch            "90_real", "120_virtual" (+PTX)
+    amd    :: rocm_version       "6.4"
+    amd    :: gfx_arch           "gfx942"
+
+No installer consumes this yet; ``select_label`` is our own reading of the draft's ordering
+(namespace, feature, value priority; more matching properties first) for tests and tools.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from packaging.version import Version
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.project.keys import file_sha256
+from wheelfactory.publish.index import IndexedWheel, _page, _wheel_anchor
+from wheelfactory.verify.wheel_rewrite import rewrite_wheel
+
+SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
+NAMESPACES = ("torch", "nvidia", "amd")  # default-priorities: the order properties are weighed in
+LABEL = re.compile(r"^[0-9a-z_.]+$")
+NAME = re.compile(r"^[a-z0-9_]+$")
+VALUE = re.compile(r"^[a-z0-9_.]+$")
+VARIANTS_DIR = "variants/simple"
+CACHE_DIR = ".index/variant-wheels"  # labelled copies, reused while their source wheel is unchanged
+
+Properties = dict[str, dict[str, list[str]]]
+
+
+def label_for(wheel: IndexedWheel) -> str:
+    """``torch213_cxx11_cu130``: the variant id without arch, OS and Python (the wheel tags carry those)."""
+    key = wheel.variant
+    major, minor = key.torch.split(".")
+    head = f"torch_stable_abi{major}{minor}" if key.stable_abi else \
+        f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
+    return f"{head}_{key.backend.tag}"
+
+
+def _archs(wheel: IndexedWheel) -> list[str]:
+    """The CUDA archs or gfx targets the wheel's build record lists (bring-your-own: none)."""
+    with zipfile.ZipFile(wheel.source) as archive:
+        name = f"{wheel.project}/_build.json"
+        if name not in archive.namelist():
+            return []
+        record = json.loads(archive.read(name))
+    return [str(a) for a in record.get("arch_list", [])]
+
+
+def properties_for(wheel: IndexedWheel, archs: Sequence[str] = ()) -> Properties:
+    key = wheel.variant
+    torch: dict[str, list[str]] = {"cxx11_abi": ["true" if key.cxx11_abi else "false"]}
+    torch["stable_abi_min" if key.stable_abi else "version"] = [key.torch]
+    props: Properties = {"torch": torch}
+    if key.backend.kind == "cuda":
+        sm = sorted({f"{a.split('+')[0].replace('.', '')}_{'virtual' if a.endswith('+PTX') else 'real'}"
+                     for a in archs})
+        props["nvidia"] = {"cuda_version_lower_bound": [key.backend.version or ""], **({"sm_arch": sm} if sm else {})}
+    elif key.backend.kind == "rocm":
+        props["amd"] = {"rocm_version": [key.backend.version or ""], **({"gfx_arch": sorted(archs)} if archs else {})}
+    return props
+
+
+def document(variants: Mapping[str, Properties]) -> dict[str, object]:
+    used = {ns for props in variants.values() for ns in props}
+    return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": [ns for ns in NAMESPACES if ns in used]},
+            "variants": {label: variants[label] for label in sorted(variants)}}
+
+
+def check_document(doc: Mapping[str, object]) -> list[str]:
+    """Problems against the draft's shape (the schema's required keys and name patterns)."""
+    problems = []
+    if set(doc) != {"$schema", "default-priorities", "variants"}:
+        problems.append(f"top-level keys {sorted(doc)}")
+    priorities = doc.get("default-priorities")
+    namespaces = priorities.get("namespace", []) if isinstance(priorities, dict) else []
+    variants = doc.get("variants")
+    if not isinstance(variants, dict):
+        return [*problems, "variants is not an object"]
+    for label, props in variants.items():
+        if not LABEL.match(label):
+            problems.append(f"label {label!r}")
+        for ns, features in props.items():
+            if not NAME.match(ns) or ns not in namespaces:
+                problems.append(f"namespace {ns!r} of {label} (missing from default-priorities?)")
+            for feature, values in features.items():
+                if not NAME.match(feature) or not values or not all(VALUE.match(v) for v in values):
+                    problems.append(f"{label}: {ns} :: {feature} = {values!r}")
+    return problems
+
+
+def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
+                     ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Path], ...]]:
+    """Index pages and labelled wheel copies for every (project, public version). Copies are
+    made under ``dist/.index/variant-wheels/<source sha>/`` and reused while the source is unchanged."""
+    pages: dict[str, str] = {}
+    links: list[tuple[str, Path]] = []
+    groups: dict[tuple[str, str], list[IndexedWheel]] = {}
+    for wheel in wheels:
+        groups.setdefault((wheel.project, Version(wheel.version).public), []).append(wheel)
+    for (project, version), members in sorted(groups.items()):
+        labelled: dict[str, Properties] = {}
+        label_of: dict[str, str] = {}
+        for wheel in members:
+            props = properties_for(wheel, _archs(wheel))
+            label = label_for(wheel)
+            if labelled.get(label, props) != props:  # e.g. aarch64 built for other CUDA archs
+                label = f"{label}_{wheel.variant.arch}"
+            if labelled.get(label, props) != props:
+                raise WheelfactoryError(f"variant label {label} stands for two property sets in {project} {version}")
+            labelled[label] = props
+            label_of[wheel.variant_id] = label
+        doc = document(labelled)
+        problems = check_document(doc)
+        if problems:
+            raise WheelfactoryError(f"variants.json for {project} {version} breaks the draft's shape: {problems}")
+        folder = f"{VARIANTS_DIR}/{project}"
+        json_name = f"{project.replace('-', '_')}-{version}-variants.json"
+        pages[f"{folder}/{json_name}"] = json.dumps(doc, indent=2) + "\n"
+        anchors = [f'<a href="{json_name}">{json_name}</a><br/>']
+        for wheel in members:
+            label = label_of[wheel.variant_id]
+            if dist is None:
+                continue
+            cache = dist / CACHE_DIR / wheel.sha256[:16]
+            own = json.dumps(document({label: labelled[label]}), indent=2).encode() + b"\n"
+            copy = next(cache.glob(f"*-{label}.whl"), None) if cache.is_dir() else None
+            if copy is None:
+                copy = rewrite_wheel(wheel.source, cache, version=Version(version),
+                                     dist_info_files={"variant.json": own}, variant_label=label)
+            links.append((f"{folder}/{copy.name}", copy))
+            sha = file_sha256(copy)
+            anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
+        pages[f"{folder}/index.html"] = _page(f"Variant wheels of {project} {version}", anchors)
+    if dist is not None and (dist / CACHE_DIR).is_dir():  # copies of wheels no longer indexed
+        used = {w.sha256[:16] for w in wheels}
+        for stale in (dist / CACHE_DIR).iterdir():
+            if stale.name not in used:
+                shutil.rmtree(stale, ignore_errors=True)
+    if groups:
+        pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
+            f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
+    return tuple(sorted(pages.items())), tuple(links)
+
+
+def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:
+    from dataclasses import replace
+
+    return replace(wheel, filename=filename, sha256=sha256)
+
+
+def environment_properties(torch_version: str, cxx11_abi: bool, cuda: str | None = None,
+                           sm: Sequence[str] = (), rocm: str | None = None, gfx: Sequence[str] = ()) -> Properties:
+    """What an environment supports, each feature's values best first (what a provider plugin
+    would report): this torch; stable-ABI builds for any torch from 2.0 up to it; CUDA builds of
+    this major and minor <= this one, newest first; the GPU's own archs."""
+    major, minor = (int(x) for x in torch_version.split(".")[:2])
+    props: Properties = {"torch": {"version": [f"{major}.{minor}"], "cxx11_abi": ["true" if cxx11_abi else "false"],
+                                   "stable_abi_min": [f"{major}.{m}" for m in range(minor, -1, -1)]}}
+    if cuda:
+        cmajor, cminor = (int(x) for x in cuda.split(".")[:2])
+        props["nvidia"] = {"cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
+                           "sm_arch": [s for cap in sm for s in (f"{cap.replace('.', '')}_real",
+                                                                 f"{cap.replace('.', '')}_virtual")]}
+    if rocm:
+        props["amd"] = {"rocm_version": [rocm], "gfx_arch": list(gfx)}
+    return props
+
+
+def select_label(doc: Mapping[str, object], supported: Properties) -> str | None:
+    """The best label for an environment, after the draft's ordering: a variant is compatible
+    when each of its features has a value the environment supports; compatible variants are
+    compared by their sorted (namespace, feature, value) priority keys, and one whose keys run
+    out first loses (more matching properties win); a full tie goes to the label order."""
+    order = list(doc["default-priorities"]["namespace"])  # type: ignore[index]
+    best: tuple[list[tuple[int, int, int]], str] | None = None
+    for label, props in doc["variants"].items():  # type: ignore[attr-defined]
+        keys = _priority_keys(props, supported, order)
+        if keys is not None and (best is None or _better((keys, label), best)):
+            best = (keys, label)
+    return best[1] if best else None
+
+
+def _priority_keys(props: Properties, supported: Properties, order: list[str]) -> list[tuple[int, int, int]] | None:
+    """Sorted (namespace, feature, value) ranks of a variant's properties; None: incompatible."""
+    keys = []
+    for ns, features in props.items():
+        have = supported.get(ns, {})
+        for feature, values in features.items():
+            offered = have.get(feature, [])
+            ranks = [offered.index(v) for v in values if v in offered]
+            if not ranks:
+                return None
+            keys.append((order.index(ns), list(have).index(feature), min(ranks)))
+    return sorted(keys)
+
+
+def _better(a: tuple[list[tuple[int, int, int]], str], b: tuple[list[tuple[int, int, int]], str]) -> bool:
+    for x, y in zip(a[0], b[0]):
+        if x != y:
+            return x < y
+    if len(a[0]) != len(b[0]):
+        return len(a[0]) > len(b[0])
+    return a[1] < b[1]

@@ -1,0 +1,183 @@
+"""The matrix run: for each selected variant, skip it when its key is already built, otherwise
+build it with the engine, and record the result. One failing variant never stops the others;
+a wheel enters the output directory only when complete (copy to a temp name, then rename)."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from wheelfactory import __version__
+from wheelfactory.engines import Engine
+from wheelfactory.engines.host import HostEnvironment
+from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.expand import Plan, expand
+from wheelfactory.plan.identity import Backend, Variant
+from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
+from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
+from wheelfactory.project.stage import Stage
+from wheelfactory.runner import manifest
+from wheelfactory.support.proc import CommandFailed, tail_of
+from wheelfactory.support.resources import runtime_dir
+
+WORK_DIR = ".work"
+LOG_NAME = "build.log"
+Observer = Callable[[str, str, str], None]  # (variant id, phase, detail)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    variant: Variant
+    entry: manifest.Entry
+    log_tail: str = ""
+
+
+def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None) -> tuple[Variant, ...]:
+    """``--shard I/N`` (the plan's shard, as ``plan --shard`` prints it), then ``--only``
+    patterns (fnmatch on ids) within it. Each pattern must match a variant of the whole plan
+    (a typo is an error); a shard may hold none of its matches (that shard builds nothing)."""
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(v.id, pattern) for v in plan.variants):
+            raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
+                              hint="see `wheelfactory plan` for the ids")
+    variants = plan.shard(*shard).variants if shard is not None else plan.variants
+    if not only:
+        return variants
+    return tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in only))
+
+
+def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
+    """The variant the host interpreter's torch is: the plan's own when the matrix has it
+    (with its settings), otherwise planned on the fly from the table."""
+    release = ".".join(env.torch_release.split(".")[:2])
+    if table.release(release) is None:
+        raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
+                          f"(known: {table.known_versions()})", hint="add it to factory/data/compat.toml")
+    backend = Backend.parse(env.build_name)
+    single = replace(
+        matrix,
+        torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
+        backends=(BackendSelector(env.build_name, backend.kind, backend),),
+        cxx11_abi=(env.cxx11_abi,), python=("abi3" if abi3 else env.python,), arch=(env.arch,), exclude=(),
+        include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
+    )
+    planned = expand(single, table)
+    if not planned.variants:
+        reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
+        raise ConfigError(f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}")
+    return planned.variants[0]
+
+
+def cache_key(stage: Stage, engine: Engine) -> str:
+    """Everything that changes the wheel: the project (sources, generated packaging), the
+    vendored runtime, the variant and the engine (interpreter or image id)."""
+    return json_digest({
+        "factory": __version__,
+        "engine": engine.identity(stage.variant),
+        "variant": stage.variant.as_dict(),
+        "project": stage.key_material(),
+        "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
+    })
+
+
+def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
+               jobs: int = 1, observe: Observer = lambda *_: None) -> list[Outcome]:
+    out = out.resolve()
+    held = manifest.lock(out)
+    try:
+        entries = manifest.read(out)
+        _clean_partials(out)
+        for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
+            observe("*", "reclaimed", name)
+
+        def one(variant: Variant) -> Outcome:
+            outcome = _build_one(stage_for, variant, engine, out, entries.get(variant.id), observe)
+            entries[variant.id] = outcome.entry
+            manifest.write(out, entries)  # after each variant: a killed run keeps what finished
+            return outcome
+
+        prefix = f"wheelfactory-build-{os.getpid()}-{time.monotonic_ns()}"
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix=prefix)
+        try:
+            futures = [pool.submit(one, variant) for variant in variants]
+            return [future.result() for future in futures]
+        except BaseException:
+            # Ctrl-C (KeyboardInterrupt lands here, in the main thread): start nothing more; the
+            # builds under way see the same SIGINT in their commands, fail and are recorded. The
+            # pool's threads are joined by name: one whose start the interrupt cut short is not
+            # in the pool's own list, and shutdown(wait=True) would not wait for it.
+            pool.shutdown(wait=False, cancel_futures=True)
+            for thread in threading.enumerate():
+                if thread.name.startswith(prefix):
+                    thread.join()
+            raise
+        finally:
+            pool.shutdown(wait=True)
+    finally:
+        held.release()
+
+
+def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
+               previous: manifest.Entry | None, observe: Observer) -> Outcome:
+    start = time.monotonic()
+    facts = (variant.torch_version, variant.toolkit)
+    variant_dir = out / variant.id
+    variant_dir.mkdir(parents=True, exist_ok=True)
+    log = variant_dir / LOG_NAME
+    try:
+        stage = stage_for(variant)
+        key = cache_key(stage, engine)  # may build the variant's image
+    except WheelfactoryError as exc:
+        observe(variant.id, "failed", str(exc))
+        return Outcome(variant, manifest.Entry("failed", None, None, round(time.monotonic() - start, 1), "",
+                                               None, str(exc), engine.name, None, *facts),
+                       getattr(exc, "tail", "") or "")
+    if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
+        wheel = out / previous.wheel
+        if wheel.is_file() and file_sha256(wheel) == previous.sha256:
+            observe(variant.id, "cached", previous.wheel)
+            return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
+                                            image=engine.image_id(variant), torch_version=facts[0],
+                                            toolkit=facts[1], size=wheel.stat().st_size))
+    log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
+    workdir = out / WORK_DIR / variant.id
+    observe(variant.id, "building", "")
+    try:
+        built = engine.build(stage, workdir, log, lambda phase: observe(variant.id, phase, ""))
+        final = variant_dir / built.name
+        partial = variant_dir / f".{built.name}.partial"
+        shutil.copyfile(built, partial)
+        os.replace(partial, final)  # a wheel appears only complete
+        for stale in variant_dir.glob("*.whl"):
+            if stale != final:
+                stale.unlink()
+        shutil.rmtree(workdir, ignore_errors=True)
+    except (WheelfactoryError, OSError, ValueError) as exc:
+        seconds = round(time.monotonic() - start, 1)
+        with log.open("a") as sink:
+            sink.write(f"\n# FAILED after {seconds} s: {exc}\n")
+        observe(variant.id, "failed", str(exc))
+        tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
+        return Outcome(variant, manifest.Entry("failed", None, None, seconds, key,
+                                               str(log.relative_to(out)), str(exc), engine.name, None, *facts), tail)
+    seconds = round(time.monotonic() - start, 1)
+    observe(variant.id, "built", final.name)
+    return Outcome(variant, manifest.Entry("built", str(final.relative_to(out)), file_sha256(final), seconds,
+                                           key, str(log.relative_to(out)), None, engine.name,
+                                           engine.image_id(variant), *facts, final.stat().st_size))
+
+
+def _clean_partials(out: Path) -> None:
+    """Leftovers of a killed run: temp wheel copies and manifest temp files are never valid."""
+    for partial in out.glob("*/.*.partial"):
+        partial.unlink(missing_ok=True)
+    for tmp in out.glob(".manifest.json.*.tmp"):
+        tmp.unlink(missing_ok=True)

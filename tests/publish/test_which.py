@@ -1,0 +1,48 @@
+"""The selector's rules, on fake environments (the real one runs in the end-to-end test)."""
+
+from __future__ import annotations
+
+import pytest
+from wheelfactory.publish.which import choose, mismatches
+
+ENV = {"torch": "2.13", "torch_version": "2.13.0", "backend": "cuda", "toolkit": "13.1", "cxx11_abi": True,
+       "python": "3.11", "arch": "x86_64"}
+
+
+def variant(vid: str, **kw: object) -> dict[str, object]:
+    base = {"id": vid, "project": "tiny", "torch": "2.13", "backend": "cuda", "toolkit": "13.0", "cxx11_abi": True,
+            "python": "abi3", "arch": "x86_64", "stable_abi": False, "index": f"{vid}/simple/"}
+    return {**base, **kw}
+
+
+def test_exact_toolkit_beats_an_older_compatible_one_and_both_beat_cpu() -> None:
+    cpu = variant("cpu", backend="cpu", toolkit=None)
+    best, others = choose(ENV, [variant("cu130"), variant("cu131", toolkit="13.1"), cpu])
+    assert best is not None and best["id"] == "cu131" and not others
+
+
+def test_a_cpu_build_serves_a_cuda_torch_when_no_cuda_build_fits() -> None:
+    # what the runtime does too: the CPU ops load prebuilt, CUDA tensors use the reference ops
+    best, others = choose(ENV, [variant("cu132", toolkit="13.2"), variant("cpu", backend="cpu", toolkit=None)])
+    assert best is not None and best["id"] == "cpu" and [v["id"] for v, _ in others] == ["cu132"]
+
+
+@pytest.mark.parametrize("changes, reason", [
+    ({"torch": "2.12"}, "torch 2.12 (installed: 2.13.0)"),
+    ({"cxx11_abi": False}, "the pre-cxx11 C++ ABI"),
+    ({"toolkit": "13.2"}, "CUDA 13.2 (installed torch: CUDA 13.1)"),
+    ({"toolkit": "12.8"}, "CUDA 12.8"),
+    ({"arch": "aarch64"}, "arch aarch64"),
+    ({"backend": "rocm", "toolkit": "6.4"}, "backend rocm (installed torch: cuda)"),
+    ({"python": "3.12"}, "CPython 3.12 (running: 3.11)"),
+    ({"stable_abi": True, "torch": "2.14"}, "needs torch >= 2.14"),
+])
+def test_each_mismatch_is_named(changes: dict[str, object], reason: str) -> None:
+    why = mismatches(ENV, variant("v", **changes))
+    assert any(reason in w for w in why), why
+
+
+def test_a_stable_abi_build_serves_newer_torch_but_a_specific_one_is_preferred() -> None:
+    stable = variant("stable", stable_abi=True, torch="2.10")
+    assert choose(ENV, [stable])[0] == stable
+    assert choose(ENV, [stable, variant("specific")])[0]["id"] == "specific"  # type: ignore[index]

@@ -1,0 +1,100 @@
+"""The matrix run's bookkeeping with a fake engine: cache hits, failures, and Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.stage import Stage
+from wheelfactory.runner import manifest
+from wheelfactory.runner.run import run_matrix
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def variants() -> tuple[Variant, ...]:
+    table = load_table()
+    text = '[matrix]\ntorch = ["2.6", "2.12", "2.13"]\ncxx11_abi = true\n'
+    return expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=REPO), table).variants
+
+
+class FakeStage:
+    def __init__(self, variant: Variant) -> None:
+        self.variant = variant
+        self.package = "fake"
+        self.native = True
+
+    def key_material(self) -> object:
+        return self.variant.id
+
+
+class FakeEngine:
+    name = "fake"
+
+    def __init__(self, interrupt_on: str | None = None, fail_on: str | None = None) -> None:
+        self.built: list[str] = []
+        self.interrupt_on = interrupt_on
+        self.fail_on = fail_on
+
+    def identity(self, variant: Variant) -> str:
+        return "fake"
+
+    def image_id(self, variant: Variant) -> str | None:
+        return None
+
+    def reclaim(self) -> list[str]:
+        return []
+
+    def build(self, stage: Stage, workdir: Path, log: Path, phase: object = None) -> Path:
+        vid = stage.variant.id
+        self.built.append(vid)
+        if vid == self.interrupt_on:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does to the factory's main thread
+            time.sleep(0.5)
+        if vid == self.fail_on:
+            raise ValueError("bad flag")
+        workdir.mkdir(parents=True, exist_ok=True)
+        wheel = workdir / f"fake-0.1-{vid}.whl"
+        wheel.write_bytes(vid.encode())
+        return wheel
+
+
+def test_unchanged_rerun_is_cached_and_failure_is_recorded(tmp_path: Path, variants: tuple[Variant, ...]) -> None:
+    engine = FakeEngine(fail_on=variants[1].id)
+    outcomes = run_matrix(FakeStage, variants, engine, tmp_path)  # type: ignore[arg-type]
+    assert [o.entry.status for o in outcomes] == ["built", "failed", "built"]
+    again = FakeEngine()
+    outcomes = run_matrix(FakeStage, variants, again, tmp_path)  # type: ignore[arg-type]
+    assert [o.entry.status for o in outcomes] == ["cached", "built", "cached"]
+    assert again.built == [variants[1].id]  # only the failed one was built again
+
+
+@pytest.fixture
+def ctrl_c_raises() -> Iterator[None]:
+    """Python raises KeyboardInterrupt on SIGINT only if SIGINT was not ignored when it started, and a
+    shell that runs the tests in the background ignores it: install the handler for this test."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_starts_nothing_more_and_the_rerun_builds_the_rest(tmp_path: Path, variants: tuple[Variant, ...],
+                                                                   ctrl_c_raises: None) -> None:
+    engine = FakeEngine(interrupt_on=variants[0].id)
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(FakeStage, variants, engine, tmp_path, jobs=1)  # type: ignore[arg-type]
+    assert engine.built == [variants[0].id]  # the queued variants never started
+    assert set(manifest.read(tmp_path)) == {variants[0].id}  # the one under way finished and was recorded
+    rerun = FakeEngine()
+    outcomes = run_matrix(FakeStage, variants, rerun, tmp_path)  # type: ignore[arg-type]  # the lock was released
+    assert rerun.built == [v.id for v in variants[1:]] and outcomes[0].entry.status == "cached"
