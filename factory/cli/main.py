@@ -350,7 +350,7 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
                  shard: str | None) -> None:
     """Write a `docker buildx bake` file: one target per build image the plan needs, tagged by content."""
     from wheelfactory.ci.bake import plan_bake, write_bake
-    from wheelfactory.runner.run import select
+    from wheelfactory.plan.expand import select
 
     shard_spec = parse_shard(shard) if shard else None
     table = load_table(compat_path)

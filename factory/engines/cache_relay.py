@@ -17,8 +17,9 @@ import threading
 from pathlib import Path
 
 from wheelfactory.engines import socketpipe
-from wheelfactory.engines.compile_cache import RELAY_SCRIPT, RELAY_SOCKET, RedisEndpoint
+from wheelfactory.engines.compile_cache import RELAY_SCRIPT, RELAY_SOCKET
 from wheelfactory.errors import WheelfactoryError
+from wheelfactory.plan.compile_cache_settings import RedisEndpoint
 
 
 class RedisUnreachable(WheelfactoryError):

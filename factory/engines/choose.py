@@ -13,12 +13,12 @@ from pathlib import Path
 
 from rich.console import Console
 from wheelfactory.engines import Engine
+from wheelfactory.engines.host import host_variant
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.expand import expand
+from wheelfactory.plan.expand import expand, select
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
-from wheelfactory.runner.run import host_variant, select
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 

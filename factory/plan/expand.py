@@ -5,7 +5,8 @@ Pure: no files, no Docker, no network. The same inputs give the same plan, in th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import fnmatch
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from packaging.version import Version
@@ -298,3 +299,17 @@ def _dedupe(pruned: list[Pruned]) -> Iterator[Pruned]:
         if entry not in seen:
             seen.add(entry)
             yield entry
+
+
+def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None) -> tuple[Variant, ...]:
+    """``--shard I/N`` (the plan's shard, as ``plan --shard`` prints it), then ``--only``
+    patterns (fnmatch on ids) within it. Each pattern must match a variant of the whole plan
+    (a typo is an error); a shard may hold none of its matches (that shard builds nothing)."""
+    for pattern in only:
+        if not any(fnmatch.fnmatchcase(v.id, pattern) for v in plan.variants):
+            raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
+                              hint="see `wheelfactory plan` for the ids")
+    variants = plan.shard(*shard).variants if shard is not None else plan.variants
+    if not only:
+        return variants
+    return tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in only))

@@ -13,8 +13,8 @@ from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from wheelfactory.engines.compile_cache import TOOLS, CompileCache, Tool, default_dir, parse_redis
 from wheelfactory.plan.compat import CompatTable, TorchRelease
+from wheelfactory.plan.compile_cache_settings import TOOLS, CompileCache, Tool, default_dir, parse_redis
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
 

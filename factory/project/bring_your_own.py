@@ -18,7 +18,7 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.project.keys import tree_digest
-from wheelfactory.verify.wheel_rewrite import rewrite_wheel
+from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
 

@@ -36,7 +36,7 @@ from packaging.version import Version
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.index import IndexedWheel, _page, _wheel_anchor
-from wheelfactory.verify.wheel_rewrite import rewrite_wheel
+from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 NAMESPACES = ("torch", "nvidia", "amd")  # default-priorities: the order properties are weighed in

@@ -4,7 +4,6 @@ a wheel enters the output directory only when complete (copy to a temp name, the
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import shutil
 import threading
@@ -16,12 +15,8 @@ from pathlib import Path
 
 from wheelfactory import __version__
 from wheelfactory.engines import Engine
-from wheelfactory.engines.host import HostEnvironment
-from wheelfactory.errors import ConfigError, WheelfactoryError
-from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.expand import Plan, expand
-from wheelfactory.plan.identity import Backend, Variant
-from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
+from wheelfactory.errors import WheelfactoryError
+from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
@@ -38,42 +33,6 @@ class Outcome:
     variant: Variant
     entry: manifest.Entry
     log_tail: str = ""
-
-
-def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None) -> tuple[Variant, ...]:
-    """``--shard I/N`` (the plan's shard, as ``plan --shard`` prints it), then ``--only``
-    patterns (fnmatch on ids) within it. Each pattern must match a variant of the whole plan
-    (a typo is an error); a shard may hold none of its matches (that shard builds nothing)."""
-    for pattern in only:
-        if not any(fnmatch.fnmatchcase(v.id, pattern) for v in plan.variants):
-            raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
-                              hint="see `wheelfactory plan` for the ids")
-    variants = plan.shard(*shard).variants if shard is not None else plan.variants
-    if not only:
-        return variants
-    return tuple(v for v in variants if any(fnmatch.fnmatchcase(v.id, pattern) for pattern in only))
-
-
-def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
-    """The variant the host interpreter's torch is: the plan's own when the matrix has it
-    (with its settings), otherwise planned on the fly from the table."""
-    release = ".".join(env.torch_release.split(".")[:2])
-    if table.release(release) is None:
-        raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
-                          f"(known: {table.known_versions()})", hint="add it to factory/data/compat.toml")
-    backend = Backend.parse(env.build_name)
-    single = replace(
-        matrix,
-        torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
-        backends=(BackendSelector(env.build_name, backend.kind, backend),),
-        cxx11_abi=(env.cxx11_abi,), python=("abi3" if abi3 else env.python,), arch=(env.arch,), exclude=(),
-        include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
-    )
-    planned = expand(single, table)
-    if not planned.variants:
-        reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
-        raise ConfigError(f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}")
-    return planned.variants[0]
 
 
 def cache_key(stage: Stage, engine: Engine) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import REPO, REQUIRED, build, manifest
-from wheelfactory.engines.compile_cache import parse_redis
+from wheelfactory.plan.compile_cache_settings import parse_redis
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from wheelfactory.engines import socketpipe
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
-from wheelfactory.engines.compile_cache import RELAY_SCRIPT, CompileCache, parse_redis
+from wheelfactory.engines.compile_cache import RELAY_SCRIPT
 from wheelfactory.engines.docker import DockerEngine, ImageFacts
 from wheelfactory.engines.wheelhouse import Wheelhouse
+from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
 
 
 class FakeRedis:

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 from wheelfactory.engines.choose import owner_of
-from wheelfactory.engines.compile_cache import SHIMS, CompileCache, parse_redis, read_stats, wiring
+from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
 from wheelfactory.engines.docker import DockerEngine, ImageFacts
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix

@@ -121,7 +121,7 @@ def test_build_base_and_compile_cache_settings(parse: Callable[[str], Matrix]) -
     from wheelfactory.plan.matrix import DEBIAN_SUITES, default_compile_cache
 
     assert tuple(SUITES) == DEBIAN_SUITES  # the matrix accepts exactly the suites the base builder makes
-    from wheelfactory.engines.compile_cache import CompileCache, parse_redis
+    from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
 
     default = parse("").build
     assert default.debian_base is None and default.compile_cache == default_compile_cache()

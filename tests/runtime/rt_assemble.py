@@ -18,14 +18,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from wheelfactory.engines.host import probe
+from wheelfactory.engines.host import host_variant, probe
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.stage import LIBRARY_MODULE, RECORD_FILE, StagePlan, plan_stage, write_stage
-from wheelfactory.runner.run import host_variant
 
 REPO = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = REPO / "runtime"
