@@ -1,6 +1,21 @@
 """One tree of fatal errors, each class with a fixed exit code; the CLI catches them once.
 
-Messages are one line that says what is wrong, where (file, key, line) and what to do.
+Messages are one line that says what is wrong, where (file, key, line) and what to do. The exit
+codes are part of the interface (README, "Exit codes"); each means one thing:
+
+    0  everything selected was built (or was already built) and verified
+    1  BuildFailed: at least one variant failed to build or verify; the others were delivered
+    2  ConfigError, UsageError: bad input (matrix.toml, kernel.toml, a flag, a dist file)
+    3  DockerUnavailable: the command needs a Docker engine and none answers
+    4  OutputLocked: another wheelfactory run holds the output directory
+    5  VariantsNotBuilt: what this machine can build was built; other selected variants were not,
+       for want of an engine (each listed with the reason and what to do)
+    6  ImageBuildFailed: a build image could not be made (debootstrap, import, a Dockerfile step)
+    7  PublishError: dist/ cannot be published as asked (a conflict, a missing or foreign file)
+    8  WorkflowStale: `ci github --check` found the committed workflow out of date
+    9  EnvironmentProblem: the machine lacks something a build needs (a wheel the registry does
+       not serve, a host interpreter without torch)
+  130  interrupted (Ctrl-C)
 """
 
 from __future__ import annotations
@@ -13,7 +28,7 @@ class WheelfactoryError(Exception):
 
 
 class ConfigError(WheelfactoryError):
-    """A matrix.toml, kernel declaration or compatibility table that cannot be used."""
+    """A matrix.toml, kernel declaration, compatibility table or dist file that cannot be used."""
 
     exit_code = 2
 
@@ -43,18 +58,82 @@ class UsageError(WheelfactoryError):
     exit_code = 2
 
 
+class BuildFailed(WheelfactoryError):
+    """At least one variant failed; its log and the manifest say why."""
+
+    exit_code = 1
+
+
+class VariantBuildError(WheelfactoryError):
+    """One variant's build or verification failed (recorded in the manifest as "failed"; the run
+    goes on with the others and ends in BuildFailed)."""
+
+    exit_code = 1
+
+
+class DockerBuildError(VariantBuildError):
+    """The Docker engine could not build one variant (cibuildwheel, repair or a check failed)."""
+
+
+class HostEngineError(VariantBuildError):
+    """The host engine could not build one variant."""
+
+
 class DockerUnavailable(WheelfactoryError):
     """No Docker engine answers (or the Docker SDK is not installed)."""
 
     exit_code = 3
 
 
+class OutputLocked(WheelfactoryError):
+    """Another wheelfactory run holds the output directory's lock."""
+
+    exit_code = 4
+
+
+class VariantsNotBuilt(WheelfactoryError):
+    """The run built what this machine can; the other selected variants need an engine it lacks."""
+
+    exit_code = 5
+
+
 class ImageBuildFailed(WheelfactoryError):
     """An image could not be made: debootstrap, the rootfs import or a Dockerfile step failed.
     ``tail`` holds the last lines of the log, for the presentation layer to show."""
 
-    exit_code = 1
+    exit_code = 6
 
     def __init__(self, message: str, *, tail: str = "") -> None:
         self.tail = tail
         super().__init__(message)
+
+
+class PublishError(WheelfactoryError):
+    """dist/ cannot be published as asked."""
+
+    exit_code = 7
+
+
+class IndexBuildError(PublishError):
+    """The index cannot be written from this dist/ (a manifest entry names a missing wheel...)."""
+
+
+class MergeConflict(PublishError):
+    """Two parts (or a part and the output) disagree: two wheels for one variant, or two files
+    with one name; or a part's manifest names a file it does not hold."""
+
+
+class WorkflowStale(WheelfactoryError):
+    """``--check``: the committed workflow is not what the plan generates (or is missing)."""
+
+    exit_code = 8
+
+
+class EnvironmentProblem(WheelfactoryError):
+    """The machine lacks something a build needs."""
+
+    exit_code = 9
+
+
+class WheelhouseError(EnvironmentProblem):
+    """The wheelhouse could not be filled (the registry does not serve a wheel a build needs)."""

@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import yaml
 from wheelfactory import __version__
-from wheelfactory.errors import UsageError, WheelfactoryError
+from wheelfactory.errors import UsageError
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
@@ -69,10 +69,6 @@ UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/
 T = TypeVar("T", int, str)
 
 
-class WorkflowStale(WheelfactoryError):
-    """``--check``: the committed workflow is not what the plan generates (or is missing)."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)

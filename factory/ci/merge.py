@@ -23,16 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from wheelfactory.errors import UsageError, WheelfactoryError
+from wheelfactory.errors import MergeConflict, UsageError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
-
-
-class MergeConflict(WheelfactoryError):
-    """Two parts (or a part and the output) disagree: two wheels for one variant, or two files
-    with one name; or a part's manifest names a file it does not hold."""
-
-    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from wheelfactory import __version__
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
-from wheelfactory.errors import ConfigError, UsageError, WheelfactoryError
+from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
 from wheelfactory.images.base_image import DEFAULT_MIRROR, SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand, parse_shard
@@ -414,11 +414,11 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
         try:
             committed = check_file.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise gh.WorkflowStale(f"{check_file} does not exist; generate it with: {options.regenerate}") from None
+            raise WorkflowStale(f"{check_file} does not exist; generate it with: {options.regenerate}") from None
         diff = gh.stale_diff(committed, text, options.workflow_file)
         if diff:
             click.echo(diff, nl=False)
-            raise gh.WorkflowStale(f"{check_file} is not what the plan of {options.matrix_file} generates (diff "
+            raise WorkflowStale(f"{check_file} is not what the plan of {options.matrix_file} generates (diff "
                                    f"above); regenerate with: {options.regenerate}")
         err.print(f"{check_file} is current", markup=False, highlight=False)
     elif workflow_file is None:
@@ -454,8 +454,6 @@ def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
                       f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
 
 
-class BuildFailed(WheelfactoryError):
-    exit_code = 1
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -26,7 +26,7 @@ from wheelfactory.engines import Phase, no_phase
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import DockerBuildError
 from wheelfactory.images.containers import Container
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.spec import image_spec
@@ -64,8 +64,6 @@ print(json.dumps({{"mode": "imported", "variant": None, "module": {pkg}.__name__
 """
 
 
-class DockerBuildError(WheelfactoryError):
-    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wheelfactory.engines import Phase, no_phase
-from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Backend, Variant
@@ -33,8 +33,6 @@ print(json.dumps(info))
 """
 
 
-class HostEngineError(WheelfactoryError):
-    exit_code = 2
 
 
 @dataclass(frozen=True)
@@ -65,7 +63,7 @@ def probe(python: str) -> HostEnvironment:
     output = run([python, "-c", _PROBE])
     info = json.loads(output.strip().splitlines()[-1])
     if not info.get("torch"):
-        raise HostEngineError(f"{python} has no torch installed: the host engine builds for the torch of "
+        raise EnvironmentProblem(f"{python} has no torch installed: the host engine builds for the torch of "
                               "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker")
     return HostEnvironment(info["python"], info["executable"], info["arch"], info["torch"], info["cuda"],
                            info["hip"], info["cxx11_abi"])

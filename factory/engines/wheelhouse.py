@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from filelock import FileLock
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest
@@ -31,8 +31,6 @@ PYPI = "https://pypi.org/simple"
 COMPLETE = "wheelhouse.json"
 
 
-class WheelhouseError(WheelfactoryError):
-    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
@@ -48,8 +48,6 @@ SCHEMA = 1
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 
 
-class IndexBuildError(WheelfactoryError):
-    exit_code = 1
 
 
 @dataclass(frozen=True)

@@ -13,15 +13,13 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock, Timeout
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import OutputLocked, WheelfactoryError
 
 MANIFEST = "manifest.json"
 LOCK = ".wheelfactory.lock"
 Status = Literal["built", "cached", "failed"]
 
 
-class OutputLocked(WheelfactoryError):
-    exit_code = 3
 
 
 @dataclass(frozen=True)

@@ -317,12 +317,12 @@ def test_check_passes_when_current_and_fails_with_a_diff_when_stale(
     assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 0
     assert capsys.readouterr().err == f"{WORKFLOW} is current\n"
     # Other options give another workflow: the check regenerates with the options it is given.
-    assert run_cli("ci", "github", "-m", "matrix.toml", "--shards", "3", "--check", WORKFLOW) == 1
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--shards", "3", "--check", WORKFLOW) == 8  # WorkflowStale
     capsys.readouterr()
     # The matrix changes: CUDA dropped.
     matrix = checkout / "matrix.toml"
     matrix.write_text(matrix.read_text().replace('backends = ["cpu", "cuda"]', 'backends = ["cpu"]'))
-    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 1
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 8
     out, err = capsys.readouterr()
     assert out.startswith(f"--- {WORKFLOW} (committed)\n+++ {WORKFLOW} (generated)\n")
     assert "\n-          - {id: torch214-cxx11-cu130-x86_64-linux," in out
@@ -333,7 +333,7 @@ def test_check_passes_when_current_and_fails_with_a_diff_when_stale(
     assert run_cli("ci", "github", "-m", "matrix.toml", "--workflow", WORKFLOW) == 0
     assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 0
     capsys.readouterr()
-    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", "nothing.yml") == 1
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", "nothing.yml") == 8
     assert capsys.readouterr().err == ("wheelfactory: error: nothing.yml does not exist; generate it with: "
                                        "wheelfactory ci github -m matrix.toml --workflow nothing.yml\n")
 
@@ -372,7 +372,7 @@ def test_plan_job_runs_and_emits_the_matrix(checkout: Path, capsys: pytest.Captu
     matrix = checkout / "matrix.toml"
     matrix.write_text(matrix.read_text().replace('torch = [">=2.6"]', 'torch = [">=2.7"]'))
     result = bash(step(doc, "plan", "Check that this workflow is what the plan generates")["run"], checkout)
-    assert result.returncode == 1 and "-          - {id: torch26" * (shards is None) in result.stdout
+    assert result.returncode == 8 and "-          - {id: torch26" * (shards is None) in result.stdout
     assert "regenerate with: wheelfactory ci github -m matrix.toml" in result.stderr
 
 

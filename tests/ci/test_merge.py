@@ -10,8 +10,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from wheelfactory.ci.merge import MergeConflict, apply_merge, plan_merge
+from wheelfactory.ci.merge import apply_merge, plan_merge
 from wheelfactory.cli.main import main
+from wheelfactory.errors import MergeConflict
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
 
@@ -144,7 +145,7 @@ def test_two_different_wheels_for_one_variant_are_an_error(tmp_path: Path, capsy
     one = make_part(tmp_path / "a", {CPU213: "built"}, payload="one")
     two = make_part(tmp_path / "b", {CPU213: "cached"}, payload="two")
     out = tmp_path / "dist"
-    assert run_cli("merge", str(one), str(two), "-o", str(out)) == 1
+    assert run_cli("merge", str(one), str(two), "-o", str(out)) == 7  # PublishError
     err = capsys.readouterr().err
     wheel = manifest.read(one)[CPU213].wheel
     assert err.startswith(f"wheelfactory: error: two different wheels for {CPU213}: {one / str(wheel)} (sha256 ")
@@ -157,7 +158,7 @@ def test_never_overwrites_a_different_file(tmp_path: Path, capsys: pytest.Captur
     out = tmp_path / "dist"
     (out / CPU213).mkdir(parents=True)
     (out / CPU213 / "build.log").write_text("someone else's log\n")
-    assert run_cli("merge", str(part), "-o", str(out)) == 1
+    assert run_cli("merge", str(part), "-o", str(out)) == 7
     assert capsys.readouterr().err == (f"wheelfactory: error: {out / CPU213 / 'build.log'} already exists and "
                                        f"differs from {part / CPU213 / 'build.log'}; merge into an empty directory, "
                                        f"or move one of them away\n")
@@ -188,9 +189,9 @@ def test_bad_parts_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixt
     expected = {
         "no-manifest": (2, f"{part} is not a build output: it has no manifest.json"),
         "no-directory": (2, f"{tmp_path / 'nothing'}: no such directory"),
-        "missing-wheel": (1, f"{part / 'manifest.json'} lists {entry.wheel} for {CPU213}, but {wheel} is missing"),
-        "wrong-sha": (1, f"{wheel} does not match the sha256 that {part / 'manifest.json'} records for it"),
-        "outside": (1, f"{part / 'manifest.json'}: {CPU213} names '../../etc/passwd', which is not a path inside"),
+        "missing-wheel": (7, f"{part / 'manifest.json'} lists {entry.wheel} for {CPU213}, but {wheel} is missing"),
+        "wrong-sha": (7, f"{wheel} does not match the sha256 that {part / 'manifest.json'} records for it"),
+        "outside": (7, f"{part / 'manifest.json'}: {CPU213} names '../../etc/passwd', which is not a path inside"),
         "itself": (2, f"{out} is the output directory itself"),
     }[case]
     if case == "no-manifest":
@@ -230,7 +231,7 @@ def test_the_output_is_locked(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = tmp_path / "dist"
     held = manifest.lock(out)
     try:
-        assert run_cli("merge", str(part), "-o", str(out)) == 3
+        assert run_cli("merge", str(part), "-o", str(out)) == 4  # OutputLocked
     finally:
         held.release()
     assert "is in use by another wheelfactory build" in capsys.readouterr().err

@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from wheelfactory.engines.wheelhouse import PYPI, ContainerPython, Wheelhouse, WheelhouseError, request_for
+from wheelfactory.engines.wheelhouse import PYPI, ContainerPython, Wheelhouse, request_for
+from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
