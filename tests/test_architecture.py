@@ -1,0 +1,74 @@
+"""The shape of the code, checked: import contracts (import-linter), mypy --strict, and the import
+name (`wheelfactory`, never `factory`, the import name of factory_boy)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(BIN / "lint-imports"), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+                          cwd=cwd, capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_import_contracts_hold() -> None:
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert " 0 broken" in result.stdout and "KEPT" in result.stdout
+
+
+def test_the_contracts_catch_a_planted_violation(tmp_path: Path) -> None:
+    """The same contracts over a copy where planning imports the Docker engine and the runtime
+    imports the factory: all three break (a contract that cannot break checks nothing)."""
+    shutil.copytree(REPO / "factory", tmp_path / "wheelfactory", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "runtime", tmp_path / "runtime", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "wheelfactory" / "plan" / "expand.py", "a") as planted:
+        planted.write("\nimport wheelfactory.engines.docker  # planted\n")
+    with open(tmp_path / "runtime" / "_env.py", "a") as planted:
+        planted.write("\nfrom wheelfactory import errors  # planted\n")
+    result = lint_imports(tmp_path)  # the copy comes first on sys.path (the working directory)
+    assert result.returncode != 0
+    assert result.stdout.count("BROKEN") >= 3, result.stdout[-4000:]
+    assert "wheelfactory.plan.expand -> wheelfactory.engines.docker" in result.stdout
+
+
+@pytest.mark.slow
+def test_mypy_strict_is_clean(tmp_path: Path) -> None:
+    """mypy --strict over the package as it installs: wheelfactory/ is the source folder factory/,
+    with the runtime as wheelfactory/_runtime (a tree of links, as an installed wheel lays it out)."""
+    root = tmp_path / "path" / "wheelfactory"
+    root.mkdir(parents=True)
+    for entry in (REPO / "factory").iterdir():
+        if entry.name != "__pycache__":
+            (root / entry.name).symlink_to(entry)
+    (root / "_runtime").symlink_to(REPO / "runtime")
+    env = {**os.environ, "MYPYPATH": str(root.parent)}
+    result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--config-file", str(REPO / "pyproject.toml"),
+                             "--cache-dir", str(tmp_path / "cache"), "-p", "wheelfactory"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert "Success: no issues found" in result.stdout
+
+
+def test_the_import_name_is_wheelfactory_and_never_factory(tmp_path: Path) -> None:
+    """Outside the checkout, the installed package answers to `wheelfactory` alone: `import factory`
+    fails (a project with factory_boy keeps its `factory`), `python -m wheelfactory` works."""
+    code = ("import importlib.util, wheelfactory; "
+            "print(importlib.util.find_spec('factory') is None); print(wheelfactory.__name__)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["True", "wheelfactory"]
+    plan = subprocess.run([sys.executable, "-m", "wheelfactory", "plan", "-m", str(REPO / "matrix.toml"),
+                           "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert plan.returncode == 0, plan.stderr
+    assert '"variants"' in plan.stdout
