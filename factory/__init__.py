@@ -1,9 +1,78 @@
 """wheelfactory: a multi-variant wheel factory for PyTorch C++/CUDA/ROCm kernels.
 
-The build side. Planning (``matrix``, ``compat``, ``plan``, ``variant``) is pure: it reads
-matrix.toml and the compatibility table and never touches Docker, compilers or the network.
+The public API is what this module exports (``__all__``); every other module path is private and
+may change. Planning is pure: ``load_plan`` reads matrix.toml and the compatibility table and never
+touches Docker, compilers or the network. ``build`` runs the plan through an engine into an
+output directory, as ``wheelfactory build`` does.
+
+    import wheelfactory
+    plan = wheelfactory.load_plan("matrix.toml")
+    for variant in plan.variants:
+        print(variant.id, variant.local_version)
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
 
-__all__ = ["__version__"]
+__version__ = "0.1.0"  # before the imports below: modules they load read it
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wheelfactory.errors import (
+    BuildFailed,
+    ConfigError,
+    DockerUnavailable,
+    EnvironmentProblem,
+    ImageBuildFailed,
+    OutputLocked,
+    PublishError,
+    UsageError,
+    VariantsNotBuilt,
+    WheelfactoryError,
+    WorkflowStale,
+)
+from wheelfactory.plan.compat import CompatTable, load_table
+from wheelfactory.plan.expand import Plan, Pruned, expand
+from wheelfactory.plan.identity import Backend, Variant, VariantId
+from wheelfactory.plan.matrix import Matrix, load_matrix
+
+if TYPE_CHECKING:
+    from wheelfactory.runner.session import BuildResult
+
+__all__ = [
+    "__version__",
+    # planning
+    "load_plan", "Plan", "Pruned", "Variant", "VariantId", "Backend", "Matrix", "CompatTable",
+    # building
+    "build", "BuildResult",
+    # errors (each with its exit code)
+    "WheelfactoryError", "ConfigError", "UsageError", "BuildFailed", "DockerUnavailable", "OutputLocked",
+    "VariantsNotBuilt", "ImageBuildFailed", "PublishError", "WorkflowStale", "EnvironmentProblem",
+]
+
+PathLike = str | os.PathLike[str]
+
+
+def load_plan(matrix: PathLike, compat: PathLike | None = None) -> Plan:
+    """The plan of a matrix.toml: ``plan.variants`` (what builds) and ``plan.pruned`` (what the
+    compatibility table rules out, each with its reason). ``compat`` replaces the bundled table.
+    Raises ConfigError (one line naming file, key and line) on bad input."""
+    table = load_table(Path(compat) if compat is not None else None)
+    path = Path(matrix)
+    return expand(load_matrix(path, table, display=str(matrix)), table)
+
+
+def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | None = None,
+          engine: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
+          jobs: int | None = None, max_memory: int | None = None) -> BuildResult:
+    """Build the plan of ``matrix`` as ``wheelfactory build`` does (engine "auto", "docker" or
+    "host"; ``only`` fnmatch patterns on variant ids; ``shard`` (i, n); ``max_memory`` in bytes).
+    Returns every variant's outcome (``result.outcomes``, ``result.failed``); a variant that fails
+    does not raise. Raises the errors above when the run cannot start."""
+    from wheelfactory.runner.session import build_matrix
+
+    return build_matrix(Path(matrix), compat=Path(compat) if compat is not None else None,
+                        out=Path(out) if out is not None else None, engine=engine, only=only, shard=shard,
+                        jobs=jobs, max_memory=max_memory)

@@ -1,0 +1,85 @@
+"""One build session: matrix.toml -> plan -> engine -> every selected variant built into dist/.
+
+What ``wheelfactory build`` and the public ``wheelfactory.build`` both run; the CLI adds only the
+presentation (the live view, the summary). The session decides; it prints nothing itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from wheelfactory.engines import Engine
+from wheelfactory.engines.capacity import Capacity, machine_capacity
+from wheelfactory.engines.choose import choose_engine
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import load_matrix
+from wheelfactory.project.bring_your_own import ByoStage, load_byo
+from wheelfactory.project.kernel_toml import is_native_project, load_kernel
+from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.runner.run import Observer, Outcome, run_matrix
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    """What a session did: where, with which engine, and each variant's outcome."""
+    out: Path
+    engine: str
+    outcomes: tuple[Outcome, ...]
+
+    @property
+    def failed(self) -> tuple[Outcome, ...]:
+        return tuple(o for o in self.outcomes if o.entry.status == "failed")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PreparedBuild:
+    """A session with every decision made (project, engine, variants, parallelism) and nothing built."""
+    out: Path
+    engine: Engine
+    summary: str  # the engine decision in one line, what `wheelfactory build` prints first
+    variants: tuple[Variant, ...]
+    capacity: Capacity
+    stage_for: Callable[[Variant], Stage]
+
+    def run(self, observe: Observer | None = None) -> BuildResult:
+        self.engine.use_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
+        outcomes = run_matrix(self.stage_for, self.variants, self.engine, self.out, jobs=self.capacity.jobs,
+                              **({"observe": observe} if observe is not None else {}))
+        return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes))
+
+
+def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
+                  engine: str | None = None, python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
+                  jobs: int | None = None, max_memory: int | None = None,
+                  console: Console | None = None) -> PreparedBuild:
+    """Read the matrix and the project, choose the engine (building or reusing its images: progress
+    goes to ``console``) and the parallelism. Raises the errors in wheelfactory.errors."""
+    table = load_table(compat)
+    spec = load_matrix(matrix, table, display=str(matrix))
+    out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
+    project = spec.project
+    stage_for: Callable[[Variant], Stage]
+    native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
+    if native:
+        stage_for = partial(plan_stage, load_kernel(project.path))
+    else:
+        stage_for = partial(ByoStage, load_byo(project, str(matrix)))
+    chosen = choose_engine(spec, table, choice=engine or spec.build.engine, python=python or sys.executable,
+                           out=out_dir, only=only, shard=shard, native=native,
+                           console=console or Console(quiet=True), matrix_file=str(matrix))
+    capacity = machine_capacity(chosen.engine.name, chosen.variants, requested_jobs=jobs or spec.build.jobs,
+                                max_memory=max_memory)
+    return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary,
+                         variants=tuple(chosen.variants), capacity=capacity, stage_for=stage_for)
+
+
+def build_matrix(matrix: Path, **options: Any) -> BuildResult:
+    """prepare_build + run, with no live view."""
+    return prepare_build(matrix, **options).run()
