@@ -56,9 +56,9 @@ class PreparedBuild:
 
 
 def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
-                  engine: str | None = None, python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
-                  jobs: int | None = None, max_memory: int | None = None,
-                  console: Console | None = None) -> PreparedBuild:
+                  engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
+                  shard: tuple[int, int] | None = None, jobs: int | None = None,
+                  max_memory: int | None = None, console: Console | None = None) -> PreparedBuild:
     """Read the matrix and the project, choose the engine (building or reusing its images: progress
     goes to ``console``) and the parallelism. Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
