@@ -1,0 +1,67 @@
+"""The public API README shows: the example runs as written, the exports exist and are typed, and
+README's exit-code table is the one errors.py defines."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import wheelfactory
+from wheelfactory import errors
+
+REPO = Path(__file__).resolve().parents[1]
+README = (REPO / "README.md").read_text()
+
+
+def section(title: str) -> str:
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end != -1 else None]
+
+
+def test_readme_example_runs_from_outside_the_checkout(tmp_path: Path) -> None:
+    (example,) = re.findall(r"```python\n(.*?)```", section("Python API"), re.S)
+    (tmp_path / "matrix.toml").write_text((REPO / "matrix.toml").read_text().replace(
+        'path = "kernels/fusedops"', f'path = "{REPO / "kernels" / "fusedops"}"'))
+    result = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    plan = wheelfactory.load_plan(REPO / "matrix.toml")
+    first = result.stdout.splitlines()
+    assert first[0] == f"{len(plan.variants)} variants, {len(plan.pruned)} pruned"
+    assert first[1] == f"{plan.variants[0].id} {plan.variants[0].local_version}"
+
+
+def test_exports_exist_and_the_package_is_typed() -> None:
+    for name in wheelfactory.__all__:
+        if name != "BuildResult":  # a type for annotations, imported lazily with build()
+            assert hasattr(wheelfactory, name), name
+    assert (Path(wheelfactory.__file__).parent / "py.typed").is_file()
+    from wheelfactory.runner.session import BuildResult
+    assert BuildResult.__name__ in wheelfactory.__all__
+
+
+def test_load_plan_takes_another_table_and_reports_bad_input_as_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "matrix.toml"
+    bad.write_text("[matrix]\nbakends = ['cpu']\n")
+    try:
+        wheelfactory.load_plan(bad)
+    except wheelfactory.ConfigError as exc:
+        assert "backends" in str(exc) and exc.exit_code == 2
+    else:
+        raise AssertionError("a misspelt key planned")
+
+
+def test_readme_exit_code_table_is_the_error_tree() -> None:
+    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", section("Exit codes"), re.M)
+    documented = {name.strip("` "): int(code) for code, names in rows for name in names.split(",") if name.strip()}
+    defined = {name: cls.exit_code for name, cls in vars(errors).items()
+               if isinstance(cls, type) and issubclass(cls, errors.WheelfactoryError)
+               and cls.__doc__ and name in documented}
+    assert documented == defined
+    # every code the tree uses is documented, and no two meanings share one
+    codes = {cls.exit_code for cls in vars(errors).values()
+             if isinstance(cls, type) and issubclass(cls, errors.WheelfactoryError)}
+    assert codes <= {int(code) for code, _ in rows}
