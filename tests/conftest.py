@@ -4,15 +4,13 @@ flags work from any command line (pytest reads options only from conftests it lo
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.matrix import Matrix, parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -14,8 +14,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from testkit import REPO, run_cli
 from wheelfactory.ci.bake import PLATFORMS, VARIANTS_LABEL, BakePlan, plan_bake, write_bake
-from wheelfactory.cli.main import main
 from wheelfactory.engines import docker as docker_engine
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.errors import ConfigError, UsageError
@@ -27,7 +27,6 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import ARCHES, Variant
 from wheelfactory.plan.matrix import Matrix, load_matrix
 
-REPO = Path(__file__).resolve().parents[2]
 TAG = re.compile(r"^wheelfactory/build:([0-9a-f]{12})$")
 
 # The part of the buildx bake file reference (https://docs.docker.com/build/bake/reference/) we use.
@@ -255,28 +254,22 @@ def test_engine_and_bake_render_the_same_spec(repo_matrix: Matrix, table: Compat
 
 # The command line, in-process: main() prints one line per known error and exits with its code.
 
-def run_cli(*args: str) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main(["bake", *args])
-    return int(exited.value.code or 0)
-
-
 def test_cli_prints_to_stdout_by_default(capsys: pytest.CaptureFixture[str], repo_matrix: Matrix,
                                          table: CompatTable) -> None:
-    assert run_cli("-m", str(REPO / "matrix.toml")) == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml")) == 0
     out, err = capsys.readouterr()
     check_bake_file(out, repo_matrix, expand(repo_matrix, table).variants)
     assert "note: " in err and "--allow network.host -f FILE" in err
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", "-") == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", "-") == 0
     assert capsys.readouterr().out == out
 
 
 def test_cli_writes_the_file_the_same_each_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "docker-bake.json"
     path.write_text("old")
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(path)) == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path)) == 0
     first = path.read_bytes()
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(path)) == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path)) == 0
     assert path.read_bytes() == first and capsys.readouterr().out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docker-bake.json"]  # no temp file left
 
@@ -284,26 +277,26 @@ def test_cli_writes_the_file_the_same_each_time(tmp_path: Path, capsys: pytest.C
 def test_cli_only_and_shard_narrow_the_targets(tmp_path: Path, repo_matrix: Matrix,
                                                table: CompatTable) -> None:
     path = tmp_path / "bake.json"
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(path), "--only", "torch214*") == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--only", "torch214*") == 0
     variants = tuple(v for v in expand(repo_matrix, table).variants if v.id.startswith("torch214"))
     (target,) = check_bake_file(path.read_text(), repo_matrix, variants).values()
     assert target["labels"][VARIANTS_LABEL] == ("torch214-cxx11-cpu-x86_64-linux,"
                                                 "torch214-cxx11-cu130-x86_64-linux")
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(path), "--only", "*cu124*") == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--only", "*cu124*") == 0
     assert [name.split("-")[1] for name in json.loads(path.read_text())["target"]] == ["cuda12"]
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(path), "--shard", "2/35") == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--shard", "2/35") == 0
     assert len(json.loads(path.read_text())["target"]) == 1
 
 
 def test_cli_bad_file_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "no" / "such" / "bake.json"
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(missing)) == 2
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(missing)) == 2
     err = capsys.readouterr().err
     assert err == f"wheelfactory: error: cannot write the bake file {missing}: directory {missing.parent} " \
                   "does not exist\n"
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--file", str(tmp_path)) == 2
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(tmp_path)) == 2
     assert "it is a directory" in capsys.readouterr().err
-    assert run_cli("-m", str(REPO / "matrix.toml"), "--only", "torch99*") == 2
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--only", "torch99*") == 2
     assert "--only 'torch99*' matches no variant" in capsys.readouterr().err
 
 

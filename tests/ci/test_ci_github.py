@@ -28,15 +28,15 @@ from typing import Any
 import click
 import pytest
 import yaml
+from testkit import REPO, run_cli
 from wheelfactory import __version__
 from wheelfactory.ci.github import GithubOptions, repo_path, stale_diff
-from wheelfactory.cli.main import cli, main
+from wheelfactory.cli.main import cli
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.matrix import Matrix, load_matrix
 
-REPO = Path(__file__).resolve().parents[2]
 WORKFLOW = ".github/workflows/wheels.yml"
 REQUIRED = os.environ.get("CI") == "true"
 BIN = str(Path(sys.executable).parent)  # where this venv's `wheelfactory` script lies
@@ -84,12 +84,6 @@ def checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="module")
 def repo_matrix(table: CompatTable) -> Matrix:
     return load_matrix(REPO / "matrix.toml", table)
-
-
-def run_cli(*args: str) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    return int(exited.value.code or 0)
 
 
 def generate(capsys: pytest.CaptureFixture[str], *args: str) -> str:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from pathlib import Path
 
 import pytest
+from testkit import make_wheel, run_cli
 from wheelfactory.ci.merge import apply_merge, plan_merge
-from wheelfactory.cli.main import main
 from wheelfactory.errors import MergeConflict
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
@@ -23,22 +22,12 @@ LOCAL = {CPU213: "cputorch2.13", CPU214: "cputorch2.14", CU130: "cu130torch2.13"
 TORCH = {CPU213: "2.13.0", CPU214: "2.14.1", CU130: "2.13.0"}
 
 
-def make_wheel(folder: Path, vid: str, payload: str = "") -> Path:
+def variant_wheel(folder: Path, vid: str, payload: str = "") -> Path:
     """A wheel as the factory names and fills it (enough for the index and variants.json)."""
     local = LOCAL[vid]
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"fusedops-0.1.0+{local}-cp39-abi3-manylinux_2_28_x86_64.whl"
-    info = f"fusedops-0.1.0+{local}.dist-info/"
     archs = ["8.0", "9.0", "12.0+PTX"] if "cu" in local else []
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("fusedops/__init__.py", f"# {vid} {payload}\n")
-        archive.writestr("fusedops/_build.json", json.dumps({"variant": vid, "arch_list": archs}))
-        archive.writestr(info + "METADATA", f"Metadata-Version: 2.1\nName: fusedops\nVersion: 0.1.0+{local}\n"
-                                            "Requires-Python: >=3.9\n")
-        archive.writestr(info + "WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
-                                         "Tag: cp39-abi3-manylinux_2_28_x86_64\n")
-        archive.writestr(info + "RECORD", "")
-    return path
+    return make_wheel(folder, "fusedops", f"0.1.0+{local}", files={"fusedops/__init__.py": f"# {vid} {payload}\n"},
+                      build_record={"variant": vid, "arch_list": archs}, metadata="Requires-Python: >=3.9\n")
 
 
 def make_part(root: Path, results: dict[str, manifest.Status], *, payload: str = "") -> Path:
@@ -54,19 +43,13 @@ def make_part(root: Path, results: dict[str, manifest.Status], *, payload: str =
             entries[vid] = manifest.Entry("failed", None, None, 3.0, f"key-{vid}", str(log.relative_to(root)),
                                           "nvcc failed", "docker", None, TORCH[vid], toolkit)
         else:
-            wheel = make_wheel(folder, vid, payload)
+            wheel = variant_wheel(folder, vid, payload)
             entries[vid] = manifest.Entry(status, str(wheel.relative_to(root)), file_sha256(wheel), 12.5,
                                           f"key-{vid}", str(log.relative_to(root)), None, "docker", "sha256:img",
                                           TORCH[vid], toolkit, wheel.stat().st_size)
     (root / "images.log").write_text(f"images of {root.name}\n")  # not merged
     manifest.write(root, entries)
     return root
-
-
-def run_cli(*args: str) -> int:
-    with pytest.raises(SystemExit) as exited:
-        main(list(args))
-    return int(exited.value.code or 0)
 
 
 def files(root: Path) -> dict[str, bytes]:

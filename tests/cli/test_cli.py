@@ -10,8 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from testkit import REPO
 
 
 def wheelfactory(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

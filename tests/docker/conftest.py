@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 
 import docker
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
 from docker_helpers import REQUIRED  # noqa: E402
 

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import UsageError
 from wheelfactory.images.base_image import (
     BASE_REPOSITORY,
@@ -32,7 +33,6 @@ from wheelfactory.support.proc import run
 
 import docker
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
 BOOKWORM = BaseImageSpec(parse_suite("bookworm"))
 

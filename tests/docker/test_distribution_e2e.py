@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import LEAN
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import VARIANTS, build, manifest, matrix_text
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 
 

@@ -12,10 +12,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import LEAN, build_matrix, manifest
+from testkit import REPO
 
 import docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 VARIANT = "torch214-cxx11-cu130-x86_64-linux"
 

@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def rocm_check(tmp_path: Path, base: BaseImage, *gfx: str) -> subprocess.CompletedProcess[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
 from wheelfactory.engines.docker import DockerEngine, ImageFacts
@@ -17,7 +18,6 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 
-REPO = Path(__file__).resolve().parents[2]
 IMAGE = ImageRef("wheelfactory/build:0123456789ab", "sha256:feed", built=False)
 
 

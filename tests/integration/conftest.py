@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
 OTHER_TORCH = "2.14.1"  # a different minor, on this machine's disk

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
 OTHER_TORCH = "2.14.1"  # another minor release on this machine's disk
 

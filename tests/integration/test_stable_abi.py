@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 VARIANT = "torch-stable-abi210-cpu-x86_64-linux"
 pytestmark = pytest.mark.slow
 

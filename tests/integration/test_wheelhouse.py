@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.engines.wheelhouse import PYPI, ContainerPython, Wheelhouse, request_for
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import load_table
@@ -13,8 +14,6 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def variant(torch: str) -> Variant:

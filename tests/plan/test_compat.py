@@ -3,11 +3,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Backend
 
-BUNDLED = Path(__file__).resolve().parents[2] / "factory" / "data" / "compat.toml"
+BUNDLED = REPO / "factory" / "data" / "compat.toml"
 
 
 def test_bundled_table_covers_2_4_to_2_14() -> None:

@@ -1,13 +1,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.matrix import Matrix
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_empty_document_gets_useful_defaults(parse: Callable[[str], Matrix]) -> None:

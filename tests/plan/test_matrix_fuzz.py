@@ -28,6 +28,7 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
+from testkit import REPO
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
@@ -44,7 +45,7 @@ from wheelfactory.plan.tomlsource import TomlDocument, format_key
 TABLE = load_table()
 FILE = "fuzzed/matrix-under-test.toml"  # display name used for the in-memory documents
 BASE_DIR = Path(__file__).resolve().parent
-REPO_MATRIX = Path(__file__).resolve().parents[2] / "matrix.toml"
+REPO_MATRIX = REPO / "matrix.toml"
 
 # No example database: the suite must not write .hypothesis/ into the checkout, and the
 # documents that matter are replayed explicitly in test_regressions.

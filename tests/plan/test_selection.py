@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from testkit import REPO
 from wheelfactory.cli.main import cli
 from wheelfactory.engines.wheelhouse import PYPI, pypi_refusal
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import Plan, select
 
-REPO = Path(__file__).resolve().parents[2]
 RELEASE_MATRIX = '[matrix]\ntorch = [">=2.6"]\nbackends = ["cpu", "cuda"]\ncxx11_abi = "both"\n'
 
 

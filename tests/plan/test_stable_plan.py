@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.project.stage import plan_stage
 
-REPO = Path(__file__).resolve().parents[2]
 MATRIX = '[matrix]\ntorch = ["2.6", "2.12", "2.13", "2.14"]\nbackends = ["cpu", "cu130"]\nstable_abi = "2.10"\n'
 
 

@@ -3,10 +3,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.kernel_toml import load_kernel
-
-REPO = Path(__file__).resolve().parents[2]
 
 MINIMAL = """
 [kernel]

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -12,8 +13,6 @@ from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.project.stage import plan_stage, write_stage
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def variants(text: str) -> dict[str, Variant]:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import zipfile
 from pathlib import Path
 
+from testkit import make_wheel
 from wheelfactory.runner import manifest
 
 WHEELS = {
@@ -14,21 +13,6 @@ WHEELS = {
     "torch26-cxx98-cpu-x86_64-linux": ("0.1.0+cputorch2.6cxx98", "2.6.0", None, []),
     "torch213-cxx11-cu130-x86_64-linux": ("0.1.0+cu130torch2.13", "2.13.0", "13.0", ["8.0", "9.0", "12.0+PTX"]),
 }
-
-
-def make_wheel(directory: Path, version: str, record: dict[str, object]) -> Path:
-    name = f"tiny-{version}-cp39-abi3-manylinux_2_28_x86_64.whl"
-    info = f"tiny-{version}.dist-info"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / name
-    with zipfile.ZipFile(path, "w") as archive:
-        archive.writestr("tiny/__init__.py", "VALUE = 1\n")
-        archive.writestr("tiny/_build.json", json.dumps(record))
-        archive.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: tiny\nVersion: {version}\n"
-                                             "Requires-Python: >=3.9\nLicense-Expression: MIT\n")
-        archive.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp39-abi3-manylinux_2_28_x86_64\n")
-        archive.writestr(f"{info}/RECORD", "")
-    return path
 
 
 def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.Entry]:
@@ -40,7 +24,8 @@ def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.En
             continue
         record = {"namespace": f"_tiny_{'cuda' if toolkit else 'cpu'}_{hashlib.sha256(vid.encode()).hexdigest()[:8]}",
                   "arch_list": archs}
-        wheel = make_wheel(dist / vid, version, record)
+        wheel = make_wheel(dist / vid, "tiny", version, files={"tiny/__init__.py": "VALUE = 1\n"},
+                           build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         entries[vid] = manifest.Entry("built", f"{vid}/{wheel.name}", digest, 1.0, "k", f"{vid}/build.log", None,
                                       "docker", None, torch, toolkit)

@@ -22,8 +22,6 @@ from wheelfactory.publish.index import (
 )
 from wheelfactory.runner import manifest
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def index(dist: Path, base_url: str = "http://example.test:9") -> tuple[Path, bool]:
     from wheelfactory.publish.variant_metadata import variant_metadata

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from dist_fakes import make_dist
+from testkit import REPO
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.matrix import parse_matrix
@@ -29,7 +30,6 @@ from wheelfactory.publish.report import (
 )
 from wheelfactory.runner import manifest
 
-REPO = Path(__file__).resolve().parents[2]
 FAILED = "torch26-cxx98-cpu-x86_64-linux"
 CACHED = "torch213-cxx11-cu130-x86_64-linux"
 MATRIX = """

@@ -3,9 +3,8 @@ on a real wheel in tests/docker/test_docker_cuda.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from testkit import REPO
 from wheelfactory.engines.docker import DockerEngine
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
@@ -14,8 +13,6 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.verify import cuda_binary as cudacheck
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_expected_contents_of_an_arch_list() -> None:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
 from packaging.version import Version
+from testkit import REPO, make_wheel
 from wheelfactory.verify.repair import check_wheel, required_glibc, tag_glibc
 
 NAMESPACE = "_tiny_cpu_0123abcd"
@@ -30,13 +29,9 @@ int draw(void) {{ char b; return (int)getrandom(&b, 1, 0); }}
 """
 
 
-def make_wheel(tmp_path: Path, platform: str, library: bytes, namespace: str = NAMESPACE) -> Path:
-    wheel = tmp_path / f"tiny-0.1-cp39-abi3-{platform}.whl"
-    record = {"namespace": namespace, "library": "_C.abi3.so"}
-    with zipfile.ZipFile(wheel, "w") as archive:
-        archive.writestr("tiny/_C.abi3.so", library)
-        archive.writestr("tiny/_build.json", json.dumps(record))
-    return wheel
+def tiny_wheel(tmp_path: Path, platform: str, library: bytes, namespace: str = NAMESPACE) -> Path:
+    return make_wheel(tmp_path, "tiny", "0.1", tag=f"cp39-abi3-{platform}", files={"tiny/_C.abi3.so": library},
+                      build_record={"namespace": namespace, "library": "_C.abi3.so"})
 
 
 def test_required_glibc_reads_the_version_needs(tmp_path: Path) -> None:
@@ -48,9 +43,9 @@ def test_required_glibc_reads_the_version_needs(tmp_path: Path) -> None:
 def test_a_library_newer_than_its_tag_or_the_floor_fails(tmp_path: Path) -> None:
     library = compile_library(tmp_path, NEEDS_2_25)
     need = required_glibc(library)
-    fine = make_wheel(tmp_path, f"manylinux_{str(need).replace('.', '_')}_x86_64", library)
+    fine = tiny_wheel(tmp_path, f"manylinux_{str(need).replace('.', '_')}_x86_64", library)
     assert check_wheel(fine, package="tiny", abi3=True) == []
-    lying = make_wheel(tmp_path, "manylinux_2_17_x86_64", library)
+    lying = tiny_wheel(tmp_path, "manylinux_2_17_x86_64", library)
     assert any(f"needs GLIBC_{need} but the wheel is tagged for glibc 2.17" in p
                for p in check_wheel(lying, package="tiny", abi3=True))
     floor = check_wheel(fine, package="tiny", abi3=True, glibc_floor="2.17")
@@ -60,9 +55,9 @@ def test_a_library_newer_than_its_tag_or_the_floor_fails(tmp_path: Path) -> None
 def test_op_namespace_must_be_the_packages_own_and_registered(tmp_path: Path) -> None:
     library = compile_library(tmp_path, NEEDS_2_25)
     platform = f"manylinux_{str(required_glibc(library)).replace('.', '_')}_x86_64"
-    shared = make_wheel(tmp_path, platform, library, namespace="tiny")
+    shared = tiny_wheel(tmp_path, platform, library, namespace="tiny")
     assert any("is not _tiny_<backend>_<8 hex>" in p for p in check_wheel(shared, package="tiny", abi3=True))
-    other = make_wheel(tmp_path, platform, library, namespace="_tiny_cpu_ffffffff")
+    other = tiny_wheel(tmp_path, platform, library, namespace="_tiny_cpu_ffffffff")
     assert any("does not register ops under _tiny_cpu_ffffffff" in p
                for p in check_wheel(other, package="tiny", abi3=True))
 
@@ -75,10 +70,9 @@ def test_every_planned_variant_has_its_own_namespace() -> None:
     from wheelfactory.project.kernel_toml import load_kernel
     from wheelfactory.project.stage import namespace_for
 
-    repo = Path(__file__).resolve().parents[2]
     table = load_table()
     text = '[matrix]\nbackends = ["cpu", "cuda", "rocm"]\npython = ["abi3", "3.11"]\narch = ["x86_64", "aarch64"]\n'
-    variants = expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=repo), table).variants
-    kernel = load_kernel(repo / "kernels" / "fusedops")
+    variants = expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=REPO), table).variants
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
     namespaces = {namespace_for(kernel, v) for v in variants}
     assert len(variants) > 100 and len(namespaces) == len(variants)

@@ -1,0 +1,60 @@
+"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel``.
+
+tests/ is on sys.path for every test module (tests/conftest.py puts it there), so this imports
+from any folder below it. Fixtures stay in the conftest files; plain helpers live here, since
+test modules cannot import a conftest. It imports nothing heavy (no torch, no docker).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TAG = "cp39-abi3-manylinux_2_28_x86_64"
+
+
+def run_cli(*args: str) -> int:
+    """``wheelfactory <args>`` in-process; its exit code (main() always exits)."""
+    from wheelfactory.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(list(args))
+    return int(exited.value.code or 0)
+
+
+def make_wheel(
+    directory: Path,
+    name: str = "tiny",
+    version: str = "0.1.0",
+    *,
+    tag: str = DEFAULT_TAG,
+    files: Mapping[str, str | bytes] | None = None,
+    build_record: Mapping[str, object] | None = None,
+    metadata: str = "",
+    record: str = "",
+) -> Path:
+    """A small wheel zip ``<directory>/<name>-<version>-<tag>.whl``, made like the factory names them.
+
+    It holds ``<name>/__init__.py`` (empty unless ``files`` gives it), the other ``files``
+    (archive path -> content), ``<name>/_build.json`` when ``build_record`` is given, and a
+    dist-info: METADATA (Name, Version, then the header lines in ``metadata``), WHEEL with the
+    tag, and RECORD with the text ``record`` (empty by default: no hashes)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{name}-{version}-{tag}.whl"
+    info = f"{name}-{version}.dist-info"
+    contents: dict[str, str | bytes] = {f"{name}/__init__.py": "", **(files or {})}
+    if build_record is not None:
+        contents[f"{name}/_build.json"] = json.dumps(build_record)
+    contents[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+                                    + metadata)
+    contents[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    contents[f"{info}/RECORD"] = record
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, data in contents.items():
+            archive.writestr(member, data)
+    return path
