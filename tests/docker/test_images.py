@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 import uuid
 from pathlib import Path
 
@@ -36,8 +38,10 @@ def test_tag_follows_the_dockerfile() -> None:
     for rendered in (one, other_base, other_label):
         repository, digest = rendered.tag.split(":")
         assert repository == BUILD_REPOSITORY
-        assert len(digest) == 12 and int(digest, 16) >= 0
-        assert rendered.content.startswith(digest)
+        # The tag abbreviates the sha256 of the Dockerfile (recomputed here, not read back).
+        assert re.fullmatch(r"[0-9a-f]{64}", rendered.content)
+        assert rendered.content == hashlib.sha256(rendered.dockerfile.encode() + b"\0").hexdigest()
+        assert digest == rendered.content[:12]
 
 
 def test_dockerfile_names_the_base_and_needs_no_network() -> None:
