@@ -2,9 +2,9 @@
 
     python benchmarks/kernels.py [--quick]
 
-Builds the CPU library (or reuses the build the kernel tests cached: same name, flags
-and directory as tests/kernels/conftest.py), then times each op at LLM shapes and
-prints milliseconds (median of several runs after warm-up), effective bandwidth
+Builds the CPU library (or reuses the build the kernel tests cached: both build it with
+tests/kernels/fusedops_build.py, from the factory's parse of kernel.toml), then times
+each op at LLM shapes and prints milliseconds (median of several runs after warm-up), effective bandwidth
 (bytes the op must read + write, divided by time) and the fused/eager speedup. A plain
 tensor copy of the same input gives the machine's practical memory bandwidth.
 Timings are printed, never asserted.
@@ -13,7 +13,6 @@ Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -24,37 +23,17 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch.utils import cpp_extension
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "kernels")]  # testkit, fusedops_build
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-KERNEL_DIR = REPO_ROOT / "kernels" / "fusedops"
-NAMESPACE = "_fusedops_test_cpu"
+from fusedops_build import TEST_NAMESPACE, build_cpu_library  # noqa: E402
 
 
 def build_library() -> Any:
-    """Same build as tests/kernels/conftest.py:build_cpu_library, so the cache is shared."""
-    with open(KERNEL_DIR / "kernel.toml", "rb") as f:
-        decl = tomllib.load(f)
-    sources = decl["sources"]
-    cache = Path(os.environ.get("WHEELFACTORY_TEST_CACHE") or REPO_ROOT / ".cache" / "tests")
-    build_dir = cache / "fusedops_cpu"
-    build_dir.mkdir(parents=True, exist_ok=True)
-    macro = decl["kernel"]["namespace_macro"]
-    cpp_extension.load(
-        name="fusedops_test_cpu",
-        sources=[str(KERNEL_DIR / p) for p in sources["cpu"]],
-        extra_include_paths=[str(KERNEL_DIR / p) for p in sources["include_dirs"]],
-        extra_cflags=["-O3", f"-D{macro}={NAMESPACE}", "-DPy_LIMITED_API=0x03090000"],
-        is_python_module=False,
-        build_directory=str(build_dir),
-        verbose=False,
-    )
-    return getattr(torch.ops, NAMESPACE)
+    """The kernel tests' build (tests/kernels/fusedops_build.py), so the cache is shared."""
+    build_cpu_library()
+    return getattr(torch.ops, TEST_NAMESPACE)
 
 
 def median_ms(fn: Callable[[], object], warmup: int, runs: int) -> float:
