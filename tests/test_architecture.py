@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 

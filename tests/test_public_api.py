@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import wheelfactory
+from testkit import REPO
 from wheelfactory import errors
 
-REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
 
 
