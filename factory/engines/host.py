@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from wheelfactory.engines import Phase, no_phase
@@ -17,11 +18,13 @@ from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
-from wheelfactory.verify.repair import auditwheel_command, check_wheel
+from wheelfactory.verify.checks import verify_wheel
+from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
-import json, platform, sys
-info = {"python": "%d.%d" % sys.version_info[:2], "arch": platform.machine(), "executable": sys.executable}
+import json, platform, site, sys
+info = {"python": "%d.%d" % sys.version_info[:2], "arch": platform.machine(), "executable": sys.executable,
+        "site_packages": site.getsitepackages()}
 try:
     import torch
 except ImportError:
@@ -44,6 +47,7 @@ class HostEnvironment:
     cuda: str | None
     hip: str | None
     cxx11_abi: bool
+    site_packages: tuple[str, ...] = ()  # where its torch is installed: the smoke venv sees them
 
     @property
     def torch_release(self) -> str:
@@ -66,7 +70,7 @@ def probe(python: str) -> HostEnvironment:
         raise EnvironmentProblem(f"{python} has no torch installed: the host engine builds for the torch of "
                               "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker")
     return HostEnvironment(info["python"], info["executable"], info["arch"], info["torch"], info["cuda"],
-                           info["hip"], info["cxx11_abi"])
+                           info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())))
 
 
 class HostEngine:
@@ -115,11 +119,27 @@ class HostEngine:
         (repaired_wheel,) = repaired.glob("*.whl")
         fixed = stage.finish(repaired_wheel, workdir / "final")
         phase("verifying")
-        problems = check_wheel(fixed, package=stage.package, abi3=stage.variant.key.python == "abi3",
-                               native=stage.native, glibc_floor=self.glibc_floor)
-        if problems:
-            raise HostEngineError(f"{stage.variant.id}: the wheel failed verification: {'; '.join(problems)}")
+        verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
+                     glibc_floor=self.glibc_floor, error=HostEngineError)
         return fixed
+
+    def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
+        """Run ``code`` in a fresh venv of the host interpreter that sees its torch and has only the
+        wheel installed (--no-deps), from an empty directory (nothing of the build is importable)."""
+        env = self.environment
+        shutil.rmtree(directory, ignore_errors=True)
+        venv, cwd = directory / "venv", directory / "cwd"
+        cwd.mkdir(parents=True)
+        run([env.executable, "-m", "venv", "--system-site-packages", str(venv)], log=log)
+        # --system-site-packages gives the base interpreter's packages; when the host interpreter is
+        # itself a venv, its torch is in its own site-packages: a .pth file adds them (after the
+        # venv's own, so the wheel installed here comes first).
+        site_dir = venv / "lib" / f"python{env.python}" / "site-packages"
+        (site_dir / "_wheelfactory_host_torch.pth").write_text("".join(f"{p}\n" for p in env.site_packages))
+        python = str(venv / "bin" / "python")
+        clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], env=clean, log=log)
+        return run([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 
 def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:

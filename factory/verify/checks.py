@@ -1,0 +1,112 @@
+"""The checks every built wheel goes through, whichever engine built it: written once, here.
+
+1. the wheel's own checks (``repair.check_wheel``: tags, record, ``_C``, nothing grafted, glibc,
+   op namespace);
+2. ``abi3audit --strict`` for abi3 wheels, run by the factory's interpreter (on the host: the
+   Docker engine's containers have no network to install it);
+3. for CUDA variants, ``cuobjdump``: every library holds exactly the requested SASS, plus PTX
+   for ``+PTX`` archs;
+4. a smoke test in a clean environment with only torch and the wheel: the engine says how to
+   make one (a fresh container, a fresh venv) and runs the code given to it.
+
+A check whose tool is missing here is not silently skipped: the build log says so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+from wheelfactory.errors import VariantBuildError
+from wheelfactory.plan.identity import Variant
+from wheelfactory.project.stage import Stage
+from wheelfactory.support.proc import run
+from wheelfactory.verify import cuda_binary
+from wheelfactory.verify.repair import check_wheel
+
+# The smoke test of a factory-native package: it loads, says which library it loaded, and one op
+# matches the reference. Specific to the sample kernels' op for now (one place to generalize).
+SMOKE = r"""
+import json, sys, torch, {pkg}
+from {pkg} import _reference as ref
+info = {pkg}.backend_info()
+x = torch.randn(7, 2 * 33)
+out = {pkg}.silu_and_mul(x)
+expected = torch.empty_like(out)
+ref.silu_and_mul(expected, x)
+torch.testing.assert_close(out, expected)
+print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
+"""
+
+# A bring-your-own project: importing it with only torch installed is the check.
+SMOKE_IMPORT = r"""
+import json, torch, {pkg}
+print(json.dumps({{"mode": "imported", "variant": None, "module": {pkg}.__name__}}))
+"""
+
+# Runs the given Python code in a clean environment where only torch and the wheel are installed,
+# appending the commands and their output to the log; returns the output.
+Smoke = Callable[[str, Path], str]
+
+
+def smoke_code(package: str, *, native: bool) -> str:
+    return (SMOKE if native else SMOKE_IMPORT).format(pkg=package)
+
+
+def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
+                 error: type[VariantBuildError] = VariantBuildError) -> None:
+    """Run every check on one finished wheel; raise ``error`` naming what failed."""
+    variant = stage.variant
+    problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native,
+                           glibc_floor=glibc_floor)
+    if variant.key.python == "abi3":
+        abi3audit(wheel, log)
+    if variant.key.backend.kind == "cuda":
+        problems += cuda_problems(variant, wheel, log)
+    note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
+    if problems:
+        raise error(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
+    output = smoke(smoke_code(stage.package, native=stage.native), log)
+    result = json.loads(output.strip().splitlines()[-1])
+    if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
+        raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
+                    "expected the prebuilt library")
+
+
+def abi3audit(wheel: Path, log: Path) -> bool:
+    """``abi3audit --strict`` on the wheel (raises CommandFailed on a violation); False, with a
+    note in the log, where abi3audit is not installed for the factory's interpreter."""
+    if importlib.util.find_spec("abi3audit") is None:
+        note(log, f"abi3audit: NOT RUN: abi3audit is not installed for {sys.executable} "
+                  "(pip install abi3audit, a dependency of wheelfactory)")
+        return False
+    run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
+    return True
+
+
+def cuda_problems(variant: Variant, wheel: Path, log: Path) -> list[str]:
+    """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
+    wanted = cuda_binary.expected(variant.arch_list)
+    found = {name: cuda_binary.contents(data, log=log) for name, data in libraries(wheel).items()}
+    device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
+    if not device:
+        return ["no library in the wheel holds CUDA device code"]
+    out = []
+    for name, contents in device.items():
+        note(log, f"cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})")
+        out += [f"{name}: {p}" for p in cuda_binary.problems(contents, wanted)]
+    return out
+
+
+def libraries(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as archive:
+        return {n: archive.read(n) for n in archive.namelist() if n.endswith(".so") or ".so." in n.rsplit("/", 1)[-1]}
+
+
+def note(log: Path, text: str) -> None:
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"# {text}\n")
