@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import click
+from rich.console import Console
 from wheelfactory import __version__
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
 from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
 from wheelfactory.images.base_image import DEFAULT_MIRROR, SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand, parse_shard
-from wheelfactory.plan.matrix import load_matrix
+from wheelfactory.plan.matrix import ENGINES, load_matrix
 
 MATRIX_OPTION = click.option(
     "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -76,17 +78,22 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
               help="Parallel builds (0 or unset: from cores and free memory).")
 @click.option("--max-memory", "max_memory", metavar="SIZE", default=None,
               help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.")
+@click.option("--setup", is_flag=True,
+              help="First make a Docker engine answer where this machine allows (as `wheelfactory engine start`: "
+                   "as root on Debian/Ubuntu it installs docker.io and starts dockerd); otherwise go on with "
+                   "what the host can build.")
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
-          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None) -> None:
+          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
     from wheelfactory.cli.render import BuildView, print_build_summary
     from wheelfactory.engines.capacity import machine_capacity, parse_size
-    from wheelfactory.engines.choose import choose_engine
+    from wheelfactory.engines.choose import EngineRequest, choose_engine
+    from wheelfactory.errors import VariantsNotBuilt
     from wheelfactory.plan.identity import Variant
     from wheelfactory.project.bring_your_own import ByoStage, load_byo
     from wheelfactory.project.kernel_toml import is_native_project, load_kernel
     from wheelfactory.project.stage import Stage, plan_stage
-    from wheelfactory.runner.run import run_matrix
+    from wheelfactory.runner.run import Outcome, run_matrix
 
     shard_spec = parse_shard(shard) if shard else None
     memory_cap = parse_size(max_memory) if max_memory else None
@@ -102,19 +109,71 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
-    chosen = choose_engine(matrix, table, choice=engine or matrix.build.engine, python=python, out=out, only=only,
-                           shard=shard_spec, native=native, console=out_console, matrix_file=str(matrix_path))
-    builder, variants = chosen.engine, chosen.variants
+    choice = next((e for e in ENGINES if e == engine), matrix.build.engine)
+    if setup:
+        _setup_engine(out_console, choice)
+    request = EngineRequest(matrix=matrix, table=table, choice=choice, python=python, out=out,
+                            only=only, shard=shard_spec, native=native, matrix_file=str(matrix_path))
+    chosen = choose_engine(request, out_console)
+    variants = chosen.variants
     out_console.print(chosen.summary, markup=False)
-    capacity = machine_capacity(builder.name, variants, requested_jobs=jobs or matrix.build.jobs,
-                                max_memory=memory_cap)
-    builder.use_capacity(capacity.compile_jobs, capacity.container_memory)
-    with BuildView(out_console, [v.id for v in variants], title=capacity.describe()) as view:
-        outcomes = run_matrix(stage_for, variants, builder, out, observe=view, jobs=capacity.jobs)
-    print_build_summary(out_console, outcomes, str(out))
+    outcomes: list[Outcome] = []
+    if chosen.engine is not None and variants:
+        builder = chosen.engine
+        capacity = machine_capacity(builder.name, variants, requested_jobs=jobs or matrix.build.jobs,
+                                    max_memory=memory_cap)
+        builder.use_capacity(capacity.compile_jobs, capacity.container_memory)
+        not_built = {n.variant.id: n.reason for n in chosen.not_built}
+        with BuildView(out_console, [v.id for v in variants], title=capacity.describe(), not_built=not_built) as view:
+            outcomes = run_matrix(stage_for, variants, builder, out, observe=view, jobs=capacity.jobs)
+    print_build_summary(out_console, outcomes, str(out), not_built=chosen.not_built)
     failed = sum(o.entry.status == "failed" for o in outcomes)
     if failed:
         raise BuildFailed(f"{failed} of {len(outcomes)} variant(s) failed; see the logs above")
+    if chosen.not_built:
+        first = chosen.not_built[0]
+        raise VariantsNotBuilt(f"{len(chosen.not_built)} of {len(chosen.not_built) + len(outcomes)} selected "
+                               f"variant(s) not built here ({first.reason}); to build them: {first.action}")
+
+
+def _setup_engine(out_console: Console, choice: str) -> None:
+    """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
+    from wheelfactory.engines.dockerd import start_engine
+
+    if choice == "host":
+        out_console.print("setup: --engine host needs no Docker engine; nothing to set up", markup=False)
+        return
+    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False))
+    if not result.ready:
+        then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
+        out_console.print(f"setup: no Docker engine here: {result.detail}; {then}", markup=False, highlight=False)
+
+
+@cli.group("engine")
+def engine_group() -> None:
+    """The Docker engine that `wheelfactory build` builds in."""
+
+
+@engine_group.command("start")
+@click.option("--no-install", "no_install", is_flag=True,
+              help="Only start dockerd; never install packages (default: as root with apt-get, install docker.io "
+                   "and debootstrap where missing).")
+@click.option("--log", "log", type=click.Path(path_type=Path, dir_okay=False), envvar="DOCKERD_LOG",
+              default=Path("/tmp/dockerd.log"), show_default=True, help="dockerd's output (env DOCKERD_LOG).")
+@click.option("--wait", "wait_s", type=click.IntRange(min=1), envvar="DOCKERD_WAIT", default=60, show_default=True,
+              help="Seconds to wait for the engine to answer (env DOCKERD_WAIT).")
+def engine_start(no_install: bool, log: Path, wait_s: int) -> None:
+    """Make a Docker engine answer here: install Debian's docker.io (as root, with apt-get) and start dockerd
+    without a bridge network, as CI runs it. Nothing is done when an engine already answers."""
+    from wheelfactory.engines.dockerd import start_engine
+    from wheelfactory.errors import DockerUnavailable
+
+    started = time.monotonic()
+    result = start_engine(install=not no_install, log=log, wait_s=wait_s, say=click.echo)
+    if not result.ready:
+        raise DockerUnavailable(result.detail)
+    done = "; ".join(result.done) or "nothing to do"
+    click.echo(f"engine: {result.detail} ready ({done}; {time.monotonic() - started:.1f} s)")
 
 
 OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),

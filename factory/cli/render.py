@@ -13,6 +13,9 @@ from rich.table import Table
 from wheelfactory.plan.expand import Plan
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from wheelfactory.engines.choose import NotBuilt
     from wheelfactory.runner.run import Outcome
 
 
@@ -65,21 +68,27 @@ class _Row:
 
 
 ACTIVE_PHASES = ("building", "repairing", "verifying")
+NOT_BUILT = "not built"
 
 
 class BuildView:
     """Per-variant status while a matrix runs: a live table on a terminal, one line per event
     otherwise (CI logs), and a summary at the end."""
 
-    def __init__(self, out: Console, variant_ids: list[str], title: str = "") -> None:
+    def __init__(self, out: Console, variant_ids: list[str], title: str = "",
+                 not_built: Mapping[str, str] | None = None) -> None:
+        """``not_built``: selected variants no engine here builds (id -> why), shown as such."""
         from rich.live import Live
 
         self.out = out
         self.title = title  # the run's parallelism and memory (factory/capacity.py)
         self.rows = {vid: _Row() for vid in variant_ids}
+        self.rows.update({vid: _Row(NOT_BUILT, why) for vid, why in (not_built or {}).items()})
         self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
         if self.live is None and title:
             out.print(title, markup=False)
+        if self.live is None and not_built:
+            out.print(f"{len(not_built)} selected variant(s) not built here (listed in the summary)", markup=False)
 
     def __enter__(self) -> BuildView:
         if self.live:
@@ -98,7 +107,7 @@ class BuildView:
         for vid, row in self.rows.items():
             running = row.started is not None and row.status in ACTIVE_PHASES
             elapsed = f"{time.monotonic() - row.started:.0f} s" if running and row.started else ""
-            style = {"built": "green", "cached": "cyan", "failed": "red"}.get(
+            style = {"built": "green", "cached": "cyan", "failed": "red", NOT_BUILT: "magenta"}.get(
                 row.status, "yellow" if row.status in ACTIVE_PHASES else "")
             status = f"[{style}]{row.status}[/]" if style else row.status
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
@@ -118,7 +127,8 @@ class BuildView:
             self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
 
 
-def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str) -> None:
+def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
+                        not_built: Sequence[NotBuilt] = ()) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
     for column in ("variant", "status", "seconds", "MB", "wheel", "sha256"):
         table.add_column(column)
@@ -126,9 +136,18 @@ def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str) -> 
         e = o.entry
         size = f"{e.size / 1e6:.1f}" if e.size else "-"
         table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", size, e.wheel or "-", (e.sha256 or "")[:16])
+    for n in not_built:
+        table.add_row(n.variant.id, f"[magenta]{NOT_BUILT}[/]", "-", "-", "-", "")
     out.print(table)
     for o in outcomes:
         if o.entry.status == "failed":
             out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")
             if o.log_tail:
                 out.print(o.log_tail, markup=False, highlight=False)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for n in not_built:
+        groups.setdefault((n.reason, n.action), []).append(n.variant.id)
+    for (reason, action), ids in groups.items():
+        out.print(f"[magenta]{NOT_BUILT}[/] ({len(ids)}): {escape(', '.join(ids))}", highlight=False)
+        out.print(f"  why: {reason}", markup=False, highlight=False)
+        out.print(f"  to build them: {action}", markup=False, highlight=False)

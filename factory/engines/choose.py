@@ -1,7 +1,7 @@
 """Which engine builds, and which variants it builds: the decision `wheelfactory build` makes
-before the matrix runs (``--engine auto`` tries Docker, then falls back to the host), plus the
-one-time preparation the Docker engine needs (the base image, made here from Debian packages
-when the matrix says ``debian_base``)."""
+before the matrix runs (``--engine auto`` tries Docker; with no engine answering, the host builds
+what it can and the rest is reported as not built), plus the one-time preparation the Docker
+engine needs (the base image, made here from Debian packages when the matrix says ``debian_base``)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,48 @@ from pathlib import Path
 
 from rich.console import Console
 from wheelfactory.engines import Engine
-from wheelfactory.engines.host import host_variant
-from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed
+from wheelfactory.engines.host import HostEnvironment, host_variant, probe
+from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand, select
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import Engine as EngineChoice
 from wheelfactory.plan.matrix import Matrix
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
+START_ENGINE = "wheelfactory engine start"  # installs (as root, on Debian/Ubuntu) and starts one
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineRequest:
+    """What `wheelfactory build` asks of ``choose_engine``."""
+
+    matrix: Matrix
+    table: CompatTable
+    out: Path  # the output directory (its digest labels the run's containers)
+    python: str  # the interpreter whose torch the host engine builds for
+    choice: EngineChoice = "auto"
+    only: tuple[str, ...] = ()  # --only patterns
+    shard: tuple[int, int] | None = None  # --shard I/N
+    native: bool = True  # a factory-native project (kernel.toml); False: bring your own
+    matrix_file: str = "matrix.toml"  # for messages
+
+
+@dataclass(frozen=True)
+class NotBuilt:
+    """A selected variant that no engine here can build: why, and what to do about it."""
+
+    variant: Variant
+    reason: str
+    action: str
 
 
 @dataclass(frozen=True)
 class Chosen:
-    engine: Engine
-    variants: tuple[Variant, ...]
+    engine: Engine | None  # None: nothing here can build any selected variant
+    variants: tuple[Variant, ...]  # what the engine builds
     summary: str  # one line for people: the engine and what it builds
+    not_built: tuple[NotBuilt, ...] = ()  # selected, but not buildable here (`build` exits 5)
 
 
 def owner_of(out: Path) -> str:
@@ -35,34 +62,37 @@ def owner_of(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
 
 
-def choose_engine(matrix: Matrix, table: CompatTable, *, choice: str, python: str, out: Path,
-                  only: Sequence[str], native: bool, console: Console, matrix_file: str,
-                  shard: tuple[int, int] | None = None) -> Chosen:
-    client = None
-    if choice in ("auto", "docker"):
-        from wheelfactory.images.containers import docker_client
-
-        try:
-            client = docker_client()
-        except DockerUnavailable as exc:
-            if choice == "docker":
-                raise
-            console.print(f"{exc}; building with the host engine instead", markup=False)
-    if client is not None:
-        return _docker(client, matrix, table, out=out, only=only, shard=shard, native=native, console=console,
-                       matrix_file=matrix_file)
-    return _host(matrix, table, python=python, only=only, shard=shard, native=native)
+def choose_engine(request: EngineRequest, console: Console, *, connect: Callable[[], object] | None = None,
+                  probe_host: Callable[[str], HostEnvironment] = probe) -> Chosen:
+    """``connect`` returns a Docker client or raises DockerUnavailable (default: the engine named
+    by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch. Both are parameters so
+    the decision can be tested without Docker or torch."""
+    if request.choice == "host":
+        return _host(request, probe_host)
+    try:
+        client = (connect or _connect)()
+    except DockerUnavailable as exc:
+        if request.choice == "docker":
+            raise
+        return _host_fallback(request, str(exc), probe_host)
+    return _docker(client, request, console)
 
 
-def _docker(client: object, matrix: Matrix, table: CompatTable, *, out: Path, only: Sequence[str],
-            shard: tuple[int, int] | None, native: bool, console: Console, matrix_file: str) -> Chosen:
+def _connect() -> object:
+    from wheelfactory.images.containers import docker_client
+
+    return docker_client(hint="")
+
+
+def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
     from wheelfactory.engines.docker import DockerEngine
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
-    if not native and "abi3" in matrix.python:
+    matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
+    if not request.native and "abi3" in matrix.python:
         raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
                           file=matrix_file, key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
-    variants = select(expand(matrix, table), only, shard)
+    variants = select(expand(matrix, table), request.only, request.shard)
     build = matrix.build
     base_images = dict(build.base_images)
     debian_base = None
@@ -131,17 +161,15 @@ def _debian_base(matrix: Matrix, variants: Sequence[Variant], make: Callable[[st
     return {arch: make(matrix.build.debian_base or "")}
 
 
-def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str], shard: tuple[int, int] | None,
-          native: bool) -> Chosen:
-    from wheelfactory.engines.host import HostEngine, probe
+def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
+    """--engine host: its own variant (or, with --only/--shard, a selection it can build entirely)."""
+    from wheelfactory.engines.host import HostEngine
 
-    environment = probe(python)
-    variant = host_variant(matrix, table, environment, abi3=native)
-    chosen = select(expand(matrix, table), only, shard) if only or shard else (variant,)
-    # Besides its own variant, the host can build a stable-ABI variant planned against its torch.
-    buildable = [v for v in chosen if v == variant or (
-        v.key.stable_abi and v.torch_version == environment.torch_release
-        and v.key.backend.kind == variant.key.backend.kind and v.key.arch == variant.key.arch)]
+    matrix, table, python = request.matrix, request.table, request.python
+    environment = probe_host(python)
+    variant = host_variant(matrix, table, environment, abi3=request.native)
+    chosen = select(expand(matrix, table), request.only, request.shard) if request.only or request.shard else (variant,)
+    buildable = [v for v in chosen if _host_can_build(v, variant, environment)]
     if len(buildable) != len(chosen):
         ids = ", ".join(v.id for v in chosen if v not in buildable)
         raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}) and stable-ABI "
@@ -150,3 +178,37 @@ def _host(matrix: Matrix, table: CompatTable, *, python: str, only: Sequence[str
     names = ", ".join(v.id for v in chosen)
     return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), tuple(chosen),
                   f"engine host: {environment.executable} with torch {environment.torch}; building {names}")
+
+
+def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
+    """--engine auto with no Docker engine: the host builds the selected variants it can (its own,
+    stable-ABI ones planned against its torch); every other selected variant is not built."""
+    from wheelfactory.engines.host import HostEngine
+
+    matrix, table = request.matrix, request.table
+    selection = select(expand(matrix, table), request.only, request.shard)
+    action = (f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
+              "then rerun this command")
+    reason = no_docker
+    try:
+        environment = probe_host(request.python)
+        variant = host_variant(matrix, table, environment, abi3=request.native)
+    except WheelfactoryError as exc:  # no torch there, a torch the table does not know...
+        reason += f"; the host engine cannot build it either: {exc}"
+        return Chosen(None, (), f"engine: none ({no_docker}; the host engine: {exc})",
+                      tuple(NotBuilt(v, reason, action) for v in selection))
+    buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
+    reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
+    not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
+    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor)
+    building = ", ".join(v.id for v in buildable) or "none of the selected variants"
+    return Chosen(engine, buildable,
+                  f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "
+                  f"building {building}; {len(not_built)} selected variant(s) not built here", not_built)
+
+
+def _host_can_build(candidate: Variant, own: Variant, environment: HostEnvironment) -> bool:
+    """The host's own variant, or a stable-ABI variant planned against its torch."""
+    return candidate == own or bool(
+        candidate.key.stable_abi and candidate.torch_version == environment.torch_release
+        and candidate.key.backend.kind == own.key.backend.kind and candidate.key.arch == own.key.arch)

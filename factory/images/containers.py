@@ -27,14 +27,15 @@ DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 CLIENT_TIMEOUT_S = 600  # per socket read: a large import or a quiet build step may take minutes
 PROBE_TIMEOUT_S = 10
 PROBE_API_VERSION = "1.24"  # the oldest the SDK speaks; /version answers unversioned anyway
-NO_ENGINE_HINT = "start one (e.g. .ci/start-docker) or use --engine host"
+NO_ENGINE_HINT = "start one (`wheelfactory engine start`) or use --engine host"
 
 Network = Literal["none", "host"]
 
 
 def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_ENGINE_HINT) -> docker.DockerClient:
     """A client of the engine named by DOCKER_HOST (default: the local socket), speaking the
-    engine's API version; raises DockerUnavailable when none answers."""
+    engine's API version; raises DockerUnavailable when none answers (its message ends with
+    ``hint``, what to do, unless that is empty)."""
     env = dict(os.environ if environ is None else environ)
     url = env.get("DOCKER_HOST") or DEFAULT_DOCKER_HOST
     try:
@@ -43,7 +44,7 @@ def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_EN
         raise DockerUnavailable(f"the Docker SDK is not installed ({exc}): pip install docker") from exc
     import requests
 
-    unavailable = DockerUnavailable(f"no Docker engine answers at {url}: {hint}")
+    unavailable = DockerUnavailable(f"no Docker engine answers at {url}" + (f": {hint}" if hint else ""))
     # The SDK's unix transport leaks its socket when the connect fails (an unclosed-socket warning,
     # an error under our pytest settings), so a unix socket is first tried with a plain connect.
     if url.startswith("unix://"):

@@ -16,10 +16,10 @@ from typing import Any
 from rich.console import Console
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
-from wheelfactory.engines.choose import choose_engine
+from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
-from wheelfactory.plan.matrix import load_matrix
+from wheelfactory.plan.matrix import ENGINES, load_matrix
 from wheelfactory.project.bring_your_own import ByoStage, load_byo
 from wheelfactory.project.kernel_toml import is_native_project, load_kernel
 from wheelfactory.project.stage import Stage, plan_stage
@@ -28,10 +28,12 @@ from wheelfactory.runner.run import Observer, Outcome, run_matrix
 
 @dataclass(frozen=True, kw_only=True)
 class BuildResult:
-    """What a session did: where, with which engine, and each variant's outcome."""
+    """What a session did: where, with which engine, and each variant's outcome; ``not_built``: the
+    selected variants no engine here could build (``wheelfactory build`` exits 5 for them)."""
     out: Path
     engine: str
     outcomes: tuple[Outcome, ...]
+    not_built: tuple[NotBuilt, ...] = ()
 
     @property
     def failed(self) -> tuple[Outcome, ...]:
@@ -42,17 +44,21 @@ class BuildResult:
 class PreparedBuild:
     """A session with every decision made (project, engine, variants, parallelism) and nothing built."""
     out: Path
-    engine: Engine
+    engine: Engine | None  # None: no engine here builds any selected variant
     summary: str  # the engine decision in one line, what `wheelfactory build` prints first
     variants: tuple[Variant, ...]
     capacity: Capacity
     stage_for: Callable[[Variant], Stage]
+    not_built: tuple[NotBuilt, ...] = ()
 
     def run(self, observe: Observer | None = None) -> BuildResult:
+        if self.engine is None or not self.variants:
+            return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
+                               not_built=self.not_built)
         self.engine.use_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
         outcomes = run_matrix(self.stage_for, self.variants, self.engine, self.out, jobs=self.capacity.jobs,
                               **({"observe": observe} if observe is not None else {}))
-        return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes))
+        return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
 
 
 def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
@@ -71,13 +77,14 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
         stage_for = partial(plan_stage, load_kernel(project.path))
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix)))
-    chosen = choose_engine(spec, table, choice=engine or spec.build.engine, python=python or sys.executable,
-                           out=out_dir, only=only, shard=shard, native=native,
-                           console=console or Console(quiet=True), matrix_file=str(matrix))
-    capacity = machine_capacity(chosen.engine.name, chosen.variants, requested_jobs=jobs or spec.build.jobs,
-                                max_memory=max_memory)
-    return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary,
-                         variants=tuple(chosen.variants), capacity=capacity, stage_for=stage_for)
+    request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
+                            python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
+                            native=native, matrix_file=str(matrix))
+    chosen = choose_engine(request, console or Console(quiet=True))
+    capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
+                                requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
+    return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
+                         capacity=capacity, stage_for=stage_for, not_built=chosen.not_built)
 
 
 def build_matrix(matrix: Path, **options: Any) -> BuildResult:

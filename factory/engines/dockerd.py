@@ -1,0 +1,134 @@
+"""A Docker engine on this machine, set up the way CI runs it: Debian's docker.io (installed with
+apt-get where this runs as root on Debian/Ubuntu, with debootstrap for the offline base image),
+then ``dockerd --bridge=none --iptables=false`` (no bridge network and no iptables rules: image
+builds use --network host, build containers --network none), detached so that it outlives the
+command. Idempotent: an engine that answers is left alone.
+
+The one copy of this logic: `wheelfactory engine start` and `wheelfactory build --setup` call
+``start_engine``, and .ci/start-docker runs `wheelfactory engine start`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wheelfactory.errors import DockerUnavailable
+from wheelfactory.support.proc import CommandFailed, run, tail_of
+
+DOCKERD_ARGS = ("--bridge=none", "--iptables=false")
+DEFAULT_LOG = Path("/tmp/dockerd.log")
+DEFAULT_WAIT_S = 60
+# Debian package -> the program it brings (what tells us it is missing)
+PACKAGES = {"docker.io": "dockerd", "debootstrap": "debootstrap"}
+APT_TIMEOUT_S = 900
+
+Say = Callable[[str], None]
+
+
+def engine_version() -> str | None:
+    """The version of the Docker engine that answers (DOCKER_HOST or the local socket), or None."""
+    from wheelfactory.images.containers import docker_client
+
+    try:
+        client = docker_client(hint="")
+    except DockerUnavailable:
+        return None
+    try:
+        return str(client.version().get("Version", "?"))
+    finally:
+        client.close()
+
+
+def _command(command: Sequence[str]) -> str:
+    return run(command, env={"DEBIAN_FRONTEND": "noninteractive"}, timeout=APT_TIMEOUT_S)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"  # a zombie has exited
+
+
+@dataclass(frozen=True)
+class Machine:
+    """How ``start_engine`` looks at and acts on this machine (tests pass fakes)."""
+
+    answers: Callable[[], str | None] = engine_version  # the answering engine's version, or None
+    which: Callable[[str], str | None] = shutil.which
+    euid: Callable[[], int] = os.geteuid
+    command: Callable[[Sequence[str]], str] = _command  # runs a command (support/proc.py), returns its output
+    alive: Callable[[int], bool] = _alive
+    sleep: Callable[[float], None] = time.sleep
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    ready: bool
+    detail: str  # ready: "Docker 20.10.24"; otherwise why no engine answers and what to do
+    done: tuple[str, ...] = field(default=())  # what was done, for the summary ("installed docker.io")
+
+
+def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int = DEFAULT_WAIT_S,
+                 say: Say = lambda line: None, machine: Machine | None = None) -> EngineSetup:
+    """Make a Docker engine answer here where that can be done: install the packages (``install``,
+    root, apt-get), start dockerd (root). Each step is told to ``say`` before it runs."""
+    m = machine or Machine()
+    version = m.answers()
+    if version is not None:
+        say(f"engine: Docker {version} already answers")
+        return EngineSetup(True, f"Docker {version}")
+    root = m.euid() == 0
+    done: list[str] = []
+    missing = [package for package, program in PACKAGES.items() if m.which(program) is None]
+    if missing and install and root and m.which("apt-get"):
+        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
+            say(f"+ {shlex.join(command)}")
+            try:
+                m.command(command)
+            except CommandFailed as exc:
+                last = exc.tail.strip().splitlines()[-1:] or [""]
+                return EngineSetup(False, f"`{shlex.join(command)}` failed with exit code {exc.returncode}: "
+                                          f"{last[0]}", tuple(done))
+        done.append(f"installed {' '.join(missing)}")
+    dockerd = m.which("dockerd")
+    if dockerd is None:
+        if not install:
+            why = "install Docker (Debian/Ubuntu: apt-get install -y docker.io)"
+        elif not root:
+            why = "installing Docker needs root: run `sudo wheelfactory engine start` (Debian/Ubuntu) or install it"
+        elif not m.which("apt-get"):
+            why = "no apt-get here to install it: install Docker your platform's way"
+        else:
+            why = "apt-get installed docker.io, yet no dockerd is on PATH"
+        return EngineSetup(False, f"no dockerd on PATH: {why}", tuple(done))
+    if not root:
+        return EngineSetup(False, "no Docker engine answers, and starting dockerd needs root: run "
+                                  "`sudo wheelfactory engine start`, or start Docker your usual way "
+                                  "(e.g. systemctl start docker)", tuple(done))
+    say(f"+ {shlex.join([dockerd, *DOCKERD_ARGS])} >{log} 2>&1 &")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # setsid: the engine outlives this command; it is not tied to the factory like a build is.
+    output = m.command(["sh", "-c", 'log=$1; shift; setsid "$@" >"$log" 2>&1 </dev/null & echo $!', "sh",
+                        str(log), dockerd, *DOCKERD_ARGS])
+    pid = int(output.strip().splitlines()[-1])
+    for _ in range(wait_s):
+        version = m.answers()
+        if version is not None:
+            done.append(f"started dockerd (pid {pid}, log {log})")
+            say(f"engine: Docker {version} answers (dockerd pid {pid}, log {log})")
+            return EngineSetup(True, f"Docker {version}", tuple(done))
+        if not m.alive(pid):
+            break
+        m.sleep(1)
+    tail = tail_of(log)
+    if tail:
+        say(f"last lines of {log}:\n{tail}")
+    return EngineSetup(False, f"dockerd did not answer within {wait_s} s (log: {log})", tuple(done))

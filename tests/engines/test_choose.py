@@ -1,0 +1,98 @@
+"""choose_engine without Docker or torch: a fake Docker connection and a fake host interpreter."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from wheelfactory.engines.choose import START_ENGINE, EngineRequest, choose_engine
+from wheelfactory.engines.host import HostEngine, HostEnvironment
+from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.matrix import Matrix
+
+MATRIX = """
+[project]
+path = "kernels/fusedops"
+[matrix]
+torch = ["2.6", "2.13"]
+backends = ["cpu"]
+cxx11_abi = "both"
+python = ["abi3"]
+arch = ["x86_64"]
+"""
+HOST = HostEnvironment(python="3.11", executable="/opt/py/bin/python", arch="x86_64", torch="2.13.0+cpu",
+                       cuda=None, hip=None, cxx11_abi=True)
+OWN = "torch213-cxx11-cpu-x86_64-linux"
+NO_ENGINE = "no Docker engine answers at unix:///nowhere.sock"
+
+
+def no_docker() -> object:
+    raise DockerUnavailable(NO_ENGINE)
+
+
+def host_probe(python: str) -> HostEnvironment:
+    return HOST
+
+
+@pytest.fixture
+def request_for(parse: Callable[[str], Matrix], table: CompatTable, tmp_path: Path) -> Callable[..., EngineRequest]:
+    def make(**changes: object) -> EngineRequest:
+        fields: dict[str, object] = {"matrix": parse(MATRIX), "table": table, "out": tmp_path / "dist",
+                                     "python": "/opt/py/bin/python", **changes}
+        return EngineRequest(**fields)  # type: ignore[arg-type]
+    return make
+
+
+def test_auto_without_docker_builds_the_hosts_variant_and_lists_the_rest(
+        request_for: Callable[..., EngineRequest]) -> None:
+    chosen = choose_engine(request_for(), Console(quiet=True), connect=no_docker, probe_host=host_probe)
+    assert isinstance(chosen.engine, HostEngine)
+    assert [v.id for v in chosen.variants] == [OWN]
+    assert sorted(n.variant.id for n in chosen.not_built) == ["torch26-cxx11-cpu-x86_64-linux",
+                                                               "torch26-cxx98-cpu-x86_64-linux"]
+    for item in chosen.not_built:
+        assert NO_ENGINE in item.reason and OWN in item.reason
+        assert START_ENGINE in item.action
+    assert "not built here" in chosen.summary
+
+
+def test_auto_without_docker_and_the_hosts_variant_not_selected_builds_nothing(
+        request_for: Callable[..., EngineRequest]) -> None:
+    chosen = choose_engine(request_for(only=("torch26-cxx98-*",)), Console(quiet=True), connect=no_docker,
+                           probe_host=host_probe)
+    assert chosen.variants == ()
+    assert [n.variant.id for n in chosen.not_built] == ["torch26-cxx98-cpu-x86_64-linux"]
+
+
+def test_auto_without_docker_or_a_usable_host_lists_everything(request_for: Callable[..., EngineRequest]) -> None:
+    def no_torch(python: str) -> HostEnvironment:
+        raise EnvironmentProblem(f"{python} has no torch installed")
+
+    chosen = choose_engine(request_for(), Console(quiet=True), connect=no_docker, probe_host=no_torch)
+    assert chosen.engine is None and chosen.variants == ()
+    assert len(chosen.not_built) == 3
+    assert all("has no torch installed" in n.reason and NO_ENGINE in n.reason for n in chosen.not_built)
+
+
+def test_docker_asked_for_by_name_stays_an_error(request_for: Callable[..., EngineRequest]) -> None:
+    with pytest.raises(DockerUnavailable, match="no Docker engine answers"):
+        choose_engine(request_for(choice="docker"), Console(quiet=True), connect=no_docker, probe_host=host_probe)
+
+
+def test_host_by_name_never_asks_docker(request_for: Callable[..., EngineRequest]) -> None:
+    def fail() -> object:
+        raise AssertionError("--engine host must not connect to Docker")
+
+    chosen = choose_engine(request_for(choice="host"), Console(quiet=True), connect=fail, probe_host=host_probe)
+    assert [v.id for v in chosen.variants] == [OWN] and chosen.not_built == ()
+
+
+def test_the_request_is_frozen_and_keyword_only(request_for: Callable[..., EngineRequest]) -> None:
+    request = request_for()
+    with pytest.raises(AttributeError):
+        request.choice = "docker"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        EngineRequest(request.matrix, request.table)  # type: ignore[misc]
