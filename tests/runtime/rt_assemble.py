@@ -3,7 +3,10 @@
 The layout is the factory's own: the package directory of the build stage that
 ``wheelfactory.project.stage.write_stage`` lays out for the running torch's CPU variant (the kernel's python
 package, the vendored runtime as ``_runtime``, ``_sources/`` with ``jit.json``, ``_build.json``),
-with the build record and compiled library (``_C.abi3.so``) that a test chooses.
+with the build record and compiled library (``_C.abi3.so``) that a test chooses. The record a test
+starts from is the one the factory wrote there, and the prebuilt library is compiled from the staged
+``_sources/`` by the recipe in the staged ``jit.json`` (read with the runtime's own parser), as the
+runtime's JIT would build it. Only the choices (namespace, record overrides, library) are the tests'.
 """
 
 from __future__ import annotations
@@ -15,18 +18,28 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from testkit import REPO
+from wheelfactory._runtime._settings import env_prefix
+from wheelfactory._runtime._spec import read_jit_spec
 from wheelfactory.engines.host import host_variant, probe
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.kernel_toml import KernelSpec
-from wheelfactory.project.stage import LIBRARY_MODULE, RECORD_FILE, StagePlan, plan_stage, write_stage
+from wheelfactory.project.stage import (
+    LIBRARY_MODULE,
+    RECORD_FILE,
+    SOURCES_DIR,
+    StagePlan,
+    plan_stage,
+    write_stage,
+)
 
-REPO = Path(__file__).resolve().parents[2]
 RUNTIME_DIR = REPO / "runtime"
 FIXTURE_KERNEL = Path(__file__).resolve().parent / "fixtures" / "tinyops"
 FUSEDOPS_KERNEL = REPO / "kernels" / "fusedops"
@@ -56,10 +69,27 @@ def stage_plan(kernel: KernelSpec) -> StagePlan:
     return plan_stage(kernel, cpu_variant())
 
 
+def stage_package(kernel: KernelSpec, parent: Path) -> Path:
+    """The package the factory stages for the CPU variant, as ``<parent>/<kernel.name>`` (the
+    stage's setup.py and pyproject.toml stay out: they are not installed); returns its path."""
+    stage = parent / f".{kernel.name}-stage"
+    write_stage(stage_plan(kernel), stage)
+    package = (stage / kernel.name).rename(parent / kernel.name)
+    shutil.rmtree(stage)
+    return package
+
+
+@functools.cache
+def _staged_record(kernel: KernelSpec) -> str:
+    with tempfile.TemporaryDirectory() as temp:
+        return (stage_package(kernel, Path(temp)) / RECORD_FILE).read_text(encoding="utf-8")
+
+
 def current_record(kernel: KernelSpec, namespace: str, **overrides: object) -> dict[str, object]:
-    """The build record the factory writes for the CPU variant, with the op namespace the
-    library was built with (``compile_library``), then ``overrides``."""
-    return {**stage_plan(kernel).record, "namespace": namespace, **overrides}
+    """The build record the factory writes for the CPU variant (as the staged ``_build.json``
+    holds it), with the op namespace the library was built with (``compile_library``), then
+    ``overrides``."""
+    return {**json.loads(_staged_record(kernel)), "namespace": namespace, **overrides}
 
 
 def assemble(
@@ -73,16 +103,14 @@ def assemble(
 
     ``record`` replaces the staged build record (None: no record, a source-only install);
     ``library`` is the compiled library, as a file or its bytes."""
-    stage = parent / f".{kernel.name}-stage"  # setup.py and pyproject.toml stay out of the install
-    write_stage(stage_plan(kernel), stage)
-    package = (stage / kernel.name).rename(parent / kernel.name)
-    shutil.rmtree(stage)
+    package = stage_package(kernel, parent)
+    staged = json.loads((package / RECORD_FILE).read_text(encoding="utf-8"))
     if record is None:
         (package / RECORD_FILE).unlink()
     else:
         (package / RECORD_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
     if library is not None:
-        target = package / str((record or {}).get("library", LIBRARY_NAME))
+        target = package / str((record or staged)["library"])
         if isinstance(library, bytes):
             target.write_bytes(library)
         else:
@@ -91,15 +119,18 @@ def assemble(
 
 
 def compile_library(kernel: KernelSpec, namespace: str, out: Path, workdir: Path) -> Path:
-    """Build the kernel's CPU library with op namespace ``namespace`` (what the factory ships)."""
+    """Build the kernel's CPU library with op namespace ``namespace``: from the sources and the
+    ``jit.json`` the factory stages, by the runtime's build worker, as its JIT compiles them."""
     workdir.mkdir(parents=True, exist_ok=True)
+    sources = stage_package(kernel, workdir / "staged") / SOURCES_DIR
+    spec = read_jit_spec(sources)
     name = f"{kernel.name}_prebuilt_{namespace.strip('_')}"
-    define = f"-D{kernel.namespace_macro}={namespace}"
+    define = f"-D{spec.namespace_macro}={namespace}"
     request = {
         "name": name,
-        "sources": [str(kernel.root / s) for s in kernel.sources_for("cpu")],
-        "include_dirs": [str(kernel.root / d) for d in kernel.include_dirs],
-        "cxx_flags": [*kernel.cxx_flags, define],
+        "sources": [str(sources / s) for s in spec.sources_for("cpu")],
+        "include_dirs": [str(sources / d) for d in spec.include_dirs],
+        "cxx_flags": [*spec.cxx_flags, define],
         "cuda_flags": [],
         "build_directory": str(workdir),
         "with_cuda": False,
@@ -133,7 +164,7 @@ def child_env(
     ``no_compiler``: an empty directory to use as the whole PATH (and CXX unset), so no compiler
     or ninja can be found; the interpreter is started by absolute path and needs no PATH.
     """
-    prefix = kernel.name.upper()  # the runtime's env_prefix() of an identifier
+    prefix = env_prefix(kernel.name)
     env = {k: v for k, v in os.environ.items() if not k.startswith(f"{prefix}_")}
     env["PYTHONPATH"] = str(package_parent)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
