@@ -12,16 +12,10 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from ._fit import normalize_machine
 from ._versions import Backend, MajorMinor, format_device_tag
 
 __all__ = ["Environment", "detect_environment", "normalize_machine", "with_gpus"]
-
-_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
-
-
-def normalize_machine(machine: str) -> str:
-    lowered = machine.lower()
-    return _MACHINE_ALIASES.get(lowered, lowered)
 
 
 @dataclass(frozen=True)

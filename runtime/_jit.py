@@ -208,7 +208,7 @@ def _plan(
     device_flags: tuple[str, ...] = ()
     if env.backend == "cuda":
         from ._probe import find_cuda_home
-        from ._toolkit import gencode_flags, select_cuda_archs
+        from ._toolkit import gencode_flags, read_toolkit_facts, select_cuda_archs
 
         torch_cuda = env.cuda
         assert torch_cuda is not None
@@ -227,11 +227,14 @@ def _plan(
                 gpu_capabilities=env.gpu_capabilities,
                 record_archs=record_archs,
                 torch_cuda=torch_cuda,
+                facts=read_toolkit_facts(),
             )
         except InvalidArch as exc:
-            raise JitUnavailable(
-                f"TORCH_CUDA_ARCH_LIST is invalid: {exc}", "fix or unset TORCH_CUDA_ARCH_LIST"
-            ) from exc
+            if settings.torch_cuda_arch_list and settings.torch_cuda_arch_list.strip().lower() != "native":
+                raise JitUnavailable(
+                    f"TORCH_CUDA_ARCH_LIST is invalid: {exc}", "fix or unset TORCH_CUDA_ARCH_LIST"
+                ) from exc
+            raise JitUnavailable(str(exc), "set TORCH_CUDA_ARCH_LIST to the archs to build for") from exc
         toolkit_home = find_cuda_home(settings)
         gpu_archs = str(selection)
         device_flags = spec.device_flags("cuda") + tuple(gencode_flags(selection.archs))
@@ -273,7 +276,7 @@ def _check_toolchain(env: Environment, settings: Settings) -> None:
     import shlex
 
     from ._probe import cxx_command, find_cuda_home, find_rocm_home, nvcc_version, which
-    from ._toolkit import check_build_tools, check_nvcc_version
+    from ._toolkit import check_build_tools, check_nvcc_version, read_toolkit_facts
 
     cxx = cxx_command(settings)
     cxx_words = shlex.split(cxx) or ["c++"]
@@ -289,7 +292,7 @@ def _check_toolchain(env: Environment, settings: Settings) -> None:
                 f"no usable CUDA toolkit for torch's CUDA {env.cuda}: {detail}",
                 f"install the CUDA {env.cuda} toolkit (nvcc) and set CUDA_HOME to it",
             )
-        verdict = check_nvcc_version(version, env.cuda)
+        verdict = check_nvcc_version(version, env.cuda, read_toolkit_facts())
         if not verdict.ok:
             raise JitUnavailable(f"{verdict.reason} (nvcc at {detail})", verdict.fix)
     elif env.backend == "rocm":

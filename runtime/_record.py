@@ -1,8 +1,10 @@
 """The build record shipped beside a prebuilt ``_C`` and the pure "can it load here?" decision.
 
-``parse_build_record`` turns JSON into a typed ``BuildRecord`` (unknown keys ignored, missing or
-malformed required keys -> ``RecordError``). ``decide_prebuilt`` compares it with an
-``Environment`` and returns one ``Decision``; it does no I/O, so tests feed it fake environments.
+The factory writes ``BuildRecord.to_json()``; ``parse_build_record`` (``BuildRecord.from_json``)
+turns JSON back into the typed ``BuildRecord`` (unknown keys ignored, missing or malformed
+required keys -> ``RecordError``). ``decide_prebuilt`` compares it with an ``Environment`` through
+the shared fit rule (``_fit``) and returns one ``Decision``; it does no I/O, so tests feed it fake
+environments.
 The check runs BEFORE dlopen: a mismatched library is never mapped, so no "undefined symbol".
 """
 
@@ -15,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from ._decision import Decision
-from ._env import Environment, normalize_machine
+from ._env import Environment
 from ._errors import InvalidArch, InvalidVersion, RecordError
+from ._fit import FitBuild, FitEnv, check_fit, normalize_machine
 from ._versions import BACKENDS, Backend, MajorMinor
 
 if TYPE_CHECKING:
@@ -27,6 +30,8 @@ __all__ = [
     "BuildRecord",
     "RecordUnavailable",
     "decide_prebuilt",
+    "fit_build",
+    "fit_env",
     "parse_build_record",
     "read_build_record",
 ]
@@ -43,30 +48,52 @@ _GFX = r"^gfx[0-9a-f]+(:.*)?$"
 class BuildRecord(NamedTuple):
     """The factory's description of the prebuilt library it shipped (``_build.json``).
 
+    One type on both sides: the factory constructs it (every field is required, so a field added
+    here must be filled there) and writes ``to_json()``; the runtime reads it back with
+    ``from_json`` / ``parse_build_record``, which validates every field.
+
     A NamedTuple (immutable, typed) rather than a dataclass: it is defined inside the measured
     first op call, and a dataclass costs ~1 ms of code generation there.
     """
 
     name: str
+    version: str | None  # the wheel's version, "0.1.0+cu130torch2.13"
     variant: str
-    torch: MajorMinor
+    torch: MajorMinor  # a stable-ABI build: the oldest torch it serves
+    built_with_torch: str | None  # the exact torch release it was compiled against
     backend: Backend
     toolkit: MajorMinor | None
     cxx11_abi: bool
     python: str  # "abi3" or "3.11"
     arch: str
+    arch_list: tuple[str, ...]  # CUDA archs ("9.0a", "12.0+PTX") or ROCm gfx names
     namespace: str
     ops: tuple[str, ...]
     library: str  # a file name inside the package directory
-    arch_list: tuple[str, ...] = ()  # CUDA archs ("9.0a", "12.0+PTX") or ROCm gfx names
-    stable_abi: bool = False
-    version: str | None = None
+    stable_abi: bool
+    source_digest: str | None  # sha256 over the sources it was built from
 
     @property
     def cuda_archs(self) -> tuple[CudaArch, ...]:
         from ._arch import CudaArch  # only CUDA records need it; keeps CPU loads lean
 
         return tuple(CudaArch.parse(a) for a in self.arch_list) if self.backend == "cuda" else ()
+
+    def to_json(self) -> dict[str, object]:
+        """The ``_build.json`` object: every field (versions as "X.Y", tuples as lists) plus the schema."""
+        data: dict[str, object] = {"schema": RECORD_SCHEMA}
+        for key, value in self._asdict().items():
+            if isinstance(value, MajorMinor):
+                data[key] = str(value)
+            elif isinstance(value, tuple):
+                data[key] = list(value)
+            else:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: object, source: str = BUILD_RECORD_FILE) -> BuildRecord:
+        return parse_build_record(data, source)
 
 
 class RecordUnavailable(NamedTuple):
@@ -90,6 +117,13 @@ def str_list(value: object, key: str, source: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise RecordError(f"{source}: key {key!r} must be a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _optional_str(data: Mapping[str, object], key: str, source: str) -> str | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, str):
+        raise RecordError(f"{source}: key {key!r} must be a string or null, got {value!r}")
+    return value
 
 
 def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRecord:
@@ -147,11 +181,12 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     stable_abi = data.get("stable_abi", False)
     if not isinstance(stable_abi, bool):
         raise RecordError(f"{source}: key 'stable_abi' must be bool, got {stable_abi!r}")
-    version = data.get("version")
     return BuildRecord(
         name=str(_require(data, "name", str, source)),
+        version=_optional_str(data, "version", source),
         variant=str(_require(data, "variant", str, source)),
         torch=torch_version,
+        built_with_torch=_optional_str(data, "built_with_torch", source),
         backend=backend,
         toolkit=toolkit,
         cxx11_abi=bool(_require(data, "cxx11_abi", bool, source)),
@@ -162,7 +197,7 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
         library=library,
         arch_list=arch_list,
         stable_abi=stable_abi,
-        version=version if isinstance(version, str) else None,
+        source_digest=_optional_str(data, "source_digest", source),
     )
 
 
@@ -184,43 +219,6 @@ def read_build_record(package_dir: Path) -> BuildRecord | RecordUnavailable:
     if not (package_dir / record.library).is_file():
         return RecordUnavailable(f"build record names {record.library}, which is missing from {package_dir}")
     return record
-
-
-def _abi_name(cxx11: bool) -> str:
-    return "cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=1)" if cxx11 else "pre-cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=0)"
-
-
-def _torch_flavour(env: Environment) -> str:
-    if env.hip is not None:
-        return f"a ROCm {env.hip} build"
-    if env.cuda is not None:
-        return f"a CUDA {env.cuda} build"
-    return "a CPU-only build"
-
-
-def _backend_problems(env: Environment, record: BuildRecord, notes: list[str]) -> list[str]:
-    if record.backend == "cpu":
-        if env.backend != "cpu":
-            flavour = _torch_flavour(env)
-            notes.append(f"CPU-only build in {flavour} of torch: {env.backend} tensors use the reference ops")
-        return []
-    tk = record.toolkit
-    if record.backend == "cuda":
-        if env.cuda is None or tk is None:
-            return [f"built for CUDA {tk}, this torch is {_torch_flavour(env)}"]
-        if env.cuda.major != tk.major:
-            return [f"built with CUDA {tk}, this torch uses CUDA {env.cuda} (major versions differ)"]
-        if env.cuda.minor < tk.minor:
-            return [f"built with CUDA {tk}, newer than this torch's CUDA {env.cuda}"]
-        if env.cuda != tk:
-            notes.append(f"CUDA {tk} build runs on CUDA {env.cuda} (same major, newer minor)")
-        return []
-    # ROCm promises no binary compatibility across minor releases: require the same major.minor.
-    if env.hip is None or tk is None:
-        return [f"built for ROCm {tk}, this torch is {_torch_flavour(env)}"]
-    if env.hip != tk:
-        return [f"built for ROCm {tk}, this torch uses ROCm {env.hip}"]
-    return []
 
 
 def _gpu_problems(env: Environment, record: BuildRecord, notes: list[str]) -> list[str]:
@@ -247,32 +245,30 @@ def _gpu_problems(env: Environment, record: BuildRecord, notes: list[str]) -> li
     return []
 
 
+def fit_build(record: BuildRecord) -> FitBuild:
+    """The record as the shared fit rule (``_fit``) reads a build."""
+    return FitBuild(str(record.torch), record.backend, None if record.toolkit is None else str(record.toolkit),
+                    record.cxx11_abi, record.python, record.arch, record.stable_abi, record.variant)
+
+
+def fit_env(env: Environment) -> FitEnv:
+    """The environment as the shared fit rule (``_fit``) reads one."""
+    toolkit = env.toolkit
+    return FitEnv(env.torch_version, env.backend, None if toolkit is None else str(toolkit), env.cxx11_abi,
+                  str(env.python), env.machine)
+
+
 def decide_prebuilt(env: Environment, record: BuildRecord | RecordUnavailable) -> Decision:
-    """Pure: can the prebuilt library described by ``record`` be loaded into ``env``?"""
+    """Pure: can the prebuilt library described by ``record`` be loaded into ``env``?
+
+    The variant-level rule is ``_fit.check_fit`` (the one ``wheelfactory which`` and the index's
+    select.py apply); the runtime adds what only it can see: the GPUs present vs ``arch_list``.
+    """
     if isinstance(record, RecordUnavailable):
         return Decision("prebuilt", False, record.reason)
-    problems: list[str] = []
-    notes: list[str] = []
-    if record.arch != env.machine:
-        problems.append(f"built for {record.arch}, this machine is {env.machine}")
-    if record.stable_abi:
-        # torch's stable ABI is a C shim: later torch versions keep serving it, and no
-        # libstdc++ types cross it, so the C++ ABI flag does not matter.
-        if env.torch < record.torch:
-            problems.append(f"stable-ABI build needs torch >= {record.torch}, this is torch {env.torch}")
-        elif env.torch != record.torch:
-            notes.append(f"stable-ABI build for torch >= {record.torch} serves torch {env.torch}")
-    else:
-        if env.torch != record.torch:
-            problems.append(f"built for torch {record.torch}, this is torch {env.torch}")
-        if env.cxx11_abi != record.cxx11_abi:
-            built, here = _abi_name(record.cxx11_abi), _abi_name(env.cxx11_abi)
-            problems.append(f"built with the {built}, this torch uses the {here}")
-    if record.python != "abi3" and MajorMinor.parse(record.python) != env.python:
-        problems.append(f"built for Python {record.python} (not abi3), this is Python {env.python}")
-    problems += _backend_problems(env, record, notes)
-    if not problems:
-        problems += _gpu_problems(env, record, notes)
+    fit = check_fit(fit_build(record), fit_env(env))
+    notes = list(fit.notes)
+    problems = list(fit.problems) or _gpu_problems(env, record, notes)
     if problems:
         return Decision("prebuilt", False, "; ".join(problems))
     detail = f" ({'; '.join(notes)})" if notes else ""

@@ -25,7 +25,7 @@ from ._loader import KernelPackage
 from ._probe import cxx_command, find_cuda_home, find_rocm_home, nvcc_version, tool_version_line, which
 from ._record import BuildRecord, read_build_record
 from ._spec import SOURCES_DIR, read_jit_spec
-from ._toolkit import check_nvcc_version
+from ._toolkit import check_nvcc_version, read_toolkit_facts
 
 __all__ = ["Row", "collect_report", "main", "render_report"]
 
@@ -165,6 +165,7 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
             1,
         ),
     ]
+    facts = read_toolkit_facts()  # the compatibility table shipped beside the runtime, if any
     cuda_home = find_cuda_home(settings)
     nvcc, detail = nvcc_version(cuda_home)
     if env.cuda is None:
@@ -173,7 +174,7 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
     elif nvcc is None:
         tools.append(Row("nvcc", f"{detail}; needed to JIT-compile for torch's CUDA {env.cuda}", FAIL, 1))
     else:
-        verdict = check_nvcc_version(nvcc, env.cuda)
+        verdict = check_nvcc_version(nvcc, env.cuda, facts)
         tools.append(Row("nvcc", f"{nvcc} at {detail}: {verdict.reason}", OK if verdict.ok else FAIL, 1))
     if env.hip is not None:
         rocm_home = find_rocm_home(settings)
@@ -182,6 +183,7 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
         tools.append(
             Row("hipcc", str(hipcc) if found else "not found (set ROCM_HOME)", OK if found else FAIL, 1)
         )
+    tools.append(Row("toolkit table", facts.source, OK if facts.shipped else WARN, 1))
     if settings.torch_cuda_arch_list:
         tools.append(Row("TORCH_CUDA_ARCH_LIST", settings.torch_cuda_arch_list, "", 1))
 

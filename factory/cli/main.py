@@ -105,7 +105,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
     if native:
         kernel = load_kernel(project.path)
-        stage_for = partial(plan_stage, kernel)
+        stage_for = partial(plan_stage, kernel, table=table)
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
@@ -285,14 +285,14 @@ def which_command(index: str | None, python: str, quiet: bool) -> None:
     """Print the pip command for the variant that fits an environment's torch, or say why none does."""
     import subprocess
 
-    from wheelfactory.publish import which
-    from wheelfactory.publish.index import DEFAULT_BASE_URL
+    from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
 
-    # The same file the index serves as select.py, run by the target interpreter: it imports
-    # that interpreter's torch, so it sees exactly what the kernel's runtime will see.
-    command = [python, which.__file__, "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
+    # The script the index serves as select.py (standard library only, the runtime's fit rule
+    # embedded), fed to the target interpreter on stdin as `curl URL/select.py | python -` does:
+    # it imports that interpreter's torch, so it sees exactly what the kernel's runtime will see.
+    command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
     try:
-        code = subprocess.run(command, check=False).returncode
+        code = subprocess.run(command, input=select_script(DEFAULT_BASE_URL), text=True, check=False).returncode
     except OSError as exc:
         raise UsageError(f"cannot run {python}: {exc.strerror or exc}") from None
     if code:

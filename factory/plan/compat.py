@@ -10,6 +10,9 @@ from importlib import resources
 from pathlib import Path
 
 from packaging.version import Version
+from wheelfactory._runtime._fit import same_cuda_group
+from wheelfactory._runtime._toolkit import CudaFacts, ToolkitFacts
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.plan.identity import Backend, InvalidBackend, minor_of
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 
@@ -135,11 +138,21 @@ class CompatTable:
         return self.pytorch_index.format(path=path)
 
     def cuda_compatible(self, system: str, torch_cuda: str) -> bool:
-        """May an extension compiled by nvcc ``system`` be used with torch built for ``torch_cuda``?"""
-        a, b = minor_of(system), minor_of(torch_cuda)
-        if a.split(".")[0] != b.split(".")[0]:
-            return False
-        return a == b or any(a in group and b in group for _, group in self.cuda_groups)
+        """May an extension compiled by nvcc ``system`` be used with torch built for ``torch_cuda``?
+        The runtime's rule (``_fit.same_cuda_group``) over this table's groups."""
+        return same_cuda_group((group for _, group in self.cuda_groups), system, torch_cuda)
+
+    def toolkit_facts(self) -> ToolkitFacts:
+        """What the kernel runtime needs from this table, as the runtime's own type: every CUDA
+        release's default arch list and arch range, the CUDA minor groups, the ROCm gfx targets.
+        Staging writes it into each package (``_runtime/_toolkits.json``)."""
+        return ToolkitFacts(
+            cuda=tuple(CudaFacts(MajorMinor.parse(c.version), ";".join(c.arch_list), MajorMinor.parse(str(c.min_arch)),
+                                 MajorMinor.parse(str(c.max_arch))) for c in self.cuda),
+            cuda_groups=tuple(group for _, group in self.cuda_groups),
+            rocm=tuple((MajorMinor.parse(r.version), r.gfx_targets) for r in self.rocm),
+            source=Path(self.file).name,
+        )
 
 
 def load_table(path: Path | None = None) -> CompatTable:

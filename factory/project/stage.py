@@ -6,6 +6,7 @@ build record, JIT spec and the generated setup.py. ``write_stage`` copies files 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from dataclasses import dataclass
@@ -13,13 +14,17 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.version import Version
+from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
+from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
+from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.keys import python_files, tree_digest
 from wheelfactory.support.resources import runtime_dir
 
-RECORD_FILE = "_build.json"
+RECORD_FILE = BUILD_RECORD_FILE
 SOURCES_DIR = "_sources"
 RUNTIME_PACKAGE = "_runtime"
 LIBRARY_MODULE = "_C"
@@ -62,10 +67,11 @@ class StagePlan:
     source_digest: str
     namespace: str
     version: str
-    record: dict[str, object]
+    record: BuildRecord
     jit_spec: dict[str, object]
     setup_py: str
     pyproject: str
+    toolkits: ToolkitFacts  # the compatibility table's toolkit facts, for the runtime
 
     @property
     def package(self) -> str:
@@ -79,13 +85,19 @@ class StagePlan:
         return {}
 
     def key_material(self) -> object:
-        return [self.source_digest, self.setup_py, self.pyproject, self.record, self.jit_spec]
+        return [self.source_digest, self.setup_py, self.pyproject, self.record.to_json(), self.jit_spec,
+                self.toolkits.to_json()]
 
     def write(self, dest: Path) -> None:
         write_stage(self, dest)
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         return wheel  # the generated setup.py already set the version with its local label
+
+
+@functools.cache
+def _bundled_table() -> CompatTable:
+    return load_table()
 
 
 def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
@@ -99,7 +111,10 @@ def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
     return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
 
 
-def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
+def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | None = None) -> StagePlan:
+    """``table``: the compatibility table the plan came from (default: the bundled one); its
+    toolkit facts ship with the runtime."""
+    toolkits = (table or _bundled_table()).toolkit_facts()
     backend = variant.key.backend.kind
     device = backend in ("cuda", "rocm")
     source_digest = tree_digest(kernel.root, kernel.files_for(backend))
@@ -112,26 +127,25 @@ def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
         raise ConfigError(f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
                           "declares none", key="stable_abi." + ("cuda" if device else "cpu"),
                           hint="list them under [stable_abi], or drop stable_abi from [matrix]")
-    record: dict[str, object] = {
-        "schema": 1,
-        "name": kernel.name,
-        "version": version,
-        "variant": variant.id,
+    record = BuildRecord(
+        name=kernel.name,
+        version=version,
+        variant=variant.id,
         # A stable-ABI build serves every torch from its target on: the record names the target.
-        "torch": f"{variant.key.torch}.0" if variant.key.stable_abi else variant.torch_version,
-        "built_with_torch": variant.torch_version,
-        "backend": variant.key.backend.kind,
-        "toolkit": variant.toolkit,
-        "cxx11_abi": variant.key.cxx11_abi,
-        "python": variant.key.python,
-        "arch": variant.key.arch,
-        "arch_list": list(variant.arch_list),
-        "namespace": namespace,
-        "ops": list(kernel.ops),
-        "library": library,
-        "stable_abi": variant.key.stable_abi,
-        "source_digest": source_digest,
-    }
+        torch=MajorMinor.parse(variant.key.torch if variant.key.stable_abi else variant.torch_version),
+        built_with_torch=variant.torch_version,
+        backend=variant.key.backend.kind,
+        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
+        cxx11_abi=variant.key.cxx11_abi,
+        python=variant.key.python,
+        arch=variant.key.arch,
+        arch_list=tuple(variant.arch_list),
+        namespace=namespace,
+        ops=tuple(kernel.ops),
+        library=library,
+        stable_abi=variant.key.stable_abi,
+        source_digest=source_digest,
+    )
     jit_spec: dict[str, object] = {
         "schema": 1,
         "name": kernel.name,
@@ -145,7 +159,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant) -> StagePlan:
         "ops": list(kernel.ops),
     }
     return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
-                     _setup_py(kernel, variant, namespace, version), _pyproject())
+                     _setup_py(kernel, variant, namespace, version), _pyproject(), toolkits)
 
 
 def write_stage(plan: StagePlan, dest: Path) -> None:
@@ -171,7 +185,10 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(kernel.root / rel, target)
     (sources / "jit.json").write_text(json.dumps(plan.jit_spec, indent=2) + "\n")
-    (package / RECORD_FILE).write_text(json.dumps(plan.record, indent=2) + "\n")
+    (package / RECORD_FILE).write_text(json.dumps(plan.record.to_json(), indent=2) + "\n")
+    # One line: what the runtime needs from the compatibility table (no copy of it in runtime/).
+    (package / RUNTIME_PACKAGE / TOOLKITS_FILE).write_text(json.dumps(plan.toolkits.to_json(), separators=(",", ":"))
+                                                           + "\n")
     (dest / "setup.py").write_text(plan.setup_py)
     (dest / "pyproject.toml").write_text(plan.pyproject)
 
@@ -250,7 +267,8 @@ setup(
     version={version!r},
     description={kernel.description!r},
     packages=[{kernel.name!r}, {kernel.name + "." + RUNTIME_PACKAGE!r}],
-    package_data={{{kernel.name!r}: [{RECORD_FILE!r}, "{SOURCES_DIR}/**/*"]}},
+    package_data={{{kernel.name!r}: [{RECORD_FILE!r}, "{SOURCES_DIR}/**/*"],
+                  {kernel.name + "." + RUNTIME_PACKAGE!r}: [{TOOLKITS_FILE!r}]}},
     include_package_data=False,
     python_requires=">=3.9",
     install_requires=["torch"],

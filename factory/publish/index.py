@@ -248,15 +248,34 @@ def _top_page(wheels: list[IndexedWheel], skipped: list[Skipped], findlinks: lis
 """
 
 
+FIT_MODULE = "wheelfactory._runtime._fit"
+
+
 def select_script(base_url: str) -> str:
-    """factory/which.py as the index's select.py, defaulting to this index's URL."""
+    """publish/which.py as the index's select.py: one standard-library file, defaulting to this
+    index's URL, with the runtime's fit rule (runtime/_fit.py) pasted over which.py's import of it."""
+    import ast
+
+    from wheelfactory._runtime import _fit
     from wheelfactory.publish import which
 
     source = Path(which.__file__).read_text(encoding="utf-8")
     default = f'DEFAULT_INDEX = "{DEFAULT_BASE_URL}"'
     if default not in source:
-        raise IndexBuildError("factory/which.py lost its DEFAULT_INDEX line; select.py cannot be made")
-    return source.replace(default, f"DEFAULT_INDEX = {base_url!r}", 1)
+        raise IndexBuildError("publish/which.py lost its DEFAULT_INDEX line; select.py cannot be made")
+    imports = [node for node in ast.parse(source).body if isinstance(node, ast.ImportFrom) and node.module == FIT_MODULE]
+    if len(imports) != 1 or imports[0].end_lineno is None:
+        raise IndexBuildError(f"publish/which.py must import the fit rule with one `from {FIT_MODULE} import ...` "
+                              f"(found {len(imports)}); select.py cannot embed it")
+    future = "from __future__ import annotations\n"
+    fit = Path(_fit.__file__).read_text(encoding="utf-8")
+    if future not in fit:
+        raise IndexBuildError("runtime/_fit.py lost its __future__ import; select.py cannot embed it")
+    embedded = ("# ---- runtime/_fit.py, embedded by wheelfactory index (the kernel runtime's fit rule) ----\n"
+                + fit.replace(future, "", 1).strip() + "\n# ---- end of runtime/_fit.py ----\n")
+    lines = source.splitlines(keepends=True)
+    lines[imports[0].lineno - 1:imports[0].end_lineno] = [embedded]
+    return "".join(lines).replace(default, f"DEFAULT_INDEX = {base_url!r}", 1)
 
 
 def current_generation(dist: Path) -> Path | None:

@@ -4,9 +4,13 @@ Standard library only, on purpose: ``wheelfactory index`` copies this file into 
 ``select.py``, so a user without wheelfactory runs ``curl -s URL/select.py | python -`` in the
 environment they want to install into; ``wheelfactory which --python PY`` runs the same file with
 that interpreter. It reads the index's ``index.json`` (a URL or a directory) and the running
-torch, and applies the rules the kernel runtime applies before it loads a prebuilt library:
-same arch, same torch major.minor (a stable-ABI build: that torch or newer), same C++ ABI, the
-backend of this torch (CUDA: same major, built minor <= this torch's), a CPython the wheel serves.
+torch, and applies the rule the kernel runtime applies before it loads a prebuilt library: the
+runtime's own ``_fit.check_fit`` (same arch, same torch major.minor or a stable-ABI build for an
+older one, same C++ ABI, the backend of this torch, a CPython the wheel serves).
+
+Here that rule is imported from the runtime; in select.py, ``wheelfactory index`` replaces that
+import statement with the source of runtime/_fit.py, so the served script stays one
+standard-library file (tests/publish/test_fit_agreement.py runs it so).
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ import platform
 import sys
 import urllib.request
 from pathlib import Path
+
+from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted here
+    FitBuild,
+    FitEnv,
+    check_fit,
+    normalize_machine,
+    parse_major_minor,
+)
 
 DEFAULT_INDEX = "http://127.0.0.1:8000"  # replaced with the index's base URL in the served copy
 EXIT_NO_MATCH = 1
@@ -33,17 +45,14 @@ def detect() -> dict[str, object]:
     cuda = getattr(torch.version, "cuda", None)
     hip = getattr(torch.version, "hip", None)
     backend, toolkit = ("cuda", cuda) if cuda else ("rocm", hip) if hip else ("cpu", None)
-    return {"torch": ".".join(version.split(".")[:2]), "torch_version": version, "backend": backend,
+    return {"torch": _major_minor(version), "torch_version": version, "backend": backend,
             "toolkit": _major_minor(toolkit) if toolkit else None, "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}", "arch": platform.machine()}
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}", "arch": normalize_machine(platform.machine())}
 
 
 def _major_minor(version: str) -> str:
-    return ".".join(version.split(".")[:2])
-
-
-def _tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split(".") if part.isdigit())
+    major, minor = parse_major_minor(version)
+    return f"{major}.{minor}"
 
 
 def load_listing(index: str) -> dict[str, object]:
@@ -64,38 +73,24 @@ def load_listing(index: str) -> dict[str, object]:
     raise SystemExit(f"select: no index.json under {root} (run `wheelfactory index` first)")
 
 
+def fit_env(env: dict[str, object]) -> FitEnv:
+    """``detect()``'s environment as the runtime's fit rule reads one."""
+    toolkit = env.get("toolkit")
+    return FitEnv(str(env.get("torch_version") or env["torch"]), str(env["backend"]),
+                  str(toolkit) if toolkit else None, bool(env["cxx11_abi"]), str(env["python"]), str(env["arch"]))
+
+
+def fit_build(variant: dict[str, object]) -> FitBuild:
+    """An index.json variant as the runtime's fit rule reads a build."""
+    toolkit = variant.get("toolkit")
+    return FitBuild(str(variant["torch"]), str(variant["backend"]), str(toolkit) if toolkit else None,
+                    bool(variant["cxx11_abi"]), str(variant["python"]), str(variant["arch"]),
+                    bool(variant.get("stable_abi")), str(variant.get("id", "")))
+
+
 def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
-    """Why ``variant`` cannot load prebuilt in ``env`` (empty: it can)."""
-    why = []
-    if variant["arch"] != env["arch"]:
-        why.append(f"arch {variant['arch']} (this machine: {env['arch']})")
-    if variant.get("stable_abi"):
-        if _tuple(str(env["torch"])) < _tuple(str(variant["torch"])):
-            why.append(f"needs torch >= {variant['torch']} (installed: {env['torch_version']})")
-    else:
-        if variant["torch"] != env["torch"]:
-            why.append(f"torch {variant['torch']} (installed: {env['torch_version']})")
-        if variant["cxx11_abi"] != env["cxx11_abi"]:
-            why.append("the " + ("cxx11" if variant["cxx11_abi"] else "pre-cxx11") + " C++ ABI (installed torch: "
-                       + ("cxx11" if env["cxx11_abi"] else "pre-cxx11") + ")")
-    if variant["backend"] != env["backend"] and variant["backend"] != "cpu":
-        # A CPU build loads into a GPU torch too (CPU ops prebuilt, GPU tensors on the reference
-        # ops): the runtime accepts it, so it fits, after any build of the torch's own backend.
-        why.append(f"backend {variant['backend']} (installed torch: {env['backend']})")
-    elif env["backend"] == "cuda" and variant.get("toolkit"):
-        built, have = _tuple(_major_minor(str(variant["toolkit"]))), _tuple(str(env["toolkit"]))
-        if built[0] != have[0] or built > have:
-            why.append(f"CUDA {variant['toolkit']} (installed torch: CUDA {env['toolkit']})")
-    elif env["backend"] == "rocm" and variant.get("toolkit"):
-        if _major_minor(str(variant["toolkit"])) != env["toolkit"]:
-            why.append(f"ROCm {variant['toolkit']} (installed torch: ROCm {env['toolkit']})")
-    python = str(variant["python"])
-    if python == "abi3":
-        if _tuple(str(env["python"])) < (3, 9):
-            why.append("CPython >= 3.9")
-    elif python != env["python"]:
-        why.append(f"CPython {python} (running: {env['python']})")
-    return why
+    """Why ``variant`` cannot load prebuilt in ``env`` (empty: it can): the runtime's own rule."""
+    return list(check_fit(fit_build(variant), fit_env(env)).problems)
 
 
 def choose(env: dict[str, object], variants: list[dict[str, object]]
@@ -105,8 +100,8 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     scored = [(variant, mismatches(env, variant)) for variant in variants]
     fitting = [v for v, why in scored if not why]
 
-    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, ...], bool]:
-        toolkit = _tuple(_major_minor(str(variant.get("toolkit") or "0")))
+    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, int], bool]:
+        toolkit = parse_major_minor(str(variant.get("toolkit") or "0.0"))
         return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit,
                 variant["python"] != "abi3")
 
@@ -140,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if best is None:
         print(f"no variant of this index fits {describe(env)}.", file=sys.stderr)
         for variant, why in others[:3]:
-            print(f"  nearest: {variant['id']}: built for {'; '.join(why)}", file=sys.stderr)
+            print(f"  nearest: {variant['id']}: {'; '.join(why)}", file=sys.stderr)
         if others:
             print("Installing the nearest one still works: its runtime JIT-compiles the kernels for this torch "
                   "(a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",

@@ -74,7 +74,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     stage_for: Callable[[Variant], Stage]
     native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
     if native:
-        stage_for = partial(plan_stage, load_kernel(project.path))
+        stage_for = partial(plan_stage, load_kernel(project.path), table=table)
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix)))
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),

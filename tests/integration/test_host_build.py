@@ -64,7 +64,8 @@ def test_manifest_and_wheel(host_dist: Path, host_wheel: Path) -> None:
     assert "fusedops/_C.abi3.so" in names and "fusedops/_runtime/__init__.py" in names
     assert "fusedops/_sources/jit.json" in names
     assert not [n for n in names if "libtorch" in n or "libc10" in n]
-    assert record["variant"] == vid and record["torch"] == BUILD_TORCH
+    assert record["variant"] == vid and record["built_with_torch"] == BUILD_TORCH
+    assert record["torch"] == ".".join(BUILD_TORCH.split(".")[:2])
     assert record["namespace"].startswith("_fusedops_cpu_")
 
 

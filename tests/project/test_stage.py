@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
+from wheelfactory._runtime._record import BuildRecord
+from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -32,9 +35,10 @@ def test_record_and_namespace(planned: dict[str, Variant]) -> None:
     assert stage.version == "0.1.0+cu124torch2.6cxx98"
     assert stage.namespace.startswith("_fusedops_cuda_") and stage.namespace.isidentifier()
     record = stage.record
-    assert record["variant"] == "torch26-cxx98-cu124-x86_64-linux" and record["torch"] == "2.6.0"
-    assert record["toolkit"] == "12.4" and record["cxx11_abi"] is False and record["library"] == "_C.abi3.so"
-    assert "9.0" in record["arch_list"]  # type: ignore[operator]
+    assert record.variant == "torch26-cxx98-cu124-x86_64-linux" and record.torch == MajorMinor(2, 6)
+    assert record.built_with_torch == "2.6.0" and record.source_digest == stage.source_digest
+    assert record.toolkit == MajorMinor(12, 4) and record.cxx11_abi is False and record.library == "_C.abi3.so"
+    assert "9.0" in record.arch_list
     other = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
     assert other.namespace != stage.namespace
 
@@ -111,3 +115,33 @@ def test_nvcc_flags_in_kernel_toml_do_not_touch_cpu_variants(tmp_path: Path, pla
     toml.write_text(toml.read_text().replace('nvcc = ["-O3",', 'nvcc = ["-O2",'))
     after = _key_materials(root, planned)
     assert {vid for vid in before if before[vid] != after[vid]} == {"torch213-cxx11-cu130-x86_64-linux"}
+
+
+def test_the_record_is_the_runtime_s_type_and_round_trips(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    """The factory writes the record with the runtime's BuildRecord, and the runtime reads back
+    exactly what was written: every field, for a CPU, a CUDA and a pre-cxx11 variant."""
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    for vid in ("torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux",
+                "torch26-cxx98-cu124-x86_64-linux"):
+        stage = plan_stage(kernel, planned[vid])
+        assert isinstance(stage.record, BuildRecord)
+        assert BuildRecord.from_json(json.loads(json.dumps(stage.record.to_json()))) == stage.record
+        write_stage(stage, tmp_path / vid)
+        written = json.loads((tmp_path / vid / "fusedops" / "_build.json").read_text())
+        assert written == stage.record.to_json()
+        assert set(written) == {"schema", *BuildRecord._fields}  # a new field is written without a writer change
+        assert BuildRecord.from_json(written) == stage.record
+
+
+def test_the_compat_table_s_toolkit_facts_ship_with_the_runtime(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    stage = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"])
+    write_stage(stage, tmp_path / "src")
+    shipped = json.loads((tmp_path / "src" / "fusedops" / "_runtime" / TOOLKITS_FILE).read_text())
+    table = load_table()
+    assert shipped == table.toolkit_facts().to_json()
+    assert ToolkitFacts.from_json(shipped).cuda == table.toolkit_facts().cuda
+    # all of the table's toolkits, not only this (CPU) variant's: a JIT build may meet any of them
+    assert set(shipped["cuda"]) == {c.version for c in table.cuda}
+    assert shipped["cuda"]["12.4"]["arch_list"] == ";".join(table.cuda_toolkit("12.4").arch_list)
+    assert f"'fusedops._runtime': ['{TOOLKITS_FILE}']" in stage.setup_py  # packaged into the wheel

@@ -27,15 +27,16 @@ def test_a_cpu_build_serves_a_cuda_torch_when_no_cuda_build_fits() -> None:
     assert best is not None and best["id"] == "cpu" and [v["id"] for v, _ in others] == ["cu132"]
 
 
+# The runtime's own words (runtime/_fit.py): select.py, `wheelfactory which` and the loader agree.
 @pytest.mark.parametrize("changes, reason", [
-    ({"torch": "2.12"}, "torch 2.12 (installed: 2.13.0)"),
-    ({"cxx11_abi": False}, "the pre-cxx11 C++ ABI"),
-    ({"toolkit": "13.2"}, "CUDA 13.2 (installed torch: CUDA 13.1)"),
-    ({"toolkit": "12.8"}, "CUDA 12.8"),
-    ({"arch": "aarch64"}, "arch aarch64"),
-    ({"backend": "rocm", "toolkit": "6.4"}, "backend rocm (installed torch: cuda)"),
-    ({"python": "3.12"}, "CPython 3.12 (running: 3.11)"),
-    ({"stable_abi": True, "torch": "2.14"}, "needs torch >= 2.14"),
+    ({"torch": "2.12"}, "built for torch 2.12, this is torch 2.13"),
+    ({"cxx11_abi": False}, "built with the pre-cxx11 ABI"),
+    ({"toolkit": "13.2"}, "built with CUDA 13.2, newer than this torch's CUDA 13.1"),
+    ({"toolkit": "12.8"}, "built with CUDA 12.8, this torch uses CUDA 13.1 (major versions differ)"),
+    ({"arch": "aarch64"}, "built for aarch64, this machine is x86_64"),
+    ({"backend": "rocm", "toolkit": "6.4"}, "built for ROCm 6.4, this torch is a CUDA 13.1 build"),
+    ({"python": "3.12"}, "built for Python 3.12 (not abi3), this is Python 3.11"),
+    ({"stable_abi": True, "torch": "2.14"}, "stable-ABI build needs torch >= 2.14"),
 ])
 def test_each_mismatch_is_named(changes: dict[str, object], reason: str) -> None:
     why = mismatches(ENV, variant("v", **changes))
