@@ -70,7 +70,9 @@ def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | N
     """Build the plan of ``matrix`` as ``wheelfactory build`` does (engine "auto", "docker" or
     "host"; ``only`` fnmatch patterns on variant ids; ``shard`` (i, n); ``max_memory`` in bytes).
     Returns every variant's outcome (``result.outcomes``, ``result.failed``); a variant that fails
-    does not raise. Raises the errors above when the run cannot start."""
+    does not raise. With engine "auto" and no Docker engine, the host builds what it can and
+    ``result.not_built`` lists the other selected variants, each with its reason and what to do
+    (where `wheelfactory build` exits 5). Raises the errors above when the run cannot start."""
     from wheelfactory.runner.session import build_matrix
 
     return build_matrix(Path(matrix), compat=Path(compat) if compat is not None else None,
