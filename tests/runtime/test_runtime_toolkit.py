@@ -242,3 +242,18 @@ def test_runtime_keeps_no_arch_table_of_its_own() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and arch_list.match(node.value):
                 found.append(f"{module.name}:{node.lineno}: {node.value}")
     assert not found
+
+
+@pytest.mark.slow  # a fresh interpreter importing torch (seconds)
+def test_an_installed_runtime_reads_the_table_staged_beside_it(tmp_path: Path) -> None:
+    """In a package as the factory stages it, the vendored runtime finds _toolkits.json by itself."""
+    from rt_assemble import FIXTURE_KERNEL, child_env, run_python, stage_package
+    from wheelfactory.project.kernel_toml import load_kernel
+
+    kernel = load_kernel(FIXTURE_KERNEL)
+    stage_package(kernel, tmp_path)
+    code = ("from tinyops._runtime._toolkit import read_toolkit_facts; facts = read_toolkit_facts(); "
+            "print(facts.shipped, {str(c.version): c.arch_list for c in facts.cuda}['12.4'])")
+    proc = run_python(["-c", code], child_env(kernel, tmp_path), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", ";".join(load_table().cuda_toolkit("12.4").arch_list)]
