@@ -14,7 +14,7 @@ codes are part of the interface (README, "Exit codes"); each means one thing:
     7  PublishError: dist/ cannot be published as asked (a conflict, a missing or foreign file)
     8  WorkflowStale: `ci github --check` found the committed workflow out of date
     9  EnvironmentProblem: the machine lacks something a build needs (a wheel the registry does
-       not serve, a host interpreter without torch)
+       not serve, a host interpreter without torch, room or permission to write an output file)
   130  interrupted (Ctrl-C)
 """
 
@@ -133,6 +133,11 @@ class EnvironmentProblem(WheelfactoryError):
     """The machine lacks something a build needs."""
 
     exit_code = 9
+
+
+class WriteFailed(EnvironmentProblem):
+    """An output file could not be written (no space left, a read-only directory...); the old file,
+    if any, is left as it was and no partial file remains."""
 
 
 class WheelhouseError(EnvironmentProblem):

@@ -39,11 +39,12 @@ from typing import Any, TypeVar
 
 import yaml
 from wheelfactory import __version__
-from wheelfactory.errors import UsageError
+from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.support import atomic
 
 DEFAULT_WORKFLOW = ".github/workflows/wheels.yml"
 DEFAULT_PYTHON = "3.12"
@@ -163,18 +164,18 @@ def stale_diff(committed: str, generated: str, path: str) -> str:
 
 
 def write_workflow(text: str, path: Path) -> None:
-    """Write the workflow atomically (a temp file beside it, then a rename); makes its directory."""
+    """Write the workflow atomically (support/atomic.py); makes its directory."""
     if path.is_dir():
         raise UsageError(f"cannot write the workflow {path}: it is a directory; name a file, "
                          f"e.g. {path / 'wheels.yml'}")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise UsageError(f"cannot write the workflow {path}: {exc.strerror or exc}") from None
+    try:
+        atomic.write_text(path, text, what="the workflow")
+    except WriteFailed as exc:  # a path given on the command line: a usage error (exit 2)
+        raise UsageError(str(exc)) from None
 
 
 # The workflow as data.

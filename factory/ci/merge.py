@@ -17,7 +17,6 @@ both under the output directory's lock.
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from wheelfactory.errors import MergeConflict, UsageError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
+from wheelfactory.support import atomic
 
 
 @dataclass(frozen=True)
@@ -152,17 +152,12 @@ def _choose(vid: str, found: list[tuple[Path, manifest.Entry]]) -> Choice:
 
 
 def apply_merge(plan: MergePlan) -> None:
-    """Copy the planned files (temp name, then rename) and write the manifest atomically."""
+    """Copy the planned files and write the manifest, each atomically (a failure: WriteFailed)."""
     for copy in plan.copies:
         target = plan.out.joinpath(*PurePosixPath(copy.target).parts)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        try:
+        with atomic.replacing(target, what=f"the copy of {copy.source} at") as partial:
             shutil.copyfile(copy.source, partial)
-            os.replace(partial, target)
-        except OSError as exc:
-            partial.unlink(missing_ok=True)
-            raise MergeConflict(f"cannot copy {copy.source} to {target}: {exc.strerror or exc}") from None
     manifest.write(plan.out, plan.entries)
 
 

@@ -164,7 +164,8 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
 
 def write_stage(plan: StagePlan, dest: Path) -> None:
     """Lay out the build directory: generated packaging, the Python package, the vendored
-    runtime, the shipped sources for JIT and the build record."""
+    runtime, the shipped sources for JIT and the build record. ``dest`` is made fresh for each
+    build (staging, not an output): its files are written plainly, not through support/atomic.py."""
     kernel = plan.kernel
     if dest.exists():
         shutil.rmtree(dest)

@@ -81,6 +81,7 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Expor
                                                          "cp39-abi3 builds only"))
             continue
         target = build / wheel.variant_id
+        # A fresh directory per variant, renamed into place whole: its files are written plainly.
         temp = build / f".{wheel.variant_id}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         with zipfile.ZipFile(wheel.source) as archive:

@@ -300,6 +300,8 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     name = f"g{time.time_ns()}"
     temp = generations / f".tmp-{name}"
     temp.mkdir()
+    # A fresh generation nobody reads until the rename below: its pages (index.json, the variants
+    # json...) are written plainly; the generation as a whole is what appears atomically.
     for rel, text in plan.pages:
         target = temp / rel
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -314,6 +316,8 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     (temp / DIGEST_FILE).write_text(plan.digest + "\n")
     generation = generations / name
     os.rename(temp, generation)
+    # Not support/atomic.py: the target is a symlink, replaced by a symlink (atomic.py refuses to
+    # replace one with a file). The per-process name is enough: we hold the output directory's lock.
     swap = dist / f".{INDEX_LINK}.{os.getpid()}.tmp"
     swap.unlink(missing_ok=True)
     os.symlink(os.path.relpath(generation, dist), swap)

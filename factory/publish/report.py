@@ -27,6 +27,7 @@ from packaging.version import Version
 from wheelfactory.plan.expand import Plan, Pruned
 from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, VariantId, minor_of
 from wheelfactory.runner import manifest
+from wheelfactory.support import atomic
 
 Status = Literal["built", "cached", "failed", "missing", "pruned"]
 STATUSES: tuple[Status, ...] = ("built", "cached", "failed", "missing", "pruned")
@@ -563,19 +564,8 @@ def write_report(report: Report, dist: Path, *, html_path: Path | None = None,
     svg = (svg_path or (dist / SVG_NAME if html_path is None else page.with_suffix(".svg"))).absolute()
     dist_href = Path(os.path.relpath(dist.absolute(), page.parent)).as_posix()
     svg_href = Path(os.path.relpath(svg, page.parent)).as_posix()
-    _write_atomic(svg, render_svg(report))
-    _write_atomic(page, render_html(report, dist_href=dist_href, svg_href=svg_href))
+    for path in (svg, page):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(svg, render_svg(report), what="the report's SVG")
+    atomic.write_text(page, render_html(report, dist_href=dist_href, svg_href=svg_href), what="the report")
     return Written(page, svg)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """A reader sees the old file or the new one: a temp file in the same directory, then a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise

@@ -1,6 +1,7 @@
 """The matrix run: for each selected variant, skip it when its key is already built, otherwise
 build it with the engine, and record the result. One failing variant never stops the others;
-a wheel enters the output directory only when complete (copy to a temp name, then rename)."""
+a wheel enters the output directory only when complete (support/atomic.py: a temp name, then a
+rename), and the variants' threads record their results through one ManifestRecorder."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
+from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.resources import runtime_dir
 
@@ -52,15 +54,14 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
     out = out.resolve()
     held = manifest.lock(out)
     try:
-        entries = manifest.read(out)
+        recorder = manifest.ManifestRecorder(out)
         _clean_partials(out)
         for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
             observe("*", "reclaimed", name)
 
         def one(variant: Variant) -> Outcome:
-            outcome = _build_one(stage_for, variant, engine, out, entries.get(variant.id), observe)
-            entries[variant.id] = outcome.entry
-            manifest.write(out, entries)  # after each variant: a killed run keeps what finished
+            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), observe)
+            recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
             return outcome
 
         prefix = f"wheelfactory-build-{os.getpid()}-{time.monotonic_ns()}"
@@ -96,8 +97,10 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         key = cache_key(stage, engine)  # may build the variant's image
     except WheelfactoryError as exc:
         observe(variant.id, "failed", str(exc))
-        return Outcome(variant, manifest.Entry("failed", None, None, round(time.monotonic() - start, 1), "",
-                                               None, str(exc), engine.name, None, *facts),
+        return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None,
+                                               seconds=round(time.monotonic() - start, 1), key="", log=None,
+                                               error=str(exc), engine=engine.name, image=None,
+                                               torch_version=facts[0], toolkit=facts[1]),
                        getattr(exc, "tail", "") or "")
     if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
         wheel = out / previous.wheel
@@ -112,9 +115,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     try:
         built = engine.build(stage, workdir, log, lambda phase: observe(variant.id, phase, ""))
         final = variant_dir / built.name
-        partial = variant_dir / f".{built.name}.partial"
-        shutil.copyfile(built, partial)
-        os.replace(partial, final)  # a wheel appears only complete
+        with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
+            shutil.copyfile(built, partial)
         for stale in variant_dir.glob("*.whl"):
             if stale != final:
                 stale.unlink()
@@ -125,18 +127,23 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             sink.write(f"\n# FAILED after {seconds} s: {exc}\n")
         observe(variant.id, "failed", str(exc))
         tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
-        return Outcome(variant, manifest.Entry("failed", None, None, seconds, key,
-                                               str(log.relative_to(out)), str(exc), engine.name, None, *facts), tail)
+        return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
+                                               log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
+                                               image=None, torch_version=facts[0], toolkit=facts[1]), tail)
     seconds = round(time.monotonic() - start, 1)
     observe(variant.id, "built", final.name)
-    return Outcome(variant, manifest.Entry("built", str(final.relative_to(out)), file_sha256(final), seconds,
-                                           key, str(log.relative_to(out)), None, engine.name,
-                                           engine.image_id(variant), *facts, final.stat().st_size))
+    return Outcome(variant, manifest.Entry(status="built", wheel=str(final.relative_to(out)),
+                                           sha256=file_sha256(final), seconds=seconds, key=key,
+                                           log=str(log.relative_to(out)), error=None, engine=engine.name,
+                                           image=engine.image_id(variant), torch_version=facts[0],
+                                           toolkit=facts[1], size=final.stat().st_size))
 
 
 def _clean_partials(out: Path) -> None:
-    """Leftovers of a killed run: temp wheel copies and manifest temp files are never valid."""
+    """Leftovers of a killed run (we hold the lock): temp wheel copies and manifest temp files are
+    never valid. ``.partial`` is the name older versions gave a wheel's temp copy."""
+    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and d.name != WORK_DIR)):
+        for leftover in atomic.leftovers(directory):
+            leftover.unlink(missing_ok=True)
     for partial in out.glob("*/.*.partial"):
         partial.unlink(missing_ok=True)
-    for tmp in out.glob(".manifest.json.*.tmp"):
-        tmp.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
 """Rewriting a finished wheel: a new version (the local label a bring-your-own build gets), extra
 .dist-info files (variant.json) and a variant label in the file name, with METADATA, the
 .dist-info directory name and RECORD changed together so installers see one consistent wheel.
-The result is written to a hidden temp name and renamed: it appears only complete."""
+The result is written through support/atomic.py (a hidden temp name, then a rename): it appears
+only complete."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import base64
 import csv
 import hashlib
 import io
-import os
 import re
 import zipfile
 from collections.abc import Mapping
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+from wheelfactory.support import atomic
 
 
 def record_hash(data: bytes) -> str:
@@ -40,8 +41,8 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
     new_info = f"{parts[0]}-{new_version}.dist-info/"
     added = {new_info + rel: data for rel, data in (dist_info_files or {}).items()}
     records: list[list[str]] = []
-    partial = target.with_name(f".{target.name}.partial")
-    with zipfile.ZipFile(wheel) as source, zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+    with atomic.replacing(target, what="the rewritten wheel") as partial, zipfile.ZipFile(wheel) as source, \
+            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
         items = [item for item in source.infolist() if item.filename != old_info + "RECORD"]
         for item in items:
             data = source.read(item.filename)
@@ -65,5 +66,4 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(records)  # RECORD is CSV (PEP 376)
         out.writestr(new_info + "RECORD", text.getvalue())
-    os.replace(partial, target)
     return target

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from testkit import make_wheel, run_cli
 from wheelfactory.ci.merge import apply_merge, plan_merge
-from wheelfactory.errors import MergeConflict
+from wheelfactory.errors import MergeConflict, WriteFailed
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
 
@@ -40,13 +40,16 @@ def make_part(root: Path, results: dict[str, manifest.Status], *, payload: str =
         log.write_text(f"# {vid}: {status} in {root.name}\n")
         toolkit = "13.0" if vid == CU130 else None
         if status == "failed":
-            entries[vid] = manifest.Entry("failed", None, None, 3.0, f"key-{vid}", str(log.relative_to(root)),
-                                          "nvcc failed", "docker", None, TORCH[vid], toolkit)
+            entries[vid] = manifest.Entry(status="failed", wheel=None, sha256=None, seconds=3.0, key=f"key-{vid}",
+                                          log=str(log.relative_to(root)), error="nvcc failed", engine="docker",
+                                          image=None, torch_version=TORCH[vid], toolkit=toolkit)
         else:
             wheel = variant_wheel(folder, vid, payload)
-            entries[vid] = manifest.Entry(status, str(wheel.relative_to(root)), file_sha256(wheel), 12.5,
-                                          f"key-{vid}", str(log.relative_to(root)), None, "docker", "sha256:img",
-                                          TORCH[vid], toolkit, wheel.stat().st_size)
+            entries[vid] = manifest.Entry(status=status, wheel=str(wheel.relative_to(root)),
+                                          sha256=file_sha256(wheel), seconds=12.5, key=f"key-{vid}",
+                                          log=str(log.relative_to(root)), error=None, engine="docker",
+                                          image="sha256:img", torch_version=TORCH[vid], toolkit=toolkit,
+                                          size=wheel.stat().st_size)
     (root / "images.log").write_text(f"images of {root.name}\n")  # not merged
     manifest.write(root, entries)
     return root
@@ -76,7 +79,7 @@ def test_merged_parts_are_indexed(tmp_path: Path, capsys: pytest.CaptureFixture[
         for name, data in files(part).items():
             if name not in ("manifest.json", "images.log"):
                 assert merged[name] == data
-    assert not list(out.rglob("*.partial"))
+    assert not list(out.rglob("*.partial")) and not list(out.rglob(".*.tmp"))
     # `wheelfactory index` accepts the merged dist: both wheels listed, the failure named.
     assert run_cli("index", "-o", str(out)) == 0
     printed = capsys.readouterr().out
@@ -186,7 +189,8 @@ def test_bad_parts_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixt
     elif case == "wrong-sha":
         wheel.write_bytes(b"not the wheel")
     elif case == "outside":
-        manifest.write(part, {CPU213: manifest.Entry("failed", None, None, 1.0, "k", "../../etc/passwd")})
+        manifest.write(part, {CPU213: manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k",
+                                                     log="../../etc/passwd")})
     elif case == "itself":
         out.mkdir()
         target = str(out)
@@ -204,8 +208,9 @@ def test_copies_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 
     plan = plan_merge([part], out)
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(MergeConflict, match="No space left on device"):
+    with pytest.raises(WriteFailed, match="No space left on device") as caught:  # exit 9: the machine's disk
         apply_merge(plan)
+    assert caught.value.exit_code == 9 and "\n" not in str(caught.value)
     assert [p.name for p in out.rglob("*") if p.is_file()] == []  # no partial file, no manifest
 
 

@@ -63,7 +63,7 @@ def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, offlin
     assert failed["status"] == "failed" and failed["wheel"] is None
     assert "-fno-such-compiler-flag" in result.stdout  # the log tail is shown
     assert "torch213-cxx11-cpu-x86_64-linux failed" in result.stdout
-    assert not list((tmp_path / "dist").rglob("*.partial"))
+    assert not list((tmp_path / "dist").rglob("*.partial")) and not list((tmp_path / "dist").rglob(".*.tmp"))
 
 
 def owned_containers(client: object, out: Path) -> list[str]:
@@ -130,7 +130,7 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
     assert "reclaimed: cibuildwheel" in result.stdout
     assert manifest(out)["torch213-cxx11-cpu-x86_64-linux"]["status"] == "built"
     assert not owned_containers(docker_client, out)
-    assert not list(out.rglob("*.partial"))
+    assert not list(out.rglob("*.partial")) and not list(out.rglob(".*.tmp"))
 
 
 def _orphans(out: Path) -> list[str]:

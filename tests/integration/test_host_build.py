@@ -139,7 +139,7 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     entry = json.loads((out / "manifest.json").read_text())["variants"]["torch213-cxx11-cpu-x86_64-linux"]
     assert entry["status"] == "built" and (out / entry["wheel"]).is_file()
-    assert not list(out.rglob("*.partial"))
+    assert not list(out.rglob("*.partial")) and not list(out.rglob(".*.tmp"))
 
 
 def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None:

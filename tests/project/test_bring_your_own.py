@@ -36,7 +36,7 @@ def test_set_local_version_rewrites_metadata_name_and_record(tmp_path: Path) -> 
             expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert digest == f"sha256={expected}" and int(size) == len(data)
         assert {row[0] for row in rows} == set(names)
-    assert not list((tmp_path / "out").glob(".*partial"))
+    assert not list((tmp_path / "out").glob(".*partial")) and not list((tmp_path / "out").glob(".*.tmp"))
 
 
 def test_a_wheel_with_a_local_label_is_refused(tmp_path: Path) -> None:

@@ -19,15 +19,17 @@ def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.En
     entries = {}
     for vid, (version, torch, toolkit, archs) in WHEELS.items():
         if vid == failed:
-            entries[vid] = manifest.Entry("failed", None, None, 1.0, "k", f"{vid}/build.log", "boom", "docker",
-                                          None, torch, toolkit)
+            entries[vid] = manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k",
+                                          log=f"{vid}/build.log", error="boom", engine="docker", image=None,
+                                          torch_version=torch, toolkit=toolkit)
             continue
         record = {"namespace": f"_tiny_{'cuda' if toolkit else 'cpu'}_{hashlib.sha256(vid.encode()).hexdigest()[:8]}",
                   "arch_list": archs}
         wheel = make_wheel(dist / vid, "tiny", version, files={"tiny/__init__.py": "VALUE = 1\n"},
                            build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-        entries[vid] = manifest.Entry("built", f"{vid}/{wheel.name}", digest, 1.0, "k", f"{vid}/build.log", None,
-                                      "docker", None, torch, toolkit)
+        entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}", sha256=digest, seconds=1.0,
+                                      key="k", log=f"{vid}/build.log", error=None, engine="docker", image=None,
+                                      torch_version=torch, toolkit=toolkit)
     manifest.write(dist, entries)
     return entries

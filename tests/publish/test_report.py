@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from dist_fakes import make_dist
 from testkit import REPO
+from wheelfactory.errors import WriteFailed
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.matrix import parse_matrix
@@ -133,8 +134,9 @@ def test_several_variants_in_one_cell_are_all_listed() -> None:
 def test_everything_is_escaped(tmp_path: Path) -> None:
     nasty = '<script>alert("x")</script> & \'q\'\nsecond line'
     entries = {
-        FAILED: manifest.Entry("failed", None, None, 1.0, "k", f"{FAILED}/build.log", nasty),
-        "<b>not-an-id</b>": manifest.Entry("built", None, None, 1.0, "k", None),
+        FAILED: manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k",
+                               log=f"{FAILED}/build.log", error=nasty),
+        "<b>not-an-id</b>": manifest.Entry(status="built", wheel=None, sha256=None, seconds=1.0, key="k", log=None),
     }
     report = build_report(entries, matrix='m<"atrix>.toml')
     page = render_html(report)
@@ -182,7 +184,7 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path: Path, monkeypatch: py
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(WriteFailed, match="disk full"):
         write_report(build_report({}), tmp_path)
     assert written.html.read_bytes() == old  # the reader still sees the previous report
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -220,7 +222,8 @@ def _hrefs(page: str) -> list[str]:
 
 
 def test_unparseable_ids_are_listed_not_dropped() -> None:
-    report = build_report({"nonsense": manifest.Entry("built", None, None, 1.0, "k", None)})
+    report = build_report({"nonsense": manifest.Entry(status="built", wheel=None, sha256=None, seconds=1.0, key="k",
+                                                      log=None)})
     assert report.cells == () and [u.variant_id for u in report.unplaced] == ["nonsense"]
     assert "1 manifest entry not in the grid" in report.summary()
     assert "nonsense" in render_html(report)
@@ -232,8 +235,8 @@ def test_human_sizes() -> None:
 
 
 def test_stable_abi_builds_get_their_own_row() -> None:
-    entries = {"torch-stable-abi210-cpu-x86_64-linux": manifest.Entry("built", None, None, 1.0, "k", None),
-               "torch29-cxx11-cpu-x86_64-linux": manifest.Entry("built", None, None, 1.0, "k", None)}
+    bare = manifest.Entry(status="built", wheel=None, sha256=None, seconds=1.0, key="k", log=None)
+    entries = {"torch-stable-abi210-cpu-x86_64-linux": bare, "torch29-cxx11-cpu-x86_64-linux": bare}
     report = build_report(entries)
     assert [r.label for r in report.rows] == ["torch 2.9", "stable ABI, torch >= 2.10"]
     assert isinstance(report, Report)

@@ -1,0 +1,89 @@
+"""dist/manifest.json: its JSON shape (a documented contract), and many build threads recording
+through one ManifestRecorder at once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from wheelfactory.runner import manifest
+
+THREADS = 8
+RECORDS = 200
+
+
+def entry(n: int) -> manifest.Entry:
+    return manifest.Entry(status="built", wheel=f"v{n}/fake-0.1-v{n}.whl", sha256=f"{n:064x}", seconds=1.5,
+                          key=f"key-{n}", log=f"v{n}/build.log", engine="fake", torch_version="2.13.0",
+                          toolkit=None, size=n)
+
+
+def test_the_json_shape_is_the_documented_one(tmp_path: Path) -> None:
+    manifest.write(tmp_path, {"v1": entry(1)})
+    data = json.loads((tmp_path / manifest.MANIFEST).read_text())
+    assert data == {"schema": 1, "variants": {"v1": {
+        "status": "built", "wheel": "v1/fake-0.1-v1.whl", "sha256": f"{1:064x}", "seconds": 1.5, "key": "key-1",
+        "log": "v1/build.log", "error": None, "engine": "fake", "image": None, "torch_version": "2.13.0",
+        "toolkit": None, "size": 1}}}
+    assert list(data["variants"]["v1"]) == ["status", "wheel", "sha256", "seconds", "key", "log", "error", "engine",
+                                            "image", "torch_version", "toolkit", "size"]
+    assert manifest.read(tmp_path) == {"v1": entry(1)}
+
+
+@pytest.mark.parametrize("count", [0, 1, 3])
+def test_the_file_is_byte_for_byte_what_json_dumps_gives(tmp_path: Path, count: int) -> None:
+    entries = {f"v{n}": entry(n) for n in range(count)}
+    if count:
+        entries["z\n\"odd\"\tid é"] = manifest.Entry(status="failed", wheel=None, sha256=None, seconds=0.0, key="",
+                                                  log=None, error='line 1\nline "2" \\ é\u2028')
+    manifest.write(tmp_path, entries)
+    expected = {"schema": 1, "variants": {vid: dataclasses.asdict(e) for vid, e in sorted(entries.items())}}
+    assert (tmp_path / manifest.MANIFEST).read_text() == json.dumps(expected, indent=2) + "\n"
+    (tmp_path / "r").mkdir()
+    recorder = manifest.ManifestRecorder(tmp_path / "r", entries)
+    recorder.record("v-new", entry(99))
+    expected["variants"] = {vid: dataclasses.asdict(e) for vid, e in sorted({**entries, "v-new": entry(99)}.items())}
+    assert (tmp_path / "r" / manifest.MANIFEST).read_text() == json.dumps(expected, indent=2) + "\n"
+
+
+def test_an_entry_is_keyword_only_and_frozen() -> None:
+    with pytest.raises(TypeError):
+        manifest.Entry("built", None, None, 1.0, "k", None)  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        entry(1).status = "failed"  # type: ignore[misc]
+
+
+def test_concurrent_records_lose_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 threads x 200 records, all released at once: no write fails (the old per-process temp name
+    made one thread rename another's temp file away: FileNotFoundError) and every variant is in the
+    final file. fsync is skipped: it makes 1,600 writes slow and has no part in the race."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    manifest.write(tmp_path, {"earlier": entry(-1)})  # a previous run's entry is kept
+    recorder = manifest.ManifestRecorder(tmp_path)
+    start = threading.Barrier(THREADS)
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        start.wait()
+        for i in range(RECORDS):
+            try:
+                recorder.record(f"t{t}-r{i}", entry(t * RECORDS + i))
+            except Exception as exc:  # noqa: BLE001 (counted for the assertion below)
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [], f"{len(errors)} of {THREADS * RECORDS} records failed, e.g. {errors[0]!r}"
+    expected = {f"t{t}-r{i}" for t in range(THREADS) for i in range(RECORDS)} | {"earlier"}
+    on_disk = json.loads((tmp_path / manifest.MANIFEST).read_text())["variants"]
+    assert set(on_disk) == expected
+    assert manifest.read(tmp_path) == recorder.snapshot()
+    assert manifest.read(tmp_path)["t3-r7"] == entry(3 * RECORDS + 7)
+    assert [p.name for p in tmp_path.iterdir()] == [manifest.MANIFEST]  # no temp file left
