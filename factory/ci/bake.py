@@ -19,17 +19,17 @@ without that label, so its tags name the same Dockerfile minus that one line.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.errors import ConfigError, UsageError, WriteFailed
 from wheelfactory.images.base_image import DEFAULT_MIRROR, BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import CONTENT_LABEL, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.support import atomic
 
 PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 # The ids of the variants (of this selection) that build in the image, comma-separated. Like
@@ -147,17 +147,14 @@ def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str) 
 
 
 def write_bake(text: str, path: Path) -> None:
-    """Write the bake file atomically (a temp file beside it, then a rename)."""
+    """Write the bake file atomically (support/atomic.py)."""
     if path.is_dir():
         raise UsageError(f"cannot write the bake file {path}: it is a directory; name a file, "
                          f"e.g. {path / 'docker-bake.json'}")
     parent = path.parent
     if not parent.is_dir():
         raise UsageError(f"cannot write the bake file {path}: directory {parent} does not exist")
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"cannot write the bake file {path}: {exc.strerror or exc}") from None
+        atomic.write_text(path, text, what="the bake file")
+    except WriteFailed as exc:  # a path given on the command line: a usage error (exit 2)
+        raise UsageError(str(exc)) from None

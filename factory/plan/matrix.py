@@ -123,9 +123,10 @@ class Include:
     arch_list: tuple[str, ...] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BuildConfig:
     engine: Engine = "auto"
+    """matrix.toml's [build] table: settings of the run, not of any one variant."""
     jobs: int = 0  # 0: derive from cores and memory
     out: str = "dist"
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
@@ -509,9 +510,11 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
     if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):
         table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",
                     "e.g. \"2.28\" (what manylinux_2_28 promises)")
-    return BuildConfig(engine, jobs, out, tuple(sorted(images.items())), torch_index,
-                       None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
-                       debian_base, debian_mirror, compile_cache, glibc_floor)
+    return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
+                       torch_index=torch_index,
+                       wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
+                       debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
+                       glibc_floor=glibc_floor)
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
