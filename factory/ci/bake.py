@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wheelfactory.errors import ConfigError, UsageError, WriteFailed
-from wheelfactory.images.base_image import DEFAULT_MIRROR, BaseImageSpec, parse_suite, render_base
+from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import CONTENT_LABEL, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
 from wheelfactory.plan.identity import Variant
@@ -48,8 +48,8 @@ class OfflineBase:
 
     @property
     def command(self) -> str:
-        mirror = f" --mirror {self.mirror}" if self.mirror != DEFAULT_MIRROR else ""
-        return f"wheelfactory base-image --suite {self.suite}{mirror}"
+        # The mirror is part of the base's tag: name it, so that another machine makes the same tag.
+        return f"wheelfactory base-image --suite {self.suite} --mirror {self.mirror}"
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,16 @@ def _target_name(spec: ImageSpec, image: RenderedImage, archs: Sequence[str]) ->
     return f"{'-'.join(archs)}-{layer}-{image.tag.rsplit(':', 1)[-1]}"
 
 
-def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str) -> BakePlan:
+def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str,
+              host_mirror: str | None = None) -> BakePlan:
     """The bake targets of ``variants`` (already selected from the plan), one per distinct image."""
     build = matrix.build
-    mirror = (build.debian_mirror or DEFAULT_MIRROR).rstrip("/")  # as engines.choose gives the engine
+    # as engines.choose gives the engine: [build] debian_mirror, else the host's apt mirror (the
+    # caller reads it: plan/indexes.debian_mirror), needed only with debian_base
+    mirror = (build.debian_mirror or host_mirror or "").rstrip("/")
+    if build.debian_base and not mirror:
+        raise ConfigError("debian_base needs a Debian mirror and none is known", file=matrix_file,
+                          key="build.debian_mirror", hint="set [build] debian_mirror")
     offline: dict[str, OfflineBase] = {}
 
     def debian_base(suite: str) -> str:

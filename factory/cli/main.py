@@ -13,7 +13,7 @@ from rich.console import Console
 from wheelfactory import __version__
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
 from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
-from wheelfactory.images.base_image import DEFAULT_MIRROR, SUITES  # [base-image]
+from wheelfactory.images.base_image import SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand, parse_shard
 from wheelfactory.plan.matrix import ENGINES, load_matrix
@@ -369,20 +369,21 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
 @click.option("--suite", type=click.Choice(list(SUITES)), default="bookworm", show_default=True,
               help="Debian release: " + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}"
                                                   for s in SUITES.values()) + ".")
-@click.option("--mirror", default=DEFAULT_MIRROR, show_default=True, help="Debian mirror.")
+@click.option("--mirror", default=None, help="Debian mirror (default: the one the host's apt sources use).")
 @click.option("--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
               show_default=True, help="Where the temporary rootfs and the logs go.")
-def base_image(suite: str, mirror: str, tag: str | None, cache_dir: Path) -> None:
+def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
     from wheelfactory.errors import ImageBuildFailed
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
+    from wheelfactory.plan.indexes import debian_mirror
     from wheelfactory.support.progress import ConsoleProgress
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
-    spec = BaseImageSpec(parse_suite(suite), mirror, tag)
+    spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag)
     try:
         image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=ConsoleProgress(err))
     except ImageBuildFailed as exc:
@@ -410,12 +411,14 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
     """Write a `docker buildx bake` file: one target per build image the plan needs, tagged by content."""
     from wheelfactory.ci.bake import plan_bake, write_bake
     from wheelfactory.plan.expand import select
+    from wheelfactory.plan.indexes import debian_mirror
 
     shard_spec = parse_shard(shard) if shard else None
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     variants = select(expand(matrix, table), only, shard_spec)
-    baked = plan_bake(matrix, variants, matrix_file=str(matrix_path))
+    mirror = debian_mirror(matrix.build.debian_mirror) if matrix.build.debian_base else None
+    baked = plan_bake(matrix, variants, matrix_file=str(matrix_path), host_mirror=mirror)
     to_stdout = bake_file is None or str(bake_file) == "-"
     if to_stdout:
         click.echo(baked.dumps(), nl=False)

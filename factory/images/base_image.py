@@ -41,7 +41,6 @@ from wheelfactory.support.progress import NullProgress, Progress
 if TYPE_CHECKING:
     import docker
 
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 BASE_REPOSITORY = "wheelfactory/base"
 ROOTFS_REPOSITORY = "wheelfactory/rootfs"
 TEMPLATE = "debian-manylinux.Dockerfile"
@@ -89,7 +88,7 @@ def parse_suite(name: str) -> Suite:
 @dataclass(frozen=True)
 class BaseImageSpec:
     suite: Suite
-    mirror: str = DEFAULT_MIRROR
+    mirror: str  # [build] debian_mirror / --mirror, else the host's apt mirror (plan/indexes.debian_mirror)
     tag: str | None = None  # None: the content tag
 
     def __post_init__(self) -> None:

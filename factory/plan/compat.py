@@ -14,6 +14,7 @@ from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory._runtime._toolkit import CudaFacts, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.plan.identity import Backend, InvalidBackend, minor_of
+from wheelfactory.plan.indexes import PYPI, IndexRef, InvalidIndexRef
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 
 BUNDLED_TABLE = "factory/data/compat.toml"
@@ -108,8 +109,8 @@ class CompatTable:
     cuda: tuple[CudaToolkit, ...]
     rocm: tuple[RocmToolkit, ...]
     cuda_groups: tuple[tuple[str, tuple[str, ...]], ...]
-    pypi_index: str
-    pytorch_index: str  # template with {path}
+    pypi_index: IndexRef  # where the default build (pypi_default) comes from: the alias pypi
+    pytorch_index: IndexRef  # every other build: an alias and a path template with {path}
     file: str
 
     def release(self, minor: str) -> TorchRelease | None:
@@ -130,12 +131,17 @@ class CompatTable:
     def known_versions(self) -> str:
         return ", ".join(r.minor for r in self.releases)
 
-    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool) -> str:
+    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool) -> IndexRef:
+        """The index (by alias, plan/indexes.py resolves it) that serves this torch build."""
         if release.on_pypi(backend, cxx11_abi):
             return self.pypi_index
+        path = self.torch_index_path(release, backend, cxx11_abi)
+        return IndexRef(self.pytorch_index.alias, self.pytorch_index.path.replace("{path}", path))
+
+    def torch_index_path(self, release: TorchRelease, backend: Backend, cxx11_abi: bool) -> str:
+        """The build's path on a per-build index (``cu126``, ``cpu-cxx11-abi``), PyPI's build included."""
         builds = release.abi_builds(cxx11_abi)
-        path = builds.index_path(backend.build_name) if builds else backend.build_name
-        return self.pytorch_index.format(path=path)
+        return builds.index_path(backend.build_name) if builds else backend.build_name
 
     def cuda_compatible(self, system: str, torch_cuda: str) -> bool:
         """May an extension compiled by nvcc ``system`` be used with torch built for ``torch_cuda``?
@@ -172,9 +178,12 @@ def _parse(doc: TomlDocument) -> CompatTable:
         root.error("schema", "unsupported schema version", "this wheelfactory reads schema = 1")
     indexes = root.table("indexes")
     indexes.reject_unknown({"pypi", "pytorch"})
-    pytorch_index = indexes.string("pytorch", "https://download.pytorch.org/whl/{path}")
-    if "{path}" not in pytorch_index:
-        indexes.error("pytorch", "must contain {path}", "e.g. https://download.pytorch.org/whl/{path}")
+    pypi_index = _index_ref(indexes, "pypi", PYPI)
+    pytorch_index = _index_ref(indexes, "pytorch", "pytorch/{path}")
+    if "{path}" not in pytorch_index.path:
+        indexes.error("pytorch", "must name a path with {path}", 'e.g. pytorch = "pytorch/{path}"')
+    if pypi_index.path:
+        indexes.error("pypi", "is an alias without a path", 'e.g. pypi = "pypi"')
 
     cuda = tuple(_parse_cuda(root.table("cuda").table(v), v) for v in root.table("cuda").data)
     rocm = tuple(_parse_rocm(root.table("rocm").table(v), v) for v in root.table("rocm").data)
@@ -186,10 +195,20 @@ def _parse(doc: TomlDocument) -> CompatTable:
     releases = [_parse_release(torch_table.table(minor), minor) for minor in torch_table.data]
     releases.sort(key=lambda r: r.version)
     table = CompatTable(tuple(releases), cuda, rocm, groups,
-                        indexes.string("pypi", "https://pypi.org/simple"), pytorch_index, doc.file)
+                        pypi_index, pytorch_index, doc.file)
     for release in releases:
         _check_release(table, torch_table.table(release.minor), release)
     return table
+
+
+def _index_ref(table: Table, key: str, default: str) -> IndexRef:
+    """An index by alias (and path): host names live in the user's configuration, not in the table."""
+    text = table.string(key, default)
+    try:
+        return IndexRef.parse(text)
+    except InvalidIndexRef as exc:
+        table.error(key, str(exc), "name an index alias; its URL comes from [indexes] in matrix.toml or "
+                                   "WHEELFACTORY_INDEX_<ALIAS> (factory/plan/indexes.py)")
 
 
 def _versions(table: Table, key: str) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from packaging.version import InvalidVersion, Version
+from wheelfactory.plan.indexes import IndexRef
 
 BackendKind = Literal["cpu", "cuda", "rocm"]
 BACKEND_KINDS: tuple[BackendKind, ...] = ("cpu", "cuda", "rocm")
@@ -163,7 +164,7 @@ class Variant:
     torch_version: str  # exact torch release to build against, "2.14.1"
     toolkit: str | None  # full toolkit version, "12.4", "6.2.4"; None for cpu
     arch_list: tuple[str, ...]  # CUDA archs ("8.0", "12.0+PTX") or ROCm gfx targets; () for cpu
-    torch_index: str  # index URL that serves this torch build
+    torch_index: IndexRef  # the index that serves this torch build, by alias (plan/indexes.py)
     torch_on_pypi: bool  # the PyPI default build: installable with a plain `pip install torch`
     wheel_platform: str  # platform tag of torch's own wheels (a floor hint for the build image)
     settings: BuildSettings = field(default_factory=BuildSettings)
@@ -215,7 +216,7 @@ class Variant:
             "stable_abi": self.key.stable_abi,
             "local_version": self.local_version,
             "arch_list": ";".join(self.arch_list),
-            "torch_index": self.torch_index,
+            "torch_index": str(self.torch_index),
             "torch_on_pypi": self.torch_on_pypi,
             "wheel_platform": self.wheel_platform,
             "extra_cflags": list(self.settings.extra_cflags),

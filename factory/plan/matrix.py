@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.compile_cache_settings import TOOLS, CompileCache, Tool, default_dir, parse_redis
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
+from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
 
 Engine = Literal["auto", "docker", "host"]
@@ -130,12 +131,14 @@ class BuildConfig:
     jobs: int = 0  # 0: derive from cores and memory
     out: str = "dist"
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
-    torch_index: str | None = None  # overrides the table's torch index (a mirror, or PyPI offline)
+    # overrides the table's torch index: an index alias ("pypi": the host's pip index; "pytorch";
+    # any alias of [indexes]) or an index URL used as written. See factory/plan/indexes.py.
+    torch_index: str | None = None
     wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
     # Build the base image here from Debian packages (wheelfactory base-image) instead of
     # pulling base_image: for engines that reach no container registry.
     debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
-    debian_mirror: str | None = None  # None: deb.debian.org
+    debian_mirror: str | None = None  # None: the mirror the host's apt sources use (plan/indexes.py)
     # The compile cache every variant's container shares (factory/compilecache.py); None: none.
     compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
     glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
@@ -173,11 +176,13 @@ class Matrix:
     # "2.10": torch releases from this one on are served by one stable-ABI variant per backend
     # build and arch (the kernel's [stable_abi] sources, built with TORCH_TARGET_VERSION).
     stable_abi: str | None = None
+    # [indexes]: index alias -> URL (the user's; WHEELFACTORY_INDEX_<ALIAS> overrides, plan/indexes.py)
+    indexes: tuple[tuple[str, str], ...] = ()
 
 
 STABLE_ABI_FIRST = "2.10"  # the first torch whose stable ABI can be targeted (TORCH_TARGET_VERSION)
 
-TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build"}
+TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build", "indexes"}
 MATRIX_KEYS = {"torch", "backends", "cxx11_abi", "python", "arch", "stable_abi"}
 SELECTOR_KEYS = {"torch", "backend", "cxx11_abi", "python", "arch"}
 INCLUDE_SETTING_KEYS = {"extra_cflags", "extra_cuda_cflags", "env", "arch_list"}
@@ -211,7 +216,22 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
                       for number, entry in enumerate(root.tables("exclude"), start=1)),
         build=_build(root.table("build"), base_dir),
         stable_abi=_stable_abi(axes, table),
+        indexes=_indexes(root),
     )
+
+
+def _indexes(root: Table) -> tuple[tuple[str, str], ...]:
+    urls, table = root.string_map("indexes"), root.table("indexes")
+    for alias, url in urls.items():
+        if alias == PYPI:
+            table.error(alias, "is the index pip is configured with on the host",
+                        "configure it for pip (pip config set global.index-url URL, or PIP_INDEX_URL)")
+        if not ALIAS.fullmatch(alias):
+            table.error(alias, f"{alias!r} is not an index alias", "use lowercase letters, digits, - and _")
+        if not is_url(url):
+            table.error(alias, f"{url!r} is not an index URL",
+                        'e.g. "http://127.0.0.1:8080/whl" or "file:///srv/whl"')
+    return tuple(sorted(urls.items()))
 
 
 def _stable_abi(axes: Table, table: CompatTable) -> str | None:
@@ -488,9 +508,10 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
     if not out.strip():
         table.error("out", "is empty", "name the output directory, e.g. \"dist\"")
     torch_index = table.string("torch_index")
-    if torch_index is not None and not re.match(r"^(https?|file)://\S+$", torch_index):
-        table.error("torch_index", f"{torch_index!r} is not an index URL",
-                    "e.g. \"https://pypi.org/simple\" or a mirror of download.pytorch.org/whl/{path}")
+    if torch_index is not None and not is_url(torch_index) and not ALIAS.fullmatch(torch_index):
+        table.error("torch_index", f"{torch_index!r} is neither an index alias nor an index URL",
+                    "e.g. \"pypi\" (the host's pip index), \"pytorch\" (PyTorch's per-build indexes, "
+                    "configured in [indexes] or WHEELFACTORY_INDEX_PYTORCH) or a URL")
     wheelhouse = table.string("wheelhouse")
     if wheelhouse is not None and (not wheelhouse.strip() or "\0" in wheelhouse):
         table.error("wheelhouse", "is not a directory path")
@@ -504,7 +525,8 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
                         "keep one: debian_base builds the base here, base_image names one to pull")
     debian_mirror = table.string("debian_mirror")
     if debian_mirror is not None and not re.match(r"^https?://\S+$", debian_mirror):
-        table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL", "e.g. \"http://deb.debian.org/debian\"")
+        table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL",
+                    "e.g. \"http://127.0.0.1:3142/debian\"; leave it out to use the host's apt mirror")
     compile_cache = _compile_cache(table, base_dir)
     glibc_floor = table.string("glibc_floor")
     if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):

@@ -22,6 +22,7 @@ from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, CONTENT_LABEL, ImageRef, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
+from wheelfactory.plan import indexes
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import ARCHES, Variant
@@ -68,7 +69,18 @@ SCHEMA = {
 }
 
 
-def debian_tag(suite: str, mirror: str = "http://deb.debian.org/debian") -> str:
+# The mirror the host's apt sources would give (the CLI reads them): any URL does, nothing is fetched.
+HOST_MIRROR = "http://127.0.0.1:3142/debian"
+
+
+@pytest.fixture(autouse=True)
+def host_apt_sources(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`wheelfactory bake` reads the host's apt sources for the mirror: here they name HOST_MIRROR."""
+    sources = f"Types: deb\nURIs: {HOST_MIRROR}/\nSuites: bookworm\nComponents: main\n"
+    monkeypatch.setattr(indexes, "read_apt_sources", lambda root=None: [("debian.sources", sources)])
+
+
+def debian_tag(suite: str, mirror: str = HOST_MIRROR) -> str:
     return render_base(BaseImageSpec(parse_suite(suite), mirror)).tag
 
 
@@ -76,7 +88,7 @@ def expected_images(matrix: Matrix, variants: Sequence[Variant]) -> dict[tuple[s
     """(FROM image, CUDA toolkit layer version) -> variant ids, worked out from the matrix and the
     variants without wheelfactory.images.spec: the distinct images the engine would build."""
     build = matrix.build
-    mirror = (build.debian_mirror or "http://deb.debian.org/debian").rstrip("/")
+    mirror = (build.debian_mirror or HOST_MIRROR).rstrip("/")
     out: dict[tuple[str, str | None], set[str]] = {}
     for v in variants:
         if build.debian_base and v.key.backend.kind == "cuda" and not v.toolkit_wheels and v.toolkit_debian:
@@ -135,7 +147,7 @@ def repo_matrix(table: CompatTable) -> Matrix:
 
 def baked(matrix: Matrix, table: CompatTable) -> tuple[BakePlan, tuple[Variant, ...]]:
     variants = expand(matrix, table).variants
-    return plan_bake(matrix, variants, matrix_file="matrix.toml"), variants
+    return plan_bake(matrix, variants, matrix_file="matrix.toml", host_mirror=HOST_MIRROR), variants
 
 
 def test_every_arch_has_a_platform() -> None:
@@ -210,9 +222,12 @@ def test_debian_base_is_one_arch(parse: Callable[[str], Matrix], table: CompatTa
                    '[build]\ndebian_base = "bookworm"\n')
     variants = expand(matrix, table).variants
     with pytest.raises(ConfigError, match="build.debian_base: debian_base makes one base image"):
-        plan_bake(matrix, variants, matrix_file="matrix.toml")
+        plan_bake(matrix, variants, matrix_file="matrix.toml", host_mirror=HOST_MIRROR)
     x86 = tuple(v for v in variants if v.key.arch == "x86_64")
-    check_bake_file(plan_bake(matrix, x86, matrix_file="matrix.toml").dumps(), matrix, x86)
+    baked_x86 = plan_bake(matrix, x86, matrix_file="matrix.toml", host_mirror=HOST_MIRROR)
+    check_bake_file(baked_x86.dumps(), matrix, x86)
+    with pytest.raises(ConfigError, match="build.debian_mirror: debian_base needs a Debian mirror"):
+        plan_bake(matrix, x86, matrix_file="matrix.toml")  # no [build] debian_mirror and none from the host
 
 
 def test_image_spec_is_the_engines_choice(repo_matrix: Matrix, table: CompatTable) -> None:
@@ -239,7 +254,8 @@ def test_engine_and_bake_render_the_same_spec(repo_matrix: Matrix, table: Compat
 
     monkeypatch.setattr(docker_engine, "ensure_image", ensure)
     engine = docker_engine.DockerEngine(None, {"x86_64": debian_tag("bookworm")}, Wheelhouse(tmp_path / "wh"),
-                                        tmp_path / "images.log", debian_base=debian_tag)
+                                        tmp_path / "images.log", debian_base=debian_tag,
+                                        debian_mirror=HOST_MIRROR)
     plan, variants = baked(repo_matrix, table)
     for target in plan.targets:
         for vid in target.variants:

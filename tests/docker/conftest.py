@@ -18,6 +18,7 @@ import pytest
 from testkit import REPO
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
+from wheelfactory.plan.indexes import debian_mirror
 
 import docker
 
@@ -47,7 +48,8 @@ def docker_client() -> Iterator[docker.DockerClient]:
 @pytest.fixture(scope="session")
 def bookworm_base(docker_client: docker.DockerClient) -> BaseImage:
     """wheelfactory/base:bookworm-<hash>, made on the first run, reused after."""
-    return ensure_base_image(docker_client, BaseImageSpec(parse_suite("bookworm")), cache_dir=CACHE / "docker")
+    spec = BaseImageSpec(parse_suite("bookworm"), debian_mirror(None))  # the host's apt mirror
+    return ensure_base_image(docker_client, spec, cache_dir=CACHE / "docker")
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +66,7 @@ cxx11_abi = true
 [build]
 engine = "docker"
 base_image = "{bookworm_base.tag}"
-torch_index = "https://pypi.org/simple"
+torch_index = "pypi"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
 """

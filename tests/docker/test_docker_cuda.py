@@ -84,7 +84,7 @@ arch_list = "8.0;9.0+PTX"   # CUDA 12.4 compiles up to sm_90
 [build]
 engine = "docker"
 debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
-torch_index = "https://pypi.org/simple"
+torch_index = "pypi"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
 """

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
-from wheelfactory.engines.wheelhouse import PYPI, ContainerPython, Wheelhouse, request_for
+from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, request_for
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
@@ -25,13 +25,14 @@ def variant(torch: str) -> Variant:
 
 def test_request_is_pure_and_keyed() -> None:
     v = variant("2.13")
-    request = request_for(v, ContainerPython())
+    torch_index = "http://127.0.0.1:8080/whl/cpu"  # what Indexes.torch_url gives for pytorch/cpu
+    request = request_for(v, ContainerPython(), torch_index=torch_index)
     assert request.requirements[0] == "torch==2.13.0" and "build" in request.requirements
-    assert request.index_url == "https://download.pytorch.org/whl/cpu" and request.extra_index_urls == (PYPI,)
-    assert request.key == request_for(v, ContainerPython()).key
-    assert request.key != request_for(v, ContainerPython(version="3.12")).key
-    mirrored = request_for(v, ContainerPython(), torch_index=PYPI)
-    assert mirrored.extra_index_urls == () and mirrored.key != request.key
+    assert request.extra_index_urls == (torch_index,)  # beside the host's pip index, never instead of it
+    assert request.key == request_for(v, ContainerPython(), torch_index=torch_index).key
+    assert request.key != request_for(v, ContainerPython(version="3.12"), torch_index=torch_index).key
+    host = request_for(v, ContainerPython())  # "pypi": the index pip is configured with on the host
+    assert host.extra_index_urls == () and host.key != request.key
 
 
 def test_platforms_newest_first() -> None:
@@ -42,7 +43,7 @@ def test_platforms_newest_first() -> None:
 
 def test_download_once_then_reuse(tmp_path: Path) -> None:
     house = Wheelhouse(tmp_path / "wh")
-    request = request_for(variant("2.13"), ContainerPython(), torch_index=PYPI)
+    request = request_for(variant("2.13"), ContainerPython())  # the host's pip configuration
     first = house.ensure(request, log=tmp_path / "wh.log", python=sys.executable)
     names = [name for name, _ in first.wheels]
     assert first.downloaded
@@ -62,7 +63,7 @@ def test_download_once_then_reuse(tmp_path: Path) -> None:
 
 def test_failed_download_publishes_nothing(tmp_path: Path) -> None:
     house = Wheelhouse(tmp_path / "wh")
-    request = request_for(variant("2.13"), ContainerPython(), torch_index=PYPI,
+    request = request_for(variant("2.13"), ContainerPython(),
                           extra=("wheelfactory-no-such-package-xyz==1.0",))
     with pytest.raises(WheelhouseError, match="failed"):
         house.ensure(request, python=sys.executable)

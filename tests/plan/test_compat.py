@@ -34,9 +34,11 @@ def test_indexes() -> None:
     table = load_table()
     r26 = table.release("2.6")
     assert r26 is not None
-    assert table.torch_index(r26, Backend("cuda", "12.4"), False) == "https://pypi.org/simple"
-    assert table.torch_index(r26, Backend("cuda", "11.8"), False) == "https://download.pytorch.org/whl/cu118"
-    assert table.torch_index(r26, Backend("cpu"), True) == "https://download.pytorch.org/whl/cpu-cxx11-abi"
+    # By alias (plan/indexes.py resolves them from the user's configuration), never a host name.
+    assert str(table.torch_index(r26, Backend("cuda", "12.4"), False)) == "pypi"
+    assert str(table.torch_index(r26, Backend("cuda", "11.8"), False)) == "pytorch/cu118"
+    assert str(table.torch_index(r26, Backend("cpu"), True)) == "pytorch/cpu-cxx11-abi"
+    assert table.torch_index_path(r26, Backend("cuda", "12.4"), False) == "cu124"  # PyPI's build too
 
 
 def test_cuda_arch_lists_and_groups() -> None:

@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, Variant, VariantId
+from wheelfactory.plan.indexes import IndexRef
 
 
 @pytest.mark.parametrize("text, kind, version, tag", [
@@ -81,7 +82,7 @@ def test_variant_id_round_trip_property(key: VariantId) -> None:
 
 def _variant(key: str, toolkit: str | None, torch_version: str) -> Variant:
     return Variant(key=VariantId.parse(key), torch_version=torch_version, toolkit=toolkit, arch_list=(),
-                   torch_index="https://pypi.org/simple", torch_on_pypi=True, wheel_platform="manylinux_2_28")
+                   torch_index=IndexRef("pypi"), torch_on_pypi=True, wheel_platform="manylinux_2_28")
 
 
 def test_local_version_labels() -> None:

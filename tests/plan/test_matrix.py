@@ -83,7 +83,7 @@ base_image = { aarch64 = "my/aarch64:1" }
     ("[build]\njobs = true\n", "must be an integer, got boolean true"),
     ("[build]\ndebian_base = 'bookwrom'\n", "did you mean 'bookworm'?"),
     ("[build]\ndebian_base = 'bookworm'\nbase_image = 'x/y'\n", "and base_image are both set"),
-    ("[build]\ndebian_mirror = 'deb.debian.org'\n", "is not a mirror URL"),
+    ("[build]\ndebian_mirror = '127.0.0.1/debian'\n", "is not a mirror URL"),
     ("[build]\ncompile_cache = true\n", "must be one of sccache, ccache or false, not True"),
     ("[build]\ncompile_cache = '~/cc'\n", 'compile_cache = "ccache"'),  # the old form: a ccache directory
     ("[build]\ncompile_cache_dir = ''\n", "must be a directory path"),

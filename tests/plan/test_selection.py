@@ -9,10 +9,11 @@ import pytest
 from click.testing import CliRunner
 from testkit import REPO
 from wheelfactory.cli.main import cli
-from wheelfactory.engines.wheelhouse import PYPI, pypi_refusal
+from wheelfactory.engines.wheelhouse import pypi_refusal
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import Plan, select
+from wheelfactory.plan.indexes import PYPI
 
 RELEASE_MATRIX = '[matrix]\ntorch = [">=2.6"]\nbackends = ["cpu", "cuda"]\ncxx11_abi = "both"\n'
 
@@ -62,11 +63,12 @@ def test_pypi_serves_one_build_per_release(plan_of: Callable[[str], Plan], table
     variant = next(v for v in plan_of(RELEASE_MATRIX).variants if v.id == variant_id)
     release = table.release(variant.key.torch)
     assert release is not None
-    reason = pypi_refusal(variant, release, PYPI + "/")
+    reason = pypi_refusal(variant, release, PYPI)
     assert (reason is not None) == refused
     if reason:
         assert reason.startswith(variant_id) and "torch_index" in reason
-    assert pypi_refusal(variant, release, "https://mirror.example/whl/{path}") is None  # a mirror serves all
+    assert pypi_refusal(variant, release, "pytorch") is None  # PyTorch's per-build indexes serve all
+    assert pypi_refusal(variant, release, "http://127.0.0.1:8080/whl") is None  # so does a URL of the user's
 
 
 def test_build_rejects_a_shard_that_does_not_exist(tmp_path: Path) -> None:
