@@ -165,8 +165,8 @@ class Wheelhouse:
             os.link(stored, staged / wheel.name)
             wheels.append((wheel.name, file_sha256(stored)))
             sizes.append(stored.stat().st_size)
-        (staged / COMPLETE).write_text(json.dumps({"request": asdict(request), "wheels": wheels,
         # The marker goes into the fresh staged set, which appears whole by the rename below.
+        (staged / COMPLETE).write_text(json.dumps({"request": asdict(request), "wheels": wheels,
                                                    "sizes": sizes}, indent=2))
         target = self.sets / request.key
         shutil.rmtree(target, ignore_errors=True)

@@ -126,8 +126,8 @@ class Include:
 
 @dataclass(frozen=True, kw_only=True)
 class BuildConfig:
-    engine: Engine = "auto"
     """matrix.toml's [build] table: settings of the run, not of any one variant."""
+    engine: Engine = "auto"
     jobs: int = 0  # 0: derive from cores and memory
     out: str = "dist"
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
