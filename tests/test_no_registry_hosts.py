@@ -16,7 +16,7 @@ from testkit import REPO
 DOT = r"\."
 HOSTS = (("pypi", "org"), ("python" + "hosted", "org"), ("download", "pytorch", "org"),
          ("deb", "debian", "org"), ("security", "debian", "org"))
-MIRRORS = ("ftp", "[a-z0-9-]+", "debian", "org")  # ftp.<country>.debian.org
+MIRRORS = ("ftp", "[a-z0-9-]+", "debian", "org")  # the per-country mirrors
 PATTERN = re.compile("|".join(DOT.join(parts) for parts in (*HOSTS, MIRRORS)), re.IGNORECASE)
 
 
