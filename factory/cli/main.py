@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 
 import click
@@ -16,7 +14,7 @@ from wheelfactory.errors import BuildFailed, ConfigError, UsageError, Wheelfacto
 from wheelfactory.images.base_image import SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand, parse_shard
-from wheelfactory.plan.matrix import ENGINES, load_matrix
+from wheelfactory.plan.matrix import load_matrix
 
 MATRIX_OPTION = click.option(
     "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -86,53 +84,33 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
           only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
     from wheelfactory.cli.render import BuildView, print_build_summary
-    from wheelfactory.engines.capacity import machine_capacity, parse_size
-    from wheelfactory.engines.choose import EngineRequest, choose_engine
+    from wheelfactory.engines.capacity import parse_size
     from wheelfactory.errors import VariantsNotBuilt
-    from wheelfactory.plan.identity import Variant
-    from wheelfactory.project.bring_your_own import ByoStage, load_byo
-    from wheelfactory.project.kernel_toml import is_native_project, load_kernel
-    from wheelfactory.project.stage import Stage, plan_stage
-    from wheelfactory.runner.run import Outcome, run_matrix
+    from wheelfactory.runner.session import prepare_build
 
     shard_spec = parse_shard(shard) if shard else None
     memory_cap = parse_size(max_memory) if max_memory else None
-    table = load_table(compat_path)
-    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
-    project = matrix.project
-    stage_for: Callable[[Variant], Stage]
-    native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
-    if native:
-        kernel = load_kernel(project.path)
-        stage_for = partial(plan_stage, kernel, table=table)
-    else:
-        stage_for = partial(ByoStage, load_byo(project, str(matrix_path)))
     out_console = console()
-    choice = next((e for e in ENGINES if e == engine), matrix.build.engine)
     if setup:
+        choice = engine or load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build.engine
         _setup_engine(out_console, choice)
-    request = EngineRequest(matrix=matrix, table=table, choice=choice, python=python, out=out,
-                            only=only, shard=shard_spec, native=native, matrix_file=str(matrix_path))
-    chosen = choose_engine(request, out_console)
-    variants = chosen.variants
-    out_console.print(chosen.summary, markup=False)
-    outcomes: list[Outcome] = []
-    if chosen.engine is not None and variants:
-        builder = chosen.engine
-        capacity = machine_capacity(builder.name, variants, requested_jobs=jobs or matrix.build.jobs,
-                                    max_memory=memory_cap)
-        builder.use_capacity(capacity.compile_jobs, capacity.container_memory)
-        not_built = {n.variant.id: n.reason for n in chosen.not_built}
-        with BuildView(out_console, [v.id for v in variants], title=capacity.describe(), not_built=not_built) as view:
-            outcomes = run_matrix(stage_for, variants, builder, out, observe=view, jobs=capacity.jobs)
-    print_build_summary(out_console, outcomes, str(out), not_built=chosen.not_built)
-    failed = sum(o.entry.status == "failed" for o in outcomes)
-    if failed:
-        raise BuildFailed(f"{failed} of {len(outcomes)} variant(s) failed; see the logs above")
-    if chosen.not_built:
-        first = chosen.not_built[0]
-        raise VariantsNotBuilt(f"{len(chosen.not_built)} of {len(chosen.not_built) + len(outcomes)} selected "
+    prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
+                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, console=out_console)
+    out_console.print(prepared.summary, markup=False)
+    not_built = {n.variant.id: n.reason for n in prepared.not_built}
+    if prepared.engine is not None and prepared.variants:
+        with BuildView(out_console, [v.id for v in prepared.variants], title=prepared.capacity.describe(),
+                       not_built=not_built) as view:
+            result = prepared.run(observe=view)
+    else:
+        result = prepared.run()
+    outcomes = list(result.outcomes)
+    print_build_summary(out_console, outcomes, str(result.out), not_built=result.not_built)
+    if result.failed:
+        raise BuildFailed(f"{len(result.failed)} of {len(outcomes)} variant(s) failed; see the logs above")
+    if result.not_built:
+        first = result.not_built[0]
+        raise VariantsNotBuilt(f"{len(result.not_built)} of {len(result.not_built) + len(outcomes)} selected "
                                f"variant(s) not built here ({first.reason}); to build them: {first.action}")
 
 
