@@ -27,7 +27,7 @@ DEFAULT_BASE_IMAGES = {
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
 }
 
-DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/baseimage.py describes each
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/images/base_image.py describes each
 
 
 def default_compile_cache() -> CompileCache:
@@ -139,7 +139,7 @@ class BuildConfig:
     # pulling base_image: for engines that reach no container registry.
     debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
     debian_mirror: str | None = None  # None: the mirror the host's apt sources use (plan/indexes.py)
-    # The compile cache every variant's container shares (factory/compilecache.py); None: none.
+    # The compile cache every variant's container shares (factory/engines/compile_cache.py); None: none.
     compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
     glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
 

