@@ -8,8 +8,9 @@ test modules cannot import a conftest. It imports nothing heavy (no torch, no do
 from __future__ import annotations
 
 import json
+import threading
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,25 @@ def make_wheel(
         for member, data in contents.items():
             archive.writestr(member, data)
     return path
+
+
+def race(work: Callable[[int, int], None], threads: int, rounds: int) -> list[BaseException]:
+    """``work(thread, round)`` from ``threads`` threads released at once, ``rounds`` times each;
+    every exception raised, for the test to assert on (a race test must see them all)."""
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def worker(t: int) -> None:
+        start.wait()
+        for i in range(rounds):
+            try:
+                work(t, i)
+            except BaseException as exc:  # noqa: BLE001 (returned to the test)
+                errors.append(exc)
+
+    running = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    return errors

@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import threading
 from pathlib import Path
 
 import pytest
+from testkit import race
 from wheelfactory.runner import manifest
 
 THREADS = 8
@@ -64,22 +64,7 @@ def test_concurrent_records_lose_nothing(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     manifest.write(tmp_path, {"earlier": entry(-1)})  # a previous run's entry is kept
     recorder = manifest.ManifestRecorder(tmp_path)
-    start = threading.Barrier(THREADS)
-    errors: list[BaseException] = []
-
-    def worker(t: int) -> None:
-        start.wait()
-        for i in range(RECORDS):
-            try:
-                recorder.record(f"t{t}-r{i}", entry(t * RECORDS + i))
-            except Exception as exc:  # noqa: BLE001 (counted for the assertion below)
-                errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(t,)) for t in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = race(lambda t, i: recorder.record(f"t{t}-r{i}", entry(t * RECORDS + i)), THREADS, RECORDS)
     assert errors == [], f"{len(errors)} of {THREADS * RECORDS} records failed, e.g. {errors[0]!r}"
     expected = {f"t{t}-r{i}" for t in range(THREADS) for i in range(RECORDS)} | {"earlier"}
     on_disk = json.loads((tmp_path / manifest.MANIFEST).read_text())["variants"]

@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from testkit import race
 from wheelfactory.errors import ConfigError, WriteFailed
 from wheelfactory.support import atomic
 
@@ -62,22 +63,7 @@ def test_every_call_has_its_own_temp_file_under_many_threads(tmp_path: Path, mon
         real_replace(src, dst)
 
     monkeypatch.setattr(os, "replace", recording_replace)
-    errors: list[BaseException] = []
-    start = threading.Barrier(THREADS)
-
-    def writer(n: int) -> None:
-        start.wait()
-        try:
-            for i in range(WRITES):
-                atomic.write_text(target, f"{n}:{i}\n" * 50)
-        except BaseException as exc:  # noqa: BLE001 (collected for the assertion below)
-            errors.append(exc)
-
-    threads = [threading.Thread(target=writer, args=(n,)) for n in range(THREADS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = race(lambda n, i: atomic.write_text(target, f"{n}:{i}\n" * 50), THREADS, WRITES)
     assert errors == []
     assert len(seen) == THREADS * WRITES
     assert len(set(seen)) == len(seen)  # not one temp name used twice
