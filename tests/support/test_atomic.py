@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import tempfile
 import threading
 from pathlib import Path
 
@@ -149,12 +150,19 @@ def test_a_failure_mid_write_leaves_the_old_file_and_no_temp(tmp_path: Path, mon
     assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]
 
 
-def test_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes into a read-only directory")
+def test_a_read_only_directory_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "ro"
     folder.mkdir()
     folder.chmod(0o555)
+    if os.geteuid() == 0:  # root writes into a 0555 directory: refuse the temp file as the kernel would
+        real_mkstemp = tempfile.mkstemp
+
+        def refused(*args: object, dir: str | None = None, **kwargs: object) -> tuple[int, str]:
+            if dir is not None and Path(dir) == folder:
+                raise PermissionError(errno.EACCES, "Permission denied", str(folder))
+            return real_mkstemp(*args, dir=dir, **kwargs)  # type: ignore[call-overload,no-any-return]
+
+        monkeypatch.setattr(tempfile, "mkstemp", refused)
     try:
         with pytest.raises(WriteFailed, match=f"cannot write {folder / 'x.json'}: Permission denied; make"):
             atomic.write_text(folder / "x.json", "{}")
