@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
 for entry in (str(HERE), str(REPO)):  # rt_assemble, and `runtime` for the unit tests
     if entry not in sys.path:
         sys.path.insert(0, entry)

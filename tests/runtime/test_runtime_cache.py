@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 
 from runtime._cache import (
     CompletionRecord,
@@ -103,7 +104,7 @@ time.sleep(60)
 
 def test_lock_is_released_when_its_holder_is_sigkilled(tmp_path: Path) -> None:
     lock_path = tmp_path / "key.lock"
-    repo = str(Path(__file__).resolve().parents[2])
+    repo = str(REPO)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(lock_path), repo], stdout=subprocess.PIPE, text=True
     )

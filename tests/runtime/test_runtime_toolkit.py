@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from testkit import REPO
 from wheelfactory.plan.compat import load_table
 
 from runtime._arch import CudaArch
@@ -31,7 +32,7 @@ from runtime._toolkit import (
 from runtime._versions import MajorMinor
 
 V = MajorMinor.parse
-RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
+RUNTIME = REPO / "runtime"
 
 
 def shipped(tmp_path: Path, edit: object = None) -> ToolkitFacts:
