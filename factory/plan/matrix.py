@@ -281,7 +281,7 @@ def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelec
         version = Version(value)
     except InvalidVersion:
         version = None
-    if version is not None and not value[0] in "<>=!~":
+    if version is not None and value[0] not in "<>=!~":
         if version.is_prerelease or version.is_devrelease or version.local:
             table.error(key, f"torch {value!r}: pre-releases and local versions are not release targets",
                         "name a release like '2.6' or '2.6.0'")

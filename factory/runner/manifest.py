@@ -41,6 +41,13 @@ class Entry:
     torch_version: str | None = None
     toolkit: str | None = None
     size: int | None = None  # the wheel's bytes
+    # Seconds per phase of the build (support/timeline.py), in the order they ran; "compile" is the
+    # build backend's run. None: not built in this run (cached) or by an older wheelfactory.
+    phases: dict[str, float] | None = None
+
+    @property
+    def compile_seconds(self) -> float | None:
+        return self.phases.get("compile") if self.phases else None
 
 
 def read(out: Path) -> dict[str, Entry]:

@@ -24,6 +24,7 @@ from wheelfactory.runner import manifest
 from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.resources import runtime_dir
+from wheelfactory.support.timeline import Timeline
 
 WORK_DIR = ".work"
 LOG_NAME = "build.log"
@@ -92,9 +93,11 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     variant_dir = out / variant.id
     variant_dir.mkdir(parents=True, exist_ok=True)
     log = variant_dir / LOG_NAME
+    timeline = Timeline(None, lambda phase: observe(variant.id, phase, ""))
     try:
         stage = stage_for(variant)
-        key = cache_key(stage, engine)  # may build the variant's image
+        with timeline.phase("image"):
+            key = cache_key(stage, engine)  # may build the variant's image
     except WheelfactoryError as exc:
         observe(variant.id, "failed", str(exc))
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None,
@@ -114,31 +117,45 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     observe(variant.id, "building", "")
+    timeline.attach(log)
     try:
-        built = engine.build(stage, workdir, log, lambda phase: observe(variant.id, phase, ""))
-        final = variant_dir / built.name
-        with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
-            shutil.copyfile(built, partial)
-        for stale in variant_dir.glob("*.whl"):
-            if stale != final:
-                stale.unlink()
-        shutil.rmtree(workdir, ignore_errors=True)
+        built = engine.build(stage, workdir, log, timeline)
+        with timeline.phase("publish"):
+            final = variant_dir / built.name
+            with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
+                shutil.copyfile(built, partial)
+            for stale in variant_dir.glob("*.whl"):
+                if stale != final:
+                    stale.unlink()
+            shutil.rmtree(workdir, ignore_errors=True)
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
         with log.open("a") as sink:
-            sink.write(f"\n# FAILED after {seconds} s: {exc}\n")
+            sink.write(f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}")
         observe(variant.id, "failed", str(exc))
         tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
                                                log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
-                                               image=None, torch_version=facts[0], toolkit=facts[1]), tail)
+                                               image=None, torch_version=facts[0], toolkit=facts[1],
+                                               phases=timeline.phases), tail)
     seconds = round(time.monotonic() - start, 1)
+    with log.open("a") as sink:
+        sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
     observe(variant.id, "built", final.name)
     return Outcome(variant, manifest.Entry(status="built", wheel=str(final.relative_to(out)),
                                            sha256=file_sha256(final), seconds=seconds, key=key,
                                            log=str(log.relative_to(out)), error=None, engine=engine.name,
                                            image=engine.image_id(variant), torch_version=facts[0],
-                                           toolkit=facts[1], size=final.stat().st_size))
+                                           toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases))
+
+
+def _phase_line(seconds: float, phases: dict[str, float]) -> str:
+    """The log's last line: where the time went, and the compile's share of it."""
+    if not phases:
+        return ""
+    parts = ", ".join(f"{name} {value:.1f} s" for name, value in phases.items())
+    share = f" (compile {phases['compile'] / seconds:.0%} of {seconds:.1f} s)" if "compile" in phases and seconds else ""
+    return f"# phases: {parts}{share}\n"
 
 
 def _clean_partials(out: Path) -> None:

@@ -6,7 +6,7 @@
    Docker engine's containers have no network to install it);
 3. for CUDA variants, ``cuobjdump``: every library holds exactly the requested SASS, plus PTX
    for ``+PTX`` archs;
-4. a smoke test in a clean environment with only torch and the wheel: the engine says how to
+4. (at the same time as 2 and 3) a smoke test in a clean environment with only torch and the wheel: the engine says how to
    make one (a fresh container, a fresh venv) and runs the code given to it.
 
 A check whose tool is missing here is not silently skipped: the build log says so.
@@ -19,12 +19,14 @@ import json
 import sys
 import zipfile
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
+from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import cuda_binary
 from wheelfactory.verify.repair import check_wheel
 
@@ -58,23 +60,62 @@ def smoke_code(package: str, *, native: bool) -> str:
 
 
 def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
-                 error: type[VariantBuildError] = VariantBuildError) -> None:
-    """Run every check on one finished wheel; raise ``error`` naming what failed."""
+                 error: type[VariantBuildError] = VariantBuildError, timeline: Timeline | None = None) -> None:
+    """Run every check on one finished wheel; raise ``error`` naming what failed.
+
+    The wheel's own checks come first (fast; a broken wheel is never smoke-tested). Then the
+    checks that run tools on the wheel (abi3audit, cuobjdump) and the smoke test run at the same
+    time: both only read the wheel. The tools write their own log, appended after the smoke's."""
+    timeline = timeline or Timeline(log)
     variant = stage.variant
-    problems = check_wheel(wheel, package=stage.package, abi3=variant.key.python == "abi3", native=stage.native,
-                           glibc_floor=glibc_floor)
-    if variant.key.python == "abi3":
-        abi3audit(wheel, log)
-    if variant.key.backend.kind == "cuda":
-        problems += cuda_problems(variant, wheel, log)
-    note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
+    abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
+    with timeline.phase("verify"):
+        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor)
+        note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
     if problems:
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
-    output = smoke(smoke_code(stage.package, native=stage.native), log)
+    tools_log = log.with_name(log.name + ".tools")
+    tools_log.unlink(missing_ok=True)
+
+    def tool_checks() -> list[str]:
+        with timeline.phase("audit"):
+            if abi3:
+                abi3audit(wheel, tools_log)
+            return cuda_problems(variant, wheel, tools_log) if cuda else []
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheelfactory-audit") as pool:
+        audit = pool.submit(tool_checks) if abi3 or cuda else None
+        smoke_failure: BaseException | None = None
+        output = ""
+        try:
+            with timeline.phase("smoke"):
+                output = smoke(smoke_code(stage.package, native=stage.native), log)
+        except BaseException as exc:  # the audit's verdict comes first: wait for it
+            smoke_failure = exc
+        tool_problems: list[str] = []
+        if audit is not None:
+            try:
+                tool_problems = audit.result()
+            finally:
+                _append(log, tools_log)
+    if tool_problems:
+        raise error(f"{variant.id}: the wheel failed verification: {'; '.join(tool_problems)}")
+    if smoke_failure is not None:
+        raise smoke_failure
     result = json.loads(output.strip().splitlines()[-1])
     if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
         raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                     "expected the prebuilt library")
+
+
+def _append(log: Path, part: Path) -> None:
+    try:
+        text = part.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(text)
+    part.unlink(missing_ok=True)
 
 
 def abi3audit(wheel: Path, log: Path) -> bool:

