@@ -127,18 +127,34 @@ class BuildView:
             self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
 
 
+def compile_share(outcomes: Sequence[Outcome]) -> str:
+    """One line: how much of the built variants' time the compiler had (the rest is overhead)."""
+    timed = [o.entry for o in outcomes if o.entry.status != "cached" and o.entry.compile_seconds is not None]
+    if not timed:
+        return ""
+    wall = sum(e.seconds for e in timed)
+    compiled = sum(e.compile_seconds or 0.0 for e in timed)
+    return (f"compile {compiled:.1f} s of {wall:.1f} s over {len(timed)} variant(s) ({compiled / wall:.0%} of the "
+            f"time; the rest: images, environments, repair, checks, smoke test; per phase in dist/manifest.json)"
+            if wall else "")
+
+
 def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
                         not_built: Sequence[NotBuilt] = ()) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
-    for column in ("variant", "status", "seconds", "MB", "wheel", "sha256"):
+    for column in ("variant", "status", "seconds", "compile", "MB", "wheel", "sha256"):
         table.add_column(column)
     for o in outcomes:
         e = o.entry
         size = f"{e.size / 1e6:.1f}" if e.size else "-"
-        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", size, e.wheel or "-", (e.sha256 or "")[:16])
+        compiled = f"{e.compile_seconds:.1f}" if e.compile_seconds is not None else "-"
+        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", compiled, size, e.wheel or "-", (e.sha256 or "")[:16])
     for n in not_built:
-        table.add_row(n.variant.id, f"[magenta]{NOT_BUILT}[/]", "-", "-", "-", "")
+        table.add_row(n.variant.id, f"[magenta]{NOT_BUILT}[/]", "-", "-", "-", "-", "")
     out.print(table)
+    share = compile_share(outcomes)
+    if share:
+        out.print(share, markup=False, highlight=False)
     for o in outcomes:
         if o.entry.status == "failed":
             out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")

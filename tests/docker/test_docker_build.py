@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,6 +100,65 @@ def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: P
     log = (tmp_path / "dist" / str(entry["log"])).read_text()
     summary = [line for line in log.splitlines() if line.startswith("# compile cache")]
     assert summary and "2 hits, 1 miss" in summary[-1], summary  # registration + layernorm hit; activation missed
+    # where the time went: the manifest's phases, each stamped in the log with its seconds
+    phases = entry["phases"]
+    assert isinstance(phases, dict) and phases["compile"] > 0
+    for name in ("wheelhouse", "environment", "container", "compile", "repair", "verify", "smoke"):
+        assert name in phases, phases
+        assert re.search(rf"^# \[\d\d:\d\d:\d\d\] phase {name}: \d+\.\d s$", log, re.MULTILINE), name
+    assert re.search(r"^# phases: .*\(compile \d+% of [\d.]+ s\)$", log, re.MULTILINE)
+
+
+def test_a_second_variant_of_the_same_torch_build_reuses_the_prepared_environment(
+        docker_build: Path, offline_build_tables: str, tmp_path: Path) -> None:
+    """torch 2.13 for CPython 3.11 (not abi3): another variant, the same image, interpreter and
+    wheels as the fixture's torch 2.13 variant, so its torch and tools are mounted, not installed."""
+    text = matrix_text(offline_build_tables).replace('torch = ["2.6", "2.13"]', 'torch = ["2.13"]\npython = ["3.11"]')
+    (tmp_path / "matrix.toml").write_text(text)
+    result = build(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:]
+    (entry,) = manifest(tmp_path / "dist").values()
+    assert entry["status"] == "built" and str(entry["wheel"]).endswith("-cp311-cp311-manylinux_2_34_x86_64.whl")
+    log = (tmp_path / "dist" / str(entry["log"])).read_text()
+    assert re.search(r"^# reusing prepared environment torch-\w+ ", log, re.MULTILINE), log[-3000:]
+    assert re.search(r"^# reusing prepared environment tools-\w+ ", log, re.MULTILINE)
+    assert "made prepared environment" not in log
+    assert not re.search(r"pip install .*'?torch==", log)  # no torch install (the smoke installs the wheel only)
+    assert re.search(r"pip install --no-index --no-deps .* /dist/fusedops-", log)
+    assert "PYTHONPATH=/opt/wheelfactory/tools:/opt/wheelfactory/torch" in log
+
+
+def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_build: Path, tmp_path: Path) -> None:
+    """The same variant with one wheel of its set changed (a re-published build tool): both
+    environments are keyed by the set's content, so new ones are made, in a real container."""
+    from wheelfactory.engines.docker import DockerEngine
+    from wheelfactory.engines.wheelhouse import ContainerPython, WheelSet, request_for
+    from wheelfactory.runner.session import prepare_build
+
+    prepared = prepare_build(docker_build / "matrix.toml", only=["torch213-*"])
+    engine = prepared.engine
+    assert isinstance(engine, DockerEngine)
+    (variant,) = prepared.variants
+    image = engine.image_for(variant)
+    facts = engine.facts(image)
+    version, python = facts.python_for(variant, engine.python_support[variant.key.torch])
+    log = tmp_path / "build.log"
+    original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
+        variant, ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2])),
+        torch_index=engine.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))
+    assert not original.downloaded
+    before = engine.prepared(variant, image, python, original, log)
+    assert not any(env.created for env in before)  # the fixture's build made them
+    name, sha = original.wheels[-1]
+    changed = WheelSet(original.path, (*original.wheels[:-1], (name, "0" * 64)), False)
+    after = engine.prepared(variant, image, python, changed, log)
+    try:
+        assert all(env.created for env in after) and {e.key for e in after}.isdisjoint(e.key for e in before)
+        assert (after[0].path / "torch" / "__init__.py").is_file()  # a real install, offline, from the set
+        assert "made prepared environment torch-" in log.read_text()
+    finally:
+        for env in after:
+            shutil.rmtree(env.path, ignore_errors=True)
 
 
 def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build_tables: str, tmp_path: Path) -> None:
