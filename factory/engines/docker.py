@@ -238,9 +238,18 @@ class DockerEngine:
                 sink.write(f"# preparing the {request.role} environment {request.key}: {' '.join(request.requirements)}\n")
             with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
                            volumes={wheels.path: "/wheelhouse:ro", target: request.mount}) as box:
-                box.run([f"/opt/python/{python}/bin/python", "-m", "pip", "install", "--no-index", "--find-links",
-                         "/wheelhouse", "--disable-pip-version-check", "--no-warn-script-location", "-q",
-                         "--target", request.mount, *request.requirements], log=log)
+                interpreter = f"/opt/python/{python}/bin/python"
+                # pip --target installs into a temporary directory and then moves: one on the
+                # same filesystem makes the moves renames. Bytecode is compiled afterwards on
+                # every core (containers read these files from a read-only mount: without .pyc
+                # every import would compile them again).
+                scratch = f"{request.mount}/.pip-tmp"
+                box.run(["mkdir", "-p", scratch], log=log)
+                box.run([interpreter, "-m", "pip", "install", "--no-index", "--find-links", "/wheelhouse",
+                         "--disable-pip-version-check", "--no-warn-script-location", "--no-compile", "-q",
+                         "--target", request.mount, *request.requirements], log=log, environment={"TMPDIR": scratch})
+                box.run(["rm", "-rf", scratch], log=log)
+                box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
                 # The toolkit wheels ship libcudart.so.<major> only and the link step asks for
                 # -lcudart: the link is made here, as the environment is read-only when used.
                 box.run(["sh", "-c", f"for l in {request.mount}/nvidia/*/lib/libcudart.so.*; do "
