@@ -111,7 +111,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             observe(variant.id, "cached", previous.wheel)
             return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
                                             image=engine.image_id(variant), torch_version=facts[0],
-                                            toolkit=facts[1], size=wheel.stat().st_size))
+                                            toolkit=facts[1], size=wheel.stat().st_size, phases=None))
     # The log is a stream the build appends to (and a reader may follow), not a finished file:
     # written plainly, not through support/atomic.py.
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")

@@ -19,6 +19,7 @@ from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
 from wheelfactory.runner.run import run_matrix
+from wheelfactory.support.timeline import Timeline
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +56,10 @@ class FakeEngine:
     def reclaim(self) -> list[str]:
         return []
 
-    def build(self, stage: Stage, workdir: Path, log: Path, phase: object = None) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         vid = stage.variant.id
         self.built.append(vid)
+        timeline.add("compile", 1.25)
         if vid == self.interrupt_on:
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C does to the factory's main thread
             time.sleep(0.5)
@@ -77,6 +79,12 @@ def test_unchanged_rerun_is_cached_and_failure_is_recorded(tmp_path: Path, varia
     outcomes = run_matrix(FakeStage, variants, again, tmp_path)  # type: ignore[arg-type]
     assert [o.entry.status for o in outcomes] == ["cached", "built", "cached"]
     assert again.built == [variants[1].id]  # only the failed one was built again
+    phases = [o.entry.phases for o in outcomes]
+    assert phases[0] is None and phases[2] is None  # cached: nothing ran in this run
+    assert phases[1] is not None and phases[1]["compile"] == 1.25 and "publish" in phases[1]
+    assert manifest.read(tmp_path)[variants[1].id].phases == phases[1]
+    log = (tmp_path / variants[1].id / "build.log").read_text()
+    assert "phase compile: 1.2 s" in log and "# phases: image 0.0 s, compile 1.2 s" in log
 
 
 @pytest.fixture
