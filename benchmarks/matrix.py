@@ -84,7 +84,7 @@ def widen(project: Path, count: int) -> None:
         name = f"csrc/cpu/extra_{n}.cpp"
         (project / name).write_text(f'#include "fusedops.h"\n#include <ATen/Parallel.h>\n\n'
                                     f"namespace {{\n[[maybe_unused]] at::Tensor extra_{n}(const at::Tensor& x) "
-                                    f"{{ return x * {n + 2}; }}\n}}  // namespace\n")
+                                    f"{{ return x.mul({n + 2}); }}\n}}  // namespace\n")
         names.append(f'"{name}"')
     text = kernel.read_text()
     old = 'cpu = ["csrc/registration.cpp", '
