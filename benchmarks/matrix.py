@@ -143,6 +143,7 @@ def main() -> None:
     parser.add_argument("--wheelhouse", default=None, help="the wheelhouse (default: wheelfactory's own)")
     parser.add_argument("--widen", type=int, default=0, metavar="N", help="add N C++ files to the sample's copy")
     parser.add_argument("--skip-parallel", action="store_true", help="only the cold and edit-rebuild steps")
+    parser.add_argument("--parallel-only", action="store_true", help="only the -j 1 / -j 2 step")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="wf-matrix-") as tmp:
@@ -151,10 +152,14 @@ def main() -> None:
                                        ignore=shutil.ignore_patterns("__pycache__")))
         widen(project, args.widen)
         (work / "matrix.toml").write_text(matrix_toml(project, args.torch, args, work / "cache-main", False))
-        cold_total, cold = build(work, "dist", "-j", "1")
-        source = project / EDITED
-        source.write_text(source.read_text() + "\nnamespace { [[maybe_unused]] int matrix_benchmark_edit = 1; }\n")
-        edit_total, edited = build(work, "dist", "-j", "1")
+        cold_total, edit_total = 0.0, 0.0
+        cold: dict[str, Built] = {}
+        edited: dict[str, Built] = {}
+        if not args.parallel_only:
+            cold_total, cold = build(work, "dist", "-j", "1")
+            source = project / EDITED
+            source.write_text(source.read_text() + "\nnamespace { [[maybe_unused]] int matrix_benchmark_edit = 1; }\n")
+            edit_total, edited = build(work, "dist", "-j", "1")
 
         parallel: dict[str, float] = {}
         four = args.torch[:4]
@@ -168,10 +173,11 @@ def main() -> None:
                 parallel[name] = build(run_dir, "dist", "-j", jobs)[0]
 
     files = 3 + args.widen
-    print(f"wheelfactory matrix benchmark: {len(cold)} CPU variant(s) of the sample kernels ({files} C++ files), "
-          "engine docker, images already made")
-    print(f"{'variant':<36}{'cold s':>8}{'compile':>9}{'overhead':>10}{'(once)':>8}{'edit s':>8}{'edit/cold':>10}"
-          f"  cache after edit")
+    if cold:
+        print(f"wheelfactory matrix benchmark: {len(cold)} CPU variant(s) of the sample kernels ({files} C++ files), "
+              "engine docker, images already made")
+        print(f"{'variant':<36}{'cold s':>8}{'compile':>9}{'overhead':>10}{'(once)':>8}{'edit s':>8}{'edit/cold':>10}"
+              f"  cache after edit")
     for vid, first in sorted(cold.items()):
         again = edited[vid]
         print(f"{vid:<36}{first.wall:>8.1f}{first.compile:>9.1f}{first.overhead:>10.1f}{first.once:>8.1f}"
@@ -192,9 +198,9 @@ def main() -> None:
               f"({ratio_warm:.0%} of a cold build whose wheels and environment existed); compile-cache hit rate {rate:.0%}")
         print(f"whole matrix: cold {cold_total:.1f} s, after the edit {edit_total:.1f} s ({edit_total / cold_total:.0%})")
     if parallel:
-        serial, default, two = (parallel["-j 1 (MAX_JOBS = 1)"], parallel["-j 1 (MAX_JOBS = cores)"], parallel["-j 2"])
-        print(f"parallel, {len(four)} variants cold: " + ", ".join(f"{k} {v:.1f} s" for k, v in parallel.items()))
-        print(f"parallel efficiency at -j 2: {serial / (2 * two):.0%} (against -j 1 with one compile job per build); "
+        one_job, default, two = (parallel["-j 1 (MAX_JOBS = 1)"], parallel["-j 1 (MAX_JOBS = cores)"], parallel["-j 2"])
+        print(f"parallel, {len(four)} variants of the sample ({files} C++ files) cold: " + ", ".join(f"{k} {v:.1f} s" for k, v in parallel.items()))
+        print(f"parallel efficiency at -j 2: {one_job / (2 * two):.0%} (against -j 1 with one compile job per build); "
               f"-j 2 vs -j 1 as the factory runs it: {default / two:.2f}x faster")
 
 
