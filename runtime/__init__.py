@@ -5,9 +5,11 @@ decides between the prebuilt library (checked against the environment before dlo
 of the shipped sources (hashed, locked cache) and the reference ops (one warning). See
 ARCHITECTURE.md, "Data flow of a load".
 
-Importing this package does no I/O, and the names below are resolved lazily (PEP 562): a cache
-hit is measured from ``import <pkg>`` to the first op returning, so only the modules that path
-needs are imported.
+Importing this package does no I/O, and the names below are resolved lazily (PEP 562): a load
+is measured from ``import <pkg>`` to the first op returning, so only the modules that path needs
+are imported. ``KernelPackage`` comes from ``_prebuilt``, the one module a prebuilt load imports
+(``_gpus`` too for a GPU build; nothing but standard library modules torch has imported besides);
+the rest loads when needed.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ _HOME = {
     "RuntimeLoaderError": "_errors",
     "SettingsError": "_errors",
     "UnsafeCacheDirError": "_errors",
-    "KernelPackage": "_loader",
+    "KernelPackage": "_prebuilt",
     "LoadResult": "_loader",
     "ToolCheck": "_toolkit",
     "check_build_tools": "_toolkit",
@@ -112,7 +114,8 @@ if TYPE_CHECKING:
         SettingsError,
         UnsafeCacheDirError,
     )
-    from ._loader import KernelPackage, LoadResult
+    from ._loader import LoadResult
+    from ._prebuilt import KernelPackage
     from ._record import (
         BuildRecord,
         RecordUnavailable,

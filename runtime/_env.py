@@ -2,20 +2,27 @@
 
 ``detect_environment`` only reads attributes of the imported torch and the platform;
 ``with_gpus`` asks the driver for compute capabilities, which initialises CUDA, so the loader
-calls it only when a decision needs them and torch has a GPU backend.
+calls it only when a decision needs them and torch has a GPU backend. Both probe through the
+lean check's own functions (``_prebuilt.environment_facts``, ``_gpus.visible_gpus``), so it and
+the full decision see the same values; ``environment_from`` turns the facts into an ``Environment``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import platform
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ._fit import normalize_machine
+from ._gpus import visible_gpus
+from ._prebuilt import environment_facts
 from ._versions import Backend, MajorMinor, format_device_tag
 
-__all__ = ["Environment", "detect_environment", "normalize_machine", "with_gpus"]
+if TYPE_CHECKING:
+    from ._prebuilt import Facts
+
+__all__ = ["Environment", "detect_environment", "environment_from", "normalize_machine", "with_gpus"]
 
 
 @dataclass(frozen=True)
@@ -69,18 +76,28 @@ def _optional_version(value: object) -> MajorMinor | None:
     return MajorMinor.parse(value) if isinstance(value, str) and value else None
 
 
+def environment_from(facts: Facts, torch_git_version: str = "", python_abi: str = "") -> Environment:
+    """The ``Environment`` of ``facts`` (``_prebuilt.environment_facts()``: what torch reports)."""
+    torch_version, cuda, hip, cxx11_abi, python, machine = facts
+    return Environment(
+        torch_version=str(torch_version),
+        torch_git_version=torch_git_version,
+        cuda=_optional_version(cuda),
+        hip=_optional_version(hip),
+        cxx11_abi=cxx11_abi,
+        python=MajorMinor(*python),
+        python_abi=python_abi,
+        machine=normalize_machine(machine),
+    )
+
+
 def detect_environment() -> Environment:
     import torch  # imported here so the value types above stay usable without torch
 
-    return Environment(
-        torch_version=str(torch.__version__),
+    return environment_from(
+        environment_facts(),
         torch_git_version=str(getattr(torch.version, "git_version", "") or ""),
-        cuda=_optional_version(getattr(torch.version, "cuda", None)),
-        hip=_optional_version(getattr(torch.version, "hip", None)),
-        cxx11_abi=bool(torch.compiled_with_cxx11_abi()),
-        python=MajorMinor(sys.version_info.major, sys.version_info.minor),
         python_abi=f"{sys.implementation.cache_tag}{getattr(sys, 'abiflags', '')}",
-        machine=normalize_machine(platform.machine()),
     )
 
 
@@ -88,22 +105,10 @@ def with_gpus(env: Environment) -> Environment:
     """Add the visible GPUs' capabilities (CUDA) or gfx names (ROCm); no-op for a CPU torch."""
     if env.gpus_probed or env.backend == "cpu":
         return dataclasses.replace(env, gpus_probed=True)
-    import torch
-
-    caps: list[MajorMinor] = []
-    archs: list[str] = []
-    if torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            if env.backend == "rocm":
-                name = str(getattr(torch.cuda.get_device_properties(index), "gcnArchName", ""))
-                if name:
-                    archs.append(name.split(":", 1)[0])
-            else:
-                major, minor = torch.cuda.get_device_capability(index)
-                caps.append(MajorMinor(major, minor))
+    capabilities, archs = visible_gpus(env.backend)
     return dataclasses.replace(
         env,
-        gpu_capabilities=tuple(sorted(set(caps))),
+        gpu_capabilities=tuple(sorted({MajorMinor(*c) for c in capabilities})),
         gpu_archs=tuple(sorted(set(archs))),
         gpus_probed=True,
     )

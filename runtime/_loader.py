@@ -1,6 +1,7 @@
-"""``KernelPackage``: the lazy, once-only, thread-safe loader a kernel package's ``__init__`` uses.
+"""The full loader: what a kernel package's first op call runs when the lean check does not load.
 
-Constructing one does no I/O. The first op call (or ``backend_info()``) runs ``load_package``:
+``KernelPackage`` (``_prebuilt``) loads a prebuilt library that fits through its lean check; every
+other case comes here, to ``load_full`` and ``load_package``:
 
     prebuilt  the build record is checked against the environment BEFORE dlopen
     jit       the shipped sources, through the hashed cache (``_jit``)
@@ -9,33 +10,37 @@ Constructing one does no I/O. The first op call (or ``backend_info()``) runs ``l
 ``<PKG>_LOAD=prebuilt|jit`` forbid falling further and raise ``KernelLoadError`` with the
 decision record; ``reference`` goes straight to the reference ops. In ``auto`` mode nothing
 escapes: any failure becomes a rejected decision and the next candidate is tried.
+``backend_info`` reports either; after a lean load ``prebuilt_result`` makes its ``LoadResult``.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-import threading
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import MappingProxyType, ModuleType
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ._decision import Decision, format_decisions
 from ._env import Environment, detect_environment, with_gpus
-from ._errors import JitUnavailable, KernelLoadError, ReferenceFallbackWarning
-from ._record import BuildRecord, decide_prebuilt, read_build_record
-from ._settings import Settings, read_settings
+from ._errors import JitUnavailable, KernelLoadError, RuntimeLoaderError
+from ._prebuilt import KernelPackage, Loaded, bind_ops, reference_ops
+from ._record import (
+    BuildRecord,
+    RecordUnavailable,
+    build_record_from_text,
+    decide_prebuilt,
+    read_build_record,
+)
+from ._settings import Settings
 
 if TYPE_CHECKING:
     from ._jit import JitResult
+    from ._prebuilt import OpCallable
 
-__all__ = ["KernelPackage", "LoadResult", "load_package"]
+__all__ = ["KernelPackage", "LoadResult", "backend_info", "load_full", "load_package", "prebuilt_result"]
 
 logger = logging.getLogger(__name__)
-
-OpCallable = Callable[..., Any]
 
 
 class LoadResult(NamedTuple):
@@ -57,21 +62,6 @@ class LoadResult(NamedTuple):
     warning: str | None = None  # the fallback warning to emit, if any
 
 
-def _bind_library_ops(namespace: str, ops: Sequence[str]) -> tuple[dict[str, OpCallable], list[str]]:
-    import torch
-
-    found: dict[str, OpCallable] = {}
-    missing: list[str] = []
-    library_ns = getattr(torch.ops, namespace)
-    for op in ops:
-        try:
-            packet = getattr(library_ns, op)
-            found[op] = packet.default  # the overload itself skips the packet's overload lookup
-        except (AttributeError, RuntimeError):
-            missing.append(op)
-    return found, missing
-
-
 def _fallback_text(package: str, settings: Settings, decisions: Sequence[Decision], fix: str) -> str:
     why = "; ".join(str(d) for d in decisions if not d.accepted)
     how = f" To fix: {fix}." if fix else ""
@@ -79,6 +69,38 @@ def _fallback_text(package: str, settings: Settings, decisions: Sequence[Decisio
         f"{package}: falling back to the slow reference PyTorch ops ({why}).{how} Installing the wheel "
         f"built for this torch also fixes it. Set {settings.load_var}=reference to choose the reference "
         f"ops and silence this warning."
+    )
+
+
+def _with_gpus_for(env: Environment, record: BuildRecord | RecordUnavailable) -> Environment:
+    if isinstance(record, BuildRecord) and record.backend != "cpu" and record.backend == env.backend:
+        return with_gpus(env)  # the arch check needs the present GPUs
+    return env
+
+
+def _prebuilt_loaded(
+    package: str,
+    settings: Settings,
+    decisions: Sequence[Decision],
+    record: BuildRecord,
+    library: Path,
+    env: Environment,
+    warning: str | None = None,
+) -> LoadResult:
+    return LoadResult(
+        mode="prebuilt",
+        reason=str(decisions[-1]),
+        decisions=tuple(decisions),
+        variant=record.variant,
+        library=str(library),
+        namespace=record.namespace,
+        version=record.version,
+        installed_variant=record.variant,
+        library_backend=record.backend,
+        environment=env.summary(),
+        package=package,
+        cache_dir=str(settings.cache_dir),
+        warning=warning,
     )
 
 
@@ -111,8 +133,7 @@ def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: 
         )
 
     if mode in ("auto", "prebuilt"):
-        if isinstance(record, BuildRecord) and record.backend != "cpu" and record.backend == env.backend:
-            env = with_gpus(env)  # the arch check needs the present GPUs
+        env = _with_gpus_for(env, record)
         decision = decide_prebuilt(env, record)
         decisions.append(decision)
         if decision.accepted:
@@ -120,20 +141,7 @@ def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: 
             library = package_dir / record.library
             try:
                 torch.ops.load_library(str(library))  # type: ignore[no-untyped-call]
-                return LoadResult(
-                    mode="prebuilt",
-                    reason=str(decision),
-                    decisions=tuple(decisions),
-                    variant=record.variant,
-                    library=str(library),
-                    namespace=record.namespace,
-                    version=version,
-                    installed_variant=installed,
-                    library_backend=record.backend,
-                    environment=env.summary(),
-                    package=package,
-                    cache_dir=cache_dir,
-                )
+                return _prebuilt_loaded(package, settings, decisions, record, library, env)
             except (OSError, RuntimeError) as exc:  # dlopen or op registration failed despite the record
                 decisions.append(Decision("prebuilt", False, f"loading {library} failed: {exc}"))
         if mode == "prebuilt":
@@ -202,138 +210,84 @@ def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: 
     )
 
 
-class _Loaded(NamedTuple):
-    result: LoadResult
-    ops: Mapping[str, OpCallable]
-    op_modes: Mapping[str, str]
-
-
-class KernelPackage:
-    """The runtime side of one kernel package; see the module docstring."""
-
-    def __init__(
-        self,
-        name: str,
-        package_dir: str | Path,
-        ops: Sequence[str],
-        *,
-        reference_module: str = "_reference",
-        environ: Mapping[str, str] | None = None,
-        module: str | None = None,
-    ) -> None:
-        # No I/O here: importing the kernel package must stay cheap and side-effect free.
-        # ``name`` is the distribution's ("fusedops": FUSEDOPS_LOAD, ~/.cache/fusedops);
-        # ``module`` is where it was imported (another name under Hugging Face's kernels loader,
-        # which imports each build under its op namespace).
-        self.name = name
-        self.package_dir = Path(package_dir)
-        self.op_names = tuple(ops)
-        self._reference_name = f"{module or name}.{reference_module}"
-        self._environ = environ
-        self._lock = threading.Lock()
-        self._loaded: _Loaded | None = None
-
-    def settings(self) -> Settings:
-        return read_settings(self.name, self._environ)
-
-    def reference(self) -> ModuleType:
-        return importlib.import_module(self._reference_name)
-
-    def _load(self) -> _Loaded:
-        settings = self.settings()
-        try:
-            result = load_package(self.name, self.package_dir, self.op_names, settings)
-        except KernelLoadError:
+def load_full(package: KernelPackage) -> Loaded:
+    """The load the lean check left to us: ``load_package``, auto mode's safety net, the ops."""
+    settings = package.settings()
+    try:
+        result = load_package(package.name, package.package_dir, package.op_names, settings)
+    except KernelLoadError:
+        raise
+    except Exception as exc:
+        if settings.load_mode != "auto":
             raise
-        except Exception as exc:
-            if settings.load_mode != "auto":
-                raise
-            # The one safety net of auto mode: a bug or an odd environment must not break the
-            # user's first op call. It is recorded and warned about, never silent.
-            logger.debug("loading %s failed", self.name, exc_info=True)
-            decisions = (
-                Decision("prebuilt", False, f"unexpected {type(exc).__name__}: {exc}"),
-                Decision("reference", True, "fallback: the reference PyTorch ops"),
-            )
-            result = LoadResult(
-                package=self.name,
-                mode="reference",
-                reason=str(decisions[0]),
-                decisions=decisions,
-                cache_dir=str(settings.cache_dir),
-                warning=_fallback_text(self.name, settings, decisions, ""),
-            )
-        if result.mode == "reference":
-            return _Loaded(
-                result, self._reference_ops(self.op_names), {op: "reference" for op in self.op_names}
-            )
-        assert result.namespace is not None
-        found, missing = _bind_library_ops(result.namespace, self.op_names)
-        modes = {op: result.mode if op in found else "reference" for op in self.op_names}
-        ops: dict[str, OpCallable] = dict(self._reference_ops(missing))
-        gpu_torch = result.environment.get("cuda") or result.environment.get("hip")
-        for op, kernel in found.items():
-            if result.library_backend == "cpu" and gpu_torch:
-                ops[op] = _cpu_or_reference(kernel, self._reference_op(op))
-            else:
-                ops[op] = kernel
-        if missing:
-            text = (
-                f"{self.name}: the {result.mode} library {result.library} lacks ops {missing}: "
-                "they use the reference ops"
-            )
-            result = _replace_warning(result, text)
-        return _Loaded(result, ops, modes)
-
-    def _reference_op(self, op: str) -> OpCallable:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            return getattr(self.reference(), op)(*args, **kwargs)
-
-        return call
-
-    def _reference_ops(self, names: Sequence[str]) -> dict[str, OpCallable]:
-        return {op: self._reference_op(op) for op in names}
-
-    def _ensure_loaded(self) -> _Loaded:
-        loaded = self._loaded
-        if loaded is None:
-            with self._lock:
-                loaded = self._loaded
-                if loaded is None:
-                    loaded = self._load()
-                    self._loaded = loaded
-                    if loaded.result.warning:
-                        # Once per process: the load itself happens once.
-                        warnings.warn(loaded.result.warning, ReferenceFallbackWarning, stacklevel=4)
-        return loaded
-
-    def op(self, name: str) -> OpCallable:
-        """The callable for op ``name``: a torch.ops overload or the reference function."""
-        try:
-            return self._ensure_loaded().ops[name]
-        except KeyError:
-            raise AttributeError(
-                f"{self.name} has no op {name!r} (ops: {', '.join(self.op_names)})"
-            ) from None
-
-    def backend_info(self) -> dict[str, object]:
-        loaded = self._ensure_loaded()
-        r = loaded.result
-        return {
-            "package": r.package,
-            "version": r.version,
-            "mode": r.mode,
-            "variant": r.variant,
-            "installed_variant": r.installed_variant,
-            "library": r.library,
-            "namespace": r.namespace,
-            "reason": r.reason,
-            "ops": dict(loaded.op_modes),
-            "decisions": [d.as_dict() for d in r.decisions],
-            "jit": None if r.jit is None else dict(r.jit),
-            "cache_dir": r.cache_dir,
-            "environment": dict(r.environment),
+        # The one safety net of auto mode: a bug or an odd environment must not break the
+        # user's first op call. It is recorded and warned about, never silent.
+        logger.debug("loading %s failed", package.name, exc_info=True)
+        decisions = (
+            Decision("prebuilt", False, f"unexpected {type(exc).__name__}: {exc}"),
+            Decision("reference", True, "fallback: the reference PyTorch ops"),
+        )
+        result = LoadResult(
+            package=package.name,
+            mode="reference",
+            reason=str(decisions[0]),
+            decisions=decisions,
+            cache_dir=str(settings.cache_dir),
+            warning=_fallback_text(package.name, settings, decisions, ""),
+        )
+    if result.mode == "reference":
+        modes = dict.fromkeys(package.op_names, "reference")
+        return Loaded(reference_ops(package, package.op_names), modes, result.warning, result)
+    assert result.namespace is not None and result.library is not None
+    loaded = bind_ops(package, result.mode, result.library, result.namespace)
+    if result.library_backend == "cpu" and (result.environment.get("cuda") or result.environment.get("hip")):
+        references = reference_ops(package, package.op_names)
+        loaded.ops = {
+            op: kernel if loaded.op_modes[op] == "reference" else _cpu_or_reference(kernel, references[op])
+            for op, kernel in loaded.ops.items()
         }
+    result = result if loaded.warning is None else _replace_warning(result, loaded.warning)
+    loaded.warning, loaded.result = result.warning, result
+    return loaded
+
+
+def prebuilt_result(package: KernelPackage, record_text: str, warning: str | None) -> LoadResult:
+    """The ``LoadResult`` of a library the lean check loaded, as ``load_package`` makes it: the
+    full rule decides again on the same record, and gives the reason in its words."""
+    settings = package.settings()
+    record = build_record_from_text(package.package_dir, record_text)
+    env = _with_gpus_for(detect_environment(), record)
+    decision = decide_prebuilt(env, record)
+    if not (decision.accepted and isinstance(record, BuildRecord)):
+        raise RuntimeLoaderError(
+            f"{package.name}: the lean prebuilt check loaded this package's library but the full rule "
+            f"rejects it ({decision.reason}): a bug in the runtime, please report it"
+        )
+    return _prebuilt_loaded(
+        package.name, settings, [decision], record, package.package_dir / record.library, env, warning
+    )
+
+
+def backend_info(package: KernelPackage, loaded: Loaded) -> dict[str, object]:
+    """``KernelPackage.backend_info()``: the ``LoadResult`` as a dict, with each op's mode."""
+    if isinstance(loaded.result, str):  # a lean load: the full rule gives the reasons now
+        loaded.result = prebuilt_result(package, loaded.result, loaded.warning)
+    r = loaded.result
+    return {
+        "package": r.package,
+        "version": r.version,
+        "mode": r.mode,
+        "variant": r.variant,
+        "installed_variant": r.installed_variant,
+        "library": r.library,
+        "namespace": r.namespace,
+        "reason": r.reason,
+        "ops": dict(loaded.op_modes),
+        "decisions": [d.as_dict() for d in r.decisions],
+        "jit": None if r.jit is None else dict(r.jit),
+        "cache_dir": r.cache_dir,
+        "environment": dict(r.environment),
+    }
 
 
 def _replace_warning(result: LoadResult, text: str) -> LoadResult:

@@ -29,6 +29,7 @@ __all__ = [
     "BUILD_RECORD_FILE",
     "BuildRecord",
     "RecordUnavailable",
+    "build_record_from_text",
     "decide_prebuilt",
     "fit_build",
     "fit_env",
@@ -210,6 +211,12 @@ def read_build_record(package_dir: Path) -> BuildRecord | RecordUnavailable:
         return RecordUnavailable(f"no build record ({BUILD_RECORD_FILE}): a source-only install")
     except OSError as exc:
         return RecordUnavailable(f"cannot read build record {path}: {exc}")
+    return build_record_from_text(package_dir, text)
+
+
+def build_record_from_text(package_dir: Path, text: str) -> BuildRecord | RecordUnavailable:
+    """``read_build_record`` for the text already read from ``<package_dir>/_build.json``."""
+    path = package_dir / BUILD_RECORD_FILE
     try:
         record = parse_build_record(json.loads(text), source=str(path))
     except json.JSONDecodeError as exc:

@@ -21,7 +21,7 @@ from ._decision import Decision
 from ._env import detect_environment, with_gpus
 from ._errors import RuntimeLoaderError
 from ._jit import CACHE_SUBDIR
-from ._loader import KernelPackage
+from ._prebuilt import KernelPackage
 from ._probe import cxx_command, find_cuda_home, find_rocm_home, nvcc_version, tool_version_line, which
 from ._record import BuildRecord, read_build_record
 from ._spec import SOURCES_DIR, read_jit_spec

@@ -1,27 +1,24 @@
 """Every environment variable the runtime honours is read here, and only here.
 
 ``read_settings`` takes the environment as a mapping so tests pass a plain dict; the loader
-calls it once, at load time (never at import).
+calls it once, at load time (never at import). The one exception is ``<PKG>_LOAD`` on the
+prebuilt hot path, which ``_prebuilt.load_mode`` reads; ``read_settings`` reads it through that
+same function.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from ._errors import SettingsError
+from ._prebuilt import env_prefix, load_mode
 
 __all__ = ["LOAD_MODES", "Settings", "env_prefix", "read_settings"]
 
 LOAD_MODES: tuple[str, ...] = ("auto", "prebuilt", "jit", "reference")
-
-
-def env_prefix(package: str) -> str:
-    """``fusedops`` -> ``FUSEDOPS``; ``my-kernels`` -> ``MY_KERNELS``."""
-    return re.sub(r"[^0-9A-Za-z]", "_", package).upper()
 
 
 class Settings(NamedTuple):
@@ -62,7 +59,7 @@ def read_settings(package: str, environ: Mapping[str, str] | None = None) -> Set
     """Read ``<PKG>_LOAD``, ``<PKG>_CACHE_DIR`` and the toolchain variables."""
     env = os.environ if environ is None else environ
     prefix = env_prefix(package)
-    mode = env.get(f"{prefix}_LOAD", "").strip().lower() or "auto"
+    mode = load_mode(package, env)
     if mode not in LOAD_MODES:
         raise SettingsError(
             f"{prefix}_LOAD={env.get(f'{prefix}_LOAD')!r} is not one of {', '.join(LOAD_MODES)}"

@@ -1,0 +1,84 @@
+"""The GPU half of the lean prebuilt check (``_prebuilt``): the visible GPUs, and whether a CUDA or
+ROCm build's toolkit and arch list serve them.
+
+Standard library only, like ``_prebuilt``, which imports it only for a GPU build in a torch of
+that backend (a CPU load never compiles this file); ``_env.with_gpus`` probes through
+``visible_gpus`` too. The rules repeat ``_fit``'s toolkit rule and ``_arch.CudaArch``; the tests
+of ``_prebuilt`` hold them together.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ._prebuilt import major_minor
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+    # backend -> (CUDA compute capabilities, ROCm gfx names) of the visible GPUs
+    Gpus = Callable[[str], tuple[Sequence[tuple[int, int]], Sequence[str]]]
+    CudaArch = tuple[int, int, str, bool]  # major, minor, suffix "" | "a" | "f", +PTX
+
+__all__ = ["gpu_build_fits", "visible_gpus"]
+
+
+def visible_gpus(backend: str) -> tuple[list[tuple[int, int]], list[str]]:
+    """The visible GPUs' compute capabilities (CUDA) or gfx names (ROCm); initialises CUDA."""
+    import torch
+
+    capabilities: list[tuple[int, int]] = []
+    names: list[str] = []
+    for index in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):
+        if backend == "rocm":
+            name = str(getattr(torch.cuda.get_device_properties(index), "gcnArchName", ""))
+            names += [name.split(":", 1)[0]] if name else []
+        else:
+            major, minor = torch.cuda.get_device_capability(index)
+            capabilities.append((major, minor))
+    return capabilities, names
+
+
+def gpu_build_fits(
+    backend: str, toolkit: object, arch_list: list[str], here: tuple[int, int], gpus: Gpus | None = None
+) -> bool:
+    """Does a ``backend`` ("cuda" | "rocm") build of ``toolkit`` with ``arch_list`` fit a torch of
+    that backend and toolkit version ``here``, and the GPUs ``gpus(backend)`` finds (asked last)?
+    True only where the full rule says so (``_fit.check_fit``, ``_record.decide_prebuilt``)."""
+    built = major_minor(toolkit)
+    if built is None:
+        return False
+    if backend == "rocm":  # no binary compatibility across ROCm minors; gfx names as _record reads them
+        names = {a.partition(":")[0] for a in arch_list}
+        if here != built or not all(_gfx(a) for a in arch_list):
+            return False
+        return not arch_list or all(g in names for g in (gpus or visible_gpus)(backend)[1])
+    archs = [_cuda_arch(a) for a in arch_list]
+    if here[0] != built[0] or here[1] < built[1] or None in archs:  # CUDA: same major, minor no newer
+        return False
+    capabilities = (gpus or visible_gpus)(backend)[0]
+    return not archs or all(any(a is not None and _serves(a, c) for a in archs) for c in capabilities)
+
+
+def _cuda_arch(text: str) -> CudaArch | None:
+    """``8.0``, ``9.0a``, ``10.0f``, ``12.0+PTX``, as ``_arch.CudaArch.parse`` reads them."""
+    ptx = text.endswith("+PTX")
+    core = text[:-4] if ptx else text
+    suffix = core[-1:] if core[-1:] in ("a", "f") else ""
+    parsed = major_minor(core[: len(core) - len(suffix)], exact=True)
+    return None if parsed is None else (*parsed, suffix, ptx)
+
+
+def _serves(arch: CudaArch, capability: tuple[int, int]) -> bool:
+    """As ``_arch.CudaArch.serves``: does code built for ``arch`` run on a GPU of ``capability``?"""
+    major, minor, suffix, ptx = arch
+    if suffix == "a":
+        return tuple(capability) == (major, minor)
+    if capability[0] == major and capability[1] >= minor:
+        return True
+    return not suffix and ptx and tuple(capability) >= (major, minor)
+
+
+def _gfx(text: str) -> bool:
+    name = text.partition(":")[0]
+    return name[:3] == "gfx" and len(name) > 3 and not name[3:].strip("0123456789abcdef") and "\n" not in text
