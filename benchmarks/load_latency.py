@@ -1,13 +1,18 @@
-"""Load latency of a kernel package: prebuilt, JIT cache hit, cpp_extension.load cache hit.
+"""Load latency of a kernel package: prebuilt (with and without bytecode caches), JIT cache hit,
+cpp_extension.load cache hit, against the floor of a bare torch.ops.load_library + call.
 
 Each run is a fresh interpreter; the time measured is from right after ``import torch`` to the
 first op call returning (so it includes importing the kernel package and its runtime). Runs of
 the scenarios are interleaved so machine noise spreads evenly; the median is reported.
 
-    (a) prebuilt     import <pkg> -> record check -> torch.ops.load_library(_C) -> first op
-    (b) JIT hit      import <pkg> -> record rejected/absent -> hash sources -> verified cache hit -> first op
-    (c) cpp_ext hit  import torch.utils.cpp_extension -> load(...) on a warm build dir -> first op
-    (d) bare         torch.ops.load_library(the same _C) -> first op (the floor for (a))
+    (a) prebuilt            import <pkg> -> lean record check -> torch.ops.load_library(_C) -> first op,
+                            the package byte-compiled as pip installs it
+    (b) prebuilt, no .pyc   the same package copied without __pycache__, PYTHONDONTWRITEBYTECODE=1:
+                            as from a read-only site-packages that uv installed (it compiles no
+                            bytecode by default), every module compiled from source in each process
+    (c) JIT hit             import <pkg> -> record rejected/absent -> hash sources -> verified cache hit -> first op
+    (d) cpp_ext hit         import torch.utils.cpp_extension -> load(...) on a warm build dir -> first op
+    (e) bare                torch.ops.load_library(the same _C) -> first op (the floor for (a) and (b))
 
 It uses the real kernels/fusedops sources when they compile here, else the tiny fixture kernel
 of tests/runtime. Nothing is asserted: it prints a table and the ratios measured in this run.
@@ -133,7 +138,15 @@ def prepare(kernel: KernelSpec, work: Path) -> list[Scenario]:
     compileall(prebuilt_parent / name)
     prebuilt_env = rt.child_env(kernel, prebuilt_parent, cache_dir=work / "unused-cache")
 
-    # (b) a source-only install and a JIT cache, warmed by one load
+    # (b) the same package without bytecode caches, and none written while it runs
+    source_only_parent = work / "prebuilt-no-bytecode"
+    shutil.copytree(prebuilt_parent, source_only_parent, ignore=shutil.ignore_patterns("__pycache__"))
+    source_only_env = {
+        **rt.child_env(kernel, source_only_parent, cache_dir=work / "unused-cache"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+    # (c) a source-only install and a JIT cache, warmed by one load
     jit_parent = work / "jit"
     jit_parent.mkdir()
     rt.assemble(kernel, jit_parent)
@@ -144,6 +157,7 @@ def prepare(kernel: KernelSpec, work: Path) -> list[Scenario]:
     check_mode(name, jit_env, "jit")
     print(f"  ... {time.monotonic() - started:.0f} s")
     check_mode(name, prebuilt_env, "prebuilt")
+    check_mode(name, source_only_env, "prebuilt")
 
     package_code = TIMED.format(body=PACKAGE_BODY.format(name=name))
     bare_code = TIMED.format(
@@ -151,10 +165,15 @@ def prepare(kernel: KernelSpec, work: Path) -> list[Scenario]:
     )
     return [
         Scenario("(a) prebuilt", package_code, prebuilt_env),
-        Scenario("(b) JIT cache hit", package_code, jit_env),
-        Scenario("(c) cpp_extension.load cache hit", cpp_code, base_env),
-        Scenario("(d) bare load_library + call", bare_code, base_env),
+        Scenario("(b) prebuilt, no bytecode caches", package_code, source_only_env),
+        Scenario("(c) JIT cache hit", package_code, jit_env),
+        Scenario("(d) cpp_extension.load cache hit", cpp_code, base_env),
+        Scenario("(e) bare load_library + call", bare_code, base_env),
     ]
+
+
+def bytecode_caches(parent: Path) -> list[Path]:
+    return sorted(parent.rglob("__pycache__"))
 
 
 def choose_kernel(choice: str) -> list[KernelSpec]:
@@ -213,6 +232,10 @@ def main() -> int:
                 samples[scenario.label].append(run_timed(scenario))
             print(f"\r  run {index + 1}/{args.runs}", end="", flush=True)
         print()
+        written = bytecode_caches(work_root / kernel.name / "prebuilt-no-bytecode")
+        if written:  # (b) would have measured cached loads after its first run
+            print(f"bytecode caches appeared in the no-bytecode package: {written}", file=sys.stderr)
+            return 1
     finally:
         if args.workdir is None:
             shutil.rmtree(work_root, ignore_errors=True)
@@ -235,12 +258,17 @@ def main() -> int:
             f"{statistics.median(s['import_ms'] for s in runs):>10.2f}"
         )
     print()
-    pre, jit, cpp, bare = (medians[s.label] for s in scenarios)
+    pre, source_only, jit, cpp, bare = (medians[s.label] for s in scenarios)
+    print(f"prebuilt / bare load_library + call              : {pre / bare:6.1f}x ({pre - bare:+.2f} ms)")
+    print(
+        f"prebuilt, no bytecode caches / bare              : {source_only / bare:6.1f}x "
+        f"({source_only - bare:+.2f} ms)"
+    )
+    print(f"prebuilt, no bytecode caches / with them         : {source_only / pre:6.1f}x")
     print(f"cpp_extension.load cache hit / our JIT cache hit : {cpp / jit:6.1f}x")
     print(f"cpp_extension.load cache hit / our prebuilt load : {cpp / pre:6.1f}x")
-    print(f"prebuilt overhead over bare load_library + call  : {pre - bare:+6.2f} ms")
     print(f"JIT cache hit overhead over bare load_library    : {jit - bare:+6.2f} ms")
-    print("('import ms' is the part spent importing the package, or torch.utils.cpp_extension for (c))")
+    print("('import ms' is the part spent importing the package, or torch.utils.cpp_extension for (d))")
     return 0
 
 
