@@ -54,7 +54,8 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str
 
 def torch_wheels(version: str) -> Path:
     """The docker tests' wheelhouse set holding this torch (with its dependencies)."""
-    found = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*.whl"))
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs below are this interpreter's
+    found = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
     assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
     return found[0].parent
 
