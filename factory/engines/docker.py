@@ -259,7 +259,8 @@ class DockerEngine:
         made = [envs.ensure(request, install) for request in (torch_request, tools_request)]
         with log.open("a", encoding="utf-8") as sink:
             for env in made:
-                sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path})\n")
+                shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
+                sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
         return made[0], made[1]
 
     def _cache_requirements(self) -> tuple[str, ...]:

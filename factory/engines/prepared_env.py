@@ -14,6 +14,11 @@ variant's wheel set mounted read-only. A directory is keyed by the image id, the
 the requirements and the sha256 of every wheel in the set: a changed wheelhouse makes a new one.
 It appears by a rename only when complete (its ``env.json`` written inside first); a use touches
 ``env.json``, which is what ``gc`` reads as "last used".
+
+Environments share their identical large files by hard links (support/linkstore.py, the store in
+``.blobs``): the nvidia-* libraries of one CUDA torch build are on disk once, however many
+interpreters and images use them. This is safe because environments are never written after
+they are made (mounted read-only).
 """
 
 from __future__ import annotations
@@ -29,9 +34,11 @@ from typing import Literal
 
 from filelock import FileLock
 from wheelfactory.project.keys import json_digest
+from wheelfactory.support.linkstore import prune, share_identical_files, unshared_bytes
 
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
 COMPLETE = "env.json"
+BLOBS = ".blobs"  # the link store the environments share files through
 Role = Literal["torch", "tools"]
 
 
@@ -61,6 +68,7 @@ class PreparedEnv:
     mount: str  # in containers
     key: str
     created: bool  # False: an existing one was reused
+    shared_bytes: int = 0  # of a new one: the bytes it shares with environments made before it
 
 
 # Fills the (empty) host directory with the request's packages: it runs the install in a
@@ -86,13 +94,14 @@ class PreparedEnvs:
             staged.mkdir(parents=True)
             try:
                 install(request, staged)
+                shared = share_identical_files(staged, self.root / BLOBS)
                 (staged / COMPLETE).write_text(json.dumps({**asdict(request), "key": request.key}, indent=2))
                 target = self.root / request.key
                 shutil.rmtree(target, ignore_errors=True)
                 os.replace(staged, target)
             finally:
                 shutil.rmtree(staged, ignore_errors=True)
-            return PreparedEnv(target, request.mount, request.key, True)
+            return PreparedEnv(target, request.mount, request.key, True, shared.bytes)
 
     def _complete(self, request: EnvRequest) -> PreparedEnv | None:
         target = self.root / request.key
@@ -115,7 +124,8 @@ class Removed:
 def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
                     dry_run: bool = False) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
-    partial ones a killed run left (older than an hour: a live run may be filling one)."""
+    partial ones a killed run left (older than an hour: a live run may be filling one), then the
+    shared files no remaining environment links to. ``bytes`` is what each removal frees."""
     now = time.time() if now is None else now
     removed: list[Removed] = []
     if not root.is_dir():
@@ -131,20 +141,12 @@ def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None
         else:
             continue  # not ours
         if stale:
-            size = _size(entry)
+            size = unshared_bytes(entry)
             if not dry_run:
                 with FileLock(str(root / f".{entry.name}.lock")):
                     shutil.rmtree(entry, ignore_errors=True)
             removed.append(Removed(entry, size))
+    if removed and not dry_run:
+        prune(root / BLOBS)
     return removed
 
-
-def _size(directory: Path) -> int:
-    total = 0
-    for base, _, files in os.walk(directory):
-        for name in files:
-            try:
-                total += (Path(base) / name).lstat().st_size
-            except OSError:
-                continue
-    return total

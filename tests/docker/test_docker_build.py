@@ -156,6 +156,11 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
         assert all(env.created for env in after) and {e.key for e in after}.isdisjoint(e.key for e in before)
         assert (after[0].path / "torch" / "__init__.py").is_file()  # a real install, offline, from the set
         assert "made prepared environment torch-" in log.read_text()
+        # the same torch files as the environment it replaces: on disk once (support/linkstore.py)
+        library = next((after[0].path / "torch" / "lib").glob("libtorch_cpu.so*"))
+        twin = before[0].path / "torch" / "lib" / library.name
+        assert library.stat().st_ino == twin.stat().st_ino and after[0].shared_bytes >= library.stat().st_size
+        assert re.search(r"made prepared environment torch-\w+ .*GB of it shared with earlier ones", log.read_text())
     finally:
         for env in after:
             shutil.rmtree(env.path, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,35 @@ def test_gc_command_lists_then_removes(tmp_path: Path, capsys: pytest.CaptureFix
     assert "0 prepared environment(s)" in capsys.readouterr().out and made.path.exists()
     assert run_cli("gc", *wh, "--unused-days", "0") == 0
     assert f"removed {made.path}" in capsys.readouterr().out and not made.path.exists()
+
+
+def fill(content: bytes) -> Callable[[EnvRequest, Path], None]:
+    def install(req: EnvRequest, target: Path) -> None:
+        (target / "lib").mkdir()
+        (target / "lib" / "libbig.so").write_bytes(content)
+        (target / "small.py").write_text("x = 1\n")
+    return install
+
+
+def test_environments_share_identical_large_files_and_gc_frees_them_with_the_last_user(tmp_path: Path) -> None:
+    big = os.urandom(200_000)
+    envs = PreparedEnvs(tmp_path)
+    first = envs.ensure(request(), fill(big))
+    second = envs.ensure(request(role="tools"), fill(big))
+    other = envs.ensure(request(((WHEELS[0][0], "c" * 64),)), fill(os.urandom(200_000)))
+    assert first.shared_bytes == 0 and second.shared_bytes == len(big) and other.shared_bytes == 0
+    lib1, lib2 = (env.path / "lib" / "libbig.so" for env in (first, second))
+    assert lib1.read_bytes() == lib2.read_bytes() == big
+    assert lib1.stat().st_ino == lib2.stat().st_ino  # one copy on disk
+    assert (first.path / "small.py").stat().st_nlink == 1  # small files are not worth a link
+    old = time.time() - 8 * 86400
+    os.utime(first.path / COMPLETE, (old, old))
+    removed = collect_garbage(tmp_path, unused_for_s=7 * 86400)
+    # the library is still the second environment's: removing the first frees only its small file
+    assert [r.path for r in removed] == [first.path] and removed[0].bytes < 1000
+    assert lib2.read_bytes() == big
+    for env in (second, other):
+        os.utime(env.path / COMPLETE, (old, old))
+    removed = collect_garbage(tmp_path, unused_for_s=7 * 86400)
+    assert sum(r.bytes for r in removed) >= 2 * len(big)
+    assert not [p for p in (tmp_path / ".blobs").rglob("*") if p.is_file()]  # the store is empty again
