@@ -17,6 +17,7 @@ from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.compile_cache_settings import TOOLS, CompileCache, Tool, default_dir, parse_redis
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
+from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
 
 Engine = Literal["auto", "docker", "host"]
@@ -178,11 +179,14 @@ class Matrix:
     stable_abi: str | None = None
     # [indexes]: index alias -> URL (the user's; WHEELFACTORY_INDEX_<ALIAS> overrides, plan/indexes.py)
     indexes: tuple[tuple[str, str], ...] = ()
+    # [test]: the project's own tests, run against every wheel (plan/project_tests.py); it
+    # replaces a factory-native kernel's kernel.toml [test].
+    test: ProjectTests | None = None
 
 
 STABLE_ABI_FIRST = "2.10"  # the first torch whose stable ABI can be targeted (TORCH_TARGET_VERSION)
 
-TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build", "indexes"}
+TOP_LEVEL_KEYS = {"project", "matrix", "cuda", "rocm", "include", "exclude", "build", "indexes", "test"}
 MATRIX_KEYS = {"torch", "backends", "cxx11_abi", "python", "arch", "stable_abi"}
 SELECTOR_KEYS = {"torch", "backend", "cxx11_abi", "python", "arch"}
 INCLUDE_SETTING_KEYS = {"extra_cflags", "extra_cuda_cflags", "env", "arch_list"}
@@ -217,6 +221,7 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
         build=_build(root.table("build"), base_dir),
         stable_abi=_stable_abi(axes, table),
         indexes=_indexes(root),
+        test=parse_test_table(root.table("test"), declared_in=doc.file),
     )
 
 

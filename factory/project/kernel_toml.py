@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 
 DECLARATION = "kernel.toml"
@@ -37,6 +38,11 @@ class KernelSpec:
     # A .cu instantiating every kernel with no torch beyond c10's types: what a device-code
     # compile check builds (ROCm: hipified, then hipcc per gfx target). Not part of any wheel build.
     device_check: Path | None = None
+    # "module:function" in the Python package: ``function()`` returns {op: [args, ...]}, sample
+    # inputs that verification runs through each prebuilt op and its reference and compares.
+    sample_inputs: tuple[str, str] | None = None
+    # [test]: the kernel's own tests, run against every built wheel (a matrix [test] replaces it).
+    test: ProjectTests | None = None
 
     def stable_sources_for(self, backend_kind: str) -> tuple[Path, ...]:
         table = dict(self.stable_sources)
@@ -79,9 +85,10 @@ def load_kernel(root: Path) -> KernelSpec:
 
 def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     top = doc.root()
-    top.reject_unknown({"kernel", "sources", "flags", "stable_abi"})
+    top.reject_unknown({"kernel", "sources", "flags", "stable_abi", "test"})
     kernel = top.table("kernel")
-    kernel.reject_unknown({"name", "version", "description", "python_package", "namespace_macro", "ops"})
+    kernel.reject_unknown({"name", "version", "description", "python_package", "namespace_macro", "ops",
+                           "sample_inputs"})
     name = kernel.string("name")
     if name is None or not _NAME.fullmatch(name):
         kernel.error("name", f"must be a lower-case Python identifier, got {name!r}")
@@ -135,7 +142,30 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         nvcc_flags=flags.string_list("nvcc", ()),
         stable_sources=stable_sources,
         device_check=None if device_check is None else _existing_file(sources, "device_check", root, device_check),
+        test=_test(top.table("test"), root, doc.file),
+        sample_inputs=_sample_inputs(kernel, root / python_package),
     )
+
+
+def _sample_inputs(kernel: Table, package: Path) -> tuple[str, str] | None:
+    text = kernel.string("sample_inputs")
+    if text is None:
+        return None
+    module, _, function = text.partition(":")
+    hint = 'e.g. sample_inputs = "_samples:sample_inputs" (a function in python_package/_samples.py)'
+    if not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
+        kernel.error("sample_inputs", f"{text!r} is not \"module:function\"", hint)
+    if not (package / Path(*module.split("."))).with_suffix(".py").is_file():
+        kernel.error("sample_inputs", f"no module {module!r} in {package}", hint)
+    return module, function
+
+
+def _test(table: Table, root: Path, file: str) -> ProjectTests | None:
+    spec = parse_test_table(table, declared_in=file)
+    for source in spec.sources if spec else ():
+        if not (root / source).exists():
+            table.error("sources", f"{source!r} does not exist under {root}", "list files or directories of the kernel")
+    return spec
 
 
 def _existing_dir(table: Table, key: str, root: Path, *, value: str | None = None,

@@ -1,0 +1,72 @@
+"""``[test]``: the project's own tests, run against every built wheel (matrix.toml, or a
+factory-native kernel's kernel.toml). The keys follow cibuildwheel's test-command / test-requires /
+test-sources, so a project that has them can copy them over.
+
+The tests run in a fresh container from the variant's image with only torch, the wheel and
+``requires`` installed (offline, from the wheelhouse), from a directory holding a copy of
+``sources``: the installed wheel is what the tests import, never the project's source package.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from wheelfactory.plan.tomlsource import Table
+
+TEST_KEYS = {"command", "requires", "sources", "skip"}
+# cibuildwheel's placeholders: {project} is the project's copy in the container (here, the
+# directory holding ``sources``), {package} the same (a project is its own package here).
+PLACEHOLDERS = ("project", "package")
+# Only these two are filled in; any other braces (a shell's ${VAR}) are left as written.
+_PLACEHOLDER = re.compile(r"\{(?:project|package)\}")
+
+
+@dataclass(frozen=True)
+class ProjectTests:
+    command: str
+    requires: tuple[str, ...] = ()  # pip requirements, downloaded into the wheelhouse
+    sources: tuple[str, ...] = ()  # files or directories, relative to the project root
+    skip: tuple[str, ...] = ()  # variant id patterns (fnmatch) that do not run the tests
+    declared_in: str = "matrix.toml"  # or "kernel.toml": for messages
+
+    def runs_for(self, variant_id: str) -> bool:
+        return not any(fnmatch.fnmatchcase(variant_id, pattern) for pattern in self.skip)
+
+    def render(self, project: str) -> str:
+        """The command with its placeholders filled in (``project``: where the sources are)."""
+        return _PLACEHOLDER.sub(lambda _: project, self.command)
+
+
+def parse_test_table(table: Table, *, declared_in: str) -> ProjectTests | None:
+    """The [test] table, or None when there is none (or it has no command)."""
+    if not table.data:
+        return None
+    table.reject_unknown(TEST_KEYS)
+    command = table.string("command")
+    if command is None or not command.strip():
+        table.error("command", "is missing or empty", 'e.g. command = "pytest -q {project}/tests"')
+    sources = table.string_list("sources", ())
+    for source in sources:
+        path = PurePosixPath(source)
+        if not source.strip() or path.is_absolute() or ".." in path.parts or "\\" in source or "\0" in source:
+            table.error("sources", f"{source!r} is not a relative path inside the project",
+                        "list files or directories under the project root, e.g. sources = [\"tests\"]")
+    for requirement in table.string_list("requires", ()):
+        _check_requirement(table, requirement)
+    return ProjectTests(command=command, requires=table.string_list("requires", ()), sources=sources,
+                    skip=table.string_list("skip", ()), declared_in=declared_in)
+
+
+def _check_requirement(table: Table, requirement: str) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        parsed = Requirement(requirement)
+    except InvalidRequirement as exc:
+        table.error("requires", f"{requirement!r} is not a requirement: {str(exc).splitlines()[0]}", 'e.g. requires = ["pytest"]')
+    if parsed.url:
+        table.error("requires", f"{requirement!r} is a URL requirement",
+                    "name a package the wheelhouse can download from the host's pip index")
