@@ -225,7 +225,7 @@ class KernelPackage:
         self,
         name: str,
         package_dir: str | Path,
-        ops: Sequence[str],
+        ops: Sequence[str] | None = None,
         *,
         reference_module: str = "_reference",
         environ: Mapping[str, str] | None = None,
@@ -235,11 +235,19 @@ class KernelPackage:
         # is where it was imported (another name under Hugging Face's kernels loader).
         self.name = name
         self.package_dir = Path(package_dir)
-        self.op_names = tuple(ops)
+        self._op_names = None if ops is None else tuple(ops)
         self._reference_name = f"{module or name}.{reference_module}"
         self._environ = environ
         self._lock = threading.Lock()
         self._loaded: Loaded | None = None
+
+    @property
+    def op_names(self) -> tuple[str, ...]:
+        """The ops given to the constructor, else the ones kernel.toml declares: the build
+        record's ``ops`` (the JIT spec's in a package without a prebuilt library)."""
+        if self._op_names is None:
+            self._op_names = _declared_ops(self.package_dir)
+        return self._op_names
 
     def settings(self) -> Settings:
         from ._settings import read_settings
@@ -306,3 +314,15 @@ class KernelPackage:
         loaded = bind_ops(self, "prebuilt", str(library), data["namespace"])
         loaded.result = text
         return loaded
+
+
+def _declared_ops(package_dir: Path) -> tuple[str, ...]:
+    for relative in (RECORD_FILE, "_sources/jit.json"):
+        try:
+            with open(package_dir / relative, encoding="utf-8") as file:
+                ops = json.load(file).get("ops")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(ops, list) and all(isinstance(op, str) and op.isidentifier() for op in ops):
+            return tuple(ops)
+    return ()

@@ -191,3 +191,23 @@ def test_cpu_library_in_a_gpu_torch_routes_other_devices_to_reference() -> None:
     op(torch.empty(2, device="meta"), torch.empty(4, device="meta"))  # stands in for a CUDA tensor
     op(None, torch.empty(4, device="meta"))  # the first tensor argument decides
     assert calls == ["kernel", "reference", "reference"]
+
+
+def test_without_ops_the_names_come_from_the_build_record_then_the_jit_spec(
+        fake_package: tuple[str, Path], tmp_path: Path) -> None:
+    """kernel.toml is the one declaration: a package made without ``ops=`` reads them from what
+    the factory staged (``_build.json``, else ``_sources/jit.json``); with neither it has none."""
+    import json
+
+    name, package = fake_package
+    environ = {f"{name.upper()}_LOAD": "reference"}
+    assert KernelPackage(name, package, environ=environ).op_names == ()
+    (package / "_sources").mkdir()
+    (package / "_sources" / "jit.json").write_text(json.dumps({"ops": ["silu_and_mul"]}))
+    assert KernelPackage(name, package, environ=environ).op_names == ("silu_and_mul",)
+    (package / "_build.json").write_text(json.dumps({"ops": ["silu_and_mul", "other"]}))
+    pkg = KernelPackage(name, package, environ=environ)
+    assert pkg.op_names == ("silu_and_mul", "other")
+    assert KernelPackage(name, package, ops=("given",), environ=environ).op_names == ("given",)
+    (package / "_build.json").write_text('{"ops": ["not an identifier"]}')
+    assert KernelPackage(name, package, environ=environ).op_names == ("silu_and_mul",)  # a bad record: the spec
