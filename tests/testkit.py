@@ -1,4 +1,4 @@
-"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel``.
+"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel, host_pip_config``.
 
 tests/ is on sys.path for every test module (tests/conftest.py puts it there), so this imports
 from any folder below it. Fixtures stay in the conftest files; plain helpers live here, since
@@ -7,7 +7,10 @@ test modules cannot import a conftest. It imports nothing heavy (no torch, no do
 
 from __future__ import annotations
 
+import ast
 import json
+import subprocess
+import sys
 import threading
 import zipfile
 from collections.abc import Callable, Mapping
@@ -81,3 +84,21 @@ def race(work: Callable[[int, int], None], threads: int, rounds: int) -> list[Ba
     for thread in running:
         thread.join()
     return errors
+
+
+def host_pip_config(python: str = sys.executable) -> dict[str, str]:
+    """The host's pip configuration as pip itself reads it (``pip config list``: its config files and
+    ``PIP_*`` variables), option -> value as ``pip install`` sees it: a ``PIP_*`` variable wins over
+    an ``[install]`` section, which wins over ``[global]``. For tools that do not read pip's
+    configuration (uv): no index is named in the tests, each is the one the host configured."""
+    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                            check=True, timeout=120).stdout
+    rank = {":env:": 0, "install": 1, "global": 2}
+    found: dict[str, tuple[int, str]] = {}
+    for line in listed.splitlines():
+        key, equals, value = line.partition("=")
+        section, _, option = key.rpartition(".")
+        if equals and section in rank and (option not in found or rank[section] < found[option][0]):
+            found[option] = (rank[section], str(ast.literal_eval(value)))  # pip prints repr()s
+    return {option: value for option, (_, value) in found.items()}
+

@@ -19,6 +19,7 @@ from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBa
 from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
 from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
+from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 
 Engine = Literal["auto", "docker", "host"]
 ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
@@ -143,6 +144,9 @@ class BuildConfig:
     # The compile cache every variant's container shares (factory/engines/compile_cache.py); None: none.
     compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
     glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
+    # The wheels' Requires-Dist on torch: "pinned" to the release line built for (plan/torch_pin.py)
+    # or "unpinned" (plain torch: the runtime's JIT or reference ops serve any other torch).
+    torch_requirement: TorchRequirement = "pinned"
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -487,7 +491,7 @@ def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
 def _build(table: Table, base_dir: Path) -> BuildConfig:
     table.reject_unknown({"engine", "jobs", "out", "base_image", "torch_index", "wheelhouse", "debian_base",
                           "debian_mirror", "compile_cache", "compile_cache_dir", "compile_cache_redis",
-                          "glibc_floor"})
+                          "glibc_floor", "torch_requirement"})
     engine = table.string("engine", "auto")
     if engine not in ENGINES:
         table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
@@ -537,11 +541,16 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
     if glibc_floor is not None and not re.fullmatch(r"2\.\d{1,2}", glibc_floor):
         table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",
                     "e.g. \"2.28\" (what manylinux_2_28 promises)")
+    torch_requirement = table.string("torch_requirement", "pinned")
+    if torch_requirement not in TORCH_REQUIREMENTS:
+        table.error("torch_requirement", f"must be {' or '.join(map(repr, TORCH_REQUIREMENTS))}, "
+                    f"not {torch_requirement!r}", did_you_mean(torch_requirement, TORCH_REQUIREMENTS)
+                    or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
     return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
                        torch_index=torch_index,
                        wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
-                       glibc_floor=glibc_floor)
+                       glibc_floor=glibc_floor, torch_requirement=torch_requirement)
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:

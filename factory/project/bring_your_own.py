@@ -2,7 +2,8 @@
 
 The factory copies the project as it is, sets the variables its build reads (TORCH_CUDA_ARCH_LIST,
 FORCE_CUDA-style switches from matrix.toml), builds and repairs it like a native kernel, and only
-then gives the wheel its variant's PEP 440 local label: the project's sources are never edited.
+then gives the wheel its variant's PEP 440 local label and (``[build] torch_requirement = "pinned"``)
+its torch pin: the project's sources are never edited.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from packaging.version import Version
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig
+from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.keys import tree_digest
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
@@ -55,6 +57,7 @@ def load_byo(config: ProjectConfig, matrix_file: str) -> ByoProject:
 class ByoStage:
     project: ByoProject
     variant: Variant
+    torch_requirement: TorchRequirement = "pinned"  # [build] torch_requirement
 
     @property
     def package(self) -> str:
@@ -68,8 +71,13 @@ class ByoStage:
         device = self.project.cuda_env if self.variant.key.backend.kind in ("cuda", "rocm") else self.project.cpu_env
         return {**dict(self.project.env), **dict(device)}
 
+    @property
+    def requires_torch(self) -> str | None:
+        """The torch requirement the finished wheel gets; None (unpinned): as the project declares it."""
+        return None if self.torch_requirement == "unpinned" else torch_requires_dist(self.variant)
+
     def key_material(self) -> object:
-        return [tree_digest(self.project.root, self.project.files()), self.build_env()]
+        return [tree_digest(self.project.root, self.project.files()), self.build_env(), self.requires_torch]
 
     def write(self, dest: Path) -> None:
         if dest.exists():
@@ -77,14 +85,16 @@ class ByoStage:
         shutil.copytree(self.project.root, dest, ignore=shutil.ignore_patterns(*IGNORED))
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
-        return set_local_version(wheel, self.variant.local_version, dest_dir)
+        return set_local_version(wheel, self.variant.local_version, dest_dir, requires_torch=self.requires_torch)
 
 
-def set_local_version(wheel: Path, label: str, dest_dir: Path) -> Path:
+def set_local_version(wheel: Path, label: str, dest_dir: Path, *, requires_torch: str | None = None) -> Path:
     """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
-    and file name rewritten together, so installers see one consistent version)."""
+    and file name rewritten together, so installers see one consistent version); with
+    ``requires_torch``, every Requires-Dist on torch becomes that (added where there is none)."""
     _, version, _, _ = parse_wheel_filename(wheel.name)
     if version.local is not None:
         raise ConfigError(f"{wheel.name} already has a local version label ({version.local}); "
                           "the factory adds the variant's label itself", hint="drop the label from the project")
-    return rewrite_wheel(wheel, dest_dir, version=Version(f"{version}+{label}"))
+    return rewrite_wheel(wheel, dest_dir, version=Version(f"{version}+{label}"),
+                         torch_requirement=requires_torch)

@@ -20,6 +20,7 @@ from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.keys import python_files, tree_digest
 from wheelfactory.support.resources import runtime_dir
@@ -111,9 +112,11 @@ def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
     return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
 
 
-def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | None = None) -> StagePlan:
+def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | None = None,
+               torch_requirement: TorchRequirement = "pinned") -> StagePlan:
     """``table``: the compatibility table the plan came from (default: the bundled one); its
-    toolkit facts ship with the runtime."""
+    toolkit facts ship with the runtime. ``torch_requirement``: [build] torch_requirement, the
+    wheel's Requires-Dist on torch (plan/torch_pin.py)."""
     toolkits = (table or _bundled_table()).toolkit_facts()
     backend = variant.key.backend.kind
     device = backend in ("cuda", "rocm")
@@ -158,8 +161,9 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
         "nvcc_flags": list(kernel.nvcc_flags) if device else [],
         "ops": list(kernel.ops),
     }
+    requires_torch = torch_requires_dist(variant, torch_requirement)  # the wheel's Requires-Dist
     return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
-                     _setup_py(kernel, variant, namespace, version), _pyproject(), toolkits)
+                     _setup_py(kernel, variant, namespace, version, requires_torch), _pyproject(), toolkits)
 
 
 def write_stage(plan: StagePlan, dest: Path) -> None:
@@ -224,7 +228,7 @@ if not os.environ.get("CUDA_HOME"):
 '''
 
 
-def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str) -> str:
+def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str, requires_torch: str) -> str:
     backend = variant.key.backend.kind
     compiled = kernel.stable_sources_for(backend) if variant.key.stable_abi else kernel.sources_for(backend)
     sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
@@ -272,7 +276,7 @@ setup(
                   {kernel.name + "." + RUNTIME_PACKAGE!r}: [{TOOLKITS_FILE!r}]}},
     include_package_data=False,
     python_requires=">=3.9",
-    install_requires=["torch"],
+    install_requires=[{requires_torch!r}],
     ext_modules=[
         {extension}(
             name={kernel.name + "." + LIBRARY_MODULE!r},

@@ -74,9 +74,11 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     stage_for: Callable[[Variant], Stage]
     native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
     if native:
-        stage_for = partial(plan_stage, load_kernel(project.path), table=table)
+        stage_for = partial(plan_stage, load_kernel(project.path), table=table,
+                            torch_requirement=spec.build.torch_requirement)
     else:
-        stage_for = partial(ByoStage, load_byo(project, str(matrix)))
+        stage_for = partial(ByoStage, load_byo(project, str(matrix)),
+                            torch_requirement=spec.build.torch_requirement)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             native=native, matrix_file=str(matrix))

@@ -1,6 +1,7 @@
-"""Rewriting a finished wheel: a new version (the local label a bring-your-own build gets), extra
-.dist-info files (variant.json) and a variant label in the file name, with METADATA, the
-.dist-info directory name and RECORD changed together so installers see one consistent wheel.
+"""Rewriting a finished wheel: a new version (the local label a bring-your-own build gets), its
+requirement on torch (the variant's pin), extra .dist-info files (variant.json) and a variant label
+in the file name, with METADATA, the .dist-info directory name and RECORD changed together so
+installers see one consistent wheel.
 The result is written through support/atomic.py (a hidden temp name, then a rename): it appears
 only complete."""
 
@@ -15,7 +16,8 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 from wheelfactory.support import atomic
 
@@ -25,9 +27,52 @@ def record_hash(data: bytes) -> str:
     return f"sha256={digest}"
 
 
+def _requires_dist(line: str) -> str | None:
+    """The value of a ``Requires-Dist:`` header line (not a continuation line); else None."""
+    name, colon, value = line.partition(":")
+    return value.strip() if colon and name.lower() == "requires-dist" else None
+
+
+def _torch_requirement(value: str) -> Requirement | None:
+    try:
+        requirement = Requirement(value)
+    except InvalidRequirement:
+        return None  # the project's own business: left as it is
+    return requirement if canonicalize_name(requirement.name) == "torch" else None
+
+
+def require_torch(metadata: bytes, requirement: str) -> bytes:
+    """METADATA whose every ``Requires-Dist`` on torch has the specifier of ``requirement`` (each
+    line keeps its own extras and markers; no other requirement changes), plus an unconditional
+    ``Requires-Dist: <requirement>`` when no line requires torch without a marker: a torch
+    extension always needs torch. Only the header block is read; the description stays as it is."""
+    lines = metadata.decode("utf-8").split("\n")
+    end = next((n for n, line in enumerate(lines) if not line.strip("\r")), len(lines))  # the blank line
+    eol = "\r" if lines[0].endswith("\r") else ""  # a METADATA written with CRLF keeps them
+    unconditional, after = False, end
+    for number in range(end):
+        line = lines[number].rstrip("\r")
+        value = _requires_dist(line)
+        if value is None:
+            continue
+        after = number + 1
+        found = _torch_requirement(value)
+        if found is None:
+            continue
+        pinned = Requirement(requirement)
+        pinned.extras, pinned.marker = found.extras, found.marker
+        lines[number] = f"Requires-Dist: {pinned}{eol}"
+        unconditional = unconditional or found.marker is None
+    if not unconditional:
+        lines.insert(after, f"Requires-Dist: {Requirement(requirement)}{eol}")
+    return "\n".join(lines).encode("utf-8")
+
+
 def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None,
-                  dist_info_files: Mapping[str, bytes] | None = None, variant_label: str | None = None) -> Path:
-    """A copy of ``wheel`` in ``dest_dir`` with the changes asked for; returns its path."""
+                  dist_info_files: Mapping[str, bytes] | None = None, variant_label: str | None = None,
+                  torch_requirement: str | None = None) -> Path:
+    """A copy of ``wheel`` in ``dest_dir`` with the changes asked for; returns its path.
+    ``torch_requirement``: METADATA requires torch so (:func:`require_torch`)."""
     name, old_version, _, _ = parse_wheel_filename(wheel.name)
     parts = wheel.name[:-len(".whl")].split("-")
     old_version_text = parts[1]
@@ -52,6 +97,8 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
                 continue  # replaced below
             if filename == new_info + "METADATA" and version is not None:
                 data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
+            if filename == new_info + "METADATA" and torch_requirement is not None:
+                data = require_torch(data, torch_requirement)
             info = zipfile.ZipInfo(filename, item.date_time)
             info.external_attr, info.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
             out.writestr(info, data)

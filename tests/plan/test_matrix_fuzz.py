@@ -241,6 +241,8 @@ FIELDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "build.compile_cache_redis": (st.sampled_from(["redis://127.0.0.1:6379/0", "redis://cache", "unix:///r.sock"]),
                                   st.sampled_from(["", "redis://", "http://h", "redis://:pw@h"])),
     "build.glibc_floor": (st.sampled_from(["2.17", "2.28", "2.34"]), st.sampled_from(["2.x", "228", "", "3.1"])),
+    "build.torch_requirement": (st.sampled_from(["pinned", "unpinned"]),
+                                st.one_of(typos_of(["pinned", "unpinned"]), st.sampled_from(["", "Pinned", "exact"]))),
     # [[include]] / [[exclude]] entries
     "entry.torch": (st.sampled_from(["2.6", "2.13", "2.5.1", "2.14", "2.8", ">=2.9"]),
                     st.one_of(st.sampled_from(NEAR_TORCH), st.sampled_from(["latest", ">=2.4"]))),
@@ -264,7 +266,7 @@ TABLE_FIELDS = {
     "cuda": ["toolkits", "arch_list"],
     "rocm": ["toolkits", "gfx_targets"],
     "build": ["engine", "jobs", "out", "base_image", "debian_base", "debian_mirror", "compile_cache",
-              "compile_cache_dir", "compile_cache_redis", "glibc_floor"],
+              "compile_cache_dir", "compile_cache_redis", "glibc_floor", "torch_requirement"],
 }
 ALL_KEYS = sorted(TOP_LEVEL_KEYS | MATRIX_KEYS | SELECTOR_KEYS | INCLUDE_SETTING_KEYS
                   | {"path", "kind", "toolkits", "gfx_targets", "engine", "jobs", "out", "base_image"})
@@ -475,6 +477,7 @@ NEAR_MISSES: dict[str, list[Any]] = {
     "build.compile_cache_dir": ["", "\x00", 1, True],
     "build.compile_cache_redis": ["", "redis://", "redis://:pw@h", "unix://x", "http://h", 6379],
     "build.glibc_floor": ["2.x", "228", "", 2.28, "3.1"],
+    "build.torch_requirement": ["pined", "Pinned", "none", "", True, ["pinned"]],
     "entry.torch": NEAR_TORCH + ["latest", ">=2.4"],
     "entry.backend": NEAR_BACKENDS + ["rocm", "cuda", "cu118"],
     "entry.cxx11_abi": ["both", "true", 1],

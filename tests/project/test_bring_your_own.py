@@ -5,12 +5,15 @@ import csv
 import hashlib
 import io
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from testkit import make_wheel
 from wheelfactory.errors import ConfigError
-from wheelfactory.project.bring_your_own import set_local_version
+from wheelfactory.plan.expand import Plan
+from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
+from wheelfactory.project.bring_your_own import ByoProject, ByoStage, set_local_version
 
 
 def byo_wheel(directory: Path, version: str = "0.3.0") -> Path:
@@ -42,3 +45,38 @@ def test_set_local_version_rewrites_metadata_name_and_record(tmp_path: Path) -> 
 def test_a_wheel_with_a_local_label_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="already has a local version label"):
         set_local_version(byo_wheel(tmp_path, "0.3.0+mine"), "cputorch2.6", tmp_path / "out")
+
+
+def finished_metadata(tmp_path: Path, plan_of: Callable[[str], Plan], torch_requirement: TorchRequirement,
+                      metadata: str) -> str:
+    """The METADATA of a bring-your-own wheel after ByoStage.finish, for the torch 2.13 CPU variant."""
+    variant = plan_of('[matrix]\ntorch = "2.13"\ncxx11_abi = true\n').variants[0]
+    project = ByoProject(root=tmp_path, import_name="byo_ext", env=(), cpu_env=(), cuda_env=())
+    wheel = make_wheel(tmp_path / "built", "byo_ext", "0.3.0", tag="cp311-cp311-manylinux_2_34_x86_64",
+                       metadata=metadata)
+    out = ByoStage(project, variant, torch_requirement=torch_requirement).finish(wheel, tmp_path / "out")
+    with zipfile.ZipFile(out) as archive:
+        return archive.read("byo_ext-0.3.0+cputorch2.13.dist-info/METADATA").decode()
+
+
+def test_a_finished_wheel_requires_its_torch_line(tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
+    requires = 'Requires-Dist: numpy; extra == "np"\nRequires-Dist: torch\n'
+    text = finished_metadata(tmp_path, plan_of, "pinned", requires)
+    assert 'Requires-Dist: numpy; extra == "np"\nRequires-Dist: torch<2.14,>=2.13\n' in text
+    assert "Version: 0.3.0+cputorch2.13\n" in text
+
+
+def test_a_project_without_a_torch_requirement_gets_the_pin(tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
+    assert "Requires-Dist: torch<2.14,>=2.13\n" in finished_metadata(tmp_path, plan_of, "pinned", "")
+
+
+def test_unpinned_keeps_the_projects_own_torch_requirement(tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
+    text = finished_metadata(tmp_path, plan_of, "unpinned", "Requires-Dist: torch>=2.0\n")
+    assert [line for line in text.splitlines() if line.startswith("Requires-Dist")] == ["Requires-Dist: torch>=2.0"]
+
+
+def test_the_setting_is_part_of_the_cache_key(tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
+    variant = plan_of('[matrix]\ntorch = "2.13"\ncxx11_abi = true\n').variants[0]
+    project = ByoProject(root=tmp_path, import_name="byo_ext", env=(), cpu_env=(), cuda_env=())
+    keys = [ByoStage(project, variant, torch_requirement=t).key_material() for t in TORCH_REQUIREMENTS]
+    assert keys[0] != keys[1]

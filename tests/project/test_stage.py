@@ -1,16 +1,23 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import json
+import subprocess
+import sys
+from collections.abc import Callable
+from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.version import Version
 from testkit import REPO
 from wheelfactory._runtime._record import BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.expand import expand
+from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
@@ -145,3 +152,34 @@ def test_the_compat_table_s_toolkit_facts_ship_with_the_runtime(tmp_path: Path, 
     assert set(shipped["cuda"]) == {c.version for c in table.cuda}
     assert shipped["cuda"]["12.4"]["arch_list"] == ";".join(table.cuda_toolkit("12.4").arch_list)
     assert f"'fusedops._runtime': ['{TOOLKITS_FILE}']" in stage.setup_py  # packaged into the wheel
+
+
+def test_the_staged_build_s_metadata_pins_its_torch_line(tmp_path: Path) -> None:
+    """METADATA as setuptools writes it for the staged project (PEP 517 prepare_metadata_for_build_wheel:
+    the generated setup.py runs against this interpreter's torch, nothing is compiled)."""
+    installed = Version(importlib.metadata.version("torch"))
+    (variant,) = variants(f'[matrix]\ntorch = "{installed.public}"\ncxx11_abi = true\n').values()
+    stage = plan_stage(load_kernel(REPO / "kernels" / "fusedops"), variant)
+    write_stage(stage, tmp_path / "src")
+    (tmp_path / "meta").mkdir()
+    code = ("import sys; from setuptools import build_meta; "
+            "print(build_meta.prepare_metadata_for_build_wheel(sys.argv[1]))")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "meta")], cwd=tmp_path / "src",
+                          capture_output=True, text=True, check=False, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    dist_info = done.stdout.strip().splitlines()[-1]
+    metadata = BytesParser().parsebytes((tmp_path / "meta" / dist_info / "METADATA").read_bytes())
+    major, minor = installed.release[:2]
+    assert metadata.get_all("Requires-Dist") == [f"torch<{major}.{minor + 1},>={major}.{minor}"]
+    assert Requirement(metadata["Requires-Dist"]).specifier.contains(str(installed))  # 2.13.0+cpu: a local build
+
+
+def test_the_setting_reaches_the_generated_setup_py(planned: dict[str, Variant],
+                                                    plan_of: Callable[[str], Plan]) -> None:
+    kernel = load_kernel(REPO / "kernels" / "fusedops")
+    pinned = plan_stage(kernel, planned["torch26-cxx98-cu124-x86_64-linux"])
+    assert "install_requires=['torch>=2.6,<2.7']," in pinned.setup_py
+    unpinned = plan_stage(kernel, planned["torch26-cxx98-cu124-x86_64-linux"], torch_requirement="unpinned")
+    assert "install_requires=['torch']," in unpinned.setup_py and unpinned.key_material() != pinned.key_material()
+    stable = plan_of('[matrix]\ntorch = ["2.12"]\nstable_abi = "2.10"\n').variants[0]
+    assert "install_requires=['torch>=2.10']," in plan_stage(kernel, stable).setup_py
