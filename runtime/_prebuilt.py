@@ -74,7 +74,7 @@ _LIBRARY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz
 
 
 def env_prefix(package: str) -> str:
-    """``fusedops`` -> ``FUSEDOPS``; ``my-kernels`` -> ``MY_KERNELS``."""
+    """``mykernels`` -> ``MYKERNELS``; ``my-kernels`` -> ``MY_KERNELS``."""
     return "".join(c if c.isascii() and c.isalnum() else "_" for c in package).upper()
 
 
@@ -231,7 +231,7 @@ class KernelPackage:
         environ: Mapping[str, str] | None = None,
         module: str | None = None,
     ) -> None:
-        # ``name`` is the distribution's ("fusedops": FUSEDOPS_LOAD, ~/.cache/fusedops); ``module``
+        # ``name`` is the distribution's ("mykernels": MYKERNELS_LOAD, ~/.cache/mykernels); ``module``
         # is where it was imported (another name under Hugging Face's kernels loader).
         self.name = name
         self.package_dir = Path(package_dir)

@@ -72,3 +72,17 @@ def test_the_import_name_is_wheelfactory_and_never_factory(tmp_path: Path) -> No
                            "--format", "json"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert plan.returncode == 0, plan.stderr
     assert '"variants"' in plan.stdout
+
+
+def test_the_factory_and_runtime_know_nothing_of_the_sample_kernels() -> None:
+    """The sample (kernels/fusedops) is one user among many: its name and op names, read from its
+    kernel.toml, appear nowhere in factory/ or runtime/ (code, comments or data)."""
+    from wheelfactory.project.kernel_toml import load_kernel
+
+    sample = load_kernel(REPO / "kernels" / "fusedops")
+    facts = {sample.name, *sample.ops, sample.namespace_macro}
+    found = [f"{path.relative_to(REPO)}: {fact}"
+             for folder in ("factory", "runtime") for path in sorted((REPO / folder).rglob("*"))
+             if path.is_file() and path.suffix in (".py", ".toml", ".json", ".md", ".Dockerfile", ".sh", ".txt")
+             for fact in facts if fact in path.read_text(encoding="utf-8", errors="replace")]
+    assert not found, found

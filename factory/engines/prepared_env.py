@@ -39,14 +39,15 @@ from wheelfactory.support.linkstore import prune, share_identical_files, unshare
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
 COMPLETE = "env.json"
 BLOBS = ".blobs"  # the link store the environments share files through
-Role = Literal["torch", "tools"]
+Role = Literal["torch", "tools", "test"]
 
 
 @dataclass(frozen=True)
 class EnvRequest:
     """What one prepared environment holds, and from what."""
 
-    role: Role  # "torch": torch and its dependencies (+ toolkit wheels); "tools": the build tools
+    role: Role  # "torch": torch and its dependencies (+ toolkit wheels); "tools": the build tools;
+    # "test": what the project's tests require ([test] requires)
     image_id: str
     python: str  # the /opt/python entry that installs and later runs it
     requirements: tuple[str, ...]

@@ -555,7 +555,7 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
     table.reject_unknown({"path", "kind", "import_name", "env", "cpu_env", "cuda_env"})
-    path = table.string("path", "kernels/fusedops")
+    path = table.string("path", ".")  # the project beside its matrix.toml, as `wheelfactory new` lays it out
     if not path.strip() or "\0" in path:
         table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
                     "point it at a kernel project directory")

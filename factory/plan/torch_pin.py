@@ -5,7 +5,7 @@ Pure: computed from the Variant and matrix.toml's ``[build] torch_requirement``.
 - ``"pinned"`` (the default): a wheel built for one torch release requires that release line,
   ``torch>=2.13,<2.14``. Local builds such as ``2.13.0+cpu`` satisfy it, 2.14 pre-releases and
   nightlies do not (PEP 440: ``<2.14`` excludes pre-releases of 2.14). A resolver then never pairs
-  the wheel with another torch: ``pip install fusedops torch`` keeps torch on the wheel's line.
+  the wheel with another torch: ``pip install mykernels torch`` keeps torch on the wheel's line.
   A stable-ABI wheel serves every torch from its target on: ``torch>=2.10``.
 - ``"unpinned"``: plain ``torch``, for projects that rely on the runtime's fallback: when torch
   moves, the runtime JIT-compiles the shipped sources or uses the reference ops.

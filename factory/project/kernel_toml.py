@@ -22,7 +22,7 @@ DEVICE_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
 @dataclass(frozen=True)
 class KernelSpec:
     root: Path  # the directory holding kernel.toml
-    name: str  # import name of the package, e.g. "fusedops"
+    name: str  # import name of the package, e.g. "mykernels"
     version: str
     description: str
     python_package: Path  # relative to root

@@ -20,9 +20,11 @@ from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.keys import python_files, tree_digest
+from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.resources import runtime_dir
 
 RECORD_FILE = BUILD_RECORD_FILE
@@ -47,6 +49,10 @@ class Stage(Protocol):
     @property
     def native(self) -> bool:
         """Factory-native: the wheel has a build record and must load "prebuilt"."""
+
+    @property
+    def checks(self) -> WheelChecks:
+        """What the wheel is checked against besides the factory's checks: declared ops, tests."""
 
     def build_env(self) -> dict[str, str]:
         """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
@@ -73,10 +79,17 @@ class StagePlan:
     setup_py: str
     pyproject: str
     toolkits: ToolkitFacts  # the compatibility table's toolkit facts, for the runtime
+    tests: ProjectTests | None = None  # matrix.toml [test]; None: kernel.toml's [test], if any
 
     @property
     def package(self) -> str:
         return self.kernel.name
+
+    @property
+    def checks(self) -> WheelChecks:
+        kernel = self.kernel
+        return WheelChecks(kernel.root, kernel.name, kernel.ops, kernel.sample_inputs,
+                           self.tests if self.tests is not None else kernel.test)
 
     @property
     def native(self) -> bool:
@@ -87,7 +100,7 @@ class StagePlan:
 
     def key_material(self) -> object:
         return [self.source_digest, self.setup_py, self.pyproject, self.record.to_json(), self.jit_spec,
-                self.toolkits.to_json()]
+                self.toolkits.to_json(), self.kernel.sample_inputs, self.checks.key_material()]
 
     def write(self, dest: Path) -> None:
         write_stage(self, dest)
@@ -102,7 +115,7 @@ def _bundled_table() -> CompatTable:
 
 
 def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
-    """``_fusedops_cpu_1a2b3c4d``: unique per (variant, version), so any two variants or releases
+    """``_mykernels_cpu_1a2b3c4d``: unique per (variant, version), so any two variants or releases
     load side by side in one process (and a JIT build has its own, from its digest). Not over the
     sources: the namespace is a -D on every compile line, and a source-dependent one would make an
     edit of one file recompile all of them (no compile-cache hits)."""
@@ -113,7 +126,7 @@ def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
 
 
 def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | None = None,
-               torch_requirement: TorchRequirement = "pinned") -> StagePlan:
+               tests: ProjectTests | None = None, torch_requirement: TorchRequirement = "pinned") -> StagePlan:
     """``table``: the compatibility table the plan came from (default: the bundled one); its
     toolkit facts ship with the runtime. ``torch_requirement``: [build] torch_requirement, the
     wheel's Requires-Dist on torch (plan/torch_pin.py)."""
@@ -163,7 +176,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
     }
     requires_torch = torch_requires_dist(variant, torch_requirement)  # the wheel's Requires-Dist
     return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
-                     _setup_py(kernel, variant, namespace, version, requires_torch), _pyproject(), toolkits)
+                     _setup_py(kernel, variant, namespace, version, requires_torch), _pyproject(), toolkits, tests)
 
 
 def write_stage(plan: StagePlan, dest: Path) -> None:

@@ -5,7 +5,7 @@
 
 ``kernels.get_local_kernel(DIR)`` picks the variant of the running torch by the same names our
 variant ids use, and imports ``<package>/__init__.py`` under the metadata's ``id``: we use the
-build's op namespace (``_fusedops_cpu_1a2b3c4d``), unique per variant as that loader needs. Only
+build's op namespace (``_mykernels_cpu_1a2b3c4d``), unique per variant as that loader needs. Only
 cp39-abi3 wheels are exported: the layout has no place for a per-CPython build. Each variant
 directory is written under a temp name and renamed into place: a loader finds the old directory
 or the new one (for an instant, none), never half of one.

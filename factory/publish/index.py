@@ -55,7 +55,7 @@ class IndexedWheel:
     """One built variant's wheel, as the index lists it."""
 
     variant: VariantId
-    project: str  # canonical name, "fusedops"
+    project: str  # canonical name, "mykernels"
     version: str  # "0.1.0+cputorch2.13"
     filename: str
     sha256: str

@@ -137,7 +137,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
                                                log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
                                                image=None, torch_version=facts[0], toolkit=facts[1],
-                                               phases=timeline.phases), tail)
+                                               phases=timeline.phases, tests=timeline.results.get("tests"),
+                                               warnings=timeline.warnings or None), tail)
     seconds = round(time.monotonic() - start, 1)
     with log.open("a") as sink:
         sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
@@ -146,7 +147,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                            sha256=file_sha256(final), seconds=seconds, key=key,
                                            log=str(log.relative_to(out)), error=None, engine=engine.name,
                                            image=engine.image_id(variant), torch_version=facts[0],
-                                           toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases))
+                                           toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
+                                           tests=timeline.results.get("tests"), warnings=timeline.warnings or None))
 
 
 def _phase_line(seconds: float, phases: dict[str, float]) -> str:

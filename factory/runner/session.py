@@ -21,6 +21,7 @@ from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ENGINES, load_matrix
 from wheelfactory.project.bring_your_own import ByoStage, load_byo
+from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.project.kernel_toml import is_native_project, load_kernel
 from wheelfactory.project.stage import Stage, plan_stage
 from wheelfactory.runner.run import Observer, Outcome, run_matrix
@@ -73,11 +74,13 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     project = spec.project
     stage_for: Callable[[Variant], Stage]
     native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
+    if spec.test is not None:  # now, not per variant: one clear error before anything builds
+        check_sources(spec.test, project.path)
     if native:
-        stage_for = partial(plan_stage, load_kernel(project.path), table=table,
+        stage_for = partial(plan_stage, load_kernel(project.path), table=table, tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     else:
-        stage_for = partial(ByoStage, load_byo(project, str(matrix)),
+        stage_for = partial(ByoStage, load_byo(project, str(matrix)), tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,

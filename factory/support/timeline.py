@@ -56,6 +56,9 @@ class Timeline:
         self.observe = observe or (lambda _name: None)
         self._phases: dict[str, float] = {}
         self._lock = threading.Lock()  # a variant's independent steps may run in threads
+        self._warnings: list[str] = []
+        # What a phase found, for the variant's manifest entry (``tests``: the project's tests).
+        self.results: dict[str, dict[str, object]] = {}
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -77,6 +80,20 @@ class Timeline:
         self.log = log
         for name, seconds in self.phases.items():
             self._stamp(f"{name}: {seconds:.1f} s")
+
+    def warn(self, text: str) -> None:
+        """Something the user must see that does not fail the build: a ``# WARNING:`` line in the
+        log now, and the manifest entry's ``warnings``."""
+        with self._lock:
+            self._warnings.append(text)
+        if self.log is not None:
+            with self.log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# WARNING: {text}\n")
+
+    @property
+    def warnings(self) -> list[str]:
+        with self._lock:
+            return list(self._warnings)
 
     @property
     def phases(self) -> dict[str, float]:

@@ -1,0 +1,104 @@
+"""What a project's built wheel is checked against, beyond the factory's own checks: the ops a
+factory-native kernel declares (and its sample inputs), and the project's own tests ([test]).
+
+Pure data here, plus the one side effect the tests need from the project: copying the test
+sources into a directory the test container mounts, with the project's own package hidden so the
+tests import the installed wheel.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from wheelfactory.errors import ConfigError
+from wheelfactory.plan.project_tests import ProjectTests
+from wheelfactory.project.keys import tree_digest
+
+
+@dataclass(frozen=True)
+class WheelChecks:
+    root: Path  # the project's directory: test sources are relative to it
+    package: str  # the import name the wheel provides
+    declared_ops: tuple[str, ...] = ()  # kernel.toml [kernel].ops (factory-native only)
+    sample_inputs: tuple[str, str] | None = None  # (module, function) in the package
+    tests: ProjectTests | None = None
+
+    def tests_for(self, variant_id: str) -> ProjectTests | None:
+        return self.tests if self.tests is not None and self.tests.runs_for(variant_id) else None
+
+    def key_material(self) -> object:
+        """A change of the tests or of their sources re-verifies the wheel (the cache key)."""
+        if self.tests is None:
+            return None
+        files = [p.relative_to(self.root) for source in self.tests.sources for p in _files(self.root, source)]
+        return [self.tests.command, self.tests.requires, self.tests.skip, tree_digest(self.root, files)]
+
+
+def check_sources(tests: ProjectTests, root: Path) -> None:
+    """Every [test] source exists inside the project (a symlink may not lead out of it)."""
+    real_root = root.resolve()
+    for source in tests.sources:
+        path = root / source
+        if not path.exists():
+            raise ConfigError(f"{source!r} does not exist under {root}", file=tests.declared_in, key="test.sources",
+                              hint="list files or directories of the project")
+        if not path.resolve().is_relative_to(real_root):
+            raise ConfigError(f"{source!r} leads outside the project {root}", file=tests.declared_in,
+                              key="test.sources", hint="list files or directories under the project root")
+
+
+def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> list[str]:
+    """Copy ``tests.sources`` into ``dest`` (made fresh) at their relative paths; then remove any
+    copy of the project's own package from it (a directory named as the package holding an
+    ``__init__.py``, or a ``<package>.py``), so that what the tests import is the installed wheel.
+    Returns the paths hidden, relative to ``dest``."""
+    check_sources(tests, checks.root)
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    for source in tests.sources:
+        origin, target = checks.root / source, dest / source
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if origin.is_dir():
+            # symlinks are copied as links only when they stay inside the project (checked above
+            # for the top level; inside, a link out of the project is copied as what it points to
+            # would leak files: refuse those too)
+            shutil.copytree(origin, target, symlinks=True,
+                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.so"))
+            _refuse_links_out(target, checks.root.resolve(), origin, tests)
+        else:
+            shutil.copy2(origin, target)
+    top = checks.package.split(".")[0]
+    hidden: list[str] = []
+    for base, dirs, files in os.walk(dest):
+        for name in list(dirs):
+            if name == top and (Path(base) / name / "__init__.py").is_file():
+                shutil.rmtree(Path(base) / name)
+                dirs.remove(name)
+                hidden.append(str((Path(base) / name).relative_to(dest)))
+        if f"{top}.py" in files:
+            (Path(base) / f"{top}.py").unlink()
+            hidden.append(str((Path(base) / f"{top}.py").relative_to(dest)))
+    return sorted(hidden)
+
+
+def _refuse_links_out(copy: Path, real_root: Path, origin: Path, tests: ProjectTests) -> None:
+    for base, dirs, files in os.walk(copy):
+        for name in (*dirs, *files):
+            path = Path(base) / name
+            if path.is_symlink():
+                pointed = (origin / path.relative_to(copy)).resolve()
+                if not pointed.is_relative_to(real_root):
+                    raise ConfigError(f"{path.relative_to(copy.parent)} is a symlink out of the project {real_root}",
+                                      file=tests.declared_in, key="test.sources",
+                                      hint="copy the file into the project, or leave it out of the test sources")
+
+
+def _files(root: Path, source: str) -> list[Path]:
+    path = root / source
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if path.is_dir() else []
