@@ -522,6 +522,21 @@ def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
                       f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
 
 
+# [new] (factory/project/scaffold.py): a kernel library to start from.
+@cli.command("new")
+@click.argument("name")
+@click.option("--path", "path", type=click.Path(path_type=Path), default=None,
+              help="The directory to create (default: ./NAME); an existing one must be empty.")
+def new_command(name: str, path: Path | None) -> None:
+    """Start a kernel library NAME: kernel.toml, one op with CPU and CUDA sources, its reference op and
+    sample inputs, tests run against every built wheel, and a matrix.toml."""
+    from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
+
+    scaffold = plan_scaffold(name)
+    target = write_scaffold(scaffold, path if path is not None else Path(name))
+    shown = path if path is not None else Path(name)
+    click.echo(f"{target}: kernel library {name!r} ({len(scaffold.files)} files); next: "
+               f"cd {shown} && wheelfactory plan && wheelfactory build --only 'torch213-cxx11-cpu-*'")
 
 
 def main(argv: list[str] | None = None) -> None:
