@@ -72,8 +72,9 @@ def plan_scaffold(name: str) -> Scaffold:
 
 def write_scaffold(scaffold: Scaffold, target: Path) -> Path:
     """Write ``scaffold`` as the directory ``target`` (made, with its parents, if missing; an
-    existing one must be empty). All files go into a hidden directory beside it first, which is
-    renamed onto ``target`` only when complete; on any failure it is removed. Returns ``target``."""
+    existing one must be empty). All files go into a hidden directory beside it first and move into
+    place only when complete; on any failure, Ctrl-C included, what was written is removed and
+    nothing of the author's is touched. Returns ``target``."""
     target = Path(os.path.abspath(target))
     _check_target(target)
     parent = target.parent
@@ -88,23 +89,62 @@ def write_scaffold(scaffold: Scaffold, target: Path) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
-        # rename(2) replaces an empty directory and refuses one that has files: a file the author
-        # put there since the check is never overwritten.
-        os.rename(temp, target)
+        _move_into_place(temp, target)
     except OSError as exc:
         shutil.rmtree(temp, ignore_errors=True)
         if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
-            _check_target(target)
+            _check_target(target)  # something of the author's appeared there meanwhile: say so
         raise _write_failed(target, exc) from None
-    except BaseException:  # Ctrl-C included: nothing half-written stays behind
+    except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return target
 
 
+def _move_into_place(temp: Path, target: Path) -> None:
+    """A missing ``target``: one rename of the whole tree. An existing empty one is kept (a shell
+    may be in it, the author may have set its mode): each top-level entry moves in, kernel.toml
+    last, so an interrupted move never looks like a project; on failure the moved ones are taken
+    back out. Neither way replaces a file: rename(2) refuses a directory that has files, and files
+    are hard-linked, which refuses an existing name."""
+    if not os.path.lexists(target):
+        os.rename(temp, target)
+        return
+    started: list[tuple[Path, Path]] = []  # recorded before each move, so an interrupt cannot lose one
+    try:
+        for entry in sorted(temp.iterdir(), key=lambda p: (p.name == "kernel.toml", p.name)):
+            destination = target / entry.name
+            started.append((entry, destination))
+            if entry.is_dir():
+                if os.path.lexists(destination):
+                    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(destination))
+                os.rename(entry, destination)
+            else:
+                os.link(entry, destination)
+                entry.unlink()
+    except BaseException:
+        for entry, destination in reversed(started):
+            _take_back(entry, destination)
+        raise
+    temp.rmdir()
+
+
+def _take_back(entry: Path, destination: Path) -> None:
+    """Undo one move of ``_move_into_place``, whichever step it reached; never touches a name that
+    is not the scaffold's own."""
+    try:
+        if not os.path.lexists(entry):  # moved: back into the temp directory (the caller removes it)
+            os.rename(destination, entry)
+        elif entry.is_file() and os.path.lexists(destination) and os.path.samefile(entry, destination):
+            destination.unlink()  # linked, not yet unlinked from the temp directory
+    except OSError:
+        pass
+
+
 def _check_target(target: Path) -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
-        raise UsageError(f"{target} exists and is not a directory; give --path a new or empty directory")
+        kind = "a symlink" if target.is_symlink() else "a file"
+        raise UsageError(f"{target} exists and is {kind}, not a directory; give --path a new or empty directory")
     if target.is_dir() and any(target.iterdir()):
         raise UsageError(f"{target} is not empty: wheelfactory new never writes over files; "
                          "give --path a new or empty directory")

@@ -169,10 +169,15 @@ def test_refuses_a_directory_with_files_and_keeps_them(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
 
 
-def test_refuses_a_file(tmp_path: Path) -> None:
+def test_refuses_a_file_or_a_symlink(tmp_path: Path) -> None:
     (tmp_path / "demo").write_text("x")
-    with pytest.raises(UsageError, match="is not a directory"):
+    with pytest.raises(UsageError, match="is a file, not a directory"):
         write_scaffold(plan_scaffold("demo"), tmp_path / "demo")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    with pytest.raises(UsageError, match="is a symlink, not a directory"):
+        write_scaffold(plan_scaffold("demo"), tmp_path / "link")
+    assert list((tmp_path / "empty").iterdir()) == [] and (tmp_path / "demo").read_text() == "x"
 
 
 def test_fills_an_empty_directory_and_makes_missing_parents(tmp_path: Path) -> None:
@@ -211,12 +216,12 @@ def test_an_interrupted_write_leaves_nothing(tmp_path: Path, monkeypatch: pytest
 
 def test_files_appearing_before_the_rename_are_not_overwritten(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The directory was empty when checked; the author saves a file into it before the rename."""
+    """The directory did not exist when checked; the author makes it, with a file, before the rename."""
     target = tmp_path / "demo"
-    target.mkdir()
     real_rename = os.rename
 
     def rename_after_a_save(source: Path, destination: Path) -> None:
+        target.mkdir()
         (target / "mine.cpp").write_text("// mine")
         real_rename(source, destination)
 
@@ -225,6 +230,58 @@ def test_files_appearing_before_the_rename_are_not_overwritten(tmp_path: Path,
         write_scaffold(plan_scaffold("demo"), target)
     assert [p.name for p in target.iterdir()] == ["mine.cpp"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+def test_an_existing_empty_directory_is_kept_and_filled(tmp_path: Path) -> None:
+    """Not replaced: a shell may be in it (`mkdir x && cd x && wheelfactory new x --path .`)."""
+    target = tmp_path / "demo"
+    target.mkdir(mode=0o750)
+    target.chmod(0o750)
+    before = target.stat().st_ino
+    write_scaffold(plan_scaffold("demo"), target)
+    assert target.stat().st_ino == before and target.stat().st_mode & 0o777 == 0o750
+    written = {p.relative_to(target).as_posix(): p.read_text() for p in target.rglob("*") if p.is_file()}
+    assert written == dict(plan_scaffold("demo").files)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+def test_a_file_saved_into_the_empty_directory_meanwhile_is_kept(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "demo"
+    target.mkdir()
+    real_link = os.link
+
+    def link_after_a_save(source: Path, destination: Path) -> None:
+        if Path(destination).name == "matrix.toml":
+            Path(destination).write_text("# mine")
+        real_link(source, destination)
+
+    monkeypatch.setattr(scaffold_module.os, "link", link_after_a_save)
+    with pytest.raises(UsageError, match="is not empty"):
+        write_scaffold(plan_scaffold("demo"), target)
+    assert [p.name for p in target.iterdir()] == ["matrix.toml"] and (target / "matrix.toml").read_text() == "# mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+
+
+@pytest.mark.parametrize("at", [1, 3, 4])
+def test_an_interrupted_move_into_an_empty_directory_leaves_it_empty(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     at: int) -> None:
+    """Ctrl-C after some entries moved in (hard links for files, renames for directories)."""
+    target = tmp_path / "demo"
+    target.mkdir()
+    real_link = os.link
+    calls = {"n": 0}
+
+    def link(source: Path, destination: Path) -> None:
+        calls["n"] += 1
+        real_link(source, destination)
+        if calls["n"] == at:
+            raise KeyboardInterrupt  # linked, the temp name not yet removed
+
+    monkeypatch.setattr(scaffold_module.os, "link", link)
+    with pytest.raises(KeyboardInterrupt):
+        write_scaffold(plan_scaffold("demo"), target)
+    assert list(target.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
 def test_cli_new(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
