@@ -3,8 +3,9 @@
 ``plan_scaffold`` is pure: NAME in, ``{relative path: text}`` out (kernel.toml, one op with CPU and
 CUDA sources, the Python package with its reference op and sample inputs, tests run against the
 built wheels, a matrix.toml and a README). ``write_scaffold`` lays the files out in a hidden
-directory beside the target and renames it into place, so a run that fails or is interrupted leaves
-nothing that looks like a finished project, and it never writes into a directory that holds files.
+directory beside the target and moves them into place when complete, so a run that fails or is
+interrupted leaves nothing that looks like a finished project, and it never writes into a
+directory that holds files.
 
 The templates below are the files, with ``@token@`` placeholders filled in from NAME.
 """
@@ -145,7 +146,11 @@ def _check_target(target: Path) -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         kind = "a symlink" if target.is_symlink() else "a file"
         raise UsageError(f"{target} exists and is {kind}, not a directory; give --path a new or empty directory")
-    if target.is_dir() and any(target.iterdir()):
+    try:
+        has_files = target.is_dir() and any(target.iterdir())
+    except OSError as exc:  # a directory we may not list
+        raise _write_failed(target, exc) from None
+    if has_files:
         raise UsageError(f"{target} is not empty: wheelfactory new never writes over files; "
                          "give --path a new or empty directory")
 

@@ -284,6 +284,19 @@ def test_an_interrupted_move_into_an_empty_directory_leaves_it_empty(tmp_path: P
     assert list(target.iterdir()) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
 
 
+def test_an_unreadable_directory_is_one_line_not_a_traceback(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "locked"
+    target.mkdir()
+
+    def denied(self: Path) -> Any:
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", denied)  # as root, chmod 000 would not stop the listing
+    with pytest.raises(WriteFailed, match="Permission denied"):
+        write_scaffold(plan_scaffold("demo"), target)
+
+
 def test_cli_new(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert run_cli("new", "demo") == 0
