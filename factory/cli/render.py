@@ -156,6 +156,8 @@ def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
     if share:
         out.print(share, markup=False, highlight=False)
     for o in outcomes:
+        for warning in o.entry.warnings or ():
+            out.print(f"[yellow]{o.variant.id} warning[/]: {escape(warning)}")
         if o.entry.status == "failed":
             out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")
             if o.log_tail:

@@ -110,7 +110,7 @@ class ReportCell:
     reason: str  # the hover text: verification, the error, why it is pruned or missing
     python: str | None = None  # "abi3", "3.11"; None: every Python (pruned)
     arch: str | None = None  # None: every arch (pruned)
-    detail: str = ""  # shown in the cell: the first line of a failure
+    detail: str = ""  # shown in the cell: the first line of a failure, or of a built one's first warning
     wheel: str | None = None  # relative to the output directory
     size: int | None = None
     seconds: float | None = None
@@ -247,7 +247,9 @@ def _entry_cell(vid: str, key: VariantId, entry: manifest.Entry, size: int | Non
     if status != "failed":
         how = "built" if status == "built" else "cached (built earlier with the same key)"
         reason = (f"{how}, passed verification and the smoke test: {entry.wheel or 'no wheel'}; {torch}"
-                  + (f"; engine {entry.engine}" if entry.engine else ""))
+                  + (f"; engine {entry.engine}" if entry.engine else "")
+                  + "".join(f"; WARNING: {w}" for w in entry.warnings or ()))
+        detail = f"warning: {entry.warnings[0]}" if entry.warnings else ""
     elif entry.status == "failed":
         text = (entry.error or "").strip()
         detail = text.splitlines()[0] if text else "failed (no error recorded)"
@@ -351,6 +353,8 @@ def _member(cell: ReportCell, *, several: bool, dist_href: str) -> str:
     if cell.status in ("built", "cached"):
         facts = " · ".join(x for x in (human_size(cell.size), human_seconds(cell.seconds), "verified") if x)
         parts.append(f'<span class="facts">{_e(facts)}</span>')
+        if cell.detail:  # a warning
+            parts.append(f'<span class="err">{_e(cell.detail)}</span>')
     elif cell.status == "failed":
         parts.append(f'<span class="facts">{_e(human_seconds(cell.seconds))}</span>')
         parts.append(f'<span class="err">{_e(cell.detail)}</span>')
@@ -402,7 +406,7 @@ def _details(report: Report, dist_href: str) -> str:
         if not cell.is_variant:
             continue
         if cell.status in ("built", "cached"):
-            verification = "<td>passed</td>"
+            verification = f'<td class="err">passed; {_e(cell.detail)}</td>' if cell.detail else "<td>passed</td>"
         elif cell.status == "failed":
             verification = f'<td class="err">{_e(cell.detail)}</td>'
         else:

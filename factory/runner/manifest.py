@@ -44,6 +44,12 @@ class Entry:
     # Seconds per phase of the build (support/timeline.py), in the order they ran; "compile" is the
     # build backend's run. None: not built in this run (cached) or by an older wheelfactory.
     phases: dict[str, float] | None = None
+    # The project's own tests against this wheel ([test]): command, passed, seconds, and an
+    # excerpt of their output when they failed. None: no tests configured for this variant.
+    tests: dict[str, object] | None = None
+    # What verification found that the user must see and that does not fail the build (e.g. a
+    # bring-your-own CUDA wheel with no device code). None: nothing.
+    warnings: list[str] | None = None
 
     @property
     def compile_seconds(self) -> float | None:

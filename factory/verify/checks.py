@@ -71,6 +71,11 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
     with timeline.phase("verify"):
         problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor)
+        host_only = None if stage.native else cuda_binary.missing_device_code(variant.key.backend.kind,
+                                                                               libraries(wheel))
+        if host_only:  # a CPU-only fallback is a bring-your-own project's choice: said, not failed
+            timeline.warn(host_only)
+            cuda = False
         note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
     if problems:
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
@@ -132,7 +137,8 @@ def abi3audit(wheel: Path, log: Path) -> bool:
 def cuda_problems(variant: Variant, wheel: Path, log: Path) -> list[str]:
     """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
     wanted = cuda_binary.expected(variant.arch_list)
-    found = {name: cuda_binary.contents(data, log=log) for name, data in libraries(wheel).items()}
+    found = {name: cuda_binary.contents(data, log=log) for name, data in libraries(wheel).items()
+             if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
     device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
     if not device:
         return ["no library in the wheel holds CUDA device code"]

@@ -4,6 +4,12 @@ Nothing built for the GPU can run on our machines; what the library contains can
 one SASS image (``sm_80``) per requested arch and PTX (``compute_120``) for the ``+PTX`` ones.
 cuobjdump comes from NVIDIA's ``nvidia-cuda-cuobjdump`` wheel (a dependency of wheelfactory) or
 a toolkit on PATH / CUDA_HOME.
+
+Whether a library carries device code at all is read from its ELF sections first (``device_code``,
+no tool needed): nvcc and clang put the fat binary in ``.nv_fatbin`` (``__nv_relfatbin`` with
+-rdc) and its descriptor in ``.nvFatBinSegment``; HIP's are ``.hip_fatbin`` and
+``.hipFatBinSegment``. cuobjdump is only run on libraries that have them: it fails on a
+host-only one (a project's CPU module beside its CUDA module, as torch_scatter ships).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +48,56 @@ class CudaContents:
 def _order(arch: str) -> tuple[int, str]:
     digits = arch.rstrip("af")
     return int(digits), arch[len(digits):]
+
+
+CUDA_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment"})
+HIP_SECTIONS = frozenset({".hip_fatbin", ".hipFatBinSegment"})
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """The device-code sections a library's ELF has (non-empty ones only)."""
+
+    sections: frozenset[str]
+
+    @property
+    def cuda(self) -> bool:
+        return bool(self.sections & CUDA_SECTIONS)
+
+    @property
+    def hip(self) -> bool:
+        return bool(self.sections & HIP_SECTIONS)
+
+    def holds(self, backend: str) -> bool:
+        """Device code for ``backend`` ("cuda", "rocm"); a CPU build needs none."""
+        return self.cuda if backend == "cuda" else self.hip if backend == "rocm" else True
+
+
+def device_code(library: bytes) -> DeviceCode:
+    """The device-code sections of an ELF shared library (none for anything that is not ELF)."""
+    import io
+
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        sections = [(s.name, s["sh_size"]) for s in ELFFile(io.BytesIO(library)).iter_sections()]
+    except (ELFError, ValueError, KeyError):
+        return DeviceCode(frozenset())
+    return DeviceCode(frozenset(name for name, size in sections if size and name in CUDA_SECTIONS | HIP_SECTIONS))
+
+
+def missing_device_code(backend: str, libraries: Mapping[str, bytes]) -> str | None:
+    """None when some library holds device code for ``backend`` (always for "cpu"); otherwise
+    what to tell the user: the wheel of a GPU variant is host-only."""
+    if backend not in ("cuda", "rocm") or any(device_code(data).holds(backend) for data in libraries.values()):
+        return None
+    sections = ", ".join(sorted(CUDA_SECTIONS if backend == "cuda" else HIP_SECTIONS))
+    names = ", ".join(sorted(libraries)) or "none"
+    return (f"no library in this {backend.upper() if backend == 'cuda' else 'ROCm'} wheel holds device code (no "
+            f"{sections} section in {names}): it runs on the CPU only. A project that builds its GPU code only "
+            "with a GPU present or a switch set gets FORCE_CUDA/WITH_CUDA/USE_CUDA=1; name any other switch "
+            "in [project] cuda_env")
 
 
 def expected(arch_list: tuple[str, ...]) -> CudaContents:
