@@ -91,9 +91,6 @@ def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
     matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
-    if not request.native and "abi3" in matrix.python:
-        raise ConfigError("a bring-your-own project is built per CPython version, not as abi3",
-                          file=matrix_file, key="matrix.python", hint='list versions, e.g. python = ["3.11"]')
     variants = select(expand(matrix, table), request.only, request.shard)
     build = matrix.build
     base_images = dict(build.base_images)
@@ -184,7 +181,7 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
 
     matrix, table, python = request.matrix, request.table, request.python
     environment = probe_host(python)
-    variant = host_variant(matrix, table, environment, abi3=request.native)
+    variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
     chosen = select(expand(matrix, table), request.only, request.shard) if request.only or request.shard else (variant,)
     buildable = [v for v in chosen if _host_can_build(v, variant, environment)]
     if len(buildable) != len(chosen):
@@ -209,7 +206,7 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     reason = no_docker
     try:
         environment = probe_host(request.python)
-        variant = host_variant(matrix, table, environment, abi3=request.native)
+        variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
     except WheelfactoryError as exc:  # no torch there, a torch the table does not know...
         reason += f"; the host engine cannot build it either: {exc}"
         return Chosen(None, (), f"engine: none ({no_docker}; the host engine: {exc})",
@@ -222,6 +219,14 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     return Chosen(engine, buildable,
                   f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "
                   f"building {building}; {len(not_built)} selected variant(s) not built here", not_built)
+
+
+def host_abi3(request: EngineRequest, environment: HostEnvironment) -> bool:
+    """Whether the host builds its variant as abi3: a factory-native project always; a
+    bring-your-own one (which must build abi3 itself) when the matrix asks for abi3 and does not
+    list the host's Python."""
+    python = request.matrix.python
+    return request.native or ("abi3" in python and environment.python not in python)
 
 
 def _host_can_build(candidate: Variant, own: Variant, environment: HostEnvironment) -> bool:

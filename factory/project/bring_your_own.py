@@ -23,6 +23,14 @@ from wheelfactory.project.keys import tree_digest
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
+# Build machines have no GPU: a project that builds its GPU code only when torch.cuda.is_available()
+# or a switch is set (FORCE_CUDA: torchvision, detectron2, the PyG family; WITH_CUDA, USE_CUDA:
+# others) would build a CPU-only wheel. GPU variants get the switches on; [project] env and
+# cuda_env override them. CPU variants get none: "0" would read as on where only presence counts.
+GPU_SWITCHES = {
+    "cuda": (("FORCE_CUDA", "1"), ("WITH_CUDA", "1"), ("USE_CUDA", "1")),
+    "rocm": (("FORCE_CUDA", "1"), ("WITH_CUDA", "1"), ("USE_ROCM", "1")),
+}
 
 
 @dataclass(frozen=True)
@@ -68,8 +76,10 @@ class ByoStage:
         return False
 
     def build_env(self) -> dict[str, str]:
-        device = self.project.cuda_env if self.variant.key.backend.kind in ("cuda", "rocm") else self.project.cpu_env
-        return {**dict(self.project.env), **dict(device)}
+        """GPU_SWITCHES for GPU variants, then [project] env, then cpu_env or cuda_env."""
+        kind = self.variant.key.backend.kind
+        device = self.project.cuda_env if kind in ("cuda", "rocm") else self.project.cpu_env
+        return {**dict(GPU_SWITCHES.get(kind, ())), **dict(self.project.env), **dict(device)}
 
     @property
     def requires_torch(self) -> str | None:

@@ -27,7 +27,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
-from wheelfactory.verify import cuda_binary
+from wheelfactory.verify import byo_smoke, cuda_binary
 from wheelfactory.verify.repair import check_wheel
 
 # The smoke test of a factory-native package: it loads, says which library it loaded, and one op
@@ -44,19 +44,14 @@ torch.testing.assert_close(out, expected)
 print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
 """
 
-# A bring-your-own project: importing it with only torch installed is the check.
-SMOKE_IMPORT = r"""
-import json, torch, {pkg}
-print(json.dumps({{"mode": "imported", "variant": None, "module": {pkg}.__name__}}))
-"""
-
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.
 Smoke = Callable[[str, Path], str]
 
 
-def smoke_code(package: str, *, native: bool) -> str:
-    return (SMOKE if native else SMOKE_IMPORT).format(pkg=package)
+def smoke_code(package: str, *, native: bool, modules: tuple[str, ...] = ()) -> str:
+    """Bring-your-own: importing it and each of its compiled ``modules`` (verify/byo_smoke.py)."""
+    return SMOKE.format(pkg=package) if native else byo_smoke.smoke_code(package, modules)
 
 
 def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
@@ -94,7 +89,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(smoke_code(stage.package, native=stage.native), log)
+                output = smoke(smoke_code(stage.package, native=stage.native,
+                                          modules=byo_smoke.extension_modules(libraries(wheel))), log)
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []

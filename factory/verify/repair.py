@@ -15,6 +15,11 @@ from packaging.version import Version
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
 # and a second copy of libtorch. auditwheel fnmatches the raw soname, so versioned sonames
 # need the trailing wildcard (librocblas.so does not match librocblas.so.5).
+# libgomp: an extension built with -fopenmp NEEDs libgomp.so.1, and torch ships its own OpenMP
+# runtime with that SONAME (torch/lib/libgomp.so.1; up to 2.6 the file is libgomp-<hash>.so.1,
+# SONAME still libgomp.so.1). Once torch is imported the dynamic loader finds the NEEDED name
+# among the loaded SONAMEs, so the extension uses torch's copy: no second OpenMP runtime in the
+# process, and none needed on the system. A grafted copy would be that second runtime.
 AUDITWHEEL_EXCLUDES = (
     "libtorch*.so*", "libc10*.so*", "libshm*.so*", "libgomp*.so*",
     "libcuda.so*", "libcudart*.so*", "libnvrtc*.so*", "libnvToolsExt*.so*", "libcublas*.so*",
@@ -22,7 +27,14 @@ AUDITWHEEL_EXCLUDES = (
     "libamdhip64.so*", "librocblas.so*", "libhipblas*.so*", "libMIOpen*.so*", "librccl.so*",
     "libroctx64.so*", "libhsa-runtime64.so*",
 )
-FORBIDDEN_IN_WHEEL = ("libtorch", "libc10", "libcudart", "libcuda.", "libnvrtc", "libamdhip64", "librocblas")
+FORBIDDEN_IN_WHEEL = ("libtorch", "libc10", "libcudart", "libcuda.", "libnvrtc", "libamdhip64", "librocblas",
+                      "libgomp")
+
+
+# A bring-your-own project builds abi3 itself (any cp3X-abi3 tag is its choice of floor).
+ABI3_BYO_HINT = ("{wheel} is not an abi3 wheel, and matrix.toml [matrix] python asks for abi3: the project must "
+                 "build it (py_limited_api=True on its extensions and py_limited_api = cp39 under [bdist_wheel] "
+                 "in setup.cfg), or list CPython versions, e.g. python = [\"3.11\"]")
 
 
 def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
@@ -68,8 +80,10 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
     wheel's op namespace must be its own (``_<pkg>_<backend>_<8 hex>``) and be what _C registers."""
     problems = []
     _, _, _, tags = parse_wheel_filename(wheel.name)
-    if abi3 and not any(t.abi == "abi3" and t.interpreter == "cp39" for t in tags):
+    if abi3 and native and not any(t.abi == "abi3" and t.interpreter == "cp39" for t in tags):
         problems.append(f"{wheel.name} is not tagged cp39-abi3")
+    if abi3 and not native and not any(t.abi == "abi3" for t in tags):
+        problems.append(ABI3_BYO_HINT.format(wheel=wheel.name))
     if not any(t.platform.startswith("manylinux") for t in tags):
         problems.append(f"{wheel.name} has no manylinux platform tag (was it repaired?)")
     with zipfile.ZipFile(wheel) as archive:

@@ -80,6 +80,7 @@ def test_a_byo_gpu_wheel_without_device_code_warns_and_passes(tmp_path: Path, to
     (warning,) = timeline.warnings
     assert f"no library in this {kind} wheel holds device code" in warning
     assert f"# WARNING: {warning}" in log.read_text()
+    assert '"multi_ext._ops_cpu", "multi_ext._ops_omp"' in smoked[0]  # every module is imported
 
 
 def test_cuobjdump_sees_only_the_libraries_with_device_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
