@@ -1,0 +1,146 @@
+"""Bring-your-own projects in the shapes found in the wild, built unedited by the host engine
+(`[build] engine = "host"`, this interpreter's torch):
+
+- tests/fixtures/byo_multi: a CUDA module built only with FORCE_CUDA=1 or a GPU (so none on a CPU
+  variant), two extension modules of which the package imports one, and an OpenMP module;
+- tests/fixtures/byo_abi3: a project that builds its own cp39-abi3 wheel (py_limited_api), with
+  `python = ["abi3"]`.
+
+One build each, shared by the tests of this module (cached across runs by the factory's key).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+pytestmark = pytest.mark.slow
+
+CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+def build(name: str, import_name: str, python: str) -> tuple[Path, dict[str, object], str]:
+    """Build tests/fixtures/<name> with the host engine; (wheel, manifest entry, build log)."""
+    workdir = CACHE / "host-byo" / name
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{REPO / 'tests' / 'fixtures' / name}"
+import_name = "{import_name}"
+
+[matrix]
+torch = ["2.13"]
+backends = ["cpu"]
+python = {python}
+
+[build]
+engine = "host"
+""")
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
+    (entry,) = entries.values()
+    assert entry["status"] in ("built", "cached"), entry
+    log = (workdir / "dist" / entry["log"]).read_text()
+    return workdir / "dist" / entry["wheel"], entry, log
+
+
+def smoke_result(log: str) -> dict[str, object]:
+    """The engine's smoke test output (the last one in the log)."""
+    line = [line for line in log.splitlines() if line.startswith('{"mode": "imported"')][-1]
+    return json.loads(line)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def multi() -> tuple[Path, dict[str, object], str]:
+    return build("byo_multi", "multi_ext", f'["{PYTHON}"]')
+
+
+@pytest.fixture(scope="module")
+def abi3() -> tuple[Path, dict[str, object], str]:
+    return build("byo_abi3", "abi3_ext", '["abi3"]')
+
+
+def needed(library: bytes) -> list[str]:
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    return [tag.needed for section in ELFFile(io.BytesIO(library)).iter_sections()
+            if isinstance(section, DynamicSection) for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"]
+
+
+def test_several_modules_one_wheel_each_imported_by_the_smoke(multi: tuple[Path, dict[str, object], str]) -> None:
+    wheel, entry, log = multi
+    assert wheel.name.startswith(f"multi_ext-0.2.0+cputorch2.13-{TAG}-{TAG}-manylinux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    libraries = sorted(n for n in names if ".so" in n)
+    assert [n.split(".")[0] for n in libraries] == ["multi_ext/_ops_cpu", "multi_ext/_ops_omp"]  # no _ops_cuda
+    assert smoke_result(log)["extensions"] == {"multi_ext._ops_cpu": "imported", "multi_ext._ops_omp": "imported"}
+    assert entry.get("warnings") is None  # a CPU variant needs no device code
+
+
+def test_openmp_is_linked_not_grafted_and_torch_provides_it(multi: tuple[Path, dict[str, object], str],
+                                                            tmp_path: Path) -> None:
+    wheel, _, _ = multi
+    with zipfile.ZipFile(wheel) as archive:
+        assert not [n for n in archive.namelist() if "libgomp" in n or ".libs/" in n]  # nothing grafted
+        (omp,) = [n for n in archive.namelist() if n.startswith("multi_ext/_ops_omp")]
+        assert "libgomp.so.1" in needed(archive.read(omp))
+        archive.extractall(tmp_path / "site")
+    import torch
+
+    torch_lib = Path(torch.__file__).parent / "lib"
+    check = ("import json, torch, multi_ext\nfrom multi_ext import _ops_omp\n"
+             "maps = sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l})\n"
+             "print(json.dumps({'threads': _ops_omp.parallel_threads(3), 'library': _ops_omp.openmp_library(),\n"
+             "                  'maps': maps, 'scaled': multi_ext.scale(torch.ones(2), 2.0).tolist()}))\n")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path / "site")})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["threads"] == 3 and result["scaled"] == [2.0, 2.0]
+    # one OpenMP runtime in the process: torch's, even with a system libgomp on this machine
+    assert [Path(p).resolve() for p in result["maps"]] == [(torch_lib / "libgomp.so.1").resolve()]
+    assert Path(result["library"]).resolve() == (torch_lib / "libgomp.so.1").resolve()
+
+
+def test_a_torch_libgomp_under_a_hashed_file_name_serves_it_by_soname(
+        multi: tuple[Path, dict[str, object], str], tmp_path: Path) -> None:
+    """torch <= 2.6 ships torch/lib/libgomp-<hash>.so.1 (SONAME libgomp.so.1) and libtorch_cpu NEEDs
+    it by that file name: the extension's NEEDED libgomp.so.1 must resolve to it, not to a system one."""
+    wheel, _, _ = multi
+    import torch
+
+    hashed = tmp_path / "libgomp-0123abcd.so.1"
+    shutil.copyfile(Path(torch.__file__).parent / "lib" / "libgomp.so.1", hashed)
+    with zipfile.ZipFile(wheel) as archive:
+        (omp,) = [n for n in archive.namelist() if n.startswith("multi_ext/_ops_omp")]
+        (tmp_path / "omp.so").write_bytes(archive.read(omp))
+    check = (f"import ctypes, importlib.util\nctypes.CDLL({str(hashed)!r})  # as libtorch_cpu loads it\n"
+             f"spec = importlib.util.spec_from_file_location('_ops_omp', {str(tmp_path / 'omp.so')!r})\n"
+             "module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)\n"
+             "print(module.parallel_threads(2), module.openmp_library())\n")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", str(hashed)]
+
+
+def test_a_project_that_builds_abi3_itself(abi3: tuple[Path, dict[str, object], str]) -> None:
+    wheel, entry, log = abi3
+    assert wheel.name.startswith("abi3_ext-1.0.0+cputorch2.13-cp39-abi3-manylinux_")
+    assert entry["wheel"].startswith("torch213-cxx11-cpu-x86_64-linux/")  # type: ignore[union-attr]
+    assert "abi3audit --strict" in log and '"is_abi3": true' in log
+    assert smoke_result(log)["extensions"] == {"abi3_ext._C": "imported"}
