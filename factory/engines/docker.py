@@ -32,6 +32,7 @@ from wheelfactory.engines.wheelhouse import (
     BUILD_REQUIREMENTS,
     ContainerPython,
     Wheelhouse,
+    WheelhouseRequest,
     WheelSet,
     request_for,
 )
@@ -41,10 +42,12 @@ from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_imag
 from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
+from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
-from wheelfactory.verify.checks import verify_wheel
+from wheelfactory.verify.checks import TEST_TERMINAL, TESTS_EXIT, verify_wheel
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
@@ -172,14 +175,22 @@ class DockerEngine:
                 f"{variant.id}: CUDA {variant.toolkit} is not published as complete wheels (only CUDA 13 is) and "
                 f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
+        tests = stage.checks.tests_for(variant.id)
+        test_requires = tests.requires if tests is not None else ()
+        container_python = ContainerPython(version, variant.key.arch, glibc)
         with timeline.phase("wheelhouse"):
             wheels = self.wheelhouse.ensure(
-                request_for(variant, ContainerPython(version, variant.key.arch, glibc),
-                            torch_index=self.torch_indexes.get(variant.id),
+                request_for(variant, container_python, torch_index=self.torch_indexes.get(variant.id),
                             extra=(*variant.toolkit_wheels, *self._cache_requirements())),
                 log=log)
+            # The tests' requirements are a set of their own: adding pytest to torch's set would
+            # make a new torch set, and download GBs of torch again.
+            test_wheels = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), container_python),
+                                                 log=log) if test_requires else None
         with timeline.phase("environment"):
             torch_env, tools_env = self.prepared(variant, image, python, wheels, log)
+            test_env = None if test_wheels is None else self.prepared_test_env(image, python, test_wheels,
+                                                                                test_requires, log)
         source, output = workdir / "src", workdir / "out"
         with timeline.phase("stage"):
             shutil.rmtree(output, ignore_errors=True)
@@ -216,7 +227,7 @@ class DockerEngine:
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         wheel = stage.finish(repaired, workdir / "final")
-        self.verify(stage, image, torch_env, wheel, log, timeline)
+        self.verify(stage, image, torch_env, wheel, log, timeline, test_env=test_env, workdir=workdir)
         return wheel
 
     def env_requests(self, variant: Variant, image_id: str, python: str,
@@ -231,6 +242,17 @@ class DockerEngine:
         """The variant's prepared torch and build tools (engines/prepared_env.py): made once, in a
         container from the build image, offline, from the variant's wheel set; then reused."""
         torch_request, tools_request = self.env_requests(variant, image.id, python, wheels.wheels)
+        made = [self._ensure_env(request, image, python, wheels, log) for request in (torch_request, tools_request)]
+        return made[0], made[1]
+
+    def prepared_test_env(self, image: ImageRef, python: str, wheels: WheelSet, requires: tuple[str, ...],
+                          log: Path) -> PreparedEnv:
+        """The project tests' requirements ([test] requires), prepared like torch: once per content."""
+        return self._ensure_env(EnvRequest("test", image.id, python, requires, wheels.wheels), image, python, wheels,
+                                log)
+
+    def _ensure_env(self, request: EnvRequest, image: ImageRef, python: str, wheels: WheelSet,
+                    log: Path) -> PreparedEnv:
         envs = PreparedEnvs(self.wheelhouse.root / "envs")
 
         def install(request: EnvRequest, target: Path) -> None:
@@ -256,12 +278,11 @@ class DockerEngine:
                          '[ -e "$l" ] && [ ! -e "${l%.so.*}.so" ] && ln -s "${l##*/}" "${l%.so.*}.so"; done; '
                          f"chown -R {os.getuid()}:{os.getgid()} {request.mount}"], log=log)
 
-        made = [envs.ensure(request, install) for request in (torch_request, tools_request)]
+        env = envs.ensure(request, install)
         with log.open("a", encoding="utf-8") as sink:
-            for env in made:
-                shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
-                sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
-        return made[0], made[1]
+            shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
+            sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
+        return env
 
     def _cache_requirements(self) -> tuple[str, ...]:
         cache = self.compile_cache
@@ -335,7 +356,7 @@ class DockerEngine:
         }
 
     def verify(self, stage: Stage, image: ImageRef, torch_env: PreparedEnv, wheel: Path, log: Path,
-               timeline: Timeline) -> None:
+               timeline: Timeline, *, test_env: PreparedEnv | None = None, workdir: Path | None = None) -> None:
         """The checks every engine runs (verify/checks.py); the smoke test in a fresh container from
         the same image, with only the prepared torch (mounted read-only) and the wheel (installed
         into its own directory, --no-deps), run from an empty directory."""
@@ -351,5 +372,31 @@ class DockerEngine:
                 return box.run([interpreter, "-s", "-c", code], log=log, workdir="/tmp",
                                environment={"PYTHONPATH": f"/tmp/smoke:{torch_env.mount}"})
 
+        def run_tests(tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
+            """[test]: a fresh container, offline, with torch, the tests' requirements (both mounted
+            read-only) and the wheel installed into its own directory; the command runs in a copy of
+            the test sources, where the project's own package is hidden."""
+            project = (workdir or wheel.parent) / "tests-project"
+            hidden = copy_test_sources(stage.checks, tests, project)
+            paths = ["/tmp/wheel", *([test_env.mount] if test_env else []), torch_env.mount]
+            volumes = {torch_env.path: f"{torch_env.mount}:ro", wheel.parent: "/dist:ro", project: "/project"}
+            if test_env is not None:
+                volumes[test_env.path] = f"{test_env.mount}:ro"
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# the project's tests ({tests.declared_in} [test]): {tests.command}"
+                           + (f"; hidden from them: {', '.join(hidden)}\n" if hidden else "\n"))
+            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+                           volumes=volumes) as box:
+                box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
+                         "-q", "--target", "/tmp/wheel", f"/dist/{wheel.name}"], log=log)
+                bins = ":".join(f"{p}/bin" for p in paths[1:])
+                output = box.run(["sh", "-c", f'{tests.render("/project")} 2>&1; echo "{TESTS_EXIT} $?"'],
+                                 log=log, workdir="/project", check=False,
+                                 environment={"PYTHONPATH": ":".join(paths), "HOME": "/tmp", **TEST_TERMINAL,
+                                              "PATH": f"{bins}:/opt/python/{python}/bin:/usr/local/sbin:"
+                                                      "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
+            body, _, status = output.rstrip().rpartition(TESTS_EXIT)
+            return status.strip() == "0", body
+
         verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError,
-                     timeline=timeline)
+                     timeline=timeline, run_tests=run_tests)

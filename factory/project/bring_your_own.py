@@ -18,8 +18,10 @@ from packaging.version import Version
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig
+from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.keys import tree_digest
+from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
@@ -66,10 +68,15 @@ class ByoStage:
     project: ByoProject
     variant: Variant
     torch_requirement: TorchRequirement = "pinned"  # [build] torch_requirement
+    tests: ProjectTests | None = None  # matrix.toml [test]
 
     @property
     def package(self) -> str:
         return self.project.import_name
+
+    @property
+    def checks(self) -> WheelChecks:
+        return WheelChecks(self.project.root, self.project.import_name, tests=self.tests)
 
     @property
     def native(self) -> bool:
@@ -87,7 +94,8 @@ class ByoStage:
         return None if self.torch_requirement == "unpinned" else torch_requires_dist(self.variant)
 
     def key_material(self) -> object:
-        return [tree_digest(self.project.root, self.project.files()), self.build_env(), self.requires_torch]
+        return [tree_digest(self.project.root, self.project.files()), self.build_env(), self.checks.key_material(),
+                self.requires_torch]
 
     def write(self, dest: Path) -> None:
         if dest.exists():

@@ -24,38 +24,37 @@ from pathlib import Path
 
 from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary
 from wheelfactory.verify.repair import check_wheel
 
-# The smoke test of a factory-native package: it loads, says which library it loaded, and one op
-# matches the reference. Specific to the sample kernels' op for now (one place to generalize).
-SMOKE = r"""
-import json, sys, torch, {pkg}
-from {pkg} import _reference as ref
-info = {pkg}.backend_info()
-x = torch.randn(7, 2 * 33)
-out = {pkg}.silu_and_mul(x)
-expected = torch.empty_like(out)
-ref.silu_and_mul(expected, x)
-torch.testing.assert_close(out, expected)
-print(json.dumps({{"mode": info["mode"], "variant": info["variant"]}}))
-"""
-
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.
 Smoke = Callable[[str, Path], str]
+# Runs the project's tests ([test]) against the wheel in a clean environment (torch, the wheel and
+# the tests' requirements); returns (passed, output).
+TestRun = Callable[[ProjectTests, Path], tuple[bool, str]]
 
 
-def smoke_code(package: str, *, native: bool, modules: tuple[str, ...] = ()) -> str:
-    """Bring-your-own: importing it and each of its compiled ``modules`` (verify/byo_smoke.py)."""
-    return SMOKE.format(pkg=package) if native else byo_smoke.smoke_code(package, modules)
+def smoke_code(stage: Stage, modules: tuple[str, ...] = ()) -> str:
+    """A factory-native wheel: verify/native_smoke.py with what kernel.toml declares (no op name
+    of any kernel is written in the factory). Bring-your-own: importing it and each of its
+    compiled ``modules`` (verify/byo_smoke.py)."""
+    if not stage.native:
+        return byo_smoke.smoke_code(stage.package, modules)
+    checks = stage.checks
+    request = {"package": checks.package, "ops": list(checks.declared_ops),
+               "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None}
+    program = (Path(__file__).parent / "native_smoke.py").read_text(encoding="utf-8")
+    return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(request))}))\n"
 
 
 def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
-                 error: type[VariantBuildError] = VariantBuildError, timeline: Timeline | None = None) -> None:
+                 error: type[VariantBuildError] = VariantBuildError, timeline: Timeline | None = None,
+                 run_tests: TestRun | None = None) -> None:
     """Run every check on one finished wheel; raise ``error`` naming what failed.
 
     The wheel's own checks come first (fast; a broken wheel is never smoke-tested). Then the
@@ -89,8 +88,7 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(smoke_code(stage.package, native=stage.native,
-                                          modules=byo_smoke.extension_modules(libraries(wheel))), log)
+                output = smoke(smoke_code(stage, byo_smoke.extension_modules(libraries(wheel))), log)
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []
@@ -104,9 +102,56 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     if smoke_failure is not None:
         raise smoke_failure
     result = json.loads(output.strip().splitlines()[-1])
+    if stage.native and result.get("problems"):
+        raise error(f"{variant.id}: the wheel failed verification: {'; '.join(result['problems'])}")
     if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
         raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                     "expected the prebuilt library")
+    if stage.native:
+        note(log, f"smoke: {result['ops']} declared op(s) registered and with references, "
+                  f"{result['samples']} sample input(s) matched their reference")
+    tests = stage.checks.tests_for(variant.id)
+    if tests is not None:
+        if run_tests is None:
+            raise error(f"{variant.id}: {tests.declared_in} [test] is set, and this engine cannot run tests")
+        run_project_tests(stage, tests, wheel, log, run_tests, timeline, error)
+
+
+EXCERPT_LINES = 30
+# The engines run ``COMMAND; echo "TESTS_EXIT $?"``: the status comes back with the output, so a
+# failing test run is a verdict, not an error of the runner.
+TESTS_EXIT = "wheelfactory-tests-exit"
+# The test output goes to a log, not a terminal: wide enough that pytest's summary lines keep the
+# assertion messages (it cuts them to the width, 80 columns without a terminal).
+TEST_TERMINAL = {"COLUMNS": "400"}
+
+
+def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path, run_tests: TestRun,
+                      timeline: Timeline, error: type[VariantBuildError]) -> None:
+    """Run the project's tests; record the outcome for the manifest (``timeline.results``); a
+    failure fails the variant with an excerpt of the output (pytest's summary when there is one)."""
+    import time
+
+    start = time.monotonic()
+    with timeline.phase("tests"):
+        passed, output = run_tests(tests, wheel)
+    excerpt = "" if passed else failure_excerpt(output)
+    timeline.results["tests"] = {"command": tests.command, "declared_in": tests.declared_in, "passed": passed,
+                                 "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None}
+    if not passed:
+        first = next((line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
+                     excerpt.splitlines()[-1] if excerpt else "no output")
+        raise error(f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}")
+
+
+def failure_excerpt(output: str) -> str:
+    """What a reader needs from a failed test run: pytest's short summary when present, else the
+    last lines."""
+    lines = output.rstrip().splitlines()
+    for index, line in enumerate(lines):
+        if "short test summary info" in line:
+            return "\n".join(lines[index + 1:][:EXCERPT_LINES])
+    return "\n".join(lines[-EXCERPT_LINES:])
 
 
 def _append(log: Path, part: Path) -> None:

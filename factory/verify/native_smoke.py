@@ -11,7 +11,8 @@ the load mode and variant, how many ops and samples it checked, and every proble
 - every op has a reference implementation (the fallback needs one);
 - given sample inputs (kernel.toml ``sample_inputs``), each op is run on clones of each sample's
   arguments next to its reference, and every tensor argument after the call (out and in-place
-  ops) and the return values are compared.
+  ops) and the return values are compared (``torch.testing.assert_close``: its dtype-based
+  tolerances, unless a sample is ``{"args": (...), "rtol": r, "atol": a}``).
 """
 
 from __future__ import annotations
@@ -71,8 +72,11 @@ def main(request: dict[str, Any]) -> None:
             if op not in declared:
                 problems.append(f"sample inputs name op {op!r}, which kernel.toml does not declare")
                 continue
-            for number, args in enumerate(cases, start=1):
-                problem = _compare(torch, loader.op(op), getattr(reference, op), tuple(args))
+            for number, case in enumerate(cases, start=1):
+                # a tuple of arguments, or {"args": (...), "rtol": r, "atol": a} for other tolerances
+                args, tolerance = (case["args"], {k: case[k] for k in ("rtol", "atol") if k in case}) \
+                    if isinstance(case, dict) else (case, {})
+                problem = _compare(torch, loader.op(op), getattr(reference, op), tuple(args), tolerance)
                 compared += 1
                 if problem:
                     problems.append(f"op {op!r} sample {number} differs from its reference: {problem}")
@@ -98,7 +102,7 @@ def _has(space: Any, op: str) -> bool:
     return True
 
 
-def _compare(torch: Any, kernel: Any, reference: Any, args: tuple[Any, ...]) -> str:
+def _compare(torch: Any, kernel: Any, reference: Any, args: tuple[Any, ...], tolerance: dict[str, float]) -> str:
     def clone(value: Any) -> Any:
         return value.clone() if isinstance(value, torch.Tensor) else value
 
@@ -107,11 +111,11 @@ def _compare(torch: Any, kernel: Any, reference: Any, args: tuple[Any, ...]) -> 
         got = kernel(*ours)
         expected = reference(*theirs)
         if got is not None or expected is not None:  # out and in-place ops return nothing
-            torch.testing.assert_close(got, expected)
+            torch.testing.assert_close(got, expected, **tolerance)
         for position, (a, b) in enumerate(zip(ours, theirs)):
             if isinstance(a, torch.Tensor):
                 try:
-                    torch.testing.assert_close(a, b)
+                    torch.testing.assert_close(a, b, **tolerance)
                 except AssertionError as exc:
                     raise AssertionError(f"argument {position} after the call: {exc}") from None
     except Exception as exc:  # noqa: BLE001 (any failure is the verdict, reported as one line)

@@ -18,6 +18,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
+# The project's own pytest suite, run against each wheel in a clean container (cibuildwheel's keys).
+TESTS = """[test]
+command = "python -m pytest -q -p no:cacheprovider {project}/tests"
+requires = ["pytest"]
+sources = ["tests"]
+"""
 
 
 def test_byo_project_for_two_torch_releases(offline_build_tables: str) -> None:
@@ -34,6 +40,8 @@ cuda_env = {{ FORCE_CUDA = "1" }}
 torch = ["2.6", "2.13"]
 backends = ["cpu"]
 python = ["3.11"]
+
+{TESTS}
 {offline_build_tables}""")
     before = sorted(p.name for p in PROJECT.rglob("*"))
     result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True, text=True,
@@ -61,3 +69,34 @@ python = ["3.11"]
         assert "x86_64-linux-gnu-g++" in log or entry["status"] == "cached"
         cache = [line for line in log.splitlines() if line.startswith("# compile cache")]
         assert cache and " 0 hits, 0 misses" not in cache[-1], cache
+        # the project's suite ran against this wheel, in the clean container, and passed
+        assert entry["tests"]["passed"] is True and entry["tests"]["command"].startswith("python -m pytest")
+        assert "3 passed" in log or entry["status"] == "cached"
+
+
+def test_a_failing_project_test_fails_its_variant_with_the_tests_message(offline_build_tables: str) -> None:
+    """The same project and suite, with the suite told to fail one test: the variant fails, no
+    wheel is published for it, and the manifest carries pytest's summary line."""
+    workdir = CACHE / "docker-byo-failing"
+    workdir.mkdir(parents=True, exist_ok=True)
+    failing = TESTS.replace('command = "python', 'command = "BYO_EXT_FAIL=1 python')
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{PROJECT}"
+import_name = "byo_ext"
+
+[matrix]
+torch = ["2.13"]
+backends = ["cpu"]
+python = ["3.11"]
+
+{failing}
+{offline_build_tables}""")
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True, text=True,
+                            timeout=3000)
+    assert result.returncode != 0
+    (entry,) = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"].values()
+    assert entry["status"] == "failed" and entry["wheel"] is None
+    assert "the project's tests failed" in entry["error"] and "failing on purpose (BYO_EXT_FAIL=1)" in entry["error"]
+    assert entry["tests"]["passed"] is False and "1 failed, 2 passed" in entry["tests"]["excerpt"]
+    assert not list((workdir / "dist").glob("*/*.whl"))

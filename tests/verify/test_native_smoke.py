@@ -144,3 +144,10 @@ def test_samples_for_an_undeclared_op_are_refused(kernel: Any) -> None:
     name = kernel(["twice"], {"twice": twice}, samples="def sample_inputs():\n    return {'nope': []}\n")
     assert smoke(name, ["twice"], samples=True)["problems"] == [
         "sample inputs name op 'nope', which kernel.toml does not declare"]
+
+
+def test_a_sample_may_set_its_own_tolerance(kernel: Any) -> None:
+    loose = ("import torch\ndef sample_inputs():\n"
+             "    return {'twice': [{'args': (torch.empty(3), torch.arange(3.0)), 'rtol': 0.0, 'atol': 10.0}]}\n")
+    name = kernel(["twice"], {"twice": wrong_twice}, samples=loose)
+    assert smoke(name, ["twice"], samples=True)["problems"] == []
