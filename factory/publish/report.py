@@ -246,7 +246,8 @@ def _entry_cell(vid: str, key: VariantId, entry: manifest.Entry, size: int | Non
     torch = f"torch {entry.torch_version or key.torch}"
     if status != "failed":
         how = "built" if status == "built" else "cached (built earlier with the same key)"
-        reason = (f"{how}, passed verification and the smoke test: {entry.wheel or 'no wheel'}; {torch}"
+        tested = f", its project's tests ({entry.tests.get('command')})" if entry.tests and entry.tests.get("passed") else ""
+        reason = (f"{how}, passed verification, the smoke test{tested}: {entry.wheel or 'no wheel'}; {torch}"
                   + (f"; engine {entry.engine}" if entry.engine else "")
                   + "".join(f"; WARNING: {w}" for w in entry.warnings or ()))
         detail = f"warning: {entry.warnings[0]}" if entry.warnings else ""
@@ -254,6 +255,8 @@ def _entry_cell(vid: str, key: VariantId, entry: manifest.Entry, size: int | Non
         text = (entry.error or "").strip()
         detail = text.splitlines()[0] if text else "failed (no error recorded)"
         reason = f"failed: {text or 'no error recorded'}"
+        if entry.tests and not entry.tests.get("passed") and entry.tests.get("excerpt"):
+            reason += f"\n{entry.tests['excerpt']}"  # the project's tests: pytest's summary
     else:
         detail = f"unknown manifest status {entry.status!r}"
         reason = f"{detail}: rebuild it"

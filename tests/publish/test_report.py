@@ -265,3 +265,20 @@ def test_cli_writes_both_files_and_uses_matrix_toml_when_present(tmp_path: Path)
     result = cli("--html", "out/r.html", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "out" / "r.html").is_file() and (tmp_path / "out" / "r.svg").is_file()
+
+
+def test_a_variant_whose_project_tests_failed_shows_their_summary() -> None:
+    excerpt = "FAILED tests/test_a.py::test_x - AssertionError: boom\n1 failed, 2 passed in 0.1s"
+    entries = {
+        FAILED: manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k", log=None,
+                               error=f"{FAILED}: the project's tests failed (pytest): FAILED tests/test_a.py::test_x",
+                               tests={"command": "pytest", "passed": False, "excerpt": excerpt}),
+        CACHED: manifest.Entry(status="cached", wheel="w.whl", sha256=None, seconds=1.0, key="k", log=None,
+                               tests={"command": "python -m pytest -q tests", "passed": True, "excerpt": None}),
+    }
+    report = build_report(entries, None)
+    (failed,) = [c for c in report.cells if c.label == FAILED]
+    (cached,) = [c for c in report.cells if c.label == CACHED]
+    assert failed.status == "failed" and failed.reason.endswith(excerpt)
+    assert "its project's tests (python -m pytest -q tests)" in cached.reason
+    assert "AssertionError: boom" in render_html(report)
