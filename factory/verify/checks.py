@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
+from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary
@@ -65,8 +67,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
     with timeline.phase("verify"):
         problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor)
-        host_only = None if stage.native else cuda_binary.missing_device_code(variant.key.backend.kind,
-                                                                               libraries(wheel))
+        libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
+        host_only = None if stage.native else cuda_binary.missing_device_code(variant.key.backend.kind, libs)
         if host_only:  # a CPU-only fallback is a bring-your-own project's choice: said, not failed
             timeline.warn(host_only)
             cuda = False
@@ -80,7 +82,7 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         with timeline.phase("audit"):
             if abi3:
                 abi3audit(wheel, tools_log)
-            return cuda_problems(variant, wheel, tools_log) if cuda else []
+            return cuda_problems(variant, wheel, tools_log, libs) if cuda else []
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheelfactory-audit") as pool:
         audit = pool.submit(tool_checks) if abi3 or cuda else None
@@ -88,7 +90,7 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(smoke_code(stage, byo_smoke.extension_modules(libraries(wheel))), log)
+                output = smoke(smoke_code(stage, byo_smoke.extension_modules(libs)), log)
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []
@@ -126,12 +128,30 @@ TESTS_EXIT = "wheelfactory-tests-exit"
 TEST_TERMINAL = {"COLUMNS": "400"}
 
 
+def stage_test_sources(stage: Stage, tests: ProjectTests, dest: Path, log: Path) -> None:
+    """Copy the test sources into ``dest`` (the project's own package left out) and say in the log
+    what runs; what an engine does before running ``project_test_shell`` there."""
+    hidden = copy_test_sources(stage.checks, tests, dest)
+    note(log, f"the project's tests ({tests.declared_in} [test]): {tests.command}"
+              + (f"; hidden from them: {', '.join(hidden)}" if hidden else ""))
+
+
+def project_test_shell(tests: ProjectTests, project: str) -> str:
+    """The ``sh -c`` script an engine runs in ``project`` (the sources' copy, as the runner sees
+    it); ``project_test_verdict`` reads its output."""
+    return f'{tests.render(project)} 2>&1; echo "{TESTS_EXIT} $?"'
+
+
+def project_test_verdict(output: str) -> tuple[bool, str]:
+    """(passed, the command's own output) from what ``project_test_shell`` printed."""
+    body, _, status = output.rstrip().rpartition(TESTS_EXIT)
+    return status.strip() == "0", body
+
+
 def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path, run_tests: TestRun,
                       timeline: Timeline, error: type[VariantBuildError]) -> None:
     """Run the project's tests; record the outcome for the manifest (``timeline.results``); a
     failure fails the variant with an excerpt of the output (pytest's summary when there is one)."""
-    import time
-
     start = time.monotonic()
     with timeline.phase("tests"):
         passed, output = run_tests(tests, wheel)
@@ -175,10 +195,11 @@ def abi3audit(wheel: Path, log: Path) -> bool:
     return True
 
 
-def cuda_problems(variant: Variant, wheel: Path, log: Path) -> list[str]:
-    """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs."""
+def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, bytes] | None = None) -> list[str]:
+    """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs.
+    ``libs``: the wheel's libraries when the caller has read them already."""
     wanted = cuda_binary.expected(variant.arch_list)
-    found = {name: cuda_binary.contents(data, log=log) for name, data in libraries(wheel).items()
+    found = {name: cuda_binary.contents(data, log=log) for name, data in (libs or libraries(wheel)).items()
              if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
     device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
     if not device:
