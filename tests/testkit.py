@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -19,6 +20,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Where the slow tiers keep what they build (images are the engine's; wheels, wheelhouse, caches
+# here): persistent across runs, WHEELFACTORY_TEST_CACHE moves it (a CI clone starts empty).
+TEST_CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 DEFAULT_TAG = "cp39-abi3-manylinux_2_28_x86_64"
 
 

@@ -9,13 +9,12 @@ across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import TEST_CACHE
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 from wheelfactory.plan.indexes import debian_mirror
@@ -25,7 +24,7 @@ import docker
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
 from docker_helpers import REQUIRED  # noqa: E402
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 
 
 @pytest.fixture(scope="session")

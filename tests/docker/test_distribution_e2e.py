@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import LEAN
-from testkit import REPO
+from testkit import TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
 
 CHECK = r"""

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import build_matrix, manifest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "axisops"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux": "0.3.0+cputorch2.6cxx98",
             "torch213-cxx11-cpu-x86_64-linux": "0.3.0+cputorch2.13"}

@@ -9,7 +9,6 @@ cached across runs under WHEELFACTORY_TEST_CACHE.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import VARIANTS, build, manifest, matrix_text
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 
 
 def test_two_abis_built_repaired_and_smoke_tested(docker_build: Path) -> None:

@@ -5,18 +5,16 @@ container (the engine's smoke test)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import zipfile
-from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
 # The project's own pytest suite, run against each wheel in a clean container (cibuildwheel's keys).
 TESTS = """[test]

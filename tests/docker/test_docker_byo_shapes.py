@@ -25,12 +25,12 @@ from pathlib import Path
 import docker
 import pytest
 from docker_helpers import build_matrix, manifest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 from wheelfactory.images.containers import Container
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 FIXTURES = REPO / "tests" / "fixtures"
 
 

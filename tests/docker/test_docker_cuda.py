@@ -9,20 +9,19 @@ Slow (nvcc for two archs, a ~5 GB torch with its nvidia-* wheels): built once pe
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from docker_helpers import LEAN, build_matrix, manifest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 import docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 VARIANT = "torch214-cxx11-cu130-x86_64-linux"
 
 

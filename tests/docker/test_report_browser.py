@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import REQUIRED
-from testkit import REPO
+from testkit import TEST_CACHE
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import VariantId
@@ -31,7 +31,7 @@ from wheelfactory.plan.matrix import load_matrix
 # with it built, the browser part takes ~3 s.
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 ARTIFACTS = Path(os.environ.get("WHEELFACTORY_TEST_ARTIFACTS", CACHE / "artifacts"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import manifest
-from testkit import REPO
+from testkit import TEST_CACHE
 from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 OWN = "torch213-cxx11-cpu-x86_64-linux"
 
 

@@ -8,7 +8,6 @@ completion marker exists (a half-made venv is rebuilt).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
 OTHER_TORCH = "2.14.1"  # a different minor, on this machine's disk
 

@@ -21,11 +21,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 pytestmark = pytest.mark.slow
 
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 

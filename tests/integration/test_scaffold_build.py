@@ -16,12 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import TEST_CACHE
 
 pytestmark = pytest.mark.slow
 
 OWN = "torch213-cxx11-cpu-x86_64-linux"  # the variant of this interpreter's torch (2.13 CPU)
-CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
+CACHE = TEST_CACHE
 
 
 def run(command: list[str], **kwargs: object) -> None:
