@@ -34,9 +34,10 @@ from wheelfactory.errors import (
     WorkflowStale,
 )
 from wheelfactory.plan.compat import CompatTable, load_table
-from wheelfactory.plan.expand import Plan, Pruned, expand
+from wheelfactory.plan.expand import Plan, Pruned
 from wheelfactory.plan.identity import Backend, Variant, VariantId
 from wheelfactory.plan.matrix import Matrix, load_matrix
+from wheelfactory.project.kinds import project_plan
 
 if TYPE_CHECKING:
     from wheelfactory.runner.session import BuildResult
@@ -57,11 +58,12 @@ PathLike = str | os.PathLike[str]
 
 def load_plan(matrix: PathLike, compat: PathLike | None = None) -> Plan:
     """The plan of a matrix.toml: ``plan.variants`` (what builds) and ``plan.pruned`` (what the
-    compatibility table rules out, each with its reason). ``compat`` replaces the bundled table.
+    compatibility table, or a kernel-builder project's build.toml, rules out, each with its reason).
+    ``compat`` replaces the bundled table.
     Raises ConfigError (one line naming file, key and line) on bad input."""
     table = load_table(Path(compat) if compat is not None else None)
     path = Path(matrix)
-    return expand(load_matrix(path, table, display=str(matrix)), table)
+    return project_plan(load_matrix(path, table, display=str(matrix)), table)
 
 
 def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | None = None,

@@ -13,8 +13,9 @@ from wheelfactory.cli.render import console, github_json, plan_json, print_plan
 from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
 from wheelfactory.images.base_image import SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.expand import Plan, expand, parse_shard
+from wheelfactory.plan.expand import Plan, parse_shard
 from wheelfactory.plan.matrix import load_matrix
+from wheelfactory.project.kinds import project_plan
 
 MATRIX_OPTION = click.option(
     "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
@@ -33,7 +34,7 @@ def cli() -> None:
 def _load_plan(matrix_path: Path, compat_path: Path | None) -> Plan:
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    return expand(matrix, table)
+    return project_plan(matrix, table)
 
 
 @cli.command()
@@ -422,7 +423,7 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
     shard_spec = parse_shard(shard) if shard else None
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    variants = select(expand(matrix, table), only, shard_spec)
+    variants = select(project_plan(matrix, table), only, shard_spec)
     mirror = debian_mirror(matrix.build.debian_mirror) if matrix.build.debian_base else None
     baked = plan_bake(matrix, variants, matrix_file=str(matrix_path), host_mirror=mirror)
     to_stdout = bake_file is None or str(bake_file) == "-"
@@ -476,7 +477,7 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
         shards=shards, install=install, python=python or gh.DEFAULT_PYTHON)
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    text = gh.render_workflow(expand(matrix, table), matrix, options)
+    text = gh.render_workflow(project_plan(matrix, table), matrix, options)
     err = console(stderr=True)
     if check_file is not None:
         try:

@@ -17,7 +17,8 @@ from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.expand import expand, select
+from wheelfactory.plan.constraints import ProjectConstraints, constrain
+from wheelfactory.plan.expand import Plan, expand, select
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Engine as EngineChoice
@@ -40,6 +41,10 @@ class EngineRequest:
     shard: tuple[int, int] | None = None  # --shard I/N
     native: bool = True  # a factory-native project (kernel.toml); False: bring your own
     matrix_file: str = "matrix.toml"  # for messages
+    constraints: ProjectConstraints | None = None  # what the project's build.toml rules out
+
+    def plan(self) -> Plan:
+        return constrain(expand(self.matrix, self.table), self.constraints)
 
 
 @dataclass(frozen=True)
@@ -91,7 +96,7 @@ def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
     matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
-    variants = select(expand(matrix, table), request.only, request.shard)
+    variants = select(request.plan(), request.only, request.shard)
     build = matrix.build
     base_images = dict(build.base_images)
     debian_base = None
@@ -182,7 +187,7 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
     matrix, table, python = request.matrix, request.table, request.python
     environment = probe_host(python)
     variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
-    chosen = select(expand(matrix, table), request.only, request.shard) if request.only or request.shard else (variant,)
+    chosen = select(request.plan(), request.only, request.shard) if request.only or request.shard else (variant,)
     buildable = [v for v in chosen if _host_can_build(v, variant, environment)]
     if len(buildable) != len(chosen):
         ids = ", ".join(v.id for v in chosen if v not in buildable)
@@ -200,7 +205,7 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     from wheelfactory.engines.host import HostEngine
 
     matrix, table = request.matrix, request.table
-    selection = select(expand(matrix, table), request.only, request.shard)
+    selection = select(request.plan(), request.only, request.shard)
     action = (f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
               "then rerun this command")
     reason = no_docker

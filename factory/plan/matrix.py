@@ -23,7 +23,7 @@ from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 
 Engine = Literal["auto", "docker", "host"]
 ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
-PROJECT_KINDS = ("auto", "native", "setuptools")
+PROJECT_KINDS = ("auto", "native", "kernel-builder", "setuptools")
 DEFAULT_BASE_IMAGES = {
     "x86_64": "quay.io/pypa/manylinux_2_28_x86_64",
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",

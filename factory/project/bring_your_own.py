@@ -82,6 +82,10 @@ class ByoStage:
     def native(self) -> bool:
         return False
 
+    @property
+    def project_kind(self) -> str:
+        return "setuptools"
+
     def build_env(self) -> dict[str, str]:
         """GPU_SWITCHES for GPU variants, then [project] env, then cpu_env or cuda_env."""
         kind = self.variant.key.backend.kind

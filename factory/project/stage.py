@@ -51,6 +51,10 @@ class Stage(Protocol):
         """Factory-native: the wheel has a build record and must load "prebuilt"."""
 
     @property
+    def project_kind(self) -> str:
+        """native, kernel-builder or setuptools (bring your own): which smoke check applies."""
+
+    @property
     def checks(self) -> WheelChecks:
         """What the wheel is checked against besides the factory's checks: declared ops, tests."""
 
@@ -94,6 +98,10 @@ class StagePlan:
     @property
     def native(self) -> bool:
         return True
+
+    @property
+    def project_kind(self) -> str:
+        return "native"
 
     def build_env(self) -> dict[str, str]:
         return {}
@@ -216,7 +224,7 @@ def _pyproject() -> str:
             'build-backend = "setuptools.build_meta"\n')
 
 
-def _cuda_wheels_block(variant: Variant) -> str:
+def cuda_wheels_block(variant: Variant) -> str:
     """setup.py lines that point CUDA_HOME at the toolkit installed from NVIDIA's wheels: nvcc,
     nvvm and crt land in site-packages/nvidia/<home>, beside the CUDA headers torch's own
     nvidia-* wheels bring (cusparse.h, cublas_v2.h), which torch's headers include. The path is
@@ -277,7 +285,7 @@ if bool(torch.compiled_with_cxx11_abi()) != EXPECTED_CXX11_ABI:
         + " ABI build of torch " + EXPECTED_TORCH + " but the installed one is the other ABI; "
         "point [build].torch_index at an index that serves it"
     )
-{_cuda_wheels_block(variant) if variant.key.backend.kind == "cuda" and variant.toolkit_wheels_home else ""}
+{cuda_wheels_block(variant) if variant.key.backend.kind == "cuda" and variant.toolkit_wheels_home else ""}
 from torch.utils.cpp_extension import BuildExtension, {extension}  # noqa: E402 (reads CUDA_HOME when imported)
 
 setup(

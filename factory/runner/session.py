@@ -21,9 +21,12 @@ from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ENGINES, load_matrix
 from wheelfactory.project.bring_your_own import ByoStage, load_byo
-from wheelfactory.project.wheel_checks import check_sources
-from wheelfactory.project.kernel_toml import is_native_project, load_kernel
+from wheelfactory.project.kernel_builder import load_kernel_builder, plan_kernel_builder_stage
+from wheelfactory.project.kernel_builder import project_constraints as kernel_builder_constraints
+from wheelfactory.project.kernel_toml import load_kernel
+from wheelfactory.project.kinds import resolve_kind
 from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.run import Observer, Outcome, run_matrix
 
 
@@ -73,18 +76,25 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
     project = spec.project
     stage_for: Callable[[Variant], Stage]
-    native = project.kind == "native" or (project.kind == "auto" and is_native_project(project.path))
+    kind = resolve_kind(project)
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
         check_sources(spec.test, project.path)
-    if native:
+    constraints = None
+    if kind == "native":
         stage_for = partial(plan_stage, load_kernel(project.path), table=table, tests=spec.test,
+                            torch_requirement=spec.build.torch_requirement)
+    elif kind == "kernel-builder":
+        kernel = load_kernel_builder(project.path)
+        constraints = kernel_builder_constraints(kernel)
+        stage_for = partial(plan_kernel_builder_stage, kernel, table=table, tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     else:
         stage_for = partial(ByoStage, load_byo(project, str(matrix)), tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
-                            native=native, matrix_file=str(matrix))
+                            native=kind != "setuptools", matrix_file=str(matrix),
+                            constraints=constraints)
     chosen = choose_engine(request, console or Console(quiet=True))
     capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)

@@ -26,6 +26,7 @@ from pathlib import Path
 from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
+from wheelfactory.project.kernel_builder import KernelBuilderStage
 from wheelfactory.project.stage import Stage
 from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
@@ -45,6 +46,11 @@ def smoke_code(stage: Stage, modules: tuple[str, ...] = ()) -> str:
     """A factory-native wheel: verify/native_smoke.py with what kernel.toml declares (no op name
     of any kernel is written in the factory). Bring-your-own: importing it and each of its
     compiled ``modules`` (verify/byo_smoke.py)."""
+    if isinstance(stage, KernelBuilderStage):
+        found = {"package": stage.package, "namespace": stage.record.namespace,
+                 "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"}
+        program = (Path(__file__).parent / "kernel_builder_smoke.py").read_text(encoding="utf-8")
+        return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(found))}))\n"
     if not stage.native:
         return byo_smoke.smoke_code(stage.package, modules)
     checks = stage.checks
@@ -68,7 +74,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     with timeline.phase("verify"):
         problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor)
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
-        host_only = None if stage.native else cuda_binary.missing_device_code(variant.key.backend.kind, libs)
+        host_only = None if stage.project_kind != "setuptools" else \
+            cuda_binary.missing_device_code(variant.key.backend.kind, libs)
         if host_only:  # a CPU-only fallback is a bring-your-own project's choice: said, not failed
             timeline.warn(host_only)
             cuda = False
@@ -104,11 +111,14 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     if smoke_failure is not None:
         raise smoke_failure
     result = json.loads(output.strip().splitlines()[-1])
-    if stage.native and result.get("problems"):
+    if stage.project_kind != "setuptools" and result.get("problems"):
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(result['problems'])}")
     if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
         raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                     "expected the prebuilt library")
+    if stage.project_kind == "kernel-builder":
+        note(log, f"smoke: {len(result['ops'])} op(s) with a {result['dispatch_key']} kernel under "
+                  f"{result['namespace']}: {', '.join(result['ops'])}")
     if stage.native:
         note(log, f"smoke: {result['ops']} declared op(s) registered and with references, "
                   f"{result['samples']} sample input(s) matched their reference")

@@ -1,0 +1,41 @@
+"""Which kind a project is, and what its own declaration does to the plan.
+
+Three kinds: factory-native (kernel.toml), kernel-builder (a Hugging Face build.toml) and
+bring-your-own (setup.py / pyproject.toml). ``[project] kind = "auto"`` looks in that order.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.constraints import ProjectConstraints, constrain
+from wheelfactory.plan.expand import Plan, expand
+from wheelfactory.plan.matrix import Matrix, ProjectConfig
+from wheelfactory.project.build_toml import is_kernel_builder_project
+from wheelfactory.project.kernel_toml import is_native_project
+
+ProjectKind = Literal["native", "kernel-builder", "setuptools"]
+
+
+def resolve_kind(config: ProjectConfig) -> ProjectKind:
+    if config.kind == "native" or config.kind == "auto" and is_native_project(config.path):
+        return "native"
+    if config.kind == "kernel-builder" or config.kind == "auto" and is_kernel_builder_project(config.path):
+        return "kernel-builder"
+    return "setuptools"
+
+
+def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
+    """build.toml's backends and bounds for a kernel-builder project; None for the other kinds
+    (kernel.toml and setup.py declare nothing the plan must follow)."""
+    if resolve_kind(config) != "kernel-builder":
+        return None
+    from wheelfactory.project import kernel_builder
+
+    return kernel_builder.project_constraints(kernel_builder.load_kernel_builder(config.path))
+
+
+def project_plan(matrix: Matrix, table: CompatTable) -> Plan:
+    """The matrix's plan, less what the project's own declaration rules out (with the reasons)."""
+    return constrain(expand(matrix, table), project_constraints(matrix.project))
