@@ -229,8 +229,16 @@ def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: 
 @OUT_OPTION
 @click.option("--hf-layout", "hf_layout", type=click.Path(path_type=Path, file_okay=False), required=True,
               help="Directory to write the Hugging Face kernels layout into (DIR/build/<variant>/).")
-def export_command(out_dir: Path, hf_layout: Path) -> None:
-    """Export the built wheels in the Hugging Face kernels layout (kernels.get_local_kernel)."""
+@click.option("--skip-abi-check", is_flag=True,
+              help="export even libraries that fail kernel-abi-check, e.g. for local use; the Hub would "
+                   "reject them")
+def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None:
+    """Export the built wheels in the Hugging Face kernels layout (kernels.get_local_kernel).
+
+    Every library must pass the Hub's checker (kernel-abi-check: manylinux_2_28, Python 3.9 abi3);
+    a variant that fails is not exported and the command exits 7 after writing the others."""
+    from rich.markup import escape
+    from wheelfactory.errors import PublishError
     from wheelfactory.publish.hf_layout import export_hf_layout
     from wheelfactory.publish.index import collect
     from wheelfactory.runner import manifest
@@ -239,19 +247,29 @@ def export_command(out_dir: Path, hf_layout: Path) -> None:
     entries = manifest.read(out)
     if not entries:
         raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
+    out_console = console()
+    if skip_abi_check:
+        console(stderr=True).print("[yellow]warning[/] --skip-abi-check: libraries are exported without "
+                                   "kernel-abi-check; the Hub would reject any that fail it", highlight=False)
     held = manifest.lock(out)
     try:
         wheels, skipped = collect(out, entries)
-        exported, not_exported = export_hf_layout(wheels, hf_layout.resolve())
+        result = export_hf_layout(wheels, hf_layout.resolve(), abi_check=not skip_abi_check)
     finally:
         held.release()
-    out_console = console()
-    for item in exported:
+    for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
-    for skip in [*skipped, *not_exported]:
+    for skip in [*skipped, *result.skipped]:
         out_console.print(f"[yellow]not exported[/] {skip.variant_id}: {skip.reason}", highlight=False)
-    out_console.print(f"{len(exported)} variant(s) in {hf_layout}; load with "
+    for refusal in result.refused:
+        out_console.print(f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False)
+    out_console.print(f"{len(result.exported)} variant(s) in {hf_layout}; load with "
                       f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
+    if result.refused:
+        raise PublishError(f"{len(result.refused)} variant(s) refused: their libraries fail kernel-abi-check "
+                           f"(the Hub's manylinux_2_28 / Python 3.9 abi3 rules): build them on a manylinux_2_28 "
+                           f"base (the default base_image, or debian_base = \"bullseye\"), or pass --skip-abi-check "
+                           f"for local use")
 
 
 @cli.command("which")

@@ -9,6 +9,11 @@ build's op namespace (``_mykernels_cpu_1a2b3c4d``), unique per variant as that l
 cp39-abi3 wheels are exported: the layout has no place for a per-CPython build. Each variant
 directory is written under a temp name and renamed into place: a loader finds the old directory
 or the new one (for an instant, none), never half of one.
+
+The Hub accepts only libraries that pass its checker, kernel-abi-check (publish/abi_conformance.py:
+manylinux_2_28 and Python 3.9 abi3). Every ``*.so`` of a variant is checked in the temp directory,
+before anything is renamed: a variant that fails is refused (with the checker's findings) and an
+earlier export of it in DIR stays as it was. ``abi_check=False`` exports them anyway, for local use.
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ import os
 import shutil
 import zipfile
 from dataclasses import dataclass
+from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 from wheelfactory.errors import WheelfactoryError
+from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import IndexedWheel, Skipped
 
 BUILD_DIR = "build"
@@ -35,7 +44,24 @@ class Exported:
     path: Path
 
 
-def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str) -> dict[str, object]:
+@dataclass(frozen=True)
+class Refused:
+    """A variant not exported because its libraries fail the Hub's ABI check; ``reason`` is one
+    line naming each failing library and the checker's findings for it."""
+
+    variant_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    exported: tuple[Exported, ...]
+    skipped: tuple[Skipped, ...]
+    refused: tuple[Refused, ...]
+
+
+def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str,
+                 python_depends: list[str] | None = None) -> dict[str, object]:
     namespace = str(record["namespace"]) if record and record.get("namespace") else \
         f"_{wheel.project.replace('-', '_')}_{wheel.variant.backend.kind}_{wheel.sha256[:8]}"
     backend: dict[str, object] = {"type": wheel.variant.backend.kind}
@@ -48,7 +74,7 @@ def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_
         "name": wheel.project.replace("_", "-"),
         "version": Version(wheel.version).major,  # the loader's "version" is the API major
         "license": license_,
-        "python-depends": [],
+        "python-depends": list(python_depends or []),
         "backend": backend,
     }
 
@@ -62,17 +88,62 @@ def _package_files(archive: zipfile.ZipFile) -> tuple[str, list[str]]:
     return packages[0], [n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")]
 
 
-def _license(archive: zipfile.ZipFile) -> str:
+def _metadata_headers(archive: zipfile.ZipFile) -> Message | None:
     name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
     if name is None:
+        return None
+    return HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
+
+
+def _license(headers: Message | None) -> str:
+    if headers is None:
         return "unknown"
-    headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
     return headers.get("License-Expression") or headers.get("License") or "unknown"
 
 
-def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Exported], list[Skipped]]:
+def python_depends(headers: Message | None) -> list[str]:
+    """The names of the wheel's ``Requires-Dist`` other than torch, in order, without duplicates
+    (the kernels loader's ``python-depends`` is a list of names). Requirements only an extra pulls
+    in are not dependencies of the kernel; a line that is not a requirement is left out."""
+    names: dict[str, str] = {}
+    for line in (headers.get_all("Requires-Dist") or []) if headers is not None else []:
+        try:
+            requirement = Requirement(str(line))
+        except InvalidRequirement:
+            continue
+        if requirement.marker is not None and "extra" in str(requirement.marker):
+            continue
+        key = canonicalize_name(requirement.name)
+        if key != "torch":
+            names.setdefault(key, requirement.name)
+    return list(names.values())
+
+
+def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
+    """Write the wheel's package under ``temp``; its name and the variant's metadata.json."""
+    with zipfile.ZipFile(wheel.source) as archive:
+        package, members = _package_files(archive)
+        for member in members:
+            path = temp / member
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(member))
+            mode = (archive.getinfo(member).external_attr >> 16) & 0o777
+            if mode:
+                path.chmod(mode)
+        record_name = f"{package}/_build.json"
+        record = json.loads(archive.read(record_name)) if record_name in archive.namelist() else None
+        headers = _metadata_headers(archive)
+        return package, metadata_for(wheel, record, _license(headers), python_depends(headers))
+
+
+def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool = True) -> ExportResult:
+    """Write each cp39-abi3 wheel's variant under ``dest/build/``; see the module docstring.
+    Raises PublishError (before writing anything) when ``abi_check`` and kernel-abi-check is missing."""
+    if abi_check:
+        require_checker()
     exported: list[Exported] = []
     skipped: list[Skipped] = []
+    refused: list[Refused] = []
     build = dest / BUILD_DIR
     build.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
@@ -84,23 +155,23 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path) -> tuple[list[Expor
         # A fresh directory per variant, renamed into place whole: its files are written plainly.
         temp = build / f".{wheel.variant_id}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
-        with zipfile.ZipFile(wheel.source) as archive:
-            package, members = _package_files(archive)
-            for member in members:
-                path = temp / member
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(archive.read(member))
-                mode = (archive.getinfo(member).external_attr >> 16) & 0o777
-                if mode:
-                    path.chmod(mode)
-            record_name = f"{package}/_build.json"
-            record = json.loads(archive.read(record_name)) if record_name in archive.namelist() else None
-            metadata = metadata_for(wheel, record, _license(archive))
-        (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+        try:
+            package, metadata = _unpack(wheel, temp)
+            findings = check_package(temp, package) if abi_check else []
+            if not findings:
+                (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        if findings:  # nothing of it reaches DEST: an earlier export of the variant stays as it was
+            shutil.rmtree(temp, ignore_errors=True)
+            refused.append(Refused(wheel.variant_id, "fails kernel-abi-check: " +
+                                   " | ".join(str(finding) for finding in findings)))
+            continue
         old = build / f".{wheel.variant_id}.old-{os.getpid()}"
         if target.exists():
             os.rename(target, old)
         os.rename(temp, target)
         shutil.rmtree(old, ignore_errors=True)
         exported.append(Exported(wheel.variant_id, target))
-    return exported, skipped
+    return ExportResult(tuple(exported), tuple(skipped), tuple(refused))

@@ -1,21 +1,27 @@
-"""export --hf-layout on fake wheels: layout, metadata.json, atomic replacement (the real loader: tests/docker)."""
+"""export --hf-layout on fake wheels: layout, metadata.json, atomic replacement (the real loader: tests/docker;
+the ABI check on compiled libraries: test_abi_conformance.py)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+from email.parser import HeaderParser
 from pathlib import Path
 
 from dist_fakes import make_dist
-from wheelfactory.publish.hf_layout import export_hf_layout
-from wheelfactory.publish.index import collect
+from testkit import make_wheel
+from wheelfactory.plan.identity import VariantId
+from wheelfactory.publish.hf_layout import export_hf_layout, python_depends
+from wheelfactory.publish.index import IndexedWheel, collect
 from wheelfactory.runner import manifest
 
 
 def test_layout_and_metadata(tmp_path: Path) -> None:
     make_dist(tmp_path / "dist")
     wheels, _ = collect(tmp_path / "dist", manifest.read(tmp_path / "dist"))
-    exported, skipped = export_hf_layout(wheels, tmp_path / "hf")
-    assert not skipped and len(exported) == 3
+    # These wheels hold no compiled library: the real checker runs and has nothing to refuse.
+    result = export_hf_layout(wheels, tmp_path / "hf")
+    assert not result.skipped and not result.refused and len(result.exported) == 3
     variant = tmp_path / "hf" / "build" / "torch213-cxx11-cu130-x86_64-linux"
     assert (variant / "tiny" / "__init__.py").read_text() == "VALUE = 1\n"
     metadata = json.loads((variant / "metadata.json").read_text())
@@ -26,3 +32,45 @@ def test_layout_and_metadata(tmp_path: Path) -> None:
     export_hf_layout(wheels, tmp_path / "hf")  # a re-export replaces each variant directory whole
     assert not (variant / "stale.txt").exists()
     assert not [p for p in (tmp_path / "hf" / "build").iterdir() if p.name.startswith(".")]
+
+
+def one_wheel(tmp_path: Path, metadata: str, files: dict[str, str | bytes] | None = None) -> IndexedWheel:
+    vid = "torch213-cxx11-cpu-x86_64-linux"
+    wheel = make_wheel(tmp_path / "dist", "tiny", "0.1.0+cputorch2.13", files=files,
+                       build_record={"namespace": "_tiny_cpu_0123abcd"}, metadata=metadata)
+    return IndexedWheel(VariantId.parse(vid), "tiny", "0.1.0+cputorch2.13", wheel.name,
+                        hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel, "2.13.0", None, None)
+
+
+def test_python_depends_are_the_requires_dist_names_other_than_torch(tmp_path: Path) -> None:
+    wheel = one_wheel(tmp_path, "License-Expression: MIT\n"
+                                "Requires-Dist: torch==2.13.*\n"
+                                "Requires-Dist: einops>=0.8\n"
+                                "Requires-Dist: nvidia-cutlass-dsl; platform_machine == \"x86_64\"\n"
+                                "Requires-Dist: Einops\n"
+                                "Requires-Dist: pytest; extra == \"test\"\n")
+    result = export_hf_layout([wheel], tmp_path / "hf")
+    (exported,) = result.exported
+    metadata = json.loads((exported.path / "metadata.json").read_text())
+    assert metadata["python-depends"] == ["einops", "nvidia-cutlass-dsl"]
+
+
+def test_python_depends_without_requirements_or_metadata() -> None:
+    assert python_depends(None) == []
+    assert python_depends(HeaderParser().parsestr("Name: tiny\nRequires-Dist: Torch>=2.6\n")) == []
+    assert python_depends(HeaderParser().parsestr("Requires-Dist: not a requirement !!\n"
+                                                  "Requires-Dist: numpy\n")) == ["numpy"]
+
+
+def test_a_library_that_is_not_elf_is_refused_not_raised(tmp_path: Path) -> None:
+    """A fake ``.so`` (text, as fakes elsewhere are) given to the real checker: a clear refusal."""
+    wheel = one_wheel(tmp_path, "", files={"tiny/_C.abi3.so": "not a library\n"})
+    result = export_hf_layout([wheel], tmp_path / "hf")
+    (refused,) = result.refused
+    assert not result.exported and refused.variant_id == "torch213-cxx11-cpu-x86_64-linux"
+    assert refused.reason.startswith("fails kernel-abi-check: tiny/_C.abi3.so: not a library kernel-abi-check "
+                                     "can read (Cannot parse object file `_C.abi3.so`"), refused.reason
+    assert not list((tmp_path / "hf" / "build").iterdir())
+    # Without the check (local use) the same wheel is exported as it is.
+    assert [e.variant_id for e in export_hf_layout([wheel], tmp_path / "hf", abi_check=False).exported] == \
+        ["torch213-cxx11-cpu-x86_64-linux"]
