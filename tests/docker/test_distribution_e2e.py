@@ -169,10 +169,26 @@ def test_changing_torch_under_an_installed_wheel_jits_then_falls_back(index_url:
 
 
 def test_hf_layout_export_loads_through_the_kernels_package(docker_build: Path, tmp_path: Path) -> None:
-    """The real `kernels` loader picks this interpreter's variant (torch 2.13, cxx11, cpu) from the
-    export, imports it under its op namespace, and the op matches the reference."""
+    """These wheels are built on Debian bookworm (GCC 12, glibc 2.36): the Hub's checker
+    (kernel-abi-check) refuses their libraries (libstdc++'s __libc_single_threaded needs GLIBC_2.32,
+    beyond manylinux_2_28), so a plain export exits 7 and writes no variant. With --skip-abi-check the
+    real `kernels` loader picks this interpreter's variant (torch 2.13, cxx11, cpu) from the export,
+    imports it under its op namespace, and the op matches the reference."""
     layout = tmp_path / "hf"
-    run([sys.executable, "-m", "wheelfactory", "export", "-o", str(docker_build / "dist"), "--hf-layout", str(layout)])
+    export = [sys.executable, "-m", "wheelfactory", "export", "-o", str(docker_build / "dist"),
+              "--hf-layout", str(layout)]
+    plain = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}  # piped: one line per refusal, no ANSI
+    refused = subprocess.run(export, capture_output=True, text=True, timeout=1800, check=False, env=plain)
+    output = refused.stdout + refused.stderr
+    assert refused.returncode == 7, output
+    for variant in TORCHES:
+        prefix = f"refused {variant}: fails kernel-abi-check: "
+        (line,) = [text for text in refused.stdout.splitlines() if text.startswith(prefix)]
+        assert "__libc_single_threaded" in line or "GLIBC_2.3" in line, line
+    assert "variant(s) refused" in refused.stderr and "Traceback" not in output, output
+    assert not (layout / "build").exists() or not list((layout / "build").iterdir())  # no variant, no temp dir
+    forced = run([*export, "--skip-abi-check"])
+    assert "--skip-abi-check" in forced.stderr and "refused" not in forced.stdout, forced.stdout + forced.stderr
     assert sorted(p.name for p in (layout / "build").iterdir()) == sorted(TORCHES)
     code = (
         "import json, torch; from pathlib import Path; from kernels import get_local_kernel\n"
