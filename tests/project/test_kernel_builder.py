@@ -1,0 +1,213 @@
+"""kernel-builder projects (build.toml), planned: the stage a variant builds from, what build.toml
+does to the plan, and the one-line errors of `wheelfactory plan` on malformed documents.
+
+The real builds (host and Docker) are tests/integration/test_host_kernel_builder.py and
+tests/docker/test_docker_kernel_builder.py; this module compiles nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from pathlib import Path
+
+import pytest
+import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_build_toml import BASES, FUZZ, MUTATIONS, VALUES, sites, table_at
+from testkit import REPO
+from wheelfactory.cli.main import main
+from wheelfactory.errors import ConfigError
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import ProjectConfig, parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.kernel_builder import (
+    REGISTRATION_H,
+    gencode_flags,
+    load_kernel_builder,
+    plan_kernel_builder_stage,
+    project_files,
+)
+from wheelfactory.project.kinds import project_plan, resolve_kind
+
+FIXTURE = REPO / "tests" / "fixtures" / "kb_relu"
+TABLE = load_table()
+
+
+def plan_for(text: str, project: Path = FIXTURE) -> tuple[dict[str, Variant], list[str]]:
+    matrix = parse_matrix(TomlDocument.from_text(f'[project]\npath = "{project}"\n{text}', "matrix.toml"), TABLE,
+                          base_dir=REPO)
+    plan = project_plan(matrix, TABLE)
+    return {v.id: v for v in plan.variants}, [p.reason for p in plan.pruned]
+
+
+@pytest.fixture(scope="module")
+def planned() -> dict[str, Variant]:
+    variants, _ = plan_for('[matrix]\ntorch = ["2.6", "2.14"]\nbackends = ["cpu", "cu130"]\npython = ["abi3"]\n'
+                           '[cuda]\narch_list = "12.0"\n')
+    return variants
+
+
+def test_auto_finds_build_toml_after_kernel_toml(tmp_path: Path) -> None:
+    assert resolve_kind(ProjectConfig(FIXTURE)) == "kernel-builder"
+    assert resolve_kind(ProjectConfig(REPO / "kernels" / "fusedops")) == "native"
+    assert resolve_kind(ProjectConfig(REPO / "tests" / "fixtures" / "byo_ext")) == "setuptools"
+    assert resolve_kind(ProjectConfig(tmp_path, kind="kernel-builder")) == "kernel-builder"
+
+
+def test_build_toml_prunes_backends_and_bounds_with_reasons() -> None:
+    variants, reasons = plan_for('[matrix]\ntorch = ["2.4", "2.6"]\nbackends = ["cpu", "cu124", "rocm6.2"]\n'
+                                 'python = ["abi3"]\n')
+    assert sorted(variants) == ["torch26-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux"]
+    declared = str(FIXTURE / "build.toml")
+    assert f"{declared} [torch] minver/maxver allow torch >=2.5" in reasons
+    assert f"{declared} allows CUDA >=12.6" in reasons  # cu124 < [general.cuda] minver
+    assert any(r.startswith(f"{declared} builds no rocm kernel") for r in reasons), reasons
+    assert f"{declared} declares metal: wheelfactory builds cpu, cuda, rocm only" in reasons
+
+
+def test_cpu_stage_compiles_the_cpu_unit_with_its_flags(planned: dict[str, Variant]) -> None:
+    spec = load_kernel_builder(FIXTURE)
+    stage = plan_kernel_builder_stage(spec, planned["torch26-cxx98-cpu-x86_64-linux"], table=TABLE)
+    assert stage.package == "kb_relu" and stage.version == "1+cputorch2.6cxx98"
+    assert stage.namespace.startswith("_kb_relu_") and len(stage.namespace) == len("_kb_relu_") + 8
+    assert [(u.name, u.sources, u.cxx_flags) for u in stage.units] == [
+        ("relu_cpu", ("relu_cpu/relu_cpu.cpp",), ("-DKB_RELU_UNIT_FLAGS",))]
+    assert stage.variant.arch_list == ()
+    compile(stage.setup_py, "setup.py", "exec")  # valid Python
+    assert f"name='kb_relu.{stage.namespace}'" in stage.setup_py
+    assert "sources=['torch-ext/torch_binding.cpp']" in stage.setup_py  # headers are not compiled
+    assert "('CPU_KERNEL', None)" in stage.setup_py and "('Py_LIMITED_API', '0x03090000')" in stage.setup_py
+    assert stage.requires == ("torch>=2.6,<2.7",)  # [build] torch_requirement = "pinned"
+    assert stage.checks.tests is not None and stage.checks.tests.sources == ("tests",)  # its tests/ run
+
+
+def test_cuda_stage_uses_the_units_capabilities(planned: dict[str, Variant]) -> None:
+    spec = load_kernel_builder(FIXTURE)
+    variant = planned["torch214-cxx11-cu130-x86_64-linux"]
+    assert variant.arch_list == ("12.0",)
+    stage = plan_kernel_builder_stage(spec, variant, table=TABLE)
+    (unit,) = stage.units
+    assert unit.name == "relu_cuda" and unit.sources == ("relu_cuda/relu_cuda.cu",)
+    assert unit.archs == ("8.0", "9.0")
+    assert unit.device_flags == ("-DKB_RELU_UNIT_FLAGS", "-gencode=arch=compute_80,code=sm_80",
+                                 "-gencode=arch=compute_90,code=sm_90")
+    # what cuobjdump must find: the units' archs and the matrix's (for [torch] src device code)
+    assert stage.variant.arch_list == ("8.0", "9.0", "12.0")
+    assert "('CUDA_KERNEL', None)" in stage.setup_py and "CUDAExtension(" in stage.setup_py
+    assert stage.record.arch_list == ("8.0", "9.0", "12.0")
+    other = plan_kernel_builder_stage(spec, planned["torch214-cxx11-cpu-x86_64-linux"], table=TABLE)
+    assert other.namespace != stage.namespace
+
+
+def test_gencode_flags() -> None:
+    assert gencode_flags(("9.0a", "12.0+PTX")) == ["-gencode=arch=compute_90a,code=sm_90a",
+                                                   "-gencode=arch=compute_120,code=sm_120",
+                                                   "-gencode=arch=compute_120,code=compute_120"]
+
+
+def copy_fixture(tmp_path: Path) -> Path:
+    root = tmp_path / "kb"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def test_capabilities_no_toolkit_compiles_are_refused(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    root = copy_fixture(tmp_path)
+    text = (root / "build.toml").read_text().replace('cuda-capabilities = ["8.0", "9.0"]',
+                                                     'cuda-capabilities = ["5.0", "6.1"]')
+    (root / "build.toml").write_text(text)
+    with pytest.raises(ConfigError, match=r"CUDA 13.0 compiles none of \[kernel.relu_cuda\]'s capabilities"):
+        plan_kernel_builder_stage(load_kernel_builder(root), planned["torch214-cxx11-cu130-x86_64-linux"],
+                                  table=TABLE)
+
+
+def test_python_depends_become_requires_dist(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    root = copy_fixture(tmp_path)
+    text = (root / "build.toml").read_text().replace('backends = ["cpu", "cuda", "metal"]',
+                                                     'backends = ["cpu", "cuda", "metal"]\n'
+                                                     'python-depends = ["einops"]')
+    (root / "build.toml").write_text(text)
+    stage = plan_kernel_builder_stage(load_kernel_builder(root), planned["torch26-cxx98-cpu-x86_64-linux"],
+                                      table=TABLE)
+    assert stage.requires == ("torch>=2.6,<2.7", "einops")
+    assert "install_requires=['torch>=2.6,<2.7', 'einops']" in stage.setup_py
+
+
+def test_a_dependency_from_nix_is_refused_in_one_line(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path)
+    text = (root / "build.toml").read_text().replace('src = ["relu_cuda/relu_cuda.cu", "relu_cuda/relu_common.cuh"]\n'
+                                                     'depends = ["torch"]',
+                                                     'src = ["relu_cuda/relu_cuda.cu", "relu_cuda/relu_common.cuh"]\n'
+                                                     'depends = ["torch", "cutlass_3_8"]')
+    (root / "build.toml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_kernel_builder(root)
+    message = str(info.value)
+    assert "\n" not in message and "kernel.relu_cuda.depends" in message and "cutlass_3_8" in message
+
+
+def test_a_symlink_out_of_the_project_is_refused(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path)
+    (tmp_path / "secret.h").write_text("// outside\n")
+    (root / "relu_cpu" / "leak.h").symlink_to(tmp_path / "secret.h")
+    with pytest.raises(ConfigError, match="links outside the project"):
+        project_files(root)
+
+
+def test_write_lays_out_ops_registration_and_setup(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    stage = plan_kernel_builder_stage(load_kernel_builder(FIXTURE), planned["torch26-cxx98-cpu-x86_64-linux"],
+                                      table=TABLE)
+    dest = tmp_path / "stage"
+    stage.write(dest)
+    ops = (dest / "torch-ext" / "kb_relu" / "_ops.py").read_text()
+    assert f"from . import {stage.namespace}\n" in ops and f"ops = torch.ops.{stage.namespace}\n" in ops
+    assert f'return f"{stage.namespace}::{{op_name}}"' in ops
+    assert (dest / "_wheelfactory" / "registration.h").read_text() == REGISTRATION_H
+    assert (dest / "setup.py").read_text() == stage.setup_py
+    assert (dest / "relu_cpu" / "relu_cpu.cpp").read_bytes() == (FIXTURE / "relu_cpu" / "relu_cpu.cpp").read_bytes()
+    assert not (FIXTURE / "torch-ext" / "kb_relu" / "_ops.py").exists()  # the project is never edited
+
+
+# --------------------------------------------------------------------------------------------
+# `wheelfactory plan` over malformed build.toml documents: exit 0 or 2, one line naming the file
+# --------------------------------------------------------------------------------------------
+
+KB_FILES = ("torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h", "torch-ext/activation/__init__.py",
+            "activation/activation_kernels.cu", "activation_cpu/activation_cpu.cpp")
+
+
+@settings(FUZZ, max_examples=40)
+@given(base=st.sampled_from(["v2", "v3", "v4", "v5"]), data=st.data())
+def test_cli_plan_on_a_mutated_build_toml_exits_cleanly(base: str, data: st.DataObject, tmp_path_factory: pytest.TempPathFactory,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path_factory.mktemp("kb")
+    for name in KB_FILES:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(f"// {name}\n")
+    document = copy.deepcopy(BASES[base])
+    for _ in range(data.draw(st.integers(1, 2), label="mutations")):
+        site = data.draw(st.sampled_from(sites(document)), label="site")
+        table = table_at(document, site)
+        kind = data.draw(MUTATIONS, label="kind")
+        if kind == "delete" and table:
+            del table[data.draw(st.sampled_from(sorted(table)), label="deleted")]
+        elif table:
+            key = data.draw(st.sampled_from(sorted(table)), label="replaced")
+            table[key] = copy.deepcopy(data.draw(VALUES, label="value"))
+    try:
+        (root / "build.toml").write_text(tomli_w.dumps(document))
+    except (TypeError, ValueError):
+        return
+    (root / "matrix.toml").write_text('[matrix]\ntorch = ["2.9", "2.14"]\nbackends = ["cpu", "cu130"]\n')
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "-m", str(root / "matrix.toml"), "--explain"])
+    out, err = capsys.readouterr()
+    assert exit_info.value.code in (0, 2), err
+    assert "Traceback" not in out + err
+    if exit_info.value.code == 2:
+        assert err.startswith("wheelfactory: ") and err.count("\n") == 1, repr(err)
+        assert "build.toml" in err, err
