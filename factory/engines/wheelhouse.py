@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import sys
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -100,6 +101,47 @@ class WheelSet:
     downloaded: bool  # False when the set already existed
 
 
+MARKER_PASSES = 5
+
+
+def target_environment(python: ContainerPython) -> dict[str, str]:
+    """The marker environment of the container's interpreter (CPython on Linux)."""
+    return {"python_version": python.version, "python_full_version": f"{python.version}.0",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython",
+            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+            "platform_machine": python.arch, "extra": ""}
+
+
+def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]:
+    """Requirements of ``wheels`` that the target interpreter's markers select and that no wheel in
+    the set provides (markers dropped: they were evaluated here)."""
+    from email.parser import HeaderParser
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    present = {canonicalize_name(parse_wheel_filename(w.name)[0]) for w in wheels}
+    environment = target_environment(python)
+    missing: dict[str, str] = {}
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as archive:
+            name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            if name is None:
+                continue
+            headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
+        for line in headers.get_all("Requires-Dist") or []:
+            try:
+                requirement = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if requirement.marker is not None and not requirement.marker.evaluate(environment):
+                continue
+            if canonicalize_name(requirement.name) not in present:
+                requirement.marker = None
+                missing.setdefault(canonicalize_name(requirement.name), str(requirement))
+    return sorted(missing.values())
+
+
 class Wheelhouse:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -145,14 +187,21 @@ class Wheelhouse:
             command += ["--extra-index-url", url]
         for platform in request.python.platforms():
             command += ["--platform", platform]
-        command += list(request.requirements)
-        try:
-            run(command, log=log)
-        except CommandFailed as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            where = " and ".join(("the host's pip index", *request.extra_index_urls))
-            raise WheelhouseError(f"downloading {', '.join(request.requirements)} from {where} "
-                                  f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
+        wanted = list(request.requirements)
+        # pip evaluates dependency markers against the interpreter it runs on, not --python-version:
+        # for a container Python older than the host's, `tomli; python_version < "3.11"` is never
+        # fetched. Each pass downloads what the target's markers add, until the set is closed.
+        for _ in range(MARKER_PASSES):
+            try:
+                run(command + wanted, log=log)
+            except CommandFailed as exc:
+                shutil.rmtree(tmp, ignore_errors=True)
+                where = " and ".join(("the host's pip index", *request.extra_index_urls))
+                raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
+                                      f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
+            wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)
+            if not wanted:
+                break
         self.store.mkdir(parents=True, exist_ok=True)
         staged = self.sets / f".{request.key}.{os.getpid()}.partial"
         shutil.rmtree(staged, ignore_errors=True)
