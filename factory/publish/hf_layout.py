@@ -175,3 +175,37 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
         shutil.rmtree(old, ignore_errors=True)
         exported.append(Exported(wheel.variant_id, target))
     return ExportResult(tuple(exported), tuple(skipped), tuple(refused))
+
+
+def export_noarch(dist: Path, dest: Path) -> tuple[Exported, ...]:
+    """A noarch kernel's wheels (dist/noarch.json) as ``dest/build/torch-<backend>/``: the package
+    unpacked from the wheel ``wheelfactory build`` made, beside the metadata recorded with it.
+    Pure Python: nothing for kernel-abi-check. A wheel whose sha256 changed is refused."""
+    from wheelfactory.errors import ConfigError
+    from wheelfactory.project.keys import file_sha256
+    from wheelfactory.runner.noarch_run import read_record, unpack_package
+
+    exported = []
+    build = dest / BUILD_DIR
+    for made in read_record(dist):
+        wheel = dist / made.wheel
+        if not wheel.is_file() or file_sha256(wheel) != made.sha256:
+            raise ConfigError(f"{made.wheel} is missing or does not match its sha256", file=str(dist / "noarch.json"),
+                              hint="rebuild with `wheelfactory build`")
+        build.mkdir(parents=True, exist_ok=True)
+        target = build / made.variant
+        temp = build / f".{made.variant}.tmp-{os.getpid()}"
+        shutil.rmtree(temp, ignore_errors=True)
+        try:
+            unpack_package(wheel, made.package, temp)
+            (temp / METADATA).write_text(json.dumps(made.metadata, indent=2) + "\n")
+        except BaseException:
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        old = build / f".{made.variant}.old-{os.getpid()}"
+        if target.exists():
+            os.rename(target, old)
+        os.rename(temp, target)
+        shutil.rmtree(old, ignore_errors=True)
+        exported.append(Exported(made.variant, target))
+    return tuple(exported)

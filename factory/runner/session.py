@@ -17,6 +17,7 @@ from rich.console import Console
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine
+from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ENGINES, load_matrix
@@ -85,6 +86,9 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                             torch_requirement=spec.build.torch_requirement)
     elif kind == "kernel-builder":
         kernel = load_kernel_builder(project.path)
+        if kernel.noarch:  # nothing to compile: runner/noarch_run.py, which `wheelfactory build` calls
+            raise ConfigError("a noarch kernel (no [kernel.*] table) has no compiled variants", file=str(matrix),
+                              key="project.path", hint="build it with `wheelfactory build` (runner/noarch_run.py)")
         constraints = kernel_builder_constraints(kernel)
         stage_for = partial(plan_kernel_builder_stage, kernel, table=table, tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)

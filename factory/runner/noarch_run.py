@@ -1,0 +1,105 @@
+"""`wheelfactory build` for a noarch (pure-Python) kernel-builder project: no engine, no compiler.
+
+One ``py3-none-any`` wheel per backend the plan keeps (project/noarch.py writes it), checked by a
+real ``pip install`` into a scratch directory, and ``dist/noarch.json``: what was built, with the
+Hub layout metadata, so that ``wheelfactory export --hf-layout`` lays the same wheels out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from wheelfactory.errors import ConfigError, VariantBuildError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.matrix import Matrix
+from wheelfactory.project.build_toml import KernelBuilderSpec
+from wheelfactory.project.kernel_builder import load_kernel_builder
+from wheelfactory.project.keys import file_sha256
+from wheelfactory.project.kinds import project_plan, resolve_kind
+from wheelfactory.project.noarch import layout_metadata, plan_noarch, write_noarch_wheel
+from wheelfactory.support import atomic
+
+RECORD = "noarch.json"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class NoarchWheel:
+    variant: str  # the layout directory: torch-cpu, torch-universal
+    backend: str
+    wheel: str  # relative to the output directory
+    sha256: str
+    package: str  # the import name
+    metadata: dict[str, object]  # the layout's metadata.json
+
+
+def noarch_project(matrix: Matrix) -> KernelBuilderSpec | None:
+    """The project's build.toml when it is a noarch kernel-builder project; None otherwise."""
+    if resolve_kind(matrix.project) != "kernel-builder":
+        return None
+    spec = load_kernel_builder(matrix.project.path)
+    return spec if spec.noarch else None
+
+
+def build_noarch(spec: KernelBuilderSpec, matrix: Matrix, table: CompatTable, out: Path) -> tuple[NoarchWheel, ...]:
+    """One wheel per backend kind the plan keeps (build.toml's backends, the matrix's choice)."""
+    backends = sorted({v.key.backend.kind for v in project_plan(matrix, table).variants})
+    builds = plan_noarch(spec, backends)
+    if not builds:
+        raise ConfigError(f"the matrix selects no backend {spec.root / 'build.toml'} declares "
+                          f"({', '.join(spec.general.backends)})", key="matrix.backends",
+                          hint="add one of them to [matrix] backends")
+    made = []
+    for build in builds:
+        wheel = write_noarch_wheel(build, spec, out / build.variant_name)
+        _check_installs(wheel, spec.general.python_name)
+        made.append(NoarchWheel(build.variant_name, build.backend, str(wheel.relative_to(out)), file_sha256(wheel),
+                                spec.general.python_name, layout_metadata(build, spec)))
+    atomic.write_text(out / RECORD, json.dumps({"schema": SCHEMA, "wheels": [asdict(w) for w in made]}, indent=2)
+                      + "\n", what="the noarch build record")
+    return tuple(made)
+
+
+def _check_installs(wheel: Path, package: str) -> None:
+    """pip itself installs it (the wheel format, RECORD's hashes) and the package is there."""
+    with tempfile.TemporaryDirectory(prefix="wheelfactory-noarch-") as target:
+        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                                 "--disable-pip-version-check", "--target", target, str(wheel)],
+                                capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not (Path(target) / package / "__init__.py").is_file():
+            tail = (result.stderr or result.stdout).strip().splitlines()
+            raise VariantBuildError(f"{wheel.name} does not install: {tail[-1] if tail else 'no package'}")
+
+
+def read_record(out: Path) -> tuple[NoarchWheel, ...]:
+    """``dist/noarch.json``; () when there is none."""
+    path = out / RECORD
+    if not path.exists():
+        return ()
+    try:
+        data = json.loads(path.read_text())
+        wheels = tuple(NoarchWheel(**entry) for entry in data["wheels"])
+        for w in wheels:
+            if Path(w.wheel).is_absolute() or ".." in Path(w.wheel).parts:
+                raise ValueError(f"wheel path {w.wheel!r} leaves the output directory")
+        return wheels
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"not a noarch build record ({exc})", file=str(path),
+                          hint="rebuild with `wheelfactory build`") from None
+
+
+def unpack_package(wheel: Path, package: str, dest: Path) -> None:
+    """The wheel's ``package/`` files into ``dest/package/``."""
+    with zipfile.ZipFile(wheel) as archive:
+        for member in archive.namelist():
+            if not member.startswith(package + "/") or member.endswith("/") or ".." in member.split("/"):
+                continue
+            path = dest / member
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(member))

@@ -1,0 +1,61 @@
+"""`wheelfactory build` on a noarch kernel-builder project (tests/fixtures/kb_noarch): one
+pure-Python wheel per backend the matrix and build.toml agree on, no engine; then
+`wheelfactory export --hf-layout` lays those wheels out and the real `kernels` loader runs the op."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from testkit import REPO
+
+FIXTURE = REPO / "tests" / "fixtures" / "kb_noarch"
+
+
+def wheelfactory(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wheelfactory", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, check=False)
+
+
+def test_one_wheel_per_backend_then_the_hub_layout_loads(tmp_path: Path) -> None:
+    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{FIXTURE}"\n\n'
+                                          '[matrix]\ntorch = ["2.13", "2.14"]\nbackends = ["cpu", "cu130", "rocm6.4"]\n')
+    built = wheelfactory("build", cwd=tmp_path)
+    assert built.returncode == 0, built.stdout + built.stderr
+    assert "torch-cpu: built" in built.stdout and "torch-cuda: built" in built.stdout
+    wheels = sorted(p.relative_to(tmp_path / "dist").as_posix() for p in (tmp_path / "dist").rglob("*.whl"))
+    # rocm is in the matrix but not in build.toml's backends: no wheel for it
+    assert wheels == ["torch-cpu/kb_noarch-1+cpu-py3-none-any.whl", "torch-cuda/kb_noarch-1+cuda-py3-none-any.whl"]
+    with zipfile.ZipFile(tmp_path / "dist" / wheels[0]) as archive:
+        assert "kb_noarch/_ops.py" in archive.namelist()
+        assert not any(n.endswith(".so") for n in archive.namelist())
+
+    layout = tmp_path / "hub"
+    exported = wheelfactory("export", "-o", "dist", "--hf-layout", str(layout), cwd=tmp_path)
+    assert exported.returncode == 0, exported.stdout + exported.stderr
+    assert sorted(p.name for p in (layout / "build").iterdir()) == ["torch-cpu", "torch-cuda"]
+    metadata = json.loads((layout / "build" / "torch-cpu" / "metadata.json").read_text())
+    assert metadata["python-depends"] == ["einops"] and metadata["backend"] == {"type": "cpu"}
+
+    stubs = tmp_path / "stubs"  # kernels checks each python-depends imports: an empty einops stands in
+    (stubs / "einops").mkdir(parents=True)
+    (stubs / "einops" / "__init__.py").write_text("")
+    code = ("import torch, kernels; from pathlib import Path\n"
+            f"m = kernels.get_local_kernel(Path({str(layout)!r}), backend='cpu')\n"
+            "print(m.__name__, m.scale_add(torch.arange(3.0), torch.ones(3), 2.0).tolist())")
+    loaded = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(stubs)}, check=False)
+    assert loaded.returncode == 0, loaded.stderr[-3000:]
+    assert loaded.stdout.split() == [metadata["id"], "[2.0,", "3.0,", "4.0]"]  # x + alpha * y
+
+
+def test_a_damaged_noarch_record_is_a_one_line_error(tmp_path: Path) -> None:
+    (tmp_path / "dist").mkdir()
+    (tmp_path / "dist" / "noarch.json").write_text('{"schema": 1, "wheels": [{"wheel": "../../etc/passwd"}]}')
+    result = wheelfactory("export", "-o", "dist", "--hf-layout", str(tmp_path / "hub"), cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "noarch.json" in result.stderr, result.stderr
