@@ -63,7 +63,9 @@ class WheelhouseRequest:
 
     @property
     def key(self) -> str:
-        return json_digest(asdict(self))[:16]
+        # SET_FORMAT: sets made before the marker pass (see _download) may lack what an older
+        # container Python needs, yet look complete; a new key leaves them to `wheelfactory gc`.
+        return json_digest({**asdict(self), "format": SET_FORMAT})[:16]
 
 
 def request_for(variant: Variant, python: ContainerPython, *, torch_index: str | None = None,
@@ -102,6 +104,7 @@ class WheelSet:
 
 
 MARKER_PASSES = 5
+SET_FORMAT = 2
 
 
 def target_environment(python: ContainerPython) -> dict[str, str]:
