@@ -84,6 +84,10 @@ REGISTRATION_H = """\
 def load_kernel_builder(root: Path) -> KernelBuilderSpec:
     """build.toml, with what this factory cannot build refused now (one line, before any build)."""
     spec = load_build_toml(root)
+    if spec.torch.stable_abi is not None:
+        raise ConfigError("stable-ABI builds of kernel-builder projects are not supported yet",
+                          file=str(root / DECLARATION), key="torch.stable-abi",
+                          hint="drop stable-abi to build one wheel per torch release")
     for unit in spec.kernels:
         missing = [d for d in unit.depends if d not in PROVIDED_DEPENDS]
         if missing and unit.backend in BUILDABLE_BACKENDS:

@@ -211,3 +211,21 @@ def test_cli_plan_on_a_mutated_build_toml_exits_cleanly(base: str, data: st.Data
     if exit_info.value.code == 2:
         assert err.startswith("wheelfactory: ") and err.count("\n") == 1, repr(err)
         assert "build.toml" in err, err
+
+
+def test_stable_abi_is_refused_naming_the_key(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path)
+    text = (root / "build.toml").read_text().replace('minver = "2.5"', 'minver = "2.5"\nstable-abi = "2.10"')
+    (root / "build.toml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_kernel_builder(root)
+    assert "torch.stable-abi" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_bullseye_serves_torch_up_to_2_8() -> None:
+    """README: bullseye's Python (3.9) takes torch up to 2.8; newer torch needs another base."""
+    from wheelfactory.images.base_image import SUITES
+
+    python = SUITES["bullseye"].python
+    supported = [r.minor for r in TABLE.releases if python in r.python]
+    assert python == "3.9" and supported[-1] == "2.8", supported
