@@ -306,18 +306,19 @@ def gencode_flags(archs: tuple[str, ...]) -> list[str]:
 
 
 def _union(base: tuple[str, ...], more: list[str]) -> tuple[str, ...]:
-    """Every arch once; an arch with +PTX subsumes the same arch without."""
-    seen: dict[str, str] = {}
-    for arch in [*more, *base] if more else base:
+    """Every arch once, CUDA ones in compute-capability order (``9.0+PTX`` subsumes ``9.0``), ROCm
+    gfx targets by name."""
+    chosen: dict[str, str] = {}
+    for arch in [*more, *base]:
         number = arch.split("+")[0]
-        if number not in seen or arch.endswith("+PTX"):
-            seen[number] = arch
+        if number not in chosen or arch.endswith("+PTX"):
+            chosen[number] = arch
 
     def order(arch: str) -> tuple[Version, str]:
-        number = arch.split("+")[0]
-        return Version(number.rstrip("af")) if number[:1].isdigit() else Version("0"), arch
+        number = arch.split("+")[0].rstrip("af")
+        return (Version(number) if number[:1].isdigit() else Version("0"), arch)
 
-    return tuple(sorted(seen.values(), key=order))
+    return tuple(sorted(chosen.values(), key=order))
 
 
 def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version: str, requires: tuple[str, ...],

@@ -229,3 +229,19 @@ def test_bullseye_serves_torch_up_to_2_8() -> None:
     python = SUITES["bullseye"].python
     supported = [r.minor for r in TABLE.releases if python in r.python]
     assert python == "3.9" and supported[-1] == "2.8", supported
+
+
+def test_a_rocm_stage_offloads_to_the_units_targets(tmp_path: Path) -> None:
+    root = copy_fixture(tmp_path)
+    text = (root / "build.toml").read_text().replace('backends = ["cpu", "cuda", "metal"]',
+                                                     'backends = ["cpu", "cuda", "rocm", "metal"]')
+    text += ('\n[kernel.relu_rocm]\nbackend = "rocm"\nrocm-archs = ["gfx942", "gfx90a"]\n'
+             'src = ["relu_cuda/relu_cuda.cu"]\ndepends = ["torch"]\nhip-flags = ["-DKB_RELU_UNIT_FLAGS"]\n')
+    (root / "build.toml").write_text(text)
+    variants, _ = plan_for('[matrix]\ntorch = ["2.9"]\nbackends = ["rocm6.4"]\npython = ["abi3"]\n', root)
+    (variant,) = variants.values()
+    stage = plan_kernel_builder_stage(load_kernel_builder(root), variant, table=TABLE)
+    (unit,) = stage.units
+    assert unit.device_flags == ("-DKB_RELU_UNIT_FLAGS", "--offload-arch=gfx942", "--offload-arch=gfx90a")
+    assert "('ROCM_KERNEL', None)" in stage.setup_py
+    assert set(stage.variant.arch_list) >= {"gfx942", "gfx90a"}
