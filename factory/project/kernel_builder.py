@@ -27,7 +27,6 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import Version
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._versions import MajorMinor
@@ -40,6 +39,7 @@ from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.bring_your_own import IGNORED
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
 from wheelfactory.project.keys import tree_digest
+from wheelfactory.project.noarch import depends_requirements
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
 
@@ -258,16 +258,9 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
 
 
 def python_requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
-    """``python-depends`` for every backend, then this backend's, as PEP 508 requirements."""
-    names = [*spec.general.python_depends, *dict(spec.general.backend_python_depends).get(backend, ())]
-    for name in names:
-        try:
-            Requirement(name)
-        except InvalidRequirement:
-            raise ConfigError(f"python-depends entry {name!r} is not a requirement pip understands",
-                              file=str(spec.root / DECLARATION), key="general.python-depends",
-                              hint="use a package name, e.g. \"einops\"") from None
-    return tuple(dict.fromkeys(names))
+    """``python-depends`` for every backend, then this backend's, as PEP 508 requirements (the
+    noarch builds' rule: project/noarch.py)."""
+    return depends_requirements(spec, backend)
 
 
 def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, table: CompatTable,

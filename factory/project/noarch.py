@@ -58,7 +58,9 @@ _PYTHON_SOURCES = ("py", "pyi")
 _VARIANT_BACKEND = {"cann": "npu"}
 # kernel-builder's python-depends are its own dependency names; these map to a PyPI distribution
 # of another name (kernels python_depends.json). The others are their PyPI name.
-_DISTRIBUTION = {"tvm-ffi": "apache-tvm-ffi", "onednn": "onednn-devel"}
+DISTRIBUTION_NAMES = {"tvm-ffi": "apache-tvm-ffi", "onednn": "onednn-devel"}
+# The other way: the name the kernels loader's python-depends knows a distribution by.
+KERNEL_BUILDER_NAMES = {pypi: name for name, pypi in DISTRIBUTION_NAMES.items()}
 _HASH_DIGITS = 8
 
 _OPS_TEMPLATE = '''import torch
@@ -162,9 +164,14 @@ def _python_depends(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
 
 
 def _requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
-    """PEP 508 requirements: torch (with [torch] minver/maxver), then the python-depends under
-    their PyPI names; an entry that is not a requirement is a ConfigError naming its key."""
-    requires = [f"torch{spec.torch_specifier()}"]
+    """PEP 508 requirements: torch (with [torch] minver/maxver), then the python-depends."""
+    return tuple(dict.fromkeys([f"torch{spec.torch_specifier()}", *depends_requirements(spec, backend)]))
+
+
+def depends_requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
+    """A ``backend`` build's python-depends as PEP 508 requirements under their PyPI names (compiled
+    and noarch builds alike); an entry that is not a requirement is a ConfigError naming its key."""
+    requires = []
     for key, name in _depends_by_key(spec, backend):
         try:
             requirement = Requirement(name)
@@ -172,7 +179,7 @@ def _requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
             raise ConfigError(f"{name!r} is not a Python requirement (PEP 508)",
                               file=str(spec.root / DECLARATION), key=key,
                               hint='name a PyPI distribution, e.g. "einops"') from None
-        requirement.name = _DISTRIBUTION.get(canonicalize_name(requirement.name), requirement.name)
+        requirement.name = DISTRIBUTION_NAMES.get(canonicalize_name(requirement.name), requirement.name)
         requires.append(str(requirement))
     return tuple(dict.fromkeys(requires))
 

@@ -31,6 +31,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 from wheelfactory.errors import WheelfactoryError
+from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import IndexedWheel, Skipped
 
@@ -114,8 +115,8 @@ def python_depends(headers: Message | None) -> list[str]:
         if requirement.marker is not None and "extra" in str(requirement.marker):
             continue
         key = canonicalize_name(requirement.name)
-        if key != "torch":
-            names.setdefault(key, requirement.name)
+        if key != "torch":  # the loader knows some distributions by kernel-builder's name
+            names.setdefault(key, KERNEL_BUILDER_NAMES.get(key, requirement.name))
     return list(names.values())
 
 

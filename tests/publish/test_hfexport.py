@@ -74,3 +74,10 @@ def test_a_library_that_is_not_elf_is_refused_not_raised(tmp_path: Path) -> None
     # Without the check (local use) the same wheel is exported as it is.
     assert [e.variant_id for e in export_hf_layout([wheel], tmp_path / "hf", abi_check=False).exported] == \
         ["torch213-cxx11-cpu-x86_64-linux"]
+
+
+def test_python_depends_use_the_loaders_names() -> None:
+    """kernel-builder's tvm-ffi is apache-tvm-ffi on PyPI (the wheel's Requires-Dist); the loader's
+    python-depends wants the kernel-builder name back."""
+    headers = HeaderParser().parsestr("Name: k\nRequires-Dist: apache-tvm-ffi>=0.1\nRequires-Dist: einops\n")
+    assert python_depends(headers) == ["tvm-ffi", "einops"]
