@@ -234,7 +234,11 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
     namespace = namespace_for(spec, variant, version)
     compiled = COMPILED.get(backend, COMPILED["cpu"])
     unit_builds = tuple(_unit_build(spec, unit, variant, table, compiled) for unit in units)
-    archs = _union(variant.arch_list, [a for u in unit_builds for a in u.archs]) if backend != "cpu" else ()
+    # What the library's device code must hold: each unit's archs, and the matrix's where the
+    # [torch] bindings have device sources of their own (TORCH_CUDA_ARCH_LIST compiles those).
+    binding_device = any(p.suffix in (".cu", ".hip") for p in spec.torch.src)
+    archs = () if backend == "cpu" else _union(variant.arch_list if binding_device else (),
+                                                [a for u in unit_builds for a in u.archs])
     staged_variant = replace(variant, arch_list=archs)
     requires = (torch_requires_dist(variant, torch_requirement), *python_requirements(spec, backend))
     sources = tuple(str(p) for p in spec.torch.src if p.suffix in compiled)

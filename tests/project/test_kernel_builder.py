@@ -94,10 +94,10 @@ def test_cuda_stage_uses_the_units_capabilities(planned: dict[str, Variant]) -> 
     assert unit.archs == ("8.0", "9.0")
     assert unit.device_flags == ("-DKB_RELU_UNIT_FLAGS", "-gencode=arch=compute_80,code=sm_80",
                                  "-gencode=arch=compute_90,code=sm_90")
-    # what cuobjdump must find: the units' archs and the matrix's (for [torch] src device code)
-    assert stage.variant.arch_list == ("8.0", "9.0", "12.0")
+    # what cuobjdump must find: the units' archs (the bindings have no device code of their own)
+    assert stage.variant.arch_list == ("8.0", "9.0")
     assert "('CUDA_KERNEL', None)" in stage.setup_py and "CUDAExtension(" in stage.setup_py
-    assert stage.record.arch_list == ("8.0", "9.0", "12.0")
+    assert stage.record.arch_list == ("8.0", "9.0")
     other = plan_kernel_builder_stage(spec, planned["torch214-cxx11-cpu-x86_64-linux"], table=TABLE)
     assert other.namespace != stage.namespace
 
@@ -244,4 +244,15 @@ def test_a_rocm_stage_offloads_to_the_units_targets(tmp_path: Path) -> None:
     (unit,) = stage.units
     assert unit.device_flags == ("-DKB_RELU_UNIT_FLAGS", "--offload-arch=gfx942", "--offload-arch=gfx90a")
     assert "('ROCM_KERNEL', None)" in stage.setup_py
-    assert set(stage.variant.arch_list) >= {"gfx942", "gfx90a"}
+    assert stage.variant.arch_list == ("gfx90a", "gfx942")
+
+
+def test_device_code_in_the_bindings_adds_the_matrixs_archs(tmp_path: Path, planned: dict[str, Variant]) -> None:
+    root = copy_fixture(tmp_path)
+    (root / "torch-ext" / "launch.cu").write_text("// device code beside the bindings\n")
+    text = (root / "build.toml").read_text().replace('src = ["torch-ext/torch_binding.cpp", "torch-ext/torch_binding.h"]',
+                                                     'src = ["torch-ext/torch_binding.cpp", "torch-ext/launch.cu"]')
+    (root / "build.toml").write_text(text)
+    stage = plan_kernel_builder_stage(load_kernel_builder(root), planned["torch214-cxx11-cu130-x86_64-linux"],
+                                      table=TABLE)
+    assert stage.variant.arch_list == ("8.0", "9.0", "12.0")
