@@ -158,7 +158,9 @@ class KernelBuilderStage:
 
     @property
     def checks(self) -> WheelChecks:
-        return WheelChecks(self.spec.root, self.package, tests=self.tests or default_tests(self.spec.root))
+        # The wheel is installed without its dependencies: the tests get its python-depends.
+        return WheelChecks(self.spec.root, self.package,
+                           tests=self.tests or default_tests(self.spec.root, self.requires[1:]))
 
     def build_env(self) -> dict[str, str]:
         return {}
@@ -189,12 +191,13 @@ class KernelBuilderStage:
         return wheel  # the generated setup.py set the version with its local label
 
 
-def default_tests(root: Path) -> ProjectTests | None:
+def default_tests(root: Path, depends: tuple[str, ...] = ()) -> ProjectTests | None:
     """kernel-builder projects keep pytest tests in ``tests/``: with no [test] table in matrix.toml,
     those run against each wheel (as kernel-builder's own test step runs them)."""
     if not (root / "tests").is_dir():
         return None
-    return ProjectTests(command="python -m pytest -q -p no:cacheprovider {project}/tests", requires=("pytest",),
+    return ProjectTests(command="python -m pytest -q -p no:cacheprovider {project}/tests",
+                        requires=("pytest", *depends),
                         sources=("tests",), declared_in=f"{DECLARATION} (its tests/ directory)")
 
 

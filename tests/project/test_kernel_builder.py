@@ -134,6 +134,7 @@ def test_python_depends_become_requires_dist(tmp_path: Path, planned: dict[str, 
                                       table=TABLE)
     assert stage.requires == ("torch>=2.6,<2.7", "einops")
     assert "install_requires=['torch>=2.6,<2.7', 'einops']" in stage.setup_py
+    assert stage.checks.tests is not None and stage.checks.tests.requires == ("pytest", "einops")
 
 
 def test_a_dependency_from_nix_is_refused_in_one_line(tmp_path: Path) -> None:
