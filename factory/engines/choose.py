@@ -17,8 +17,8 @@ from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.constraints import ProjectConstraints, constrain
-from wheelfactory.plan.expand import Plan, expand, select
+from wheelfactory.plan.constraints import ProjectConstraints, project_expand, project_matrix
+from wheelfactory.plan.expand import Plan, select
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Engine as EngineChoice
@@ -44,7 +44,7 @@ class EngineRequest:
     constraints: ProjectConstraints | None = None  # what the project's build.toml rules out
 
     def plan(self) -> Plan:
-        return constrain(expand(self.matrix, self.table), self.constraints)
+        return project_expand(self.matrix, self.table, self.constraints)
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
     """--engine host: its own variant (or, with --only/--shard, a selection it can build entirely)."""
     from wheelfactory.engines.host import HostEngine
 
-    matrix, table, python = request.matrix, request.table, request.python
+    matrix, table, python = project_matrix(request.matrix, request.constraints), request.table, request.python
     environment = probe_host(python)
     variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
     chosen = select(request.plan(), request.only, request.shard) if request.only or request.shard else (variant,)
@@ -204,7 +204,7 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     stable-ABI ones planned against its torch); every other selected variant is not built."""
     from wheelfactory.engines.host import HostEngine
 
-    matrix, table = request.matrix, request.table
+    matrix, table = project_matrix(request.matrix, request.constraints), request.table
     selection = select(request.plan(), request.only, request.shard)
     action = (f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
               "then rerun this command")

@@ -6,12 +6,15 @@ Pure: the project module reads the declaration and hands over a ``ProjectConstra
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
-from wheelfactory.plan.expand import Plan, Pruned
+from wheelfactory.errors import ConfigError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.expand import Plan, Pruned, expand
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import Matrix
 
 # Backends a build here can produce; others a project declares (metal, xpu, neuron, tpu, cann)
 # are pruned with a reason.
@@ -24,6 +27,7 @@ class ProjectConstraints:
     backends: tuple[str, ...]  # backend kinds the project builds (any, including ones we cannot)
     torch: SpecifierSet = SpecifierSet()
     cuda: SpecifierSet = SpecifierSet()
+    stable_abi: str | None = None  # the torch release a stable-ABI build targets ([torch] stable-abi)
 
     def reason(self, variant: Variant) -> str | None:
         """Why ``variant`` is out (None: in)."""
@@ -38,6 +42,24 @@ class ProjectConstraints:
 
     def unbuildable(self) -> tuple[str, ...]:
         return tuple(b for b in self.backends if b not in BUILDABLE_BACKENDS)
+
+
+def project_expand(matrix: Matrix, table: CompatTable, constraints: ProjectConstraints | None) -> Plan:
+    """The matrix's plan under the project's constraints: a stable-ABI target the project declares
+    is the matrix's ``stable_abi`` (one variant per backend build then serves every torch from
+    it), and what the project rules out is pruned."""
+    return constrain(expand(project_matrix(matrix, constraints), table), constraints)
+
+
+def project_matrix(matrix: Matrix, constraints: ProjectConstraints | None) -> Matrix:
+    """``matrix`` with the project's stable-ABI target as its ``stable_abi``."""
+    if constraints is None or constraints.stable_abi is None:
+        return matrix
+    if matrix.stable_abi not in (None, constraints.stable_abi):
+        raise ConfigError(f"[matrix] stable_abi = {matrix.stable_abi!r}, and {constraints.declared_in} "
+                          f"[torch] stable-abi targets {constraints.stable_abi}", file=matrix.file,
+                          key="matrix.stable_abi", hint="drop one, or make them the same release")
+    return replace(matrix, stable_abi=constraints.stable_abi)
 
 
 def constrain(plan: Plan, constraints: ProjectConstraints | None) -> Plan:

@@ -70,6 +70,8 @@ REGISTRATION_H = """\
 // may be the TORCH_EXTENSION_NAME macro.
 #define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
 #define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
+#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
+#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
 
 // A module with no methods: importing it runs the library's static op registrations.
 #define REGISTER_EXTENSION(NAME)                                                         \\
@@ -84,10 +86,7 @@ REGISTRATION_H = """\
 def load_kernel_builder(root: Path) -> KernelBuilderSpec:
     """build.toml, with what this factory cannot build refused now (one line, before any build)."""
     spec = load_build_toml(root)
-    if spec.torch.stable_abi is not None:
-        raise ConfigError("stable-ABI builds of kernel-builder projects are not supported yet",
-                          file=str(root / DECLARATION), key="torch.stable-abi",
-                          hint="drop stable-abi to build one wheel per torch release")
+    stable_target(spec)  # one target, or a one-line error now
     for unit in spec.kernels:
         missing = [d for d in unit.depends if d not in PROVIDED_DEPENDS]
         if missing and unit.backend in BUILDABLE_BACKENDS:
@@ -98,12 +97,25 @@ def load_kernel_builder(root: Path) -> KernelBuilderSpec:
     return spec
 
 
+def stable_target(spec: KernelBuilderSpec) -> str | None:
+    """``[torch] stable-abi``: the torch release every stable-ABI build targets. A per-backend
+    table must name one release for the backends built here: the plan has one target."""
+    targets = {t for b in spec.compiled_backends() if b in BUILDABLE_BACKENDS
+               and (t := spec.stable_abi_for(b)) is not None}
+    if len(targets) > 1:
+        raise ConfigError(f"stable-abi targets {', '.join(sorted(targets))} for different backends; wheelfactory "
+                          "plans one stable-ABI target", file=str(spec.root / DECLARATION), key="torch.stable-abi",
+                          hint="use one torch release for every backend")
+    return targets.pop() if targets else None
+
+
 def project_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
     """What build.toml allows: its backends (with compiled units, unless noarch), its torch and
-    CUDA bounds. Pure."""
+    CUDA bounds, its stable-ABI target. Pure."""
     backends = spec.declared_backends() if spec.noarch else spec.compiled_backends()
     return ProjectConstraints(declared_in=str(spec.root / DECLARATION), backends=tuple(backends),
-                              torch=spec.torch_specifier(), cuda=spec.cuda_specifier())
+                              torch=spec.torch_specifier(), cuda=spec.cuda_specifier(),
+                              stable_abi=None if spec.noarch else stable_target(spec))
 
 
 def namespace_for(spec: KernelBuilderSpec, variant: Variant, version: str) -> str:
@@ -226,10 +238,6 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
                               torch_requirement: TorchRequirement = "pinned") -> KernelBuilderStage:
     backend = variant.key.backend.kind
     declaration = str(spec.root / DECLARATION)
-    if variant.key.stable_abi:
-        raise ConfigError(f"{variant.id}: stable-ABI builds of kernel-builder projects are not supported yet",
-                          file=declaration, key="torch.stable-abi",
-                          hint="drop stable_abi from matrix.toml [matrix] for this project")
     toolkit = variant.toolkit if backend == "cuda" else None
     units = spec.units_for(backend, toolkit)
     version = str(spec.general.version if spec.general.version is not None else 0)
@@ -254,10 +262,12 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
     files = project_files(spec.root)
     record = BuildRecord(
         name=spec.general.python_name, version=full_version, variant=variant.id,
-        torch=MajorMinor.parse(variant.torch_version), built_with_torch=variant.torch_version,
+        # A stable-ABI build serves every torch from its target on: the record names the target.
+        torch=MajorMinor.parse(variant.key.torch if variant.key.stable_abi else variant.torch_version),
+        built_with_torch=variant.torch_version,
         backend=backend, toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
         cxx11_abi=variant.key.cxx11_abi, python=python, arch=variant.key.arch, arch_list=archs,
-        namespace=namespace, ops=(), library=library, stable_abi=False,
+        namespace=namespace, ops=(), library=library, stable_abi=variant.key.stable_abi,
         source_digest=tree_digest(spec.root, files))
     setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds)
     return KernelBuilderStage(spec, staged_variant, files, namespace, full_version, requires, unit_builds,
@@ -292,6 +302,12 @@ def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, tab
         archs = unit.rocm_archs or spec.general.rocm_archs or variant.arch_list
         device = [*unit.hip_flags, *(f"--offload-arch={a}" for a in archs)]
     return UnitBuild(unit.name, sources, includes, unit.cxx_flags, tuple(device), archs)
+
+
+def target_version_macro(torch: str) -> str:
+    """``"2.10"`` -> ``0x020a000000000000``: torch's encoding of TORCH_TARGET_VERSION."""
+    major, minor = (int(x) for x in torch.split("."))
+    return f"0x{major:02x}{minor:02x}000000000000"
 
 
 def gencode_flags(archs: tuple[str, ...]) -> list[str]:
@@ -329,6 +345,8 @@ def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version
     package_dir = str(spec.python_package)
     defines: list[tuple[str, str | None]] = [(BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None)]
     abi3 = variant.key.python == "abi3"
+    if variant.key.stable_abi:  # only the stable ABI of the target and older may be used
+        defines.append(("TORCH_TARGET_VERSION", target_version_macro(variant.key.torch)))
     if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and abi3:
         defines.append(("Py_LIMITED_API", LIMITED_API))
     include_dirs = [*(str(p) for p in spec.torch.include), GENERATED_DIR, "."]

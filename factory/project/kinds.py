@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Literal
 
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.constraints import ProjectConstraints, constrain
-from wheelfactory.plan.expand import Plan, expand
+from wheelfactory.plan.constraints import ProjectConstraints, project_expand
+from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
 from wheelfactory.project.build_toml import is_kernel_builder_project
 from wheelfactory.project.kernel_toml import is_native_project
@@ -38,4 +38,4 @@ def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
 
 def project_plan(matrix: Matrix, table: CompatTable) -> Plan:
     """The matrix's plan, less what the project's own declaration rules out (with the reasons)."""
-    return constrain(expand(matrix, table), project_constraints(matrix.project))
+    return project_expand(matrix, table, project_constraints(matrix.project))

@@ -214,13 +214,36 @@ def test_cli_plan_on_a_mutated_build_toml_exits_cleanly(base: str, data: st.Data
         assert "build.toml" in err, err
 
 
-def test_stable_abi_is_refused_naming_the_key(tmp_path: Path) -> None:
-    root = copy_fixture(tmp_path)
-    text = (root / "build.toml").read_text().replace('minver = "2.5"', 'minver = "2.5"\nstable-abi = "2.10"')
+STABLE = REPO / "tests" / "fixtures" / "kb_stable"
+
+
+def test_stable_abi_becomes_the_plans_stable_target() -> None:
+    variants, reasons = plan_for('[matrix]\ntorch = ["2.13", "2.14"]\nbackends = ["cpu"]\npython = ["abi3"]\n', STABLE)
+    assert list(variants) == ["torch-stable-abi210-cpu-x86_64-linux"]
+    assert sum("served by the stable-ABI variant" in r for r in reasons) == 2
+    stage = plan_kernel_builder_stage(load_kernel_builder(STABLE), variants["torch-stable-abi210-cpu-x86_64-linux"],
+                                      table=TABLE)
+    assert "('TORCH_TARGET_VERSION', '0x020a000000000000')" in stage.setup_py
+    assert stage.record.stable_abi and str(stage.record.torch) == "2.10"
+
+
+def test_a_different_stable_target_in_the_matrix_is_one_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        plan_for('[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\nstable_abi = "2.11"\n', STABLE)
+    message = str(info.value)
+    assert "\n" not in message and "matrix.stable_abi" in message and "stable-abi targets 2.10" in message
+
+
+def test_per_backend_stable_targets_must_agree(tmp_path: Path) -> None:
+    root = tmp_path / "kb"
+    shutil.copytree(STABLE, root)
+    text = (root / "build.toml").read_text().replace('backends = ["cpu"]', 'edition = 5\nbackends = ["cpu", "cuda"]')
+    text = text.replace('stable-abi = "2.10"', 'stable-abi = { cpu = "2.10", cuda = "2.11" }')
+    text += '\n[kernel.scale_cuda]\nbackend = "cuda"\nsrc = ["scale_cpu/scale.cpp"]\ndepends = ["torch"]\n'
     (root / "build.toml").write_text(text)
     with pytest.raises(ConfigError) as info:
         load_kernel_builder(root)
-    assert "torch.stable-abi" in str(info.value) and "\n" not in str(info.value)
+    assert "torch.stable-abi" in str(info.value) and "2.10, 2.11" in str(info.value)
 
 
 def test_bullseye_serves_torch_up_to_2_8() -> None:
