@@ -5,8 +5,20 @@ For each project and version the index gets ``variants/simple/<project>/`` with:
 - ``<name>-<version>-variants.json``: ``{"$schema", "default-priorities": {"namespace": [...]},
   "variants": {label: {namespace: {feature: [values]}}}}`` listing every label on the index;
 - variant-labelled copies of the wheels, ``<name>-<version>-<py>-<abi>-<plat>-<label>.whl``, each
-  with ``.dist-info/variant.json`` (the same document, its own label only). All variants of a
-  release share the public version (0.1.0): the label, not the local version, tells them apart.
+  with ``.dist-info/variant.json``: its own label only, the release's namespaces, and a
+  ``providers`` table (below). All variants of a release share the public version (0.1.0): the
+  label, not the local version, tells them apart.
+
+The two files are read by different consumers, whose formats differ in one table. The index file
+follows the PEP 825 draft v0.1.1 exactly (what uv reads; its schema allows no other top-level
+key). ``variant.json`` is what ``variantlib`` (0.2.2, the reference implementation, PEP 850's
+format v0.2.0) reads from a wheel: it also needs ``providers``, one entry per namespace in
+``default-priorities``, each with exactly one of ``requires`` (an installable plugin),
+``static-properties`` (values fixed at build time), ``build-requires`` or ``builtin``. Our
+namespaces have no plugin, and their values (torch, CUDA, GPU) belong to the environment, not the
+build, so each provider is ``{"builtin": "wheelfactory"}``: validators and ``variantlib
+generate-index-json`` accept it; a variantlib resolver stops with "builtin providers are not
+supported" rather than installing a plugin that does not exist or guessing from static values.
 
 Where the draft is specific we follow it (label and name patterns, the file names, the layout of
 the JSON); where it is open (which namespaces describe torch and its toolkits) our properties are:
@@ -39,6 +51,8 @@ from wheelfactory.publish.index import IndexedWheel, _page, _wheel_anchor
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
+PROVIDERS_SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"  # variant.json (has providers)
+PROVIDER = {"builtin": "wheelfactory"}  # no installable plugin serves our namespaces (module docstring)
 NAMESPACES = ("torch", "nvidia", "amd")  # default-priorities: the order properties are weighed in
 LABEL = re.compile(r"^[0-9a-z_.]+$")
 NAME = re.compile(r"^[a-z0-9_]+$")
@@ -83,18 +97,43 @@ def properties_for(wheel: IndexedWheel, archs: Sequence[str] = ()) -> Properties
 
 
 def document(variants: Mapping[str, Properties]) -> dict[str, object]:
-    used = {ns for props in variants.values() for ns in props}
-    return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": [ns for ns in NAMESPACES if ns in used]},
+    """The index-level ``<name>-<version>-variants.json`` (PEP 825 draft v0.1.1)."""
+    return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": _namespaces(variants)},
             "variants": {label: variants[label] for label in sorted(variants)}}
 
 
+def wheel_document(variants: Mapping[str, Properties], label: str) -> dict[str, object]:
+    """A wheel's ``.dist-info/variant.json`` (variantlib's format v0.2.0): its own label, the
+    release's namespace priorities (the same in every wheel of the release, so variantlib can merge
+    them) and a provider for each of those namespaces."""
+    namespaces = _namespaces(variants)
+    return {"$schema": PROVIDERS_SCHEMA_URL, "default-priorities": {"namespace": namespaces},
+            "providers": {ns: dict(PROVIDER) for ns in namespaces}, "variants": {label: variants[label]}}
+
+
+def _namespaces(variants: Mapping[str, Properties]) -> list[str]:
+    used = {ns for props in variants.values() for ns in props}
+    return [ns for ns in NAMESPACES if ns in used]
+
+
 def check_document(doc: Mapping[str, object]) -> list[str]:
-    """Problems against the draft's shape (the schema's required keys and name patterns)."""
+    """Problems against the draft's shape (the schema's required keys and name patterns); a
+    document with ``providers`` (a wheel's variant.json) must name the v0.2.0 schema and have a
+    provider for exactly the namespaces in ``default-priorities``, as variantlib demands."""
     problems = []
-    if set(doc) != {"$schema", "default-priorities", "variants"}:
+    keys = {"$schema", "default-priorities", "variants"}
+    if set(doc) not in (keys, keys | {"providers"}):
         problems.append(f"top-level keys {sorted(doc)}")
     priorities = doc.get("default-priorities")
     namespaces = priorities.get("namespace", []) if isinstance(priorities, dict) else []
+    if "providers" in doc:
+        providers = doc["providers"]
+        if doc.get("$schema") != PROVIDERS_SCHEMA_URL:
+            problems.append(f"providers under $schema {doc.get('$schema')!r}")
+        if not isinstance(providers, dict) or sorted(providers) != sorted(namespaces):
+            problems.append(f"providers {providers!r} for namespaces {namespaces!r}")
+    elif doc.get("$schema") != SCHEMA_URL:
+        problems.append(f"$schema {doc.get('$schema')!r}")
     variants = doc.get("variants")
     if not isinstance(variants, dict):
         return [*problems, "variants is not an object"]
@@ -144,9 +183,13 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
             if dist is None:
                 continue
             cache = dist / CACHE_DIR / wheel.sha256[:16]
-            own = json.dumps(document({label: labelled[label]}), indent=2).encode() + b"\n"
+            own_doc = wheel_document(labelled, label)
+            problems = check_document(own_doc)
+            if problems:
+                raise WheelfactoryError(f"variant.json of {label} ({project} {version}) is malformed: {problems}")
+            own = json.dumps(own_doc, indent=2).encode() + b"\n"
             copy = next(cache.glob(f"*-{label}.whl"), None) if cache.is_dir() else None
-            if copy is None:
+            if copy is None or _variant_json(copy) != own:  # new source, or this release's namespaces changed
                 copy = rewrite_wheel(wheel.source, cache, version=Version(version),
                                      dist_info_files={"variant.json": own}, variant_label=label)
             links.append((f"{folder}/{copy.name}", copy))
@@ -162,6 +205,11 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
         pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
             f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
     return tuple(sorted(pages.items())), tuple(links)
+
+
+def _variant_json(wheel: Path) -> bytes | None:
+    with zipfile.ZipFile(wheel) as archive:
+        return next((archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/variant.json")), None)
 
 
 def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:
