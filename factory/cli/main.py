@@ -326,19 +326,27 @@ def which_command(index: str | None, python: str, quiet: bool) -> None:
 @OUT_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: any free port.")
-def serve_command(out_dir: Path, host: str, port: int) -> None:
-    """Serve dist/index over HTTP for pip (until Ctrl-C)."""
+@click.option("--base-url", metavar="URL", default=None,
+              help="The URL clients reach this server at, written into the served select.py "
+                   "(default: the bound address; with --host 0.0.0.0, select.py as `index` wrote it). "
+                   "The request's Host header is never used.")
+def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> None:
+    """Serve dist/index over HTTP for pip (until Ctrl-C).
+
+    Hardened for untrusted clients: no directory listings, malformed paths get a 400, log lines
+    have control characters escaped."""
     import json
 
     from wheelfactory.publish.serve import open_server
 
     out = out_dir.resolve()
     err = console(stderr=True)
-    server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False))
+    server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False), base_url)
     listing = json.loads((out / "index" / "index.json").read_text())
     click.echo(f"serving {out / 'index'} at {server.url}/", err=False)
+    shown = server.base_url or server.url
     for variant in listing["variants"]:
-        click.echo(f"  {variant['id']}: pip install --index-url {server.url}/{variant['index']} {variant['project']}")
+        click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
     sys.stdout.flush()
     try:
         server.serve_forever()

@@ -35,6 +35,22 @@ class RedisEndpoint:
         return f"redis://{self.host}:{self.port}/{self.db}"
 
 
+_QUERY_SECRET = re.compile(r"(?i)([?&](?:password|pass|pwd|auth)=)[^&#]*")
+
+
+def mask_password(url: str) -> str:
+    """``url`` fit to print: a password in it (``redis://user:pw@host``, ``redis://pw@host``,
+    ``?password=pw``) becomes ``***``, so an error or log line never shows it."""
+    start = url.find("://")
+    start = start + 3 if start >= 0 else 0
+    rest = url[start:]
+    if "@" in rest:  # the last @: a password may hold one (or a / that was not percent-encoded)
+        userinfo, host = rest.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0] + ":" if ":" in userinfo else ""
+        rest = f"{user}***@{host}"
+    return url[:start] + _QUERY_SECRET.sub(lambda m: m.group(1) + "***", rest)
+
+
 def parse_redis(url: str) -> RedisEndpoint | None:
     """``redis://host[:port][/db]`` or ``unix:///path/to/redis.sock``; None when malformed.
     Passwords do not belong in matrix.toml (it is committed and logged): Redis is expected on a

@@ -14,7 +14,14 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 from wheelfactory.plan.compat import CompatTable, TorchRelease
-from wheelfactory.plan.compile_cache_settings import TOOLS, CompileCache, Tool, default_dir, parse_redis
+from wheelfactory.plan.compile_cache_settings import (
+    TOOLS,
+    CompileCache,
+    Tool,
+    default_dir,
+    mask_password,
+    parse_redis,
+)
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
 from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
@@ -482,7 +489,7 @@ def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
                         'set compile_cache = "sccache"')
         redis = parse_redis(raw_redis)
         if redis is None:
-            table.error("compile_cache_redis", f"{raw_redis!r} is not a Redis URL",
+            table.error("compile_cache_redis", f"{mask_password(raw_redis)!r} is not a Redis URL",
                         'e.g. "redis://127.0.0.1:6379/0" or "unix:///run/redis/redis.sock" (no password: '
                         "set SCCACHE_REDIS_PASSWORD in the environment)")
     return CompileCache(tool, directory, redis)

@@ -2,40 +2,125 @@
 
 It serves the symlink, not the generation behind it, so a regenerated index is picked up by the
 next request without a restart (and a request in flight finishes from its own generation).
+
+Requests come from anyone who can reach the port, so nothing they send is trusted: a path with
+control characters, bad percent-encoding or ``..`` segments gets a short 400 (never a traceback),
+directories are not listed, log lines have control characters escaped before they reach the
+terminal, and select.py's base URL comes from ``--base-url`` or the bound address, never from the
+request's Host header.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
+import sys
 from collections.abc import Callable
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from io import BytesIO
 from pathlib import Path
+from typing import cast
+from urllib.parse import unquote, urlsplit
 
 from wheelfactory.errors import UsageError
 from wheelfactory.publish.index import INDEX_LINK
+
+_LOG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")  # C0, DEL, C1 (and the escape character itself)
+_RAW_PATH_CHARS = re.compile(r"[!-~]*")  # what a request target may hold unencoded: printable ASCII
+_BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def escape_log(text: str) -> str:
+    """``text`` with control characters as ``\\xNN`` (and ``\\`` doubled): one inert line."""
+    return _LOG_UNSAFE.sub(lambda m: "\\\\" if m.group() == "\\" else f"\\x{ord(m.group()):02x}", text)
+
+
+def path_problem(target: str) -> str | None:
+    """Why a request target is refused (a short reason for the 400), or None when it may be served."""
+    if not target.startswith("/") or target.startswith("//"):
+        return "the path must start with a single /"
+    if not _RAW_PATH_CHARS.fullmatch(target):
+        return "control or non-ASCII characters in the path"
+    if _BAD_PERCENT.search(target):
+        return "bad percent-encoding"
+    path = target.split("?", 1)[0].split("#", 1)[0]
+    try:
+        decoded = unquote(path, errors="strict")
+    except UnicodeDecodeError:
+        return "percent-encoding that is not UTF-8"
+    if _CONTROL.search(decoded):
+        return "control characters in the path"
+    if ".." in decoded.replace("\\", "/").split("/"):
+        return "the path leaves the index"
+    return None
+
+
+def check_base_url(base_url: str) -> str:
+    """``base_url`` without its trailing slash; UsageError unless it is a plain http(s) URL."""
+    problem = None
+    if not _RAW_PATH_CHARS.fullmatch(base_url) or any(c in base_url for c in "\"'<>`"):
+        problem = "holds spaces, quotes or characters outside printable ASCII"
+    else:
+        try:
+            parts = urlsplit(base_url)
+        except ValueError as exc:
+            problem = str(exc)
+        else:
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                problem = "is not an http:// or https:// URL with a host"
+            elif parts.query or parts.fragment or "@" in parts.netloc:
+                problem = "may not hold credentials, a query or a fragment"
+    if problem:
+        raise UsageError(f"--base-url {base_url!r} {problem}; e.g. --base-url https://wheels.example.org")
+    return base_url.rstrip("/")
 
 
 class _Handler(SimpleHTTPRequestHandler):
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".whl": "application/octet-stream",
                       ".json": "application/json", ".txt": "text/plain; charset=utf-8"}
+    server_version = "wheelfactory"
+    sys_version = ""  # no Python version in the Server header
+    error_message_format = "%(code)d %(message)s\n"
+    error_content_type = "text/plain; charset=utf-8"
+    timeout = 60  # seconds a connection may sit idle (a stalled client does not hold a thread forever)
+
+    @property
+    def _index(self) -> IndexServer:
+        return cast(IndexServer, self.server)
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        problem = path_problem(self.path)
+        if problem:
+            self.send_error(400, problem)
+            return False
+        return True
 
     def do_GET(self) -> None:  # noqa: N802 (the base class's name)
-        if self.path.split("?")[0] == "/select.py":
-            self._send_select()
+        if self.path.split("?")[0] == "/select.py" and self._index.select_base_url is not None:
+            self._send_select(self._index.select_base_url)
         else:
             super().do_GET()
 
-    def _send_select(self) -> None:
-        """select.py defaulting to the URL this request reached us at (the index was written
-        with --base-url, which may name another port or host)."""
+    def list_directory(self, path: str | os.PathLike[str]) -> BytesIO | None:
+        """No listings: a directory is served only through its index.html."""
+        self.send_error(404)
+        return None
+
+    def _send_select(self, base_url: str) -> None:
+        """select.py defaulting to ``base_url`` (the index was written with ``index --base-url``,
+        which may name another port or host). Never the request's Host header: a client must not
+        choose where the selector it hands to others points."""
         try:
             source = (Path(self.directory) / "select.py").read_text(encoding="utf-8")
         except OSError:
             self.send_error(404)
             return
-        here = f"http://{self.headers.get('Host') or self.server.url.split('//', 1)[1]}"  # type: ignore[attr-defined]
-        body = re.sub(r'(?m)^DEFAULT_INDEX = .*$', lambda _: f"DEFAULT_INDEX = {here!r}", source, count=1).encode()
+        body = re.sub(r'(?m)^DEFAULT_INDEX = .*$', lambda _: f"DEFAULT_INDEX = {base_url!r}", source, count=1).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/x-python; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -43,14 +128,16 @@ class _Handler(SimpleHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
-        self.server.log_line(format % args)  # type: ignore[attr-defined]
+        self._index.log_line(escape_log(format % args))
 
 
 class IndexServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, root: Path, host: str, port: int, log_line: Callable[[str], None]) -> None:
+    def __init__(self, root: Path, host: str, port: int, log_line: Callable[[str], None],
+                 base_url: str | None = None) -> None:
         self.log_line = log_line
+        self.base_url = base_url
         super().__init__((host, port), functools.partial(_Handler, directory=str(root)))
 
     @property
@@ -60,13 +147,29 @@ class IndexServer(ThreadingHTTPServer):
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
 
+    @property
+    def select_base_url(self) -> str | None:
+        """The base URL the served select.py names: --base-url, else the bound address; None (the
+        file as ``index`` wrote it) when bound to every interface, where no one address is right."""
+        if self.base_url is not None:
+            return self.base_url
+        host = self.server_address[0]
+        return None if (host.decode() if isinstance(host, bytes) else str(host)) in _WILDCARD_HOSTS else self.url
 
-def open_server(dist: Path, host: str, port: int, log_line: Callable[[str], None]) -> IndexServer:
+    def handle_error(self, request: object, client_address: object) -> None:
+        """One escaped line instead of socketserver's traceback on stderr."""
+        exc = sys.exc_info()[1]
+        self.log_line(escape_log(f"{client_address}: request failed: {type(exc).__name__}: {exc}"))
+
+
+def open_server(dist: Path, host: str, port: int, log_line: Callable[[str], None],
+                base_url: str | None = None) -> IndexServer:
     root = dist / INDEX_LINK
     if not (root / "index.html").is_file():
         raise UsageError(f"{root} holds no index: run `wheelfactory index -o {dist}` first")
+    fixed = check_base_url(base_url) if base_url is not None else None
     try:
-        return IndexServer(root, host, port, log_line)
+        return IndexServer(root, host, port, log_line, fixed)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
                          "(0 picks a free one)") from None
