@@ -20,12 +20,12 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from wheelfactory.errors import MergeConflict, UsageError
+from wheelfactory.errors import ConfigError, MergeConflict, UsageError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
-from wheelfactory.support import atomic
+from wheelfactory.support import atomic, paths
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,11 @@ def _files(entry: manifest.Entry) -> list[str]:
 
 
 def _inside(part: Path, name: str, variant_id: str) -> Path:
-    """The file a manifest entry names, which must lie inside its part."""
-    relative = PurePosixPath(name)
-    if relative.is_absolute() or ".." in relative.parts or not relative.parts:
-        raise MergeConflict(f"{part / manifest.MANIFEST}: {variant_id} names {name!r}, which is not a path "
-                            f"inside {part}")
-    return part.joinpath(*relative.parts)
+    """The file a manifest entry names, which must lie inside its part (support/paths.py)."""
+    try:
+        return paths.inside(part, name, what=f"{variant_id} names", file=str(part / manifest.MANIFEST))
+    except ConfigError as exc:  # merge's own exit code for a part it cannot take (7)
+        raise MergeConflict(str(exc)) from None
 
 
 def read_part(part: Path) -> dict[str, manifest.Entry]:
@@ -154,7 +153,7 @@ def _choose(vid: str, found: list[tuple[Path, manifest.Entry]]) -> Choice:
 def apply_merge(plan: MergePlan) -> None:
     """Copy the planned files and write the manifest, each atomically (a failure: WriteFailed)."""
     for copy in plan.copies:
-        target = plan.out.joinpath(*PurePosixPath(copy.target).parts)
+        target = paths.inside(plan.out, copy.target, what="the copy target", file=str(plan.out / manifest.MANIFEST))
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic.replacing(target, what=f"the copy of {copy.source} at") as partial:
             shutil.copyfile(copy.source, partial)

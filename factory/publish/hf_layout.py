@@ -14,6 +14,10 @@ The Hub accepts only libraries that pass its checker, kernel-abi-check (publish/
 manylinux_2_28 and Python 3.9 abi3). Every ``*.so`` of a variant is checked in the temp directory,
 before anything is renamed: a variant that fails is refused (with the checker's findings) and an
 earlier export of it in DIR stays as it was. ``abi_check=False`` exports them anyway, for local use.
+
+A wheel is outside input: one with a member name that would land outside its variant's directory
+(``..``, an absolute name; support/paths.py) stops the export with a ConfigError (exit 2) before
+any of its files is written, and its temp directory is removed.
 """
 
 from __future__ import annotations
@@ -30,10 +34,12 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import ConfigError, WheelfactoryError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import IndexedWheel, Skipped
+from wheelfactory.support import paths
+from wheelfactory.support.paths import safe_member
 
 BUILD_DIR = "build"
 METADATA = "metadata.json"
@@ -80,8 +86,14 @@ def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_
     }
 
 
-def _package_files(archive: zipfile.ZipFile) -> tuple[str, list[str]]:
-    """(top-level package, its members): the wheel's one importable package, not its .dist-info."""
+def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str]]:
+    """(top-level package, its members): the wheel's one importable package, not its .dist-info.
+    A wheel with a member name that would leave the directory it is unpacked into is refused
+    (ConfigError) before anything of it is written."""
+    unsafe = [name for name in archive.namelist() if safe_member(name) is None]
+    if unsafe:
+        raise ConfigError(f"member {unsafe[0]!r} is not a path inside the wheel", file=str(wheel),
+                          hint="a wheel wheelfactory built has none; rebuild it with `wheelfactory build`")
     tops = {PurePosixPath(n).parts[0] for n in archive.namelist() if "/" in n}
     packages = sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
     if len(packages) != 1:
@@ -123,9 +135,9 @@ def python_depends(headers: Message | None) -> list[str]:
 def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
     """Write the wheel's package under ``temp``; its name and the variant's metadata.json."""
     with zipfile.ZipFile(wheel.source) as archive:
-        package, members = _package_files(archive)
+        package, members = _package_files(archive, wheel.source)
         for member in members:
-            path = temp / member
+            path = paths.inside(temp, member, what="the member", file=str(wheel.source))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(archive.read(member))
             mode = (archive.getinfo(member).external_attr >> 16) & 0o777
@@ -182,14 +194,13 @@ def export_noarch(dist: Path, dest: Path) -> tuple[Exported, ...]:
     """A noarch kernel's wheels (dist/noarch.json) as ``dest/build/torch-<backend>/``: the package
     unpacked from the wheel ``wheelfactory build`` made, beside the metadata recorded with it.
     Pure Python: nothing for kernel-abi-check. A wheel whose sha256 changed is refused."""
-    from wheelfactory.errors import ConfigError
     from wheelfactory.project.keys import file_sha256
     from wheelfactory.runner.noarch_run import read_record, unpack_package
 
     exported = []
     build = dest / BUILD_DIR
     for made in read_record(dist):
-        wheel = dist / made.wheel
+        wheel = paths.inside(dist, made.wheel, what="the wheel", file=str(dist / "noarch.json"))
         if not wheel.is_file() or file_sha256(wheel) != made.sha256:
             raise ConfigError(f"{made.wheel} is missing or does not match its sha256", file=str(dist / "noarch.json"),
                               hint="rebuild with `wheelfactory build`")

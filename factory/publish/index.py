@@ -26,6 +26,7 @@ import hashlib
 import html
 import json
 import os
+import re
 import shutil
 import time
 import zipfile
@@ -35,10 +36,11 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
-from wheelfactory.errors import IndexBuildError
+from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
+from wheelfactory.support import paths
 
 INDEX_LINK = "index"  # dist/index: the current generation (a symlink)
 GENERATIONS = ".index"  # dist/.index/<generation>/
@@ -46,6 +48,10 @@ KEEP_GENERATIONS = 2  # the current one and the one before it (downloads in flig
 DIGEST_FILE = ".content-sha256"
 SCHEMA = 1
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
+# A torch release as the manifest records it (PEP 440, normalized; a local label allowed): it
+# becomes part of a page's file name, so nothing else (no '/', no '..') may pass.
+TORCH_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+                           r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?")
 
 
 
@@ -102,7 +108,9 @@ class IndexPlan:
 
 
 def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[IndexedWheel], list[Skipped]]:
-    """The wheels the index may list: built or cached, present, and with the manifest's sha256."""
+    """The wheels the index may list: built or cached, present, and with the manifest's sha256.
+    A listed wheel outside ``dist`` or a torch_version that is not a torch release is a ConfigError
+    naming the manifest (support/paths.py): nothing is published from such a manifest."""
     wheels: list[IndexedWheel] = []
     skipped: list[Skipped] = []
     for vid, entry in sorted(entries.items()):
@@ -114,7 +122,13 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
             skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
             continue
-        source = dist / entry.wheel
+        listed = str(dist / manifest.MANIFEST)
+        source = paths.inside(dist, entry.wheel, what=f"{vid} names the wheel", file=listed)
+        torch_version = entry.torch_version or key.torch
+        # It names a find-links page (whl/torch-<it>+cpu.html): a torch release and nothing else.
+        if not isinstance(torch_version, str) or not TORCH_VERSION.fullmatch(torch_version):
+            raise ConfigError(f"{vid}: torch_version {torch_version!r} is not a torch release (e.g. 2.13.0)",
+                              file=listed, hint="rebuild it with `wheelfactory build`")
         if not source.is_file():
             skipped.append(Skipped(vid, f"{entry.wheel} is missing"))
             continue
@@ -123,7 +137,7 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
             continue
         name, version, _, _ = parse_wheel_filename(source.name)
         wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
-                                   entry.torch_version or key.torch, entry.toolkit, _requires_python(source)))
+                                   torch_version, entry.toolkit, _requires_python(source)))
     return wheels, skipped
 
 
@@ -302,12 +316,12 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     temp.mkdir()
     # A fresh generation nobody reads until the rename below: its pages (index.json, the variants
     # json...) are written plainly; the generation as a whole is what appears atomically.
-    for rel, text in plan.pages:
-        target = temp / rel
+    for rel, text in plan.pages:  # each name checked again: whatever made it, nothing lands outside
+        target = paths.inside(temp, rel, what="the index page", file=str(dist / manifest.MANIFEST))
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     for rel, source in plan.links:
-        target = temp / rel
+        target = paths.inside(temp, rel, what="the index file", file=str(dist / manifest.MANIFEST))
         target.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(source, target)  # the same inode: a later rebuild cannot change what we list

@@ -27,7 +27,7 @@ from packaging.version import Version
 from wheelfactory.plan.expand import Plan, Pruned
 from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, VariantId, minor_of
 from wheelfactory.runner import manifest
-from wheelfactory.support import atomic
+from wheelfactory.support import atomic, paths
 
 Status = Literal["built", "cached", "failed", "missing", "pruned"]
 STATUSES: tuple[Status, ...] = ("built", "cached", "failed", "missing", "pruned")
@@ -186,8 +186,14 @@ class DistFacts:
 
 def probe_dist(dist: Path, entries: Mapping[str, manifest.Entry]) -> DistFacts:
     """The only I/O behind a report: which variants the index lists, and wheel sizes that an
-    older manifest did not record."""
+    older manifest did not record. Every ``wheel`` and ``log`` the manifest names (the page links
+    them) must lie inside ``dist``: a ConfigError naming the manifest otherwise (support/paths.py)."""
     index = dist / INDEX_DIR
+    listed = str(dist / manifest.MANIFEST)
+    for vid, entry in sorted(entries.items()):
+        for what, name in (("wheel", entry.wheel), ("log", entry.log)):
+            if name:
+                paths.inside(dist, name, what=f"{vid} names the {what}", file=listed)
     indexed = frozenset(vid for vid in entries if (index / vid).is_dir())
     sizes: dict[str, int] = {}
     for vid, entry in entries.items():

@@ -8,6 +8,7 @@ Hub layout metadata, so that ``wheelfactory export --hf-layout`` lays the same w
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -23,7 +24,8 @@ from wheelfactory.project.kernel_builder import load_kernel_builder
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.project.kinds import project_plan, resolve_kind
 from wheelfactory.project.noarch import layout_metadata, plan_noarch, write_noarch_wheel
-from wheelfactory.support import atomic
+from wheelfactory.support import atomic, paths
+from wheelfactory.support.paths import safe_member
 
 RECORD = "noarch.json"
 SCHEMA = 1
@@ -77,29 +79,45 @@ def _check_installs(wheel: Path, package: str) -> None:
             raise VariantBuildError(f"{wheel.name} does not install: {tail[-1] if tail else 'no package'}")
 
 
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a layout directory: torch-cpu, torch-universal
+
+
 def read_record(out: Path) -> tuple[NoarchWheel, ...]:
-    """``dist/noarch.json``; () when there is none."""
+    """``dist/noarch.json``; () when there is none. Each wheel must lie inside ``out`` and each
+    variant be one plain directory name (a ConfigError, exit 2, otherwise)."""
     path = out / RECORD
     if not path.exists():
         return ()
     try:
         data = json.loads(path.read_text())
         wheels = tuple(NoarchWheel(**entry) for entry in data["wheels"])
-        for w in wheels:
-            if Path(w.wheel).is_absolute() or ".." in Path(w.wheel).parts:
-                raise ValueError(f"wheel path {w.wheel!r} leaves the output directory")
-        return wheels
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"not a noarch build record ({exc})", file=str(path),
                           hint="rebuild with `wheelfactory build`") from None
+    for w in wheels:
+        if not isinstance(w.wheel, str):
+            raise ConfigError(f"wheel {w.wheel!r} is not a path", file=str(path),
+                              hint="rebuild with `wheelfactory build`")
+        paths.inside(out, w.wheel, what="the wheel", file=str(path))
+        if not isinstance(w.variant, str) or not VARIANT_NAME.fullmatch(w.variant):
+            raise ConfigError(f"variant {w.variant!r} is not a layout directory name (e.g. torch-cpu)", file=str(path),
+                              hint="rebuild with `wheelfactory build`")
+    return wheels
 
 
 def unpack_package(wheel: Path, package: str, dest: Path) -> None:
-    """The wheel's ``package/`` files into ``dest/package/``."""
+    """The wheel's ``package/`` files into ``dest/package/``; a wheel with a member name that would
+    leave ``dest`` (support/paths.py) is refused whole, before anything is written."""
     with zipfile.ZipFile(wheel) as archive:
-        for member in archive.namelist():
-            if not member.startswith(package + "/") or member.endswith("/") or ".." in member.split("/"):
+        names = archive.namelist()
+        unsafe = [name for name in names if safe_member(name) is None]
+        if unsafe:
+            raise ConfigError(f"member {unsafe[0]!r} is not a path inside the wheel", file=str(wheel),
+                              hint="rebuild it with `wheelfactory build`")
+        for member in names:
+            relative = safe_member(member)
+            if relative is None or relative.parts[0] != package or member.endswith("/") or len(relative.parts) < 2:
                 continue
-            path = dest / member
+            path = paths.inside(dest, str(relative), what="the member", file=str(wheel))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(archive.read(member))
