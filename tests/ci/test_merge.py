@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from testkit import make_wheel, run_cli
 from wheelfactory.ci.merge import apply_merge, plan_merge
-from wheelfactory.errors import MergeConflict, WriteFailed
+from wheelfactory.errors import WriteFailed
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
 

@@ -200,3 +200,24 @@ def test_hf_layout_export_loads_through_the_kernels_package(docker_build: Path, 
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     metadata = json.loads((layout / "build" / "torch213-cxx11-cpu-x86_64-linux" / "metadata.json").read_text())
     assert loaded == {"module": metadata["id"], "mode": "prebuilt", "variant": "torch213-cxx11-cpu-x86_64-linux"}
+
+
+def test_variantlib_accepts_the_variant_wheels_the_index_publishes(index_url: str, docker_build: Path,
+                                                                    tmp_path: Path) -> None:
+    """The real consumer of wheel-variant metadata, variantlib (the reference implementation),
+    over the labelled wheels of the Docker-built variants (on a copy: generate-index-json writes)."""
+    served = docker_build / "dist" / "index" / "variants" / "simple" / "fusedops"
+    wheels = sorted(served.glob("*.whl"))
+    assert wheels, f"no labelled wheels under {served}"
+    variantlib = str(Path(sys.executable).parent / "variantlib")
+    for wheel in wheels:
+        shutil.copy2(wheel, tmp_path / wheel.name)
+        analyzed = subprocess.run([variantlib, "analyze-wheel", "-i", str(wheel)], capture_output=True, text=True,
+                                  timeout=300, check=False)
+        assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+    generated = subprocess.run([variantlib, "generate-index-json", "-d", str(tmp_path)], capture_output=True,
+                               text=True, timeout=300, check=False)
+    assert generated.returncode == 0 and "WARNING" not in generated.stderr and "ERROR" not in generated.stderr, \
+        generated.stderr
+    written = json.loads(next(tmp_path.glob("fusedops-*-variants.json")).read_text())
+    assert sorted(written["variants"]) == sorted({w.name[:-len(".whl")].rsplit("-", 1)[1] for w in wheels})
