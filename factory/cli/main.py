@@ -5,9 +5,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import cast
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from wheelfactory import __version__
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
 from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
@@ -207,7 +209,7 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
     for wheel in planned.wheels:
         out_console.print(f"{wheel.variant_id}: {base}/{wheel.simple}/", markup=False)
     for skip in planned.skipped:
-        out_console.print(f"[yellow]not listed[/] {skip.variant_id}: {skip.reason}", highlight=False)
+        out_console.print(f"[yellow]not listed[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False)
     state = "written" if changed else "unchanged"
     out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s); "
                       f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
@@ -256,7 +258,6 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
 
     Every library must pass the Hub's checker (kernel-abi-check: manylinux_2_28, Python 3.9 abi3);
     a variant that fails is not exported and the command exits 7 after writing the others."""
-    from rich.markup import escape
     from wheelfactory.errors import PublishError
     from wheelfactory.publish.hf_layout import export_hf_layout, export_noarch
     from wheelfactory.publish.index import collect
@@ -286,7 +287,7 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
     for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
     for skip in [*skipped, *result.skipped]:
-        out_console.print(f"[yellow]not exported[/] {skip.variant_id}: {skip.reason}", highlight=False)
+        out_console.print(f"[yellow]not exported[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False)
     for refusal in result.refused:
         out_console.print(f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False)
     out_console.print(f"{len(result.exported)} variant(s) in {hf_layout}; load with "
@@ -335,17 +336,17 @@ def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> 
 
     Hardened for untrusted clients: no directory listings, malformed paths get a 400, log lines
     have control characters escaped."""
-    import json
-
+    from wheelfactory.publish.index import read_listing
     from wheelfactory.publish.serve import open_server
 
     out = out_dir.resolve()
+    listing = read_listing(out)  # checked before anything listens: a bad index.json is one line
     err = console(stderr=True)
     server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False), base_url)
-    listing = json.loads((out / "index" / "index.json").read_text())
     click.echo(f"serving {out / 'index'} at {server.url}/", err=False)
     shown = server.base_url or server.url
-    for variant in listing["variants"]:
+    variants = cast(list[dict[str, str]], listing["variants"])  # read_listing checked the shape
+    for variant in variants:
         click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
     sys.stdout.flush()
     try:

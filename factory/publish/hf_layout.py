@@ -34,10 +34,10 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import IndexedWheel, Skipped
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, read_build_record
 from wheelfactory.support import paths
 from wheelfactory.support.paths import safe_member
 
@@ -97,8 +97,13 @@ def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str
     tops = {PurePosixPath(n).parts[0] for n in archive.namelist() if "/" in n}
     packages = sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
     if len(packages) != 1:
-        raise WheelfactoryError(f"expected one package in the wheel, found {packages or 'none'}")
-    return packages[0], [n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")]
+        raise ConfigError(f"expected one package in the wheel, found {packages or 'none'}", file=str(wheel),
+                          hint="rebuild it with `wheelfactory build`")
+    members = [n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")]
+    if not members:
+        raise ConfigError(f"package {packages[0]!r} has no files", file=str(wheel),
+                          hint="rebuild it with `wheelfactory build`")
+    return packages[0], members
 
 
 def _metadata_headers(archive: zipfile.ZipFile) -> Message | None:
@@ -134,19 +139,22 @@ def python_depends(headers: Message | None) -> list[str]:
 
 def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
     """Write the wheel's package under ``temp``; its name and the variant's metadata.json."""
-    with zipfile.ZipFile(wheel.source) as archive:
-        package, members = _package_files(archive, wheel.source)
-        for member in members:
-            path = paths.inside(temp, member, what="the member", file=str(wheel.source))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(archive.read(member))
-            mode = (archive.getinfo(member).external_attr >> 16) & 0o777
-            if mode:
-                path.chmod(mode)
-        record_name = f"{package}/_build.json"
-        record = json.loads(archive.read(record_name)) if record_name in archive.namelist() else None
-        headers = _metadata_headers(archive)
-        return package, metadata_for(wheel, record, _license(headers), python_depends(headers))
+    try:
+        with zipfile.ZipFile(wheel.source) as archive:
+            package, members = _package_files(archive, wheel.source)
+            for member in members:
+                path = paths.inside(temp, member, what="the member", file=str(wheel.source))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(archive.read(member))
+                mode = (archive.getinfo(member).external_attr >> 16) & 0o777
+                if mode:
+                    path.chmod(mode)
+            record = read_build_record(archive, f"{package}/_build.json", wheel.source)
+            headers = _metadata_headers(archive)
+    except ZIP_ERRORS as exc:
+        raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source),
+                          hint="rebuild it with `wheelfactory build`") from None
+    return package, metadata_for(wheel, record, _license(headers), python_depends(headers))
 
 
 def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool = True) -> ExportResult:

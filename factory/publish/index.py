@@ -30,15 +30,18 @@ import re
 import shutil
 import time
 import zipfile
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
+from wheelfactory.publish.which import InvalidListing, check_listing
 from wheelfactory.runner import manifest
 from wheelfactory.support import paths
 
@@ -135,19 +138,71 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         if file_sha256(source) != entry.sha256:
             skipped.append(Skipped(vid, f"{entry.wheel} does not match the manifest's sha256 (rebuild it)"))
             continue
-        name, version, _, _ = parse_wheel_filename(source.name)
+        try:
+            name, version, _, _ = parse_wheel_filename(source.name)
+        except (InvalidWheelFilename, InvalidVersion) as exc:
+            skipped.append(Skipped(vid, f"{entry.wheel} is not a wheel's file name ({_one_line(exc)})"))
+            continue
+        try:
+            requires_python = _requires_python(source)
+        except ConfigError as exc:
+            skipped.append(Skipped(vid, f"{entry.wheel}: {exc.detail}"))
+            continue
         wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
-                                   torch_version, entry.toolkit, _requires_python(source)))
+                                   torch_version, entry.toolkit, requires_python))
     return wheels, skipped
 
 
+# What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
+# compression or encryption, a member that claims more bytes than it has).
+ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError)
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def read_build_record(archive: zipfile.ZipFile, name: str, wheel: Path) -> dict[str, object] | None:
+    """The wheel's build record (``<package>/_build.json``; None: it has none), checked: a JSON
+    object whose ``namespace`` is a string and ``arch_list`` a list of strings. ConfigError naming
+    the wheel otherwise. Raises what ZIP_ERRORS lists when the archive is damaged."""
+    if name not in archive.namelist():
+        return None
+    try:
+        record = json.loads(archive.read(name).decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{name} is not JSON ({_one_line(exc)})", file=str(wheel),
+                          hint="rebuild it with `wheelfactory build`") from None
+    if not isinstance(record, dict):
+        raise ConfigError(f"{name} is not a JSON object", file=str(wheel), hint="rebuild it with `wheelfactory build`")
+    namespace = record.get("namespace")
+    archs = record.get("arch_list")
+    if namespace is not None and not isinstance(namespace, str):
+        raise ConfigError(f"{name}: namespace: expected a string", file=str(wheel),
+                          hint="rebuild it with `wheelfactory build`")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise ConfigError(f"{name}: arch_list: expected a list of strings", file=str(wheel),
+                          hint="rebuild it with `wheelfactory build`")
+    return record
+
+
 def _requires_python(wheel: Path) -> str | None:
-    with zipfile.ZipFile(wheel) as archive:
-        metadata = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
-        if metadata is None:
-            return None
-        headers = HeaderParser().parsestr(archive.read(metadata).decode("utf-8", errors="replace"))
-    return headers.get("Requires-Python")
+    """The wheel's Requires-Python, after checking that it is a zip whose METADATA and build
+    records can be read: ConfigError naming the wheel otherwise."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            metadata = next((n for n in names if n.endswith(".dist-info/METADATA")), None)
+            if metadata is None:
+                raise ConfigError("has no .dist-info/METADATA: not a wheel", file=str(wheel))
+            text = archive.read(metadata).decode("utf-8", errors="replace")
+            tops = {n.split("/", 1)[0] for n in names if "/" in n}
+            for top in sorted(tops):
+                read_build_record(archive, f"{top}/_build.json", wheel)
+    except ZIP_ERRORS as exc:
+        raise ConfigError(f"is not a readable wheel ({_one_line(exc)})", file=str(wheel)) from None
+    requires = HeaderParser().parsestr(text).get("Requires-Python")
+    return requires if isinstance(requires, str) else None
 
 
 def plan_index(wheels: list[IndexedWheel], skipped: list[Skipped], *, base_url: str = DEFAULT_BASE_URL,
@@ -290,6 +345,21 @@ def select_script(base_url: str) -> str:
     lines = source.splitlines(keepends=True)
     lines[imports[0].lineno - 1:imports[0].end_lineno] = [embedded]
     return "".join(lines).replace(default, f"DEFAULT_INDEX = {base_url!r}", 1)
+
+
+def read_listing(dist: Path) -> dict[str, object]:
+    """dist/index/index.json (what ``serve`` announces), checked as select.py checks it
+    (publish/which.py ``check_listing``): ConfigError naming the file when corrupt or wrong-shaped."""
+    path = dist / INDEX_LINK / "index.json"
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read it ({exc.strerror or exc})", file=str(path),
+                          hint=f"run `wheelfactory index -o {dist}` again") from None
+    try:
+        return check_listing(raw)
+    except InvalidListing as exc:
+        raise ConfigError(_one_line(exc), file=str(path), hint=f"run `wheelfactory index -o {dist}` again") from None
 
 
 def current_generation(dist: Path) -> Path | None:

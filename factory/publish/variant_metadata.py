@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.version import Version
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import ConfigError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.index import IndexedWheel, _page, _wheel_anchor
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, read_build_record
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
@@ -74,12 +74,13 @@ def label_for(wheel: IndexedWheel) -> str:
 
 def _archs(wheel: IndexedWheel) -> list[str]:
     """The CUDA archs or gfx targets the wheel's build record lists (bring-your-own: none)."""
-    with zipfile.ZipFile(wheel.source) as archive:
-        name = f"{wheel.project}/_build.json"
-        if name not in archive.namelist():
-            return []
-        record = json.loads(archive.read(name))
-    return [str(a) for a in record.get("arch_list", [])]
+    try:
+        with zipfile.ZipFile(wheel.source) as archive:
+            record = read_build_record(archive, f"{wheel.project}/_build.json", wheel.source)
+    except ZIP_ERRORS as exc:
+        raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)) from None
+    listed = (record or {}).get("arch_list")
+    return [str(a) for a in listed] if isinstance(listed, list) else []
 
 
 def properties_for(wheel: IndexedWheel, archs: Sequence[str] = ()) -> Properties:
@@ -208,8 +209,12 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
 
 
 def _variant_json(wheel: Path) -> bytes | None:
-    with zipfile.ZipFile(wheel) as archive:
-        return next((archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/variant.json")), None)
+    """The labelled copy's variant.json; None when it has none or is damaged (it is made again)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return next((archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/variant.json")), None)
+    except ZIP_ERRORS:
+        return None
 
 
 def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:

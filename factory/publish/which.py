@@ -21,6 +21,7 @@ import platform
 import sys
 import urllib.request
 from pathlib import Path
+from typing import NoReturn
 
 from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted here
     FitBuild,
@@ -32,6 +33,7 @@ from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted he
 
 DEFAULT_INDEX = "http://127.0.0.1:8000"  # replaced with the index's base URL in the served copy
 EXIT_NO_MATCH = 1
+EXIT_BAD_INDEX = 2  # index.json is corrupt or not the shape `wheelfactory index` writes
 
 
 def detect() -> dict[str, object]:
@@ -56,21 +58,91 @@ def _major_minor(version: str) -> str:
 
 
 def load_listing(index: str) -> dict[str, object]:
-    """index.json from a URL (the served index) or a directory (dist/ or dist/index/)."""
+    """index.json from a URL (the served index) or a directory (dist/ or dist/index/), checked
+    (``check_listing``): a corrupt or wrong-shaped one is one line on stderr and exit 2."""
     if index.startswith(("http://", "https://")):
         url = index.rstrip("/") + "/index.json"
         try:
             with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (http(s) only, checked above)
-                data: dict[str, object] = json.load(response)
-                return data
-        except OSError as exc:
+                raw: bytes = response.read()
+        except (OSError, ValueError) as exc:
             raise SystemExit(f"select: cannot read {url}: {exc}") from None
+        return _checked(raw, url)
     root = Path(index)
     for candidate in (root / "index.json", root / "index" / "index.json"):
         if candidate.is_file():
-            listing: dict[str, object] = json.loads(candidate.read_text(encoding="utf-8"))
-            return listing
+            try:
+                data = candidate.read_bytes()
+            except OSError as exc:
+                _bad_index(str(candidate), f"cannot read it ({exc.strerror or exc})")
+            return _checked(data, str(candidate))
     raise SystemExit(f"select: no index.json under {root} (run `wheelfactory index` first)")
+
+
+# Each variant's keys that the fit rule and the pip command read, with their JSON types.
+_VARIANT_KEYS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "project": (str,), "torch": (str,), "backend": (str,), "cxx11_abi": (bool,), "python": (str,),
+    "arch": (str,), "index": (str,), "toolkit": (str, type(None)), "stable_abi": (bool, type(None)),
+}
+_OPTIONAL_KEYS = ("toolkit", "stable_abi")
+
+
+class InvalidListing(ValueError):
+    """index.json is not what `wheelfactory index` writes; the message says where in it."""
+
+
+def _checked(raw: bytes, where: str) -> dict[str, object]:
+    try:
+        return check_listing(raw)
+    except InvalidListing as exc:
+        _bad_index(where, str(exc))
+
+
+def _bad_index(where: str, problem: str) -> NoReturn:
+    """One line on stderr naming the file (and key), then exit EXIT_BAD_INDEX."""
+    print(" ".join(f"select: {where}: {problem}; run `wheelfactory index` again".split()), file=sys.stderr)
+    raise SystemExit(EXIT_BAD_INDEX)
+
+
+def _quoted(value: object) -> str:
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (ValueError, TypeError, RecursionError):
+        text = type(value).__name__
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def check_listing(raw: bytes) -> dict[str, object]:
+    """index.json's text as a listing: an object whose ``variants`` is a list of objects with the
+    keys ``choose`` reads, of the right types (versions that parse); InvalidListing otherwise."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise InvalidListing(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise InvalidListing("not a JSON object")
+    variants = data.get("variants", [])
+    if not isinstance(variants, list):
+        raise InvalidListing("variants: expected a list")
+    for number, variant in enumerate(variants):
+        if not isinstance(variant, dict):
+            raise InvalidListing(f"variants[{number}]: expected an object, got {_quoted(variant)}")
+        for key, types in _VARIANT_KEYS.items():
+            if key not in variant and key in _OPTIONAL_KEYS:
+                continue
+            if key not in variant:
+                raise InvalidListing(f"variants[{number}]: missing key {key}")
+            if not isinstance(variant[key], types):
+                raise InvalidListing(f"variants[{number}]: {key}: {_quoted(variant[key])} has the wrong type")
+        for key in ("torch", "toolkit", "python"):
+            value = variant.get(key)
+            if value is None or (key == "python" and value == "abi3"):
+                continue
+            try:
+                parse_major_minor(str(value))
+            except ValueError:
+                raise InvalidListing(f"variants[{number}]: {key}: {_quoted(value)} is not a major.minor version") from None
+    return data
 
 
 def fit_env(env: dict[str, object]) -> FitEnv:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from filelock import FileLock, Timeout
-from wheelfactory.errors import OutputLocked, WheelfactoryError
+from wheelfactory.errors import ConfigError, OutputLocked
 from wheelfactory.support import atomic
 
 MANIFEST = "manifest.json"
@@ -56,15 +56,125 @@ class Entry:
         return self.phases.get("compile") if self.phases else None
 
 
+SCHEMA = 1
+_SCALARS: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
 def read(out: Path) -> dict[str, Entry]:
+    """The manifest's entries ({} when there is none), each checked against ``Entry``: a file that
+    is not a wheelfactory manifest is a ConfigError naming the file and the key, never a traceback."""
     path = out / MANIFEST
+    shown = str(path)
     try:
-        data = json.loads(path.read_text())
-        return {vid: Entry(**entry) for vid, entry in data.get("variants", {}).items()}
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return {}
-    except (ValueError, TypeError) as exc:
-        raise WheelfactoryError(f"{path} is not a wheelfactory manifest ({exc}); move it away and rebuild") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"cannot read it ({reason})", file=shown, hint="move it away and rebuild") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"not JSON ({_one_line(str(exc))})", file=shown, hint="move it away and rebuild") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"expected a JSON object, got {_kind(data)}", file=shown,
+                          hint="not a wheelfactory manifest: move it away and rebuild")
+    for key in data:
+        if key not in ("schema", "variants"):
+            raise ConfigError("unknown key", file=shown, key=_key(key))
+    schema = data.get("schema")
+    if type(schema) is not int or schema != SCHEMA:
+        raise ConfigError(f"unknown manifest schema {_shown(schema)} (this wheelfactory reads {SCHEMA})",
+                          file=shown, key="schema", hint="rebuild with this wheelfactory")
+    variants = data.get("variants", {})
+    if not isinstance(variants, dict):
+        raise ConfigError(f"expected an object, got {_kind(variants)}", file=shown, key="variants")
+    return {vid: _entry(raw, shown, f"variants.{_key(vid)}") for vid, raw in variants.items()}
+
+
+def _entry(raw: object, shown: str, where: str) -> Entry:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"expected an object, got {_kind(raw)}", file=shown, key=where)
+    declared = {f.name: f for f in fields(Entry)}
+    for key in raw:
+        if key not in declared:
+            raise ConfigError("unknown key", file=shown, key=f"{where}: {_key(key)}")
+    for name, spec in _FIELD_TYPES.items():
+        if name not in raw:
+            if declared[name].default is MISSING:
+                raise ConfigError(f"missing key {name}", file=shown, key=where)
+            continue
+        problem = _check(raw[name], spec)
+        if problem:
+            raise ConfigError(problem, file=shown, key=f"{where}: {name}")
+    return Entry(**raw)
+
+
+# Each Entry field's JSON shape: "str", "int", "float", "status", "dict:<value>" (string keys),
+# "list:<item>"; a trailing "?" allows null. tests/runner/test_manifest.py checks it covers Entry.
+_FIELD_TYPES: dict[str, str] = {
+    "status": "status", "wheel": "str?", "sha256": "str?", "seconds": "float", "key": "str", "log": "str?",
+    "error": "str?", "engine": "str?", "image": "str?", "torch_version": "str?", "toolkit": "str?",
+    "size": "int?", "phases": "dict:float?", "tests": "dict:any?", "warnings": "list:str?",
+}
+
+
+def _check(value: object, spec: str) -> str | None:
+    """Why ``value`` does not have the shape ``spec`` (None: it has)."""
+    if spec.endswith("?"):
+        if value is None:
+            return None
+        spec = spec[:-1]
+    if spec == "any":
+        return None
+    if spec == "status":
+        if value in get_args(Status) and isinstance(value, str):
+            return None
+        return f"expected one of {', '.join(get_args(Status))}, got {_shown(value)}"
+    if spec.startswith("dict:"):
+        if not isinstance(value, dict):
+            return f"expected an object, got {_kind(value)}"
+        for key, item in value.items():
+            problem = _check(item, spec[5:])
+            if problem:
+                return f"{_key(key)}: {problem}"
+        return None
+    if spec.startswith("list:"):
+        if not isinstance(value, list):
+            return f"expected a list, got {_kind(value)}"
+        for index, item in enumerate(value):
+            problem = _check(item, spec[5:])
+            if problem:
+                return f"[{index}]: {problem}"
+        return None
+    if isinstance(value, bool) or not isinstance(value, _SCALARS[spec]):
+        return f"expected {'an integer' if spec == 'int' else 'a number' if spec == 'float' else 'a string'}, " \
+               f"got {_shown(value)}"
+    return None
+
+
+def _kind(value: object) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """A value as the message quotes it: JSON, one line, cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=True)
+    except (ValueError, TypeError, RecursionError):
+        text = _kind(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _key(key: str) -> str:
+    """A key as the message names it: printable ASCII, one line, cut short."""
+    text = json.dumps(key, ensure_ascii=True)[1:-1]
+    return text if len(text) <= 80 else text[:80] + "..."
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def write(out: Path, entries: Mapping[str, Entry]) -> None:
@@ -83,7 +193,7 @@ def _write(out: Path, fragments: Mapping[str, str]) -> None:
     indent=2)`` gives, without encoding every entry again on each write (a run rewrites the file
     after every variant)."""
     variants = "{\n    " + ",\n    ".join(f for _, f in sorted(fragments.items())) + "\n  }" if fragments else "{}"
-    atomic.write_text(out / MANIFEST, f'{{\n  "schema": 1,\n  "variants": {variants}\n}}\n', what="the manifest")
+    atomic.write_text(out / MANIFEST, f'{{\n  "schema": {SCHEMA},\n  "variants": {variants}\n}}\n', what="the manifest")
 
 
 class ManifestRecorder:

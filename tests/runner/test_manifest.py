@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from testkit import race
+from wheelfactory.errors import ConfigError
 from wheelfactory.runner import manifest
 
 THREADS = 8
@@ -33,6 +34,35 @@ def test_the_json_shape_is_the_documented_one(tmp_path: Path) -> None:
                                             "image", "torch_version", "toolkit", "size", "phases", "tests",
                                             "warnings"]
     assert manifest.read(tmp_path) == {"v1": entry(1)}
+
+
+def test_read_checks_every_field_the_entry_has() -> None:
+    """read() validates each Entry field by its declared JSON shape: a new field needs its shape."""
+    assert list(manifest._FIELD_TYPES) == [field.name for field in dataclasses.fields(manifest.Entry)]
+
+
+def test_a_written_manifest_with_every_field_set_reads_back(tmp_path: Path) -> None:
+    full = dataclasses.replace(entry(1), error="boom", image="sha256:ab", phases={"compile": 2.0, "repair": 1},
+                               tests={"command": "pytest", "passed": True}, warnings=["no device code"])
+    manifest.write(tmp_path, {"v1": full})
+    assert manifest.read(tmp_path) == {"v1": full}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[]", "manifest.json: expected a JSON object, got a list"),
+    ('{"schema": 1, "variants": []}', "manifest.json: variants: expected an object, got a list"),
+    ('{"schema": 1, "variants": {"v": {"status": "built"}}}', "manifest.json: variants.v: missing key wheel"),
+    ('{"schema": 1, "variants": {"v": 3}}', "manifest.json: variants.v: expected an object, got a number"),
+    ('{"schema": 1, "variants": {}, "extra": 1}', "manifest.json: extra: unknown key"),
+    ('{"schema": 9, "variants": {}}', "manifest.json: schema: unknown manifest schema 9"),
+    ("{", "manifest.json: not JSON"),
+])
+def test_a_bad_manifest_is_a_config_error_naming_file_and_key(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / manifest.MANIFEST).write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        manifest.read(tmp_path)
+    assert str(raised.value).startswith(f"{tmp_path}/{message}")
+    assert "\n" not in str(raised.value)
 
 
 @pytest.mark.parametrize("count", [0, 1, 3])
