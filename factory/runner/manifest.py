@@ -79,6 +79,11 @@ def read(out: Path) -> dict[str, Entry]:
     if not isinstance(data, dict):
         raise ConfigError(f"expected a JSON object, got {_kind(data)}", file=shown,
                           hint="not a wheelfactory manifest: move it away and rebuild")
+    try:  # JSON's \ud800 escapes decode to lone surrogates, which no page or log can be written with
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError("holds text that is not valid Unicode (a lone surrogate escape)", file=shown,
+                          hint="not a wheelfactory manifest: move it away and rebuild") from None
     for key in data:
         if key not in ("schema", "variants"):
             raise ConfigError("unknown key", file=shown, key=_key(key))

@@ -48,7 +48,7 @@ from wheelfactory.publish.index import read_listing
 from wheelfactory.runner import manifest
 
 # No example database: the suite must not write .hypothesis/ into the checkout.
-FUZZ = settings(deadline=None, database=None,
+FUZZ = settings(deadline=None, database=None, derandomize=True,  # CI sees what a local run saw
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
                 phases=[Phase.explicit, Phase.generate, Phase.shrink])
 

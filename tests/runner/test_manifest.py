@@ -54,6 +54,8 @@ def test_a_written_manifest_with_every_field_set_reads_back(tmp_path: Path) -> N
     ('{"schema": 1, "variants": {"v": {"status": "built"}}}', "manifest.json: variants.v: missing key wheel"),
     ('{"schema": 1, "variants": {"v": 3}}', "manifest.json: variants.v: expected an object, got a number"),
     ('{"schema": 1, "variants": {}, "extra": 1}', "manifest.json: extra: unknown key"),
+    ('{"schema": 1, "variants": {"v": {"status": "built", "engine": "\\ud800"}}}',
+     "manifest.json: holds text that is not valid Unicode"),
     ('{"schema": 9, "variants": {}}', "manifest.json: schema: unknown manifest schema 9"),
     ("{", "manifest.json: not JSON"),
 ])
