@@ -341,9 +341,7 @@ def export_noarch_layout(build: NoarchBuild, spec: KernelBuilderSpec, dest: Path
     build_dir.mkdir(parents=True, exist_ok=True)
     target = build_dir / build.variant_name
     temp = build_dir / f".{build.variant_name}.tmp-{os.getpid()}"
-    old = build_dir / f".{build.variant_name}.old-{os.getpid()}"
     shutil.rmtree(temp, ignore_errors=True)
-    shutil.rmtree(old, ignore_errors=True)
     try:
         package = temp / spec.general.python_name
         for relative, data in _contents(build, spec):
@@ -351,11 +349,8 @@ def export_noarch_layout(build: NoarchBuild, spec: KernelBuilderSpec, dest: Path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         (temp / METADATA).write_text(json.dumps(layout_metadata(build, spec), indent=2) + "\n")
-        if target.exists() or target.is_symlink():
-            os.rename(target, old)
-        os.rename(temp, target)
+        atomic.swap_directory(temp, target)
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    shutil.rmtree(old, ignore_errors=True)
     return target

@@ -38,7 +38,7 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, read_build_record
-from wheelfactory.support import paths
+from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
 BUILD_DIR = "build"
@@ -189,11 +189,7 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
             refused.append(Refused(wheel.variant_id, "fails kernel-abi-check: " +
                                    " | ".join(str(finding) for finding in findings)))
             continue
-        old = build / f".{wheel.variant_id}.old-{os.getpid()}"
-        if target.exists():
-            os.rename(target, old)
-        os.rename(temp, target)
-        shutil.rmtree(old, ignore_errors=True)
+        atomic.swap_directory(temp, target)
         exported.append(Exported(wheel.variant_id, target))
     return ExportResult(tuple(exported), tuple(skipped), tuple(refused))
 
@@ -222,10 +218,6 @@ def export_noarch(dist: Path, dest: Path) -> tuple[Exported, ...]:
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
-        old = build / f".{made.variant}.old-{os.getpid()}"
-        if target.exists():
-            os.rename(target, old)
-        os.rename(temp, target)
-        shutil.rmtree(old, ignore_errors=True)
+        atomic.swap_directory(temp, target)
         exported.append(Exported(made.variant, target))
     return tuple(exported)

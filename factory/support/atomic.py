@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -73,6 +74,17 @@ def replacing(path: Path, *, what: str | None = None) -> Iterator[Path]:
         temp.unlink(missing_ok=True)
         raise
     _sync_dir(path, what)
+
+
+def swap_directory(temp: Path, target: Path) -> None:
+    """Put the finished directory ``temp`` at ``target`` by renames: a reader finds the old
+    directory or the new one (for an instant, none), never half of one. ``temp`` must be a sibling."""
+    old = target.with_name(f".{target.name}.old-{os.getpid()}")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists() or target.is_symlink():
+        os.rename(target, old)
+    os.rename(temp, target)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def check_replaceable(path: Path, *, what: str | None = None) -> int:
