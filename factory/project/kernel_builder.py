@@ -251,7 +251,7 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
     archs = () if backend == "cpu" else _union(variant.arch_list if binding_device else (),
                                                 [a for u in unit_builds for a in u.archs])
     staged_variant = replace(variant, arch_list=archs)
-    requires = (torch_requires_dist(variant, torch_requirement), *python_requirements(spec, backend))
+    requires = (torch_requires_dist(variant, torch_requirement), *depends_requirements(spec, backend))
     sources = tuple(str(p) for p in spec.torch.src if p.suffix in compiled)
     if not sources:
         raise ConfigError("[torch] src lists no source file to compile (the op registrations)", file=declaration,
@@ -272,12 +272,6 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
     setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds)
     return KernelBuilderStage(spec, staged_variant, files, namespace, full_version, requires, unit_builds,
                               setup_py, record, tests)
-
-
-def python_requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
-    """``python-depends`` for every backend, then this backend's, as PEP 508 requirements (the
-    noarch builds' rule: project/noarch.py)."""
-    return depends_requirements(spec, backend)
 
 
 def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, table: CompatTable,

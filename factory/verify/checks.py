@@ -44,19 +44,24 @@ TestRun = Callable[[ProjectTests, Path], tuple[bool, str]]
 
 def smoke_code(stage: Stage, modules: tuple[str, ...] = ()) -> str:
     """A factory-native wheel: verify/native_smoke.py with what kernel.toml declares (no op name
-    of any kernel is written in the factory). Bring-your-own: importing it and each of its
-    compiled ``modules`` (verify/byo_smoke.py)."""
+    of any kernel is written in the factory). A kernel-builder wheel: verify/kernel_builder_smoke.py
+    with its op namespace. Bring-your-own: importing it and each of its compiled ``modules``
+    (verify/byo_smoke.py)."""
     if isinstance(stage, KernelBuilderStage):
-        found = {"package": stage.package, "namespace": stage.record.namespace,
-                 "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"}
-        program = (Path(__file__).parent / "kernel_builder_smoke.py").read_text(encoding="utf-8")
-        return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(found))}))\n"
+        return _program("kernel_builder_smoke.py", {
+            "package": stage.package, "namespace": stage.record.namespace,
+            "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"})
     if not stage.native:
         return byo_smoke.smoke_code(stage.package, modules)
     checks = stage.checks
-    request = {"package": checks.package, "ops": list(checks.declared_ops),
-               "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None}
-    program = (Path(__file__).parent / "native_smoke.py").read_text(encoding="utf-8")
+    return _program("native_smoke.py", {
+        "package": checks.package, "ops": list(checks.declared_ops),
+        "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None})
+
+
+def _program(name: str, request: dict[str, object]) -> str:
+    """This folder's smoke program ``name`` with ``main(request)`` appended."""
+    program = (Path(__file__).parent / name).read_text(encoding="utf-8")
     return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(request))}))\n"
 
 
