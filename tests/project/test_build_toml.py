@@ -717,11 +717,10 @@ def outcome(text: str, root: Path) -> KernelBuilderSpec | ConfigError:
 MUTATIONS = st.sampled_from(["set", "delete", "replace-value"])
 
 
-@settings(FUZZ)
-@given(base=st.sampled_from(sorted(BASES)), data=st.data())
-def test_fuzz_mutated_documents(base: str, data: st.DataObject, tree: Path) -> None:
-    document = copy.deepcopy(BASES[base])
-    for _ in range(data.draw(st.integers(1, 3), label="mutations")):
+def mutated(base: dict[str, Any], data: st.DataObject, most: int) -> dict[str, Any]:
+    """A copy of ``base`` with 1 to ``most`` keys set, deleted or given another value."""
+    document = copy.deepcopy(base)
+    for _ in range(data.draw(st.integers(1, most), label="mutations")):
         site = data.draw(st.sampled_from(sites(document)), label="site")
         table = table_at(document, site)
         kind = data.draw(MUTATIONS, label="kind")
@@ -733,6 +732,13 @@ def test_fuzz_mutated_documents(base: str, data: st.DataObject, tree: Path) -> N
         else:
             # a fresh copy: a drawn value must never be planted into itself on a later step
             table[data.draw(st.sampled_from(KEYS), label="key")] = copy.deepcopy(data.draw(VALUES, label="value"))
+    return document
+
+
+@settings(FUZZ)
+@given(base=st.sampled_from(sorted(BASES)), data=st.data())
+def test_fuzz_mutated_documents(base: str, data: st.DataObject, tree: Path) -> None:
+    document = mutated(BASES[base], data, 3)
     try:
         text = tomli_w.dumps(document)
     except (TypeError, ValueError):  # a value TOML cannot hold (NUL in a key, nan is fine)

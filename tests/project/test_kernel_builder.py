@@ -7,7 +7,6 @@ tests/docker/test_docker_kernel_builder.py; this module compiles nothing.
 
 from __future__ import annotations
 
-import copy
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_build_toml import BASES, FUZZ, MUTATIONS, VALUES, sites, table_at
+from test_build_toml import BASES, FUZZ, mutated
 from testkit import REPO
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
@@ -188,16 +187,7 @@ def test_cli_plan_on_a_mutated_build_toml_exits_cleanly(base: str, data: st.Data
     for name in KB_FILES:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(f"// {name}\n")
-    document = copy.deepcopy(BASES[base])
-    for _ in range(data.draw(st.integers(1, 2), label="mutations")):
-        site = data.draw(st.sampled_from(sites(document)), label="site")
-        table = table_at(document, site)
-        kind = data.draw(MUTATIONS, label="kind")
-        if kind == "delete" and table:
-            del table[data.draw(st.sampled_from(sorted(table)), label="deleted")]
-        elif table:
-            key = data.draw(st.sampled_from(sorted(table)), label="replaced")
-            table[key] = copy.deepcopy(data.draw(VALUES, label="value"))
+    document = mutated(BASES[base], data, 2)
     try:
         (root / "build.toml").write_text(tomli_w.dumps(document))
     except (TypeError, ValueError):
