@@ -25,6 +25,7 @@ from pathlib import Path
 from wheelfactory.errors import ConfigError, MergeConflict, UsageError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
+from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
 from wheelfactory.support import atomic, paths
 
 
@@ -109,7 +110,15 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
         if choice.origin == out:
             continue
         replaceable = set(_files(existing[choice.variant_id])) if choice.variant_id in existing else set()
-        for name in _files(choice.entry):
+        names = _files(choice.entry)
+        if _ok(choice.entry) and choice.entry.wheel:
+            # The wheel's provenance record travels with it. A record of another run of the same
+            # wheel (reproducible builds give the same bytes) is replaced, not a conflict.
+            record = choice.entry.wheel + PROVENANCE_SUFFIX
+            if _inside(choice.origin, record, choice.variant_id).is_file():
+                names.append(record)
+                replaceable.add(record)
+        for name in names:
             source = _inside(choice.origin, name, choice.variant_id)
             if not source.is_file():
                 raise MergeConflict(f"{choice.origin / manifest.MANIFEST} lists {name} for {choice.variant_id}, "

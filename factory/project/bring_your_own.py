@@ -20,7 +20,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
-from wheelfactory.project.keys import tree_digest
+from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
@@ -85,6 +85,10 @@ class ByoStage:
     @property
     def project_kind(self) -> str:
         return "setuptools"
+
+    @property
+    def source_date_epoch(self) -> int:
+        return source_date_epoch(self.project.root)
 
     def build_env(self) -> dict[str, str]:
         """GPU_SWITCHES for GPU variants, then [project] env, then cpu_env or cuda_env."""

@@ -38,7 +38,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.bring_your_own import IGNORED
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
-from wheelfactory.project.keys import tree_digest
+from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.noarch import depends_requirements
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
@@ -163,6 +163,10 @@ class KernelBuilderStage:
     @property
     def project_kind(self) -> str:
         return "kernel-builder"
+
+    @property
+    def source_date_epoch(self) -> int:
+        return source_date_epoch(self.spec.root)
 
     @property
     def native(self) -> bool:

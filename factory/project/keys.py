@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Iterable
@@ -31,3 +32,35 @@ def file_sha256(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# The zip format's earliest date (1980-01-01T00:00:00Z): the epoch of a project that has no
+# history to take one from. A fixed default keeps such wheels reproducible (hatchling does the same).
+DEFAULT_SOURCE_DATE_EPOCH = 315532800
+
+
+def source_date_epoch(root: Path) -> int:
+    """SOURCE_DATE_EPOCH for the wheels of the project at ``root`` (every file in a wheel gets this
+    time, so two builds of the same sources give the same bytes): the environment's, where the
+    caller set one; else the time of the last git commit that touched the project (the same in
+    every clone, and unchanged by commits elsewhere in the repository, so it does not spoil the
+    build cache); else DEFAULT_SOURCE_DATE_EPOCH."""
+    import os
+
+    given = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if given.isdigit():
+        return int(given)
+    return _git_epoch(root.resolve())
+
+
+@functools.cache
+def _git_epoch(root: Path) -> int:
+    import subprocess
+
+    try:
+        found = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct", "--", "."],
+                               capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_SOURCE_DATE_EPOCH  # no git: no history to read
+    text = found.stdout.strip()
+    return int(text) if found.returncode == 0 and text.isdigit() else DEFAULT_SOURCE_DATE_EPOCH

@@ -23,7 +23,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.kernel_toml import KernelSpec
-from wheelfactory.project.keys import python_files, tree_digest
+from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.resources import runtime_dir
 
@@ -57,6 +57,11 @@ class Stage(Protocol):
     @property
     def checks(self) -> WheelChecks:
         """What the wheel is checked against besides the factory's checks: declared ops, tests."""
+
+    @property
+    def source_date_epoch(self) -> int:
+        """The time every file in the wheel gets (project/keys.py source_date_epoch): part of what
+        makes a rebuild byte-identical."""
 
     def build_env(self) -> dict[str, str]:
         """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
@@ -102,6 +107,10 @@ class StagePlan:
     @property
     def project_kind(self) -> str:
         return "native"
+
+    @property
+    def source_date_epoch(self) -> int:
+        return source_date_epoch(self.kernel.root)
 
     def build_env(self) -> dict[str, str]:
         return {}

@@ -15,6 +15,7 @@ Layout of a generation (URLs are relative to what ``wheelfactory serve`` serves)
     <variant>/simple/index.html             PEP 503 root: the project
     <variant>/simple/<project>/index.html   PEP 503 page: the wheel, #sha256=, requires-python
     <variant>/simple/<project>/<wheel>      the wheel
+    <variant>/simple/<project>/<wheel>.intoto.json   its provenance record, where the build wrote one
     <variant>/requirements.txt              name==version --hash=sha256:... (pip --require-hashes)
     whl/torch-<torch>+<backend>[-cxx98].html   find-links pages (PyG / mmcv style)
     variants/...                            wheel-variant metadata (factory/publish/variant_metadata.py)
@@ -43,6 +44,8 @@ from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.which import InvalidListing, check_listing
 from wheelfactory.runner import manifest
+from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
+from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, subject_sha256
 from wheelfactory.support import paths
 
 INDEX_LINK = "index"  # dist/index: the current generation (a symlink)
@@ -56,7 +59,7 @@ DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 TORCH_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
                            r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?")
 
-
+TOOLKIT_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)*")  # CUDA 13.0, ROCm 6.4
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,7 @@ class IndexedWheel:
     torch_version: str  # "2.13.0" (or "2.13" where the manifest did not say)
     toolkit: str | None
     requires_python: str | None
+    provenance: Path | None = None  # dist/<variant>/<wheel>.intoto.json (runner/provenance.py)
 
     @property
     def variant_id(self) -> str:
@@ -132,6 +136,10 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         if not isinstance(torch_version, str) or not TORCH_VERSION.fullmatch(torch_version):
             raise ConfigError(f"{vid}: torch_version {torch_version!r} is not a torch release (e.g. 2.13.0)",
                               file=listed, hint="rebuild it with `wheelfactory build`")
+        # Published in index.json, where select.py reads it as a toolkit release.
+        if entry.toolkit is not None and not TOOLKIT_VERSION.fullmatch(entry.toolkit):
+            raise ConfigError(f"{vid}: toolkit {entry.toolkit!r} is not a toolkit release (e.g. 13.0)",
+                              file=listed, hint="rebuild it with `wheelfactory build`")
         if not source.is_file():
             skipped.append(Skipped(vid, f"{entry.wheel} is missing"))
             continue
@@ -148,9 +156,37 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         except ConfigError as exc:
             skipped.append(Skipped(vid, f"{entry.wheel}: {exc.detail}"))
             continue
+        try:
+            provenance = _provenance(source, entry.sha256)
+        except InvalidProvenance as exc:
+            skipped.append(Skipped(vid, f"{provenance_path(source).name}: {exc} (rebuild it)"))
+            continue
         wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
-                                   torch_version, entry.toolkit, requires_python))
+                                   torch_version, entry.toolkit, requires_python, provenance))
     return wheels, skipped
+
+
+PROVENANCE_LIMIT = 16 << 20  # a record lists a few hundred wheels at most: more is not one of ours
+
+
+def _provenance(wheel: Path, sha256: str) -> Path | None:
+    """The wheel's provenance record (None: the build wrote none, e.g. an older wheelfactory's);
+    InvalidProvenance when it is there but is not a statement about this wheel's bytes: a wheel
+    must not be published beside a record of another build."""
+    path = provenance_path(wheel)
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise InvalidProvenance("is not a regular file")
+    if path.stat().st_size > PROVENANCE_LIMIT:
+        raise InvalidProvenance(f"is larger than {PROVENANCE_LIMIT >> 20} MiB")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidProvenance(f"cannot be read ({exc.strerror or exc})") from None
+    if subject_sha256(data, wheel.name) != sha256:
+        raise InvalidProvenance(f"names another sha256 for {wheel.name}")
+    return path
 
 
 # What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
@@ -226,8 +262,14 @@ def plan_index(wheels: list[IndexedWheel], skipped: list[Skipped], *, base_url: 
     pages.update(extra_pages)
     pages["select.py"] = select_script(base_url)
     pages["index.json"] = json.dumps(_index_json(wheels, skipped, sorted(by_page)), indent=2) + "\n"
+    try:  # what select.py and serve will read: never publish a listing they refuse
+        check_listing(pages["index.json"].encode())
+    except InvalidListing as exc:
+        raise IndexBuildError(f"the index.json this manifest makes would be refused by its readers: {_one_line(exc)}"
+                              ) from None
     pages["index.html"] = _top_page(wheels, skipped, sorted(by_page), base_url, [p for p, _ in extra_pages])
-    links = tuple((w.path, w.source) for w in wheels) + extra_links
+    links = (tuple((w.path, w.source) for w in wheels)
+             + tuple((w.path + PROVENANCE_SUFFIX, w.provenance) for w in wheels if w.provenance) + extra_links)
     digest = hashlib.sha256(json.dumps([sorted(pages.items()), [(p, file_sha256(s)) for p, s in links]],
                                        sort_keys=True).encode()).hexdigest()
     return IndexPlan(tuple(wheels), tuple(skipped), tuple(sorted(pages.items())), links, digest)
@@ -258,6 +300,7 @@ def _index_json(wheels: list[IndexedWheel], skipped: list[Skipped], findlinks: l
             "cxx11_abi": w.variant.cxx11_abi, "python": w.variant.python, "arch": w.variant.arch,
             "stable_abi": w.variant.stable_abi, "wheel": w.path, "sha256": w.sha256, "index": w.simple + "/",
             "find_links": w.findlinks_page, "requirements": f"{w.variant_id}/requirements.txt",
+            "provenance": w.path + PROVENANCE_SUFFIX if w.provenance else None,
         } for w in wheels],
         "find_links": findlinks,
         "skipped": [{"id": s.variant_id, "reason": s.reason} for s in skipped],
@@ -279,7 +322,8 @@ def _top_page(wheels: list[IndexedWheel], skipped: list[Skipped], findlinks: lis
         command = html.escape(pip_command(w, base_url))
         rows.append(f'<tr>{tds}<td><a href="{html.escape(w.path)}#sha256={w.sha256}">{html.escape(w.filename)}</a>'
                     f'</td><td><code>{command}</code><br/><a href="{html.escape(w.variant_id)}/requirements.txt">'
-                    "hash-pinned requirements</a></td></tr>")
+                    "hash-pinned requirements</a>" + (f'<br/><a href="{html.escape(w.path + PROVENANCE_SUFFIX)}">'
+                                                      "provenance</a>" if w.provenance else "") + "</td></tr>")
     header = "".join(f"<th>{h}</th>" for h in ("variant", "torch", "backend", "C++ ABI", "python", "arch", "wheel",
                                                "install"))
     pages = "\n".join(f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a>: <code>pip install '

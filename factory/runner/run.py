@@ -21,6 +21,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
+from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.resources import runtime_dir
@@ -46,6 +47,7 @@ def cache_key(stage: Stage, engine: Engine) -> str:
         "engine": engine.identity(stage.variant),
         "variant": stage.variant.as_dict(),
         "project": stage.key_material(),
+        "source_date_epoch": stage.source_date_epoch,  # every file's time in the wheel
         "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
     })
 
@@ -116,6 +118,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     # written plainly, not through support/atomic.py.
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
+    started = time.time()
     observe(variant.id, "building", "")
     timeline.attach(log)
     try:
@@ -124,9 +127,14 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             final = variant_dir / built.name
             with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
                 shutil.copyfile(built, partial)
+            sha256 = file_sha256(final)
+            write_provenance(BuiltWheel(variant, final, sha256, stage.project_kind, stage.package,
+                                        json_digest(stage.key_material()), stage.source_date_epoch, key,
+                                        started, time.time()), engine.build_inputs(variant))
             for stale in variant_dir.glob("*.whl"):
                 if stale != final:
                     stale.unlink()
+                    provenance_path(stale).unlink(missing_ok=True)
             shutil.rmtree(workdir, ignore_errors=True)
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
@@ -144,7 +152,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
     observe(variant.id, "built", final.name)
     return Outcome(variant, manifest.Entry(status="built", wheel=str(final.relative_to(out)),
-                                           sha256=file_sha256(final), seconds=seconds, key=key,
+                                           sha256=sha256, seconds=seconds, key=key,
                                            log=str(log.relative_to(out)), error=None, engine=engine.name,
                                            image=engine.image_id(variant), torch_version=facts[0],
                                            toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,

@@ -112,5 +112,8 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
         records.append([f"{new_info}RECORD", "", ""])
         text = io.StringIO()
         csv.writer(text, lineterminator="\n").writerows(records)  # RECORD is CSV (PEP 376)
-        out.writestr(new_info + "RECORD", text.getvalue())
+        # The wheel's own time, not now: a rewrite of the same wheel is the same bytes.
+        info = zipfile.ZipInfo(new_info + "RECORD", date_time)
+        info.external_attr, info.compress_type = 0o644 << 16, zipfile.ZIP_DEFLATED
+        out.writestr(info, text.getvalue())
     return target

@@ -221,3 +221,86 @@ def test_variantlib_accepts_the_variant_wheels_the_index_publishes(index_url: st
         generated.stderr
     written = json.loads(next(tmp_path.glob("fusedops-*-variants.json")).read_text())
     assert sorted(written["variants"]) == sorted({w.name[:-len(".whl")].rsplit("-", 1)[1] for w in wheels})
+
+
+UV = str(Path(sys.executable).parent / "uv")
+
+
+def uv_install(venv: Path, cache: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """uv, the second real installer, into ``venv``: no user or project configuration, its own cache."""
+    command = [UV, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"), *args]
+    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
+    if check:
+        return run(command, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, env=env)
+
+
+def installed(venv: Path) -> str:
+    """The wheel pip or uv put in the venv: fusedops' version (its local label names the variant)."""
+    return run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('fusedops'))"],
+               cwd=venv).stdout.strip()
+
+
+def listing(index_url: str) -> dict[str, dict[str, object]]:
+    from urllib.request import urlopen
+
+    with urlopen(f"{index_url}/index.json", timeout=60) as answer:
+        return {entry["id"]: entry for entry in json.load(answer)["variants"]}
+
+
+@pytest.mark.parametrize("variant", sorted(TORCHES))
+def test_uv_installs_what_pip_installs_from_the_index_the_find_links_page_and_hash_pinned(
+        index_url: str, variant: str, tmp_path: Path) -> None:
+    """The same picks as pip, by uv: from the variant's PEP 503 index, from its find-links page (only
+    that page: --no-index), and with --require-hashes from the index's requirements.txt; each loads
+    prebuilt as this variant. A wrong hash is refused."""
+    from urllib.request import urlopen
+
+    by_pip = fresh_venv(TORCHES[variant], tmp_path / "pip")
+    pip(by_pip, "install", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
+    expected = installed(by_pip)
+    entry = listing(index_url)[variant]
+    with urlopen(f"{index_url}/{entry['requirements']}", timeout=60) as answer:
+        pinned = tmp_path / "requirements.txt"
+        pinned.write_bytes(answer.read())
+    cache = tmp_path / "uv-cache"
+    ways = {
+        "index": ("--index-url", f"{index_url}/{variant}/simple", "fusedops"),
+        "find-links": ("--no-index", "--find-links", f"{index_url}/{entry['find_links']}", "fusedops"),
+        "hash-pinned": ("--require-hashes", "--no-deps", "--index-url", f"{index_url}/{variant}/simple",
+                        "-r", str(pinned)),
+    }
+    for way, args in ways.items():
+        venv = fresh_venv(TORCHES[variant], tmp_path / way)
+        uv_install(venv, cache, *args)
+        assert installed(venv) == expected, way
+        result = check(venv)
+        assert result["mode"] == "prebuilt" and result["variant"] == variant and not result["warnings"], (way, result)
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, pinned.read_text()))
+    venv = fresh_venv(TORCHES[variant], tmp_path / "wrong-hash")
+    refused = uv_install(venv, tmp_path / "uv-cache-2", "--require-hashes", "--no-deps", "--index-url",
+                         f"{index_url}/{variant}/simple", "-r", str(wrong), check=False)
+    assert refused.returncode != 0 and "hash" in (refused.stdout + refused.stderr).lower(), refused.stderr
+
+
+def test_each_served_wheel_has_its_provenance_record_beside_it(index_url: str) -> None:
+    """The index lists an in-toto statement per wheel, served beside it, whose subject is the
+    served wheel's sha256 and whose predicate names the build image and the torch wheel it used."""
+    import hashlib
+    from urllib.request import urlopen
+
+    for variant in TORCHES:
+        entry = listing(index_url)[variant]
+        assert entry["provenance"], entry
+        with urlopen(f"{index_url}/{entry['wheel']}", timeout=120) as answer:
+            digest = hashlib.sha256(answer.read()).hexdigest()
+        with urlopen(f"{index_url}/{entry['provenance']}", timeout=60) as answer:
+            statement = json.load(answer)
+        assert statement["subject"] == [{"name": Path(str(entry["wheel"])).name, "digest": {"sha256": digest}}]
+        definition = statement["predicate"]["buildDefinition"]
+        assert definition["externalParameters"]["variant"]["id"] == variant
+        names = [d["name"] for d in definition["resolvedDependencies"]]
+        assert "image" in names and any(n.startswith(f"torch-{TORCHES[variant]}") for n in names), names
+        tools = statement["predicate"]["runDetails"]["builder"]["version"]
+        assert {"wheelfactory", "cibuildwheel", "auditwheel", "setuptools", "torch"} <= set(tools), tools

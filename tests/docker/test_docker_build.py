@@ -76,15 +76,19 @@ def owned_containers(client: object, out: Path) -> list[str]:
     return [c.name for c in found]
 
 
-def copy_kernel(dest: Path) -> Path:
-    return Path(shutil.copytree(REPO / "kernels" / "fusedops", dest, ignore=shutil.ignore_patterns("__pycache__")))
+def clone_kernel(dest: Path) -> Path:
+    """The sample kernel in a clone of the repository elsewhere: its wheels' SOURCE_DATE_EPOCH is
+    the last commit that touched it, the same as the fixture's (a plain copy has no history and
+    gets the zip epoch: another wheel). What is not committed is not in the clone."""
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(REPO), str(dest)], check=True, timeout=600)
+    return dest / "kernels" / "fusedops"
 
 
 def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
                                                                  tmp_path: Path) -> None:
     """A copy of the kernel with the fixture's dist: cached; after editing one .cpp, the variant
     rebuilds and sccache serves the files that did not change."""
-    kernel = copy_kernel(tmp_path / "fusedops")
+    kernel = clone_kernel(tmp_path / "clone")
     shutil.copytree(docker_build / "dist", tmp_path / "dist")
     text = matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel))
     (tmp_path / "matrix.toml").write_text(text)
@@ -165,6 +169,44 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     finally:
         for env in after:
             shutil.rmtree(env.path, ignore_errors=True)
+
+
+def test_a_rebuild_from_scratch_elsewhere_is_byte_identical(docker_build: Path, offline_build_tables: str,
+                                                           tmp_path: Path) -> None:
+    """Reproducible wheels: the torch 2.6 CPU variant built again from a clone in another directory,
+    into an empty output, with an empty compile cache (fresh containers; only the downloaded wheels
+    and the prepared torch are shared), has the fixture's sha256. What makes it so: SOURCE_DATE_EPOCH
+    from the project's last commit (bdist_wheel and auditwheel's repack stamp every member with it,
+    in sorted order), and compiles in the container's /project whatever the host's path."""
+    kernel = clone_kernel(tmp_path / "clone")
+    tables = offline_build_tables.replace(str(CACHE / "sccache"), str(tmp_path / "empty-sccache"))
+    assert tables != offline_build_tables  # the compile cache really is another, empty one
+    text = matrix_text(tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel))
+    (tmp_path / "matrix.toml").write_text(text)
+    variant = "torch26-cxx98-cpu-x86_64-linux"
+    result = build(tmp_path, "--only", variant)
+    assert result.returncode == 0, result.stdout[-3000:]
+    again, first = manifest(tmp_path / "dist")[variant], manifest(docker_build / "dist")[variant]
+    assert again["status"] == "built"
+    log = (tmp_path / "dist" / str(again["log"])).read_text()
+    assert "): 0 hits, " in [line for line in log.splitlines() if line.startswith("# compile cache")][-1]
+    ours, theirs = tmp_path / "dist" / str(again["wheel"]), docker_build / "dist" / str(first["wheel"])
+    assert again["sha256"] == first["sha256"], _zip_difference(ours, theirs)
+    for wheel in (ours, theirs):  # each with its own record, about the same bytes
+        record = json.loads(wheel.with_name(wheel.name + ".intoto.json").read_text())
+        assert record["subject"][0]["digest"]["sha256"] == first["sha256"]
+
+
+def _zip_difference(one: Path, other: Path) -> str:
+    """Which members differ (content, time, mode or order): what to look at when a build is not reproducible."""
+    with zipfile.ZipFile(one) as a, zipfile.ZipFile(other) as b:
+        infos_a, infos_b = a.infolist(), b.infolist()
+        if [i.filename for i in infos_a] != [i.filename for i in infos_b]:
+            return f"member order or names differ: {[i.filename for i in infos_a]} vs {[i.filename for i in infos_b]}"
+        found = [f"{x.filename}: {what}" for x, y in zip(infos_a, infos_b)
+                 for what, differs in (("bytes", a.read(x) != b.read(y)), ("time", x.date_time != y.date_time),
+                                       ("mode", x.external_attr != y.external_attr)) if differs]
+    return "; ".join(found) or "same members: the archive itself differs (compression?)"
 
 
 def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build_tables: str, tmp_path: Path) -> None:

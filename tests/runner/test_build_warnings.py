@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from testkit import REPO
 from wheelfactory.cli.render import print_build_summary
+from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -34,6 +35,7 @@ def cuda_variant() -> Variant:
 class FakeStage:
     def __init__(self, variant: Variant) -> None:
         self.variant, self.package, self.native = variant, "multi_ext", False
+        self.project_kind, self.source_date_epoch = "native", 315532800
 
     def key_material(self) -> object:
         return self.variant.id
@@ -47,6 +49,9 @@ class WarningEngine:
 
     def image_id(self, variant: Variant) -> str | None:
         return None
+
+    def build_inputs(self, variant: Variant) -> BuildInputs | None:
+        return BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag", (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
 
     def reclaim(self) -> list[str]:
         return []

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
+from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -34,6 +35,7 @@ class FakeStage:
         self.variant = variant
         self.package = "fake"
         self.native = True
+        self.project_kind, self.source_date_epoch = "native", 315532800
 
     def key_material(self) -> object:
         return self.variant.id
@@ -52,6 +54,9 @@ class FakeEngine:
 
     def image_id(self, variant: Variant) -> str | None:
         return None
+
+    def build_inputs(self, variant: Variant) -> BuildInputs | None:
+        return BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag", (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
 
     def reclaim(self) -> list[str]:
         return []

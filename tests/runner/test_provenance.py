@@ -1,0 +1,145 @@
+"""Provenance records: the runner writes an in-toto statement beside each wheel it builds, a real
+in-toto consumer (in-toto-attestation's Statement and SLSA Provenance v1 schemas) accepts it,
+and index / merge carry it; a record that is not about the wheel beside it is never published."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
+from in_toto_attestation.v1 import statement_pb2
+from in_toto_attestation.v1.statement import Statement
+from testkit import REPO
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.expand import expand
+from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.runner import manifest
+from wheelfactory.runner.provenance import SUFFIX, provenance_path
+from wheelfactory.runner.run import run_matrix
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
+from dist_fakes import make_dist  # noqa: E402
+from test_run_matrix import FakeEngine, FakeStage  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def variants() -> tuple[Variant, ...]:
+    table = load_table()
+    text = '[matrix]\ntorch = ["2.12", "2.13"]\ncxx11_abi = true\n'
+    return expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=REPO), table).variants
+
+
+def _consumer_parses(document: dict[str, object]) -> provenance_pb2.Provenance:
+    """The statement as in-toto-attestation reads it (unknown fields refused), validated; and its
+    predicate as SLSA Provenance v1."""
+    proto = json_format.ParseDict(document, statement_pb2.Statement())
+    Statement.copy_from_pb(proto).validate()
+    predicate = json_format.ParseDict(document["predicate"], provenance_pb2.Provenance())
+    return predicate
+
+
+def test_each_built_wheel_gets_a_statement_about_its_bytes(tmp_path: Path, variants: tuple[Variant, ...]) -> None:
+    run_matrix(FakeStage, variants, FakeEngine(), tmp_path)  # type: ignore[arg-type]
+    entries = manifest.read(tmp_path)
+    for variant_id, entry in entries.items():
+        wheel = tmp_path / str(entry.wheel)
+        document = json.loads(provenance_path(wheel).read_text())
+        assert document["subject"] == [{"name": wheel.name, "digest": {"sha256": entry.sha256}}]
+        assert hashlib.sha256(wheel.read_bytes()).hexdigest() == entry.sha256
+        predicate = _consumer_parses(document)
+        definition = predicate.build_definition
+        assert definition.external_parameters["variant"]["id"] == variant_id  # the matrix entry
+        assert definition.internal_parameters["cache_key"] == entry.key
+        names = {d.name: dict(d.digest) for d in definition.resolved_dependencies}
+        assert names["image"] == {"sha256": "ab" * 32}
+        assert names["torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"] == {"sha256": "cd" * 32}
+        assert set(names["project"]) == {"sha256"}
+        assert predicate.run_details.builder.version["torch"] == "2.13.0"  # from the wheel set's names
+        assert predicate.run_details.metadata.HasField("started_on")
+
+
+def test_a_rebuild_replaces_the_record_and_a_stale_one_goes_with_its_wheel(tmp_path: Path,
+                                                                           variants: tuple[Variant, ...]) -> None:
+    run_matrix(FakeStage, variants[:1], FakeEngine(), tmp_path)  # type: ignore[arg-type]
+    (entry,) = manifest.read(tmp_path).values()
+    variant_dir = (tmp_path / str(entry.wheel)).parent
+    stale = variant_dir / "fake-0.0-old.whl"
+    stale.write_bytes(b"old")
+    provenance_path(stale).write_text("{}")
+    manifest.write(tmp_path, {})  # forget it: the next run builds again
+    run_matrix(FakeStage, variants[:1], FakeEngine(), tmp_path)  # type: ignore[arg-type]
+    assert sorted(p.name for p in variant_dir.iterdir() if p.name != "build.log") == sorted(
+        [Path(str(entry.wheel)).name, Path(str(entry.wheel)).name + SUFFIX])
+
+
+def _record(dist: Path, entry: manifest.Entry, sha256: str | None = None) -> Path:
+    wheel = dist / str(entry.wheel)
+    document = {"_type": "https://in-toto.io/Statement/v1", "predicateType": "https://slsa.dev/provenance/v1",
+                "subject": [{"name": wheel.name, "digest": {"sha256": sha256 or entry.sha256}}], "predicate": {}}
+    provenance_path(wheel).write_text(json.dumps(document))
+    return provenance_path(wheel)
+
+
+def _index(dist: Path) -> dict[str, object]:
+    from wheelfactory.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["index", "-o", str(dist)])
+    assert exit_info.value.code in (0, None)
+    return json.loads((dist / "index" / "index.json").read_text())  # type: ignore[no-any-return]
+
+
+def test_the_index_lists_and_serves_the_record_beside_the_wheel(tmp_path: Path) -> None:
+    entries = make_dist(tmp_path)
+    with_record = "torch213-cxx11-cpu-x86_64-linux"
+    record = _record(tmp_path, entries[with_record])
+    listing = _index(tmp_path)
+    by_id = {v["id"]: v for v in listing["variants"]}  # type: ignore[attr-defined]
+    published = by_id[with_record]["provenance"]
+    assert published == by_id[with_record]["wheel"] + SUFFIX
+    assert (tmp_path / "index" / published).read_bytes() == record.read_bytes()
+    assert by_id["torch26-cxx98-cpu-x86_64-linux"]["provenance"] is None  # none written: listed without
+    assert f'href="{published}"' in (tmp_path / "index" / "index.html").read_text()
+
+
+@pytest.mark.parametrize("damage", ["other-sha", "not-json", "directory", "not-a-statement"])
+def test_a_record_about_other_bytes_keeps_the_wheel_out_of_the_index(tmp_path: Path, damage: str) -> None:
+    entries = make_dist(tmp_path)
+    vid = "torch213-cxx11-cpu-x86_64-linux"
+    path = _record(tmp_path, entries[vid], sha256="0" * 64 if damage == "other-sha" else None)
+    if damage == "not-json":
+        path.write_bytes(b"\xff{")
+    elif damage == "directory":
+        path.unlink()
+        path.mkdir()
+    elif damage == "not-a-statement":
+        path.write_text('{"subject": []}')
+    listing = _index(tmp_path)
+    assert vid not in {v["id"] for v in listing["variants"]}  # type: ignore[attr-defined]
+    (reason,) = [s["reason"] for s in listing["skipped"] if s["id"] == vid]  # type: ignore[attr-defined]
+    assert path.name in reason and "rebuild it" in reason
+
+
+def test_merge_carries_the_record_and_another_runs_record_of_the_same_wheel_is_no_conflict(tmp_path: Path) -> None:
+    from wheelfactory.ci.merge import apply_merge, plan_merge
+
+    part, out = tmp_path / "part", tmp_path / "out"
+    entries = make_dist(part)
+    for entry in entries.values():
+        (part / str(entry.log)).write_text("log\n")
+    vid = "torch213-cxx11-cpu-x86_64-linux"
+    record = _record(part, entries[vid])
+    apply_merge(plan_merge([part], out))
+    assert (out / (str(entries[vid].wheel) + SUFFIX)).read_bytes() == record.read_bytes()
+    first = record.read_bytes()
+    record.write_text(record.read_text() + "\n")  # another run's record of the same wheel: no conflict
+    apply_merge(plan_merge([part], out, manifest.read(out)))
+    assert (out / (str(entries[vid].wheel) + SUFFIX)).read_bytes() == first  # the output's own build is kept
