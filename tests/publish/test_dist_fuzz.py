@@ -1,11 +1,12 @@
-"""Property-based fuzzing of what `index`, `export`, `report`, `serve` and `which` read from dist/.
+"""Property-based fuzzing of what `index`, `export`, `report`, `merge`, `serve` and `which` read from dist/.
 
 A dist/ is input like matrix.toml: a manifest.json someone edited (or a CI artifact that was
 damaged), wheels that are not zips or carry a bad build record, an index.json that is corrupt.
-Every such input must give exit 0 (the bad part skipped, with its reason) or exit 2 with exactly one
-stderr line ``wheelfactory: ...`` (``select: ...`` for ``which``, whose work runs in the served,
-standard-library select.py), never a traceback, and nothing may be written outside the dist and
-export directories.
+Every such input must give exit 0 (the bad part skipped, with its reason) or exit 2 (7 for a part
+`merge` cannot take) with exactly one stderr line ``wheelfactory: ...`` (``select: ...`` for
+``which``, whose work runs in the served, standard-library select.py), never a traceback; nothing
+may be written outside the dist and output directories; and an `index` that refuses a manifest
+leaves the previous index generation served as it was.
 
 Generators:
 
@@ -14,12 +15,13 @@ Generators:
 * wheels: a valid dist whose wheel is replaced by random bytes, by a zip without METADATA, by a zip
   whose ``_build.json`` is not JSON or has the wrong shape, or renamed to something that is not a
   wheel's file name (the manifest's sha256 and path updated, so the wheel gets as far as it can);
+* provenance records: any bytes or JSON value beside a good wheel, or a statement about other bytes;
 * index.json: any JSON value, and a valid listing with a variant's key removed or mistyped, read by
   the ``which`` CLI (a subprocess: a few examples), select.py's ``main`` in-process and ``serve``'s
   reader (``publish.index.read_listing``).
 
-Documents per run: manifests 150, wheels 80, wheel names 30, index.json 100 (select.py) + 60
-(serve's reader) + 8 (the ``which`` CLI): 428.
+Documents per run: manifests 150, wheels 80, wheel names 30, provenance records 40, index.json
+100 (select.py) + 60 (serve's reader) + 8 (the ``which`` CLI): 468.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ def examples(count: int) -> int:
 
 VID = "torch213-cxx11-cpu-x86_64-linux"
 ABI3_VID = "torch213-cxx11-cpu-x86_64-linux-abi3"  # hypothetical second id; parsed or skipped either way
-COMMANDS = ("index", "export", "report")
+COMMANDS = ("index", "export", "report", "merge")
 # --skip-abi-check writes this warning line before any error; it is not the error.
 ABI_WARNING = "--skip-abi-check"
 
@@ -129,6 +131,7 @@ def run(capfd: pytest.CaptureFixture[str], command: str, dist: Path, out: Path) 
     args = {"index": ["index", "-o", str(dist)],
             "export": ["export", "-o", str(dist), "--hf-layout", str(out)],
             "report": ["report", "-o", str(dist)],
+            "merge": ["merge", str(dist), "-o", str(out)],
             "which": ["which", "--index", str(dist / "index")]}[command]
     capfd.readouterr()
     with pytest.raises(SystemExit) as exited:
@@ -137,12 +140,13 @@ def run(capfd: pytest.CaptureFixture[str], command: str, dist: Path, out: Path) 
     return int(exited.value.code or 0), captured.out, captured.err
 
 
-def assert_clean(code: int, out: str, err: str, *, prefix: str = "wheelfactory: ", codes: tuple[int, ...] = (0, 2)
-                 ) -> None:
-    """``code`` is one of ``codes``; exit 2 (bad input) is exactly one stderr line starting with ``prefix``."""
+def assert_clean(code: int, out: str, err: str, *, prefix: str = "wheelfactory: ",
+                 codes: tuple[int, ...] = (0, 2, 7)) -> None:
+    """``code`` is one of ``codes``; exit 2 (bad input) or 7 (a part merge cannot take) is exactly
+    one stderr line starting with ``prefix``."""
     assert "Traceback" not in out + err, err
     assert code in codes, (code, out, err)
-    if code == 2:
+    if code in (2, 7):
         lines = [line for line in err.splitlines() if ABI_WARNING not in line]
         assert len(lines) == 1, err
         assert lines[0].startswith(prefix), err
@@ -219,8 +223,15 @@ def test_a_bad_manifest_is_one_line_or_skipped(capfd: pytest.CaptureFixture[str]
                                                command: str) -> None:
     with sandbox() as (root, dist, out):
         _, document = good_dist(dist)
+        write_manifest(dist, document)
+        assert check_commands(capfd, root, dist, out, ("index",)) == [0]  # the generation readers have
+        served = (dist / "index").resolve()
+        listing = (served / "index.json").read_bytes()
         write_manifest(dist, apply(document, change))
-        check_commands(capfd, root, dist, out, (command,))
+        (code,) = check_commands(capfd, root, dist, out, (command,))
+        read_listing(dist)  # whatever happened, a complete generation is served
+        if command == "index" and code != 0:  # refused: the previous generation, untouched
+            assert (dist / "index").resolve() == served and (served / "index.json").read_bytes() == listing
 
 
 @pytest.mark.parametrize("field, value, expected", [
@@ -253,7 +264,7 @@ def test_an_unreadable_manifest_is_one_line(capfd: pytest.CaptureFixture[str], t
     with sandbox() as (root, dist, out):
         dist.mkdir()
         (dist / manifest.MANIFEST).write_bytes(text)
-        assert check_commands(capfd, root, dist, out, COMMANDS) == [2, 2, 2]
+        assert check_commands(capfd, root, dist, out, COMMANDS) == [2] * len(COMMANDS)
 
 
 def test_a_skip_reason_with_markup_is_printed_plainly(capfd: pytest.CaptureFixture[str]) -> None:
@@ -359,6 +370,41 @@ def test_a_build_record_of_the_wrong_shape_is_skipped_with_its_reason(capfd: pyt
         assert check_commands(capfd, root, dist, out, ("index",)) == [0]
         reason = json.loads((dist / "index" / "index.json").read_text())["skipped"][0]["reason"]
         assert "tiny/_build.json: arch_list: expected a list of strings" in reason
+
+
+# --------------------------------------------------------------------------------------------
+# Provenance records beside the wheels
+# --------------------------------------------------------------------------------------------
+
+
+@st.composite
+def bad_provenance(draw: st.DrawFn) -> bytes:
+    kind = draw(st.sampled_from(["bytes", "json", "subject", "digest"]))
+    if kind == "bytes":
+        return draw(st.binary(max_size=200))
+    if kind == "json":
+        return json.dumps(draw(JSON)).encode()
+    statement: dict[str, Any] = {"_type": "https://in-toto.io/Statement/v1", "predicate": {},
+                                 "predicateType": "https://slsa.dev/provenance/v1"}
+    if kind == "subject":
+        statement["subject"] = draw(JSON)
+    else:
+        statement["subject"] = [{"name": draw(TEXT), "digest": {"sha256": draw(TEXT)}}]
+    return json.dumps(statement).encode()
+
+
+@settings(FUZZ, max_examples=examples(40))
+@given(data=bad_provenance(), command=st.sampled_from(("index", "merge")))
+def test_a_bad_provenance_record_keeps_its_wheel_out_and_is_not_a_traceback(
+        capfd: pytest.CaptureFixture[str], data: bytes, command: str) -> None:
+    with sandbox() as (root, dist, out):
+        wheel, document = good_dist(dist)
+        write_manifest(dist, document)
+        wheel.with_name(wheel.name + ".intoto.json").write_bytes(data)
+        (code,) = check_commands(capfd, root, dist, out, (command,))
+        if command == "index":
+            assert code == 0
+            assert json.loads((dist / "index" / "index.json").read_text())["variants"] == []  # none is about it
 
 
 # --------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ def tree(root: Path) -> dict[str, bytes | str]:
 
 
 def make_one(dist: Path, *, files: dict[str, str | bytes] | None = None, wheel: str | None = None,
-             torch_version: str = "2.13.0") -> Path:
+             torch_version: str = "2.13.0", toolkit: str | None = None) -> Path:
     """dist/ with one built variant (a small valid wheel) and its manifest; ``wheel`` overrides the
     path the manifest names for it. Returns the wheel."""
     made = make_wheel(dist / VID, "tiny", VERSION, files={"tiny/__init__.py": "VALUE = 1\n", **(files or {})},
@@ -48,7 +48,7 @@ def make_one(dist: Path, *, files: dict[str, str | bytes] | None = None, wheel: 
     manifest.write(dist, {VID: manifest.Entry(status="built", wheel=wheel or f"{VID}/{made.name}", sha256=digest,
                                               seconds=1.0, key="k", log=f"{VID}/build.log", error=None,
                                               engine="docker", image=None, torch_version=torch_version,
-                                              toolkit=None)})
+                                              toolkit=toolkit)})
     return made
 
 
@@ -111,6 +111,18 @@ def test_index_refuses_a_torch_version_that_is_not_a_release(tmp_path: Path, tor
     assert_one_line(result, 2, str(dist / "manifest.json"), "torch_version", repr(torch_version))
     assert tree(tmp_path) == before  # no generation, no page anywhere
     assert not (dist / "index").exists() and not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("toolkit", ["", "thirteen", "13", "13.0/../x"])
+def test_index_refuses_a_toolkit_that_is_not_a_release(tmp_path: Path, toolkit: str) -> None:
+    """index.json carries it to select.py, which would refuse the whole listing: refused before."""
+    work = tmp_path / "work"
+    dist = work / "dist"
+    make_one(dist, toolkit=toolkit)
+    before = tree(tmp_path)
+    result = wheelfactory("index", "-o", "dist", cwd=work)
+    assert_one_line(result, 2, str(dist / "manifest.json"), "toolkit", repr(toolkit))
+    assert tree(tmp_path) == before
 
 
 def test_a_plain_dist_still_indexes_exports_and_reports(tmp_path: Path) -> None:
