@@ -19,11 +19,12 @@ without that label, so its tags name the same Dockerfile minus that one line.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wheelfactory.errors import ConfigError, UsageError, WriteFailed
+from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import CONTENT_LABEL, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
@@ -153,14 +154,15 @@ def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str,
 
 
 def write_bake(text: str, path: Path) -> None:
-    """Write the bake file atomically (support/atomic.py)."""
-    if path.is_dir():
+    """Write the bake file atomically (support/atomic.py). A path that cannot name a file is a
+    UsageError (exit 2); a failed write (no space, a read-only directory) is WriteFailed (exit 9),
+    one line, the old file kept and no temp file left."""
+    # os.path.isdir, not Path.is_dir: it answers False for a name too long rather than raising.
+    if os.path.isdir(path):
         raise UsageError(f"cannot write the bake file {path}: it is a directory; name a file, "
                          f"e.g. {path / 'docker-bake.json'}")
     parent = path.parent
-    if not parent.is_dir():
-        raise UsageError(f"cannot write the bake file {path}: directory {parent} does not exist")
-    try:
-        atomic.write_text(path, text, what="the bake file")
-    except WriteFailed as exc:  # a path given on the command line: a usage error (exit 2)
-        raise UsageError(str(exc)) from None
+    if not os.path.isdir(parent):
+        state = "is not a directory" if os.path.lexists(parent) else "does not exist"
+        raise UsageError(f"cannot write the bake file {path}: directory {parent} {state}")
+    atomic.write_text(path, text, what="the bake file")

@@ -164,18 +164,21 @@ def stale_diff(committed: str, generated: str, path: str) -> str:
 
 
 def write_workflow(text: str, path: Path) -> None:
-    """Write the workflow atomically (support/atomic.py); makes its directory."""
-    if path.is_dir():
+    """Write the workflow atomically (support/atomic.py); makes its directory. A path that cannot
+    name a file is a UsageError (exit 2); a failed write (no space, a read-only directory) is
+    WriteFailed (exit 9), one line, the old file kept and no temp file left."""
+    # os.path.isdir, not Path.is_dir: it answers False for a name too long rather than raising.
+    if os.path.isdir(path):
         raise UsageError(f"cannot write the workflow {path}: it is a directory; name a file, "
                          f"e.g. {path / 'wheels.yml'}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"cannot write the workflow {path}: {path.parent} is not a directory") from None
     except OSError as exc:
-        raise UsageError(f"cannot write the workflow {path}: {exc.strerror or exc}") from None
-    try:
-        atomic.write_text(path, text, what="the workflow")
-    except WriteFailed as exc:  # a path given on the command line: a usage error (exit 2)
-        raise UsageError(str(exc)) from None
+        raise WriteFailed(f"cannot write the workflow {path}: cannot make {path.parent} "
+                          f"({exc.strerror or exc})") from None
+    atomic.write_text(path, text, what="the workflow")
 
 
 # The workflow as data.

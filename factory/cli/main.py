@@ -222,28 +222,47 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
                    "(default: matrix.toml if it exists).")
 @COMPAT_OPTION
 @OUT_OPTION
-@click.option("--html", "html_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Where to write the page (default: DIST/report.html).")
-@click.option("--svg", "svg_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Where to write the grid as SVG (default: beside the page, DIST/report.svg).")
+@click.option("--html", "html_path", type=click.Path(path_type=Path, allow_dash=True), default=None,
+              help="Where to write the page (default: DIST/report.html; -: stdout).")
+@click.option("--svg", "svg_path", type=click.Path(path_type=Path, allow_dash=True), default=None,
+              help="Where to write the grid as SVG (default: beside the page, DIST/report.svg; -: stdout).")
 def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: Path, html_path: Path | None,
                    svg_path: Path | None) -> None:
     """Write a static HTML report of the matrix (and an SVG of its grid) from dist/manifest.json."""
-    from wheelfactory.publish.report import build_report, probe_dist, write_report
+    from wheelfactory.publish.report import build_report, probe_dist, report_paths, write_report
     from wheelfactory.runner import manifest
+    from wheelfactory.support.outputs import check_outputs, is_stdout
+    from wheelfactory.support.paths import safe_member
 
+    if is_stdout(html_path) and is_stdout(svg_path):
+        raise UsageError("--html - and --svg -: only one of them can go to standard output")
     out = out_dir.resolve()
+    if matrix_path is None and Path("matrix.toml").is_file():
+        matrix_path = Path("matrix.toml")
+    page, svg = report_paths(out, html_path=html_path, svg_path=svg_path)
+    inputs: dict[str, Path | None] = {"the manifest": out / manifest.MANIFEST, "the matrix": matrix_path,
+                                      "the compatibility table": compat_path}
+    # Checked before the manifest is read: a target that is a device or a directory is refused first.
+    outputs = {"--html": html_path} if html_path else {"the default page": page}
+    outputs.update({"--svg": svg_path} if svg_path else {"the default SVG": svg})
+    check_outputs(outputs, inputs, writes="the report")
     entries = manifest.read(out)
     if not entries:
         raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
-    if matrix_path is None and Path("matrix.toml").is_file():
-        matrix_path = Path("matrix.toml")
+    for vid, entry in sorted(entries.items()):  # the wheels and logs the page links, read for their sizes
+        for what, name in (("wheel", entry.wheel), ("build log", entry.log)):
+            member = safe_member(name) if isinstance(name, str) else None
+            if member is not None:
+                inputs[f"the {what} of {vid}"] = out / member
+    check_outputs(outputs, inputs, writes="the report")
     planned = _load_plan(matrix_path, compat_path) if matrix_path is not None else None
     report = build_report(entries, planned, facts=probe_dist(out, entries),
                           matrix=str(matrix_path) if matrix_path is not None else None)
     written = write_report(report, out, html_path=html_path, svg_path=svg_path)
-    click.echo(f"{written.html}\n{written.svg}")
-    click.echo(report.summary())
+    if written.stdout:  # stdout is exactly the file; the paths and the summary go to stderr
+        click.echo(written.stdout, nl=False)
+    click.echo(f"{written.html}\n{written.svg}", err=bool(written.stdout))
+    click.echo(report.summary(), err=bool(written.stdout))
 
 
 @cli.command("export")
@@ -314,13 +333,44 @@ def which_command(index: str | None, python: str, quiet: bool) -> None:
     # The script the index serves as select.py (standard library only, the runtime's fit rule
     # embedded), fed to the target interpreter on stdin as `curl URL/select.py | python -` does:
     # it imports that interpreter's torch, so it sees exactly what the kernel's runtime will see.
+    _check_interpreter(python)
     command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
     try:
         code = subprocess.run(command, input=select_script(DEFAULT_BASE_URL), text=True, check=False).returncode
     except OSError as exc:
-        raise UsageError(f"cannot run {python}: {exc.strerror or exc}") from None
+        raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
     if code:
         sys.exit(code)
+
+
+_PROBE = "wheelfactory-which-probe"
+_PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
+
+
+def _check_interpreter(python: str) -> None:
+    """``which --python``: the program must be a Python 3 interpreter, else one line (UsageError)
+    naming it. Without this, a program that ignores its arguments (/bin/echo, a wrapper that
+    prints something and exits 0) would be taken for an answer."""
+    import subprocess
+
+    hint = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
+    probe = f"import sys; sys.stdout.write('{_PROBE} %d' % sys.version_info[0])"
+    try:
+        done = subprocess.run([python, "-c", probe], stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=_PROBE_SECONDS, check=False)
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"--python {python}: no answer to a one-line Python test in {_PROBE_SECONDS} s; "
+                         f"{hint}") from None
+    except (OSError, ValueError) as exc:  # not found, not executable; ValueError: a NUL in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"--python {python}: cannot run it ({reason}); {hint}") from None
+    said = done.stdout.decode("utf-8", "replace").strip()
+    if done.returncode != 0:
+        raise UsageError(f"--python {python}: exited {done.returncode} on a one-line Python test, so it is "
+                         f"not a working Python interpreter; {hint}")
+    if said != f"{_PROBE} 3":
+        shown = " ".join(said.split())[:60] or "nothing"
+        raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
 
 
 @cli.command("serve")
@@ -472,14 +522,17 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
     from wheelfactory.ci.bake import plan_bake, write_bake
     from wheelfactory.plan.expand import select
     from wheelfactory.plan.indexes import debian_mirror
+    from wheelfactory.support.outputs import check_outputs, is_stdout
 
     shard_spec = parse_shard(shard) if shard else None
+    to_stdout = bake_file is None or is_stdout(bake_file)
+    check_outputs({"--file": bake_file}, {"the matrix": matrix_path, "the compatibility table": compat_path},
+                  writes="the bake file")
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     variants = select(project_plan(matrix, table), only, shard_spec)
     mirror = debian_mirror(matrix.build.debian_mirror) if matrix.build.debian_base else None
     baked = plan_bake(matrix, variants, matrix_file=str(matrix_path), host_mirror=mirror)
-    to_stdout = bake_file is None or str(bake_file) == "-"
     if to_stdout:
         click.echo(baked.dumps(), nl=False)
     else:
@@ -503,8 +556,8 @@ def ci_group() -> None:
 @ci_group.command("github")
 @MATRIX_OPTION
 @COMPAT_OPTION
-@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              metavar="FILE", help="Write the workflow here, atomically (default: stdout), e.g. "
+@click.option("--workflow", "workflow_file", type=click.Path(path_type=Path, allow_dash=True), default=None,
+              metavar="FILE", help="Write the workflow here, atomically (default, or -: stdout), e.g. "
                                    ".github/workflows/wheels.yml.")
 @click.option("--shards", type=int, default=None, metavar="N",
               help="N build jobs, each building shard I/N of the plan (default: one job per variant).")
@@ -518,9 +571,14 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
                       shards: int | None, install: str | None, python: str | None, check_file: Path | None) -> None:
     """A GitHub Actions workflow: plan job, one build job per variant (or shard), index job."""
     from wheelfactory.ci import github as gh
+    from wheelfactory.support.outputs import check_outputs, is_stdout
 
     if workflow_file is not None and check_file is not None:
         raise UsageError("--workflow writes the file and --check compares with it: give one of them")
+    if is_stdout(workflow_file):  # `--workflow -`: stdout, as without --workflow
+        workflow_file = None
+    check_outputs({"--workflow": workflow_file}, {"the matrix": matrix_path, "the compatibility table": compat_path},
+                  writes="the workflow")
     target = workflow_file or check_file
     options = gh.GithubOptions(
         matrix_file=gh.repo_path(matrix_path, "-m"),
@@ -533,10 +591,15 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
     text = gh.render_workflow(project_plan(matrix, table), matrix, options)
     err = console(stderr=True)
     if check_file is not None:
+        if check_file.exists() and not check_file.is_file():  # a device such as /dev/zero never ends
+            raise UsageError(f"--check {check_file}: not a regular file; name the committed workflow")
         try:
             committed = check_file.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise WorkflowStale(f"{check_file} does not exist; generate it with: {options.regenerate}") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or str(exc)
+            raise UsageError(f"--check {check_file}: cannot be read ({reason}); name the committed workflow") from None
         diff = gh.stale_diff(committed, text, options.workflow_file)
         if diff:
             click.echo(diff, nl=False)
@@ -591,6 +654,7 @@ def new_command(name: str, path: Path | None) -> None:
     shown = path if path is not None else Path(name)
     click.echo(f"{target}: kernel library {name!r} ({len(scaffold.files)} files); next: "
                f"cd {shown} && wheelfactory plan && wheelfactory build --only 'torch213-cxx11-cpu-*'")
+
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,11 +5,12 @@ Loaded and validated once; the planner asks it questions and never reads the TOM
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory._runtime._toolkit import CudaFacts, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor
@@ -185,6 +186,10 @@ def _parse(doc: TomlDocument) -> CompatTable:
     if pypi_index.path:
         indexes.error("pypi", "is an alias without a path", 'e.g. pypi = "pypi"')
 
+    for name, what, example in (("cuda", "CUDA", 'cuda."12.8"'), ("rocm", "ROCm", 'rocm."6.4"'),
+                                ("torch", "torch", 'torch."2.14"')):
+        for key in root.table(name).data:
+            _check_key(root.table(name), key, what, example)
     cuda = tuple(_parse_cuda(root.table("cuda").table(v), v) for v in root.table("cuda").data)
     rocm = tuple(_parse_rocm(root.table("rocm").table(v), v) for v in root.table("rocm").data)
     groups_table = root.table("cuda_groups")
@@ -211,6 +216,28 @@ def _index_ref(table: Table, key: str, default: str) -> IndexRef:
                                    "WHEELFACTORY_INDEX_<ALIAS> (factory/plan/indexes.py)")
 
 
+_MAJOR_MINOR = re.compile(r"\d+\.\d+")
+# A TORCH_CUDA_ARCH_LIST entry: "8.0", "9.0a", "10.0f", "12.0+PTX".
+_CUDA_ARCH = re.compile(r"\d+\.\d+[af]?(\+PTX)?")
+
+
+def _version(table: Table, key: str, default: str | None = None, *, example: str) -> Version:
+    """A string key that must parse as a version; the table's own error (file, line, key) otherwise."""
+    text = table.string(key, default)
+    if text is None:
+        table.error(key, "is required", f"e.g. {key} = \"{example}\"")
+    try:
+        return Version(text)
+    except InvalidVersion:
+        table.error(key, f"{text!r} is not a version", f"e.g. {key} = \"{example}\"")
+
+
+def _check_key(table: Table, key: str, what: str, example: str) -> None:
+    """The name of a [torch."X.Y"] / [cuda."X.Y"] / [rocm."X.Y"] entry must be a major.minor version."""
+    if not _MAJOR_MINOR.fullmatch(key):
+        table.error(key, f"is not a {what} major.minor version", f"name the entry like [{example}]")
+
+
 def _versions(table: Table, key: str) -> tuple[str, ...]:
     values = table.string_list(key, (), allow_scalar=False)
     for value in values:
@@ -226,13 +253,16 @@ def _parse_cuda(table: Table, version: str) -> CudaToolkit:
     arch_list = tuple(a for a in table.string("arch_list", "").split(";") if a)
     if not arch_list:
         table.error("arch_list", "is required", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
+    for arch in arch_list:
+        if not _CUDA_ARCH.fullmatch(arch):
+            table.error("arch_list", f"{arch!r} is not a CUDA arch", 'e.g. arch_list = "8.0;9.0a;12.0+PTX"')
     wheels = table.string_list("wheels", (), allow_scalar=False)
     home = table.string("wheels_home", "")
     if bool(wheels) != bool(home):
         table.error("wheels_home" if wheels else "wheels", "wheels and wheels_home go together",
                     'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"')
-    return CudaToolkit(version, arch_list, Version(table.string("min_arch", "0")),
-                       Version(table.string("max_arch", "99")), table.string("source", ""), wheels, home,
+    return CudaToolkit(version, arch_list, _version(table, "min_arch", "0", example="5.0"),
+                       _version(table, "max_arch", "99", example="12.0"), table.string("source", ""), wheels, home,
                        table.string("debian", ""))
 
 
@@ -255,9 +285,12 @@ def _parse_abi(table: Table, key: str) -> AbiBuilds | None:
 def _parse_release(table: Table, minor: str) -> TorchRelease:
     table.reject_unknown({"build_version", "python", "cuda", "rocm", "pypi_default",
                           "wheel_platform", "aarch64", "abi", "source"})
-    build_version = table.string("build_version")
-    if build_version is None or minor_of(build_version) != minor:
-        table.error("build_version", f"must be a {minor}.x release")
+    example = f"{minor}.0"
+    _version(table, "build_version", example=example)  # checked first: minor_of needs a version
+    build_version: str = table.string("build_version")
+    if minor_of(build_version) != minor:
+        table.error("build_version", f"must be a {minor}.x release, not {build_version!r}",
+                    f'e.g. build_version = "{example}"')
     abi = table.table("abi")
     abi.reject_unknown({"cxx11", "cxx98"})
     return TorchRelease(

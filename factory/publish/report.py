@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.version import Version
+from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.plan.expand import Plan, Pruned
 from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, VariantId, minor_of
 from wheelfactory.runner import manifest
 from wheelfactory.support import atomic, paths
+from wheelfactory.support.outputs import STDOUT, is_stdout
 
 Status = Literal["built", "cached", "failed", "missing", "pruned"]
 STATUSES: tuple[Status, ...] = ("built", "cached", "failed", "missing", "pruned")
@@ -565,20 +567,53 @@ def render_svg(report: Report) -> str:
 
 @dataclass(frozen=True)
 class Written:
-    html: Path
+    html: Path  # ``-``: went to standard output, as ``stdout``
     svg: Path
+    stdout: str = ""  # the file written as ``-``, for the caller to print
+
+
+def report_paths(dist: Path, *, html_path: Path | None = None, svg_path: Path | None = None) -> tuple[Path, Path]:
+    """Where the page and the SVG go: ``--html`` (default ``dist/report.html``) and ``--svg``
+    (default: beside the page, ``report.svg`` in dist or the page's name with ``.svg``; dist's
+    when the page goes to stdout). ``-`` stays ``-`` (stdout); other paths are made absolute."""
+    page = Path(STDOUT) if is_stdout(html_path) else (html_path or dist / HTML_NAME).absolute()
+    if svg_path is not None:
+        svg = Path(STDOUT) if is_stdout(svg_path) else svg_path.absolute()
+    else:
+        svg = (dist / SVG_NAME if html_path is None or is_stdout(html_path) else page.with_suffix(".svg")).absolute()
+    return page, svg
 
 
 def write_report(report: Report, dist: Path, *, html_path: Path | None = None,
                  svg_path: Path | None = None) -> Written:
-    """Write the page (default ``dist/report.html``) and the SVG (default: beside the page,
-    ``report.svg`` in dist or the page's name with ``.svg``), each atomically."""
-    page = (html_path or dist / HTML_NAME).absolute()
-    svg = (svg_path or (dist / SVG_NAME if html_path is None else page.with_suffix(".svg"))).absolute()
-    dist_href = Path(os.path.relpath(dist.absolute(), page.parent)).as_posix()
-    svg_href = Path(os.path.relpath(svg, page.parent)).as_posix()
-    for path in (svg, page):
+    """Write the page and the SVG (``report_paths``), each atomically; one of them may be ``-``:
+    its text is returned in ``Written.stdout`` (a page on stdout links relative to the working
+    directory; a page whose SVG is on stdout does not link it). A failed write is WriteFailed."""
+    page, svg = report_paths(dist, html_path=html_path, svg_path=svg_path)
+    if is_stdout(page) and is_stdout(svg):
+        raise UsageError("--html - and --svg -: only one of them can go to standard output")
+    page_dir = Path.cwd() if is_stdout(page) else page.parent
+    dist_href = Path(os.path.relpath(dist.absolute(), page_dir)).as_posix()
+    svg_href = None if is_stdout(svg) else Path(os.path.relpath(svg, page_dir)).as_posix()
+    texts = ((svg, render_svg(report), "the report's SVG"),
+             (page, render_html(report, dist_href=dist_href, svg_href=svg_href), "the report"))
+    for path, _, what in texts:
+        if not is_stdout(path):
+            _make_parent(path, what)
+    stdout = ""
+    for path, text, what in texts:
+        if is_stdout(path):
+            stdout = text
+        else:
+            atomic.write_text(path, text, what=what)
+    return Written(page, svg, stdout)
+
+
+def _make_parent(path: Path, what: str) -> None:
+    """Make the output's directory; a file in the way is a UsageError, any other failure WriteFailed."""
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(svg, render_svg(report), what="the report's SVG")
-    atomic.write_text(page, render_html(report, dist_href=dist_href, svg_href=svg_href), what="the report")
-    return Written(page, svg)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)") from None
+    except OSError as exc:
+        raise WriteFailed(f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})") from None

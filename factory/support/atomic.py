@@ -68,12 +68,21 @@ def replacing(path: Path, *, what: str | None = None) -> Iterator[Path]:
         _sync_file(temp)
         os.replace(temp, path)
     except OSError as exc:
-        temp.unlink(missing_ok=True)
+        _discard(temp)
         raise _failed(path, what, exc) from None
     except BaseException:
-        temp.unlink(missing_ok=True)
+        _discard(temp)
         raise
     _sync_dir(path, what)
+
+
+def _discard(temp: Path) -> None:
+    """Remove the temp file on the way out of a failed write. Its own failure (EROFS, EIO) must
+    not replace the error being reported: the caller's one line says what went wrong."""
+    try:
+        temp.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def swap_directory(temp: Path, target: Path) -> None:
@@ -140,7 +149,9 @@ def _failed(path: Path, what: str | None, exc: OSError) -> WriteFailed:
             errno.EROFS: f"{path.parent} is on a read-only filesystem: write somewhere else",
             errno.EACCES: f"make {path.parent} writable or write somewhere else",
             errno.EPERM: f"make {path.parent} writable or write somewhere else",
-            errno.ENOENT: f"check that {path.parent} exists"}.get(exc.errno or 0)
+            errno.ENOENT: f"check that {path.parent} exists",
+            errno.ENOTDIR: f"{path.parent} is not a directory: write somewhere else",
+            errno.ENAMETOOLONG: "name a shorter path"}.get(exc.errno or 0)
     return WriteFailed(f"cannot write {_label(path, what)}: {reason}" + (f"; {hint}" if hint else ""))
 
 

@@ -186,3 +186,42 @@ def test_leftovers_are_temp_files_only(tmp_path: Path) -> None:
     (tmp_path / ".d.tmp").mkdir()
     assert atomic.leftovers(tmp_path) == [tmp_path / ".manifest.json.abc123.tmp"]
     assert atomic.leftovers(tmp_path / "missing") == []
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.EROFS, "Read-only file system"), KeyError("not an OSError")])
+def test_a_cleanup_that_fails_does_not_hide_the_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      failure: BaseException) -> None:
+    """The temp file cannot be removed either (the directory went read-only mid-write): the caller
+    still gets the write's own error, one line, not a traceback from the cleanup."""
+    target = tmp_path / "bake.json"
+    target.write_text("old\n")
+    real_unlink = Path.unlink
+
+    def unlink(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith(atomic.TEMP_SUFFIX):
+            raise OSError(errno.EROFS, "Read-only file system")
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    expected = WriteFailed if isinstance(failure, OSError) else KeyError
+    with pytest.raises(expected) as caught, atomic.replacing(target, what="the bake file") as temp:
+        temp.write_text("half")
+        raise failure
+    if isinstance(failure, OSError):
+        assert str(caught.value) == (f"cannot write the bake file {target}: Read-only file system; {tmp_path} is on "
+                                     "a read-only filesystem: write somewhere else")
+    assert target.read_text() == "old\n"
+
+
+def test_a_name_too_long_and_a_file_for_a_directory_are_one_line(tmp_path: Path) -> None:
+    long = tmp_path / ("x" * 300)
+    with pytest.raises(WriteFailed) as caught:
+        atomic.write_text(long, "x", what="the report")
+    assert str(caught.value) == f"cannot write the report {long}: File name too long; name a shorter path"
+    (tmp_path / "file").write_text("")
+    under = tmp_path / "file" / "x.html"
+    with pytest.raises(WriteFailed) as caught:
+        atomic.write_text(under, "x", what="the report")
+    assert str(caught.value) == (f"cannot write the report {under}: Not a directory; {under.parent} is not a "
+                                 "directory: write somewhere else")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -1,0 +1,65 @@
+"""`wheelfactory which --python PY` where PY is no Python interpreter: one line naming it, exit 2,
+instead of taking whatever the program prints for an answer."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+from testkit import run_cli
+
+cli_main = importlib.import_module("wheelfactory.cli.main")  # the module; the package exports the function
+HINT = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
+
+
+def script(tmp_path: Path, name: str, body: str, mode: int = 0o755) -> str:
+    path = tmp_path / name
+    path.write_text(body)
+    path.chmod(mode)
+    return str(path)
+
+
+def which_error(capsys: pytest.CaptureFixture[str], python: str) -> str:
+    assert run_cli("which", "--index", "/nonexistent-index", "--python", python) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1 and "Traceback" not in out.err, out
+    assert out.err.startswith(f"wheelfactory: error: --python {python}: ") and out.err.rstrip().endswith(HINT)
+    return out.err
+
+
+def test_echo_is_not_an_interpreter(capsys: pytest.CaptureFixture[str]) -> None:
+    err = which_error(capsys, "/bin/echo")
+    assert "not a Python 3 interpreter (a one-line test printed \"-c import sys;" in err
+
+
+def test_a_program_that_prints_garbage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    garbage = script(tmp_path, "garbage", "#!/bin/sh\nprintf 'pip install --index-url http://x y\\n\\001\\377'\n")
+    assert "not a Python 3 interpreter (a one-line test printed 'pip install --index-url" in which_error(capsys, garbage)
+    silent = script(tmp_path, "silent", "#!/bin/sh\nexit 0\n")
+    assert "(a one-line test printed 'nothing')" in which_error(capsys, silent)
+
+
+def test_a_program_that_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "exited 1 on a one-line Python test" in which_error(capsys, "/bin/false")
+    crashing = script(tmp_path, "crash", "#!/bin/sh\necho oops >&2\nexit 3\n")
+    assert "exited 3 on a one-line Python test, so it is not a working Python interpreter" in which_error(
+        capsys, crashing)
+
+
+def test_a_program_that_does_not_exist_or_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "cannot run it (No such file or directory)" in which_error(capsys, str(tmp_path / "python9"))
+    assert "cannot run it (Permission denied)" in which_error(capsys, script(tmp_path, "plain", "text\n", 0o644))
+    assert "cannot run it (Permission denied)" in which_error(capsys, str(tmp_path))  # a directory
+
+
+def test_a_hung_program_times_out(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_main, "_PROBE_SECONDS", 0.5)
+    hung = script(tmp_path, "hung", "#!/bin/sh\nexec sleep 30\n")
+    assert "no answer to a one-line Python test in 0.5 s" in which_error(capsys, hung)
+
+
+def test_a_real_interpreter_passes_the_probe() -> None:
+    cli_main._check_interpreter(sys.executable)  # no error
