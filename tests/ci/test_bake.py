@@ -18,7 +18,7 @@ from testkit import REPO, run_cli
 from wheelfactory.ci.bake import PLATFORMS, VARIANTS_LABEL, BakePlan, plan_bake, write_bake
 from wheelfactory.engines import docker as docker_engine
 from wheelfactory.engines.wheelhouse import Wheelhouse
-from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.errors import ConfigError, WriteFailed
 from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, CONTENT_LABEL, ImageRef, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
@@ -156,7 +156,7 @@ def test_every_arch_has_a_platform() -> None:
 
 def test_release_matrix_one_target_per_image(repo_matrix: Matrix, table: CompatTable) -> None:
     plan, variants = baked(repo_matrix, table)
-    assert len(variants) == 35
+    assert len(variants) == 38
     targets = check_bake_file(plan.dumps(), repo_matrix, variants)
     # Offline bases: bookworm for every variant but CUDA 12.4, which is trixie plus its toolkit.
     froms = sorted(from_line(t["dockerfile-inline"]) for t in targets.values())
@@ -300,7 +300,7 @@ def test_cli_only_and_shard_narrow_the_targets(tmp_path: Path, repo_matrix: Matr
                                                 "torch214-cxx11-cu130-x86_64-linux")
     assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--only", "*cu124*") == 0
     assert [name.split("-")[1] for name in json.loads(path.read_text())["target"]] == ["cuda12"]
-    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--shard", "2/35") == 0
+    assert run_cli("bake", "-m", str(REPO / "matrix.toml"), "--file", str(path), "--shard", "2/38") == 0
     assert len(json.loads(path.read_text())["target"]) == 1
 
 
@@ -324,6 +324,6 @@ def test_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)  # the rename fails: the old file stays whole
-    with pytest.raises(UsageError, match="No space left on device"):
+    with pytest.raises(WriteFailed, match="No space left on device"):
         write_bake("after", path)
     assert path.read_text() == "before" and sorted(p.name for p in tmp_path.iterdir()) == ["bake.json"]

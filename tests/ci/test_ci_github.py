@@ -197,7 +197,7 @@ def parse_with_cli(args: list[str]) -> None:
     command.make_context(command.name or "", words)
 
 
-# The acceptance: the release matrix (35 variants), per variant and sharded, and a tiny one.
+# The acceptance: the release matrix (38 variants), per variant and sharded, and a tiny one.
 
 @pytest.mark.parametrize("shards", [None, 4], ids=["per-variant", "shards"])
 def test_release_matrix_workflow_passes_actionlint(checkout: Path, capsys: pytest.CaptureFixture[str],
@@ -278,7 +278,7 @@ def test_workflow_shape(checkout: Path, capsys: pytest.CaptureFixture[str]) -> N
                     "actions/download-artifact@v4"}
     assert step(doc, "plan", "Install wheelfactory")["run"] == f"python -m pip install wheelfactory=={__version__}"
     # The matrix: one flow mapping per line, so a diff shows one line per variant.
-    assert len(re.findall(r"^ {10}- \{id: torch", text, re.MULTILINE)) == 35
+    assert len(re.findall(r"^ {10}- \{id: torch", text, re.MULTILINE)) == 38
 
 
 def test_regenerated_twice_it_is_byte_identical(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -403,7 +403,7 @@ def test_debian_base_step_makes_the_suites_each_job_needs(checkout: Path, capsys
 def test_refusals_are_one_clear_line(checkout: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     cases = [
         (["--shards", "0"], "--shards 0: N must be at least 1"),
-        (["--shards", "36"], "--shards 36: the plan has 35 variant(s), so N must be 1 to 35"),
+        (["--shards", "39"], "--shards 39: the plan has 38 variant(s), so N must be 1 to 38"),
         (["--workflow", "a.yml", "--check", "b.yml"], "give one of them"),
         (["--python", "python3"], "--python 'python3': expected a CPython version such as 3.12"),
         (["-m", str(tmp_path / "elsewhere.toml")], "not under the working directory"),

@@ -12,7 +12,7 @@ from wheelfactory.errors import UsageError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
 
-MATRIX = '[matrix]\ntorch = [">=2.12"]\nbackends = ["cpu", "cuda"]\n'
+MATRIX = '[matrix]\ntorch = [">=2.12,<2.15"]\nbackends = ["cpu", "cuda"]\n'
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from wheelfactory.plan.identity import Backend
 BUNDLED = REPO / "factory" / "data" / "compat.toml"
 
 
-def test_bundled_table_covers_2_4_to_2_14() -> None:
+def test_bundled_table_covers_2_4_to_2_15() -> None:
     table = load_table()
-    assert [r.minor for r in table.releases] == [f"2.{m}" for m in range(4, 15)]
+    assert [r.minor for r in table.releases] == [f"2.{m}" for m in range(4, 16)]
     for release in table.releases:
         assert release.source, f"torch {release.minor} has no source"
         assert release.build_version.startswith(release.minor + ".")
@@ -54,8 +54,8 @@ def test_cuda_arch_lists_and_groups() -> None:
 
 def test_adding_a_release_is_one_table(tmp_path: Path) -> None:
     text = BUNDLED.read_text() + """
-[torch."2.15"]
-build_version = "2.15.0"
+[torch."2.16"]
+build_version = "2.16.0"
 python = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 cuda = ["13.0", "13.2"]
 rocm = ["7.2"]
@@ -68,17 +68,17 @@ source = "test"
     path = tmp_path / "compat.toml"
     path.write_text(text)
     table = load_table(path)
-    assert table.releases[-1].minor == "2.15"
+    assert table.releases[-1].minor == "2.16"
 
 
 @pytest.mark.parametrize("snippet, message", [
-    ('[torch."2.15"]\nbuild_version = "2.15.0"\ncuda = ["12.7"]\npypi_default = "cpu"\n'
+    ('[torch."2.16"]\nbuild_version = "2.16.0"\ncuda = ["12.7"]\npypi_default = "cpu"\n'
      'abi.cxx11 = { builds = "all" }\n', 'CUDA 12.7 has no [cuda."12.7"] entry'),
-    ('[torch."2.15"]\nbuild_version = "2.15.0"\npypi_default = "cu130"\nabi.cxx11 = { builds = "all" }\n',
+    ('[torch."2.16"]\nbuild_version = "2.16.0"\npypi_default = "cu130"\nabi.cxx11 = { builds = "all" }\n',
      "'cu130' is not one of its builds"),
-    ('[torch."2.15"]\nbuild_version = "2.16.0"\nabi.cxx11 = { builds = "all" }\n', "must be a 2.15.x release"),
-    ('[torch."2.15"]\nbuild_version = "2.15.0"\nbuild_versoin = "x"\n', "did you mean 'build_version'"),
-    ('[torch."2.15"]\nbuild_version = "2.15.0"\n', "names no ABI"),
+    ('[torch."2.16"]\nbuild_version = "2.17.0"\nabi.cxx11 = { builds = "all" }\n', "must be a 2.16.x release"),
+    ('[torch."2.16"]\nbuild_version = "2.16.0"\nbuild_versoin = "x"\n', "did you mean 'build_version'"),
+    ('[torch."2.16"]\nbuild_version = "2.16.0"\n', "names no ABI"),
 ])
 def test_table_errors_name_file_and_key(tmp_path: Path, snippet: str, message: str) -> None:
     path = tmp_path / "compat.toml"
@@ -86,5 +86,5 @@ def test_table_errors_name_file_and_key(tmp_path: Path, snippet: str, message: s
     with pytest.raises(ConfigError) as info:
         load_table(path)
     assert message in str(info.value)
-    assert f'{path}:' in str(info.value) and 'torch."2.15"' in str(info.value)
+    assert f'{path}:' in str(info.value) and 'torch."2.16"' in str(info.value)
     assert info.value.line is not None and info.value.line > len(BUNDLED.read_text().splitlines())

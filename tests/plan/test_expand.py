@@ -75,7 +75,7 @@ arch_list = "8.0;9.0;12.0+PTX"
 
 def test_toolkits_default_keeps_pypi_builds(plan_of: Callable[[str], Plan]) -> None:
     plan = plan_of('[matrix]\ntorch = [">=2.9"]\nbackends = ["cuda"]\n[cuda]\ntoolkits = "default"\n')
-    assert {v.backend.build_name for v in plan.variants} == {"cu128", "cu130"}
+    assert {v.backend.build_name for v in plan.variants} == {"cu128", "cu130", "cu132"}
     assert all(v.torch_on_pypi for v in plan.variants)
 
 

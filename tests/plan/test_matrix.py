@@ -27,7 +27,7 @@ cxx11_abi = false
 python = ["abi3", "3.11"]
 arch = ["x86_64", "aarch64"]
 """)
-    assert [t.releases for t in matrix.torch] == [("2.6",), ("2.5",), ("2.12", "2.13", "2.14"), ("2.14",)]
+    assert [t.releases for t in matrix.torch] == [("2.6",), ("2.5",), ("2.12", "2.13", "2.14", "2.15"), ("2.15",)]
     assert matrix.torch[1].pin == "2.5.0"
     assert [(b.kind, b.pinned.build_name if b.pinned else None) for b in matrix.backends] == [
         ("cpu", None), ("cuda", None), ("cuda", "cu124"), ("rocm", "rocm6.2")]
