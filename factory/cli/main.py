@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from wheelfactory import __version__
+from wheelfactory.cli.compat_cli import compat_group
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
 from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
 from wheelfactory.images.base_image import SUITES  # [base-image]
@@ -655,6 +656,8 @@ def new_command(name: str, path: Path | None) -> None:
     click.echo(f"{target}: kernel library {name!r} ({len(scaffold.files)} files); next: "
                f"cd {shown} && wheelfactory plan && wheelfactory build --only 'torch213-cxx11-cpu-*'")
 
+
+cli.add_command(compat_group)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,161 @@
+"""``wheelfactory compat refresh``: read torch's project page on package indexes and report what
+the compatibility table in use lacks (plan/torch_releases.py decides; this module fetches and
+writes).
+
+Indexes: those given with ``--index``, else the ones the table names by alias: ``pypi`` (the index
+pip is configured with on this host: ``PIP_INDEX_URL``, pip's config files, else pip's own
+default) and ``pytorch`` (PyTorch's per-build indexes, where configured: WHEELFACTORY_INDEX_PYTORCH
+or matrix.toml ``[indexes]``; its root page lists every build with its local version label).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.indexes import PYPI, Indexes, IndexRef, is_url
+from wheelfactory.plan.torch_releases import (
+    JSON_CONTENT,
+    InvalidPage,
+    Refresh,
+    compare,
+    merged_table,
+    page_files,
+    release_facts,
+    torch_files,
+)
+from wheelfactory.support import atomic
+
+PROJECT = "torch"
+PAGE_LIMIT = 64 << 20  # torch's page lists a few thousand files: far less than this
+ACCEPT = f"{JSON_CONTENT}, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+
+
+@dataclass(frozen=True)
+class Page:
+    index: str
+    body: bytes
+    content_type: str
+
+
+def project_url(index: str) -> str:
+    return f"{index.rstrip('/')}/{PROJECT}/"
+
+
+def fetch(index: str, *, timeout: float = 60.0) -> Page:
+    """The torch page of ``index`` (http(s), or a file:// PEP 503 tree); ConfigError naming the URL
+    when it cannot be read."""
+    url = project_url(index)
+    parsed = urlparse(url)
+    try:
+        if parsed.scheme == "file":
+            path = Path(url2pathname(parsed.path))
+            path = path / "index.html" if path.is_dir() else path
+            with path.open("rb") as handle:
+                return Page(index, handle.read(PAGE_LIMIT), "text/html")
+        if parsed.scheme not in ("http", "https"):
+            raise UsageError(f"--index {index}: not an http(s) or file URL")
+        request = urllib.request.Request(url, headers={"Accept": ACCEPT})
+        with urllib.request.urlopen(request, timeout=timeout, context=_tls()) as answer:  # noqa: S310 (checked above)
+            return Page(index, answer.read(PAGE_LIMIT), answer.headers.get("Content-Type", "text/html"))
+    except urllib.error.HTTPError as exc:
+        raise ConfigError(f"cannot read the torch page of {index}: HTTP {exc.code} {exc.reason}",
+                          hint="check the --index URL (the index root, which has /torch/ under it)") from None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
+        raise ConfigError(f"cannot read the torch page of {index}: {reason}",
+                          hint="check the --index URL and the network") from None
+
+
+def _tls() -> ssl.SSLContext:
+    """The CA bundle pip is told to use on this host, where one is set (corporate mirrors)."""
+    bundle = next((os.environ[name] for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+                   if os.environ.get(name)), None)
+    return ssl.create_default_context(cafile=bundle) if bundle and Path(bundle).is_file() else \
+        ssl.create_default_context()
+
+
+def pip_index_url(python: str = sys.executable) -> str:
+    """The index pip uses on this host: PIP_INDEX_URL, else pip's configuration, else pip's default
+    (asked from pip itself: no registry host is written here)."""
+    if os.environ.get("PIP_INDEX_URL"):
+        return os.environ["PIP_INDEX_URL"].split()[0]
+    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60,
+                            check=False).stdout
+    for line in listed.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip().endswith(".index-url") and value.strip().strip("'\""):
+            return value.strip().strip("'\"").split()[0]
+    default = subprocess.run([python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+                             capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    if not is_url(default):
+        raise ConfigError("no package index is configured for pip on this host and pip names no default",
+                          hint="pass --index URL")
+    return default
+
+
+def default_indexes(table: CompatTable, indexes: Indexes) -> tuple[list[str], list[str]]:
+    """(index URLs, notes): the table's pypi alias, and its pytorch alias's root where configured."""
+    urls, notes = [pip_index_url()], []
+    pytorch = table.pytorch_index.alias
+    if pytorch != PYPI:
+        try:
+            root = indexes.url(IndexRef(pytorch))
+        except ConfigError:
+            root = None
+            notes.append(f"the {pytorch!r} index alias is not configured: builds other than PyPI's are not checked "
+                         f"(set WHEELFACTORY_INDEX_{pytorch.upper()} or pass --index)")
+        if root:
+            urls.append(root.replace("/{path}", "").replace("{path}", ""))
+    return urls, notes
+
+
+def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
+    files = []
+    for index in index_urls:
+        page = fetch(index)
+        try:
+            names = page_files(page.body, page.content_type)
+        except InvalidPage as exc:
+            raise ConfigError(f"the torch page of {index} is not an index page: {exc}",
+                              hint="pass the index root (PEP 503 or PEP 691), e.g. <URL>/simple") from None
+        files.extend(torch_files(names, index))
+    if not files:
+        raise ConfigError(f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
+                          hint="pass the index root (PEP 503 or PEP 691) that serves torch")
+    return compare(table, release_facts(files))
+
+
+def table_text(compat_path: Path | None) -> str:
+    """The text of the table in use: ``--compat FILE``, else the bundled one."""
+    if compat_path is not None:
+        return compat_path.read_text(encoding="utf-8")
+    from importlib import resources
+
+    return resources.files("wheelfactory.data").joinpath("compat.toml").read_text("utf-8")
+
+
+def write_merged(compat_path: Path | None, result: Refresh, target: Path) -> None:
+    """The table in use with the new releases appended, as ``target``; loaded back to be sure a
+    plan can use it (a failure is our bug, and the file is not left behind)."""
+    from wheelfactory.plan.compat import load_table
+
+    if compat_path is not None and target.exists() and os.path.samefile(target, compat_path):
+        raise UsageError(f"--write {target} is the table this command reads: write a copy, review its unverified "
+                         "facts, then replace the table")
+    atomic.write_text(target, merged_table(table_text(compat_path), result), what="the refreshed table")
+    try:
+        load_table(target)
+    except ConfigError as exc:
+        target.unlink(missing_ok=True)
+        raise ConfigError(f"the refreshed table does not load ({exc}); this is a wheelfactory bug") from None

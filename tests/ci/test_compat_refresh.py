@@ -1,0 +1,165 @@
+"""`wheelfactory compat refresh` against real HTTP indexes served here: a PEP 503 HTML one and a PEP
+691 JSON one, whose torch pages list fake torch 2.16.0 wheels (two Pythons, PyPI's unlabelled build
+and a +cu132 build). The table is behind: exit 1 and a [torch."2.16"] fragment; --write gives a
+table that `plan --compat` plans torch 2.16 with; a table that knows it all: exit 0."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.torch_releases import compare, page_files, release_facts, torch_files
+
+FILES = [
+    "torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    "torch-2.16.0-cp313-cp313-manylinux_2_28_x86_64.whl",
+    "torch-2.16.0-cp313-cp313-manylinux_2_28_aarch64.whl",
+    "torch-2.16.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl",
+    "torch-2.16.0+cu132-cp313-cp313-manylinux_2_28_x86_64.whl",
+    "torch-2.16.0.tar.gz",  # not a wheel: left out
+    "torch-2.17.0a0-cp313-cp313-manylinux_2_28_x86_64.whl",  # a pre-release: left out
+]
+
+
+def write_index(root: Path, kind: str, files: list[str]) -> None:
+    page = root / "simple" / "torch"
+    page.mkdir(parents=True)
+    if kind == "html":
+        anchors = "\n".join(f'<a href="../../files/{name}#sha256={"0" * 64}">{name}</a><br/>' for name in files)
+        (page / "index.html").write_text(f"<!DOCTYPE html><html><body>{anchors}</body></html>\n")
+    else:
+        document = {"meta": {"api-version": "1.1"}, "name": "torch",
+                    "files": [{"filename": n, "url": f"../../files/{n}", "hashes": {}} for n in files]}
+        (page / "index.json").write_text(json.dumps(document))
+
+
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """PEP 691: the JSON page where the directory has one (with its content type), else HTML."""
+
+    def send_head(self):  # type: ignore[no-untyped-def]
+        json_page = Path(self.translate_path(self.path)) / "index.json"
+        if self.path.endswith("/") and json_page.is_file():
+            body = json_page.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            import io
+
+            return io.BytesIO(body)
+        return super().send_head()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def refresh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wheelfactory", "compat", "refresh", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def http_index(tmp_path: Path) -> Iterator[tuple[Path, str]]:
+    """(served root, base URL) of a static server on 127.0.0.1."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("kind", ["html", "json"])
+def test_a_new_release_is_reported_written_and_planned(http_index: tuple[Path, str], kind: str) -> None:
+    root, base = http_index
+    write_index(root / kind, kind, FILES)
+    index = f"{base}/{kind}/simple"
+    table = root / "refreshed.toml"
+    result = refresh("--index", index, "--write", str(table), cwd=root)
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert "# - 2.16 release: torch 2.16.0 is not in the table" in out
+    fragment = out[out.index('[torch."2.16"]'):]
+    assert 'build_version = "2.16.0"' in fragment and 'python = ["3.12", "3.13"]' in fragment
+    assert 'cuda = ["13.2"]' in fragment and 'wheel_platform = "manylinux_2_28"' in fragment
+    assert f"compat refresh: {index}" in fragment and "unverified" in fragment
+    plan = subprocess.run([sys.executable, "-m", "wheelfactory", "plan", "--format", "json", "--compat", str(table),
+                           "-m", str(matrix(root))], capture_output=True, text=True, timeout=300, check=False)
+    assert plan.returncode == 0, plan.stderr
+    ids = {v["id"] for v in json.loads(plan.stdout)["variants"]}
+    assert {"torch216-cxx11-cpu-x86_64-linux", "torch216-cxx11-cu132-x86_64-linux"} <= ids, ids
+    again = refresh("--index", index, "--compat", str(table), cwd=root)  # a table that knows everything listed
+    assert again.returncode == 0 and again.stdout == "", again.stdout + again.stderr
+    assert "knows every torch release" in again.stderr
+
+
+def matrix(root: Path) -> Path:
+    path = root / "matrix.toml"
+    path.write_text(f'[project]\npath = "{REPO / "kernels" / "fusedops"}"\n\n[matrix]\ntorch = ["2.16"]\n'
+                    'backends = ["cpu", "cuda"]\n')
+    return path
+
+
+def test_known_releases_report_patches_builds_pythons_and_floors() -> None:
+    table = load_table()
+    newest = table.releases[-1]
+    major, minor = newest.minor.split(".")
+    later = f"{newest.minor}.{int(newest.build_version.split('.')[2]) + 1}"
+    names = [f"torch-{later}-cp399-cp399-manylinux_2_34_x86_64.whl",
+             f"torch-{newest.build_version}+rocm9.9-cp312-cp312-manylinux_2_34_x86_64.whl",
+             f"torch-{newest.build_version}+cu990-cp312-cp312-manylinux_2_34_x86_64.whl"]
+    result = compare(table, release_facts(torch_files(names, "http://x/simple")))
+    kinds = {(f.minor, f.what) for f in result.findings}
+    assert kinds == {(newest.minor, "patch"), (newest.minor, "build"), (newest.minor, "python"),
+                     (newest.minor, "platform"), (newest.minor, "toolkit")}, result.findings
+    assert not result.fragments  # known release: for a person to edit
+    (stub_version, stub), = result.toolkits
+    assert stub_version == "99.0" and "copied from CUDA" in stub and "unverified" in stub
+    assert major and minor
+
+
+@pytest.mark.parametrize("body, content_type", [
+    (b"\xff\xfe", "text/html"), (b"plain text", "text/plain"), (b'{"files": 3}', "application/vnd.pypi.simple.v1+json"),
+    (b"{", "application/vnd.pypi.simple.v1+json"),
+])
+def test_a_page_that_is_not_an_index_is_refused(body: bytes, content_type: str) -> None:
+    from wheelfactory.plan.torch_releases import InvalidPage
+
+    with pytest.raises(InvalidPage):
+        page_files(body, content_type)
+
+
+def test_bad_input_is_one_line_exit_2(http_index: tuple[Path, str]) -> None:
+    root, base = http_index
+    (root / "junk" / "simple" / "torch").mkdir(parents=True)
+    (root / "junk" / "simple" / "torch" / "index.html").write_bytes(b"\xff\xfe\x00")
+    write_index(root / "empty", "html", ["numpy-2.0.0-cp312-cp312-manylinux_2_28_x86_64.whl"])
+    table = root / "table.toml"
+    table.write_text((REPO / "factory" / "data" / "compat.toml").read_text())
+    write_index(root / "new", "html", FILES)
+    cases = {
+        "missing": ("--index", f"{base}/nowhere/simple"),
+        "unreachable": ("--index", "http://127.0.0.1:9/simple"),
+        "not a page": ("--index", f"{base}/junk/simple"),
+        "no torch": ("--index", f"{base}/empty/simple"),
+        "scheme": ("--index", "ftp://x/simple"),
+        "write onto the table read": ("--index", f"{base}/new/simple", "--compat", str(table), "--write", str(table)),
+    }
+    for name, args in cases.items():
+        result = refresh(*args, cwd=root)
+        assert result.returncode == 2, (name, result.stdout, result.stderr)
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("wheelfactory: ") and "Traceback" not in result.stderr, \
+            (name, result.stderr)
+    assert table.read_text() == (REPO / "factory" / "data" / "compat.toml").read_text()  # untouched
