@@ -20,6 +20,10 @@ The workflow has three jobs:
     ``wheelfactory merge`` and runs ``wheelfactory index``; the index (pages, wheels) is uploaded
     as the artifact ``index``.
 
+``watch-torch`` (``--watch-torch``)
+    a weekly scheduled job that runs ``compat refresh`` and fails, or opens a pull request with
+    the refreshed table, when new torch releases are out (ci/watch_torch.py).
+
 Tags ``v*`` and manual runs build; a pull request that touches the matrix or the workflow runs
 the plan job only. With ``[build] debian_base`` each build job first makes the offline base
 images its variants need, with sudo (debootstrap needs root; the build then finds them by tag).
@@ -39,6 +43,7 @@ from typing import Any, TypeVar
 
 import yaml
 from wheelfactory import __version__
+from wheelfactory.ci import watch_torch
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
@@ -83,6 +88,7 @@ class GithubOptions:
     shards: int | None = None  # None: one build job per variant
     install: str | None = None  # the pip requirement for wheelfactory; None: this version
     python: str = DEFAULT_PYTHON  # the runners' Python (setup-python)
+    watch_torch: bool = False  # the scheduled watch-torch job (ci/watch_torch.py)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"3\.\d{1,2}", self.python):
@@ -107,6 +113,8 @@ class GithubOptions:
             args += ["--install", self.install]
         if self.python != DEFAULT_PYTHON:
             args += ["--python", self.python]
+        if self.watch_torch:
+            args.append("--watch-torch")
         return args
 
     def command(self, *extra: str) -> str:
@@ -196,26 +204,31 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
         raise UsageError(f"--shards {options.shards}: the plan has {len(variants)} variant(s), so N must be "
                          f"1 to {limit} (every shard builds at least one variant)")
     paths = [options.matrix_file, options.workflow_file, *([options.compat_file] if options.compat_file else [])]
+    triggers: dict[str, Any] = {
+        "push": {"tags": ["v*"]},
+        # A pull request that touches what the workflow is generated from runs the plan job
+        # only: the plan, and the check that this file is current.
+        "pull_request": {"paths": paths},
+        "workflow_dispatch": None,
+    }
+    jobs = {"plan": _plan_job(options), "build": _build_job(plan, matrix, options), "index": _index_job(options)}
+    if options.watch_torch:
+        # The schedule runs the watch job only: the plan job (and so the builds after it) is
+        # skipped on a scheduled run.
+        triggers["schedule"] = [{"cron": watch_torch.SCHEDULE}]
+        jobs["plan"] = {**jobs["plan"], "if": "${{ github.event_name != 'schedule' }}"}
+        jobs["watch-torch"] = watch_torch.watch_job(watch_torch.with_token_checkout(_setup(options), CHECKOUT),
+                                                    options.compat_file, PLAN_RUNNER)
     return {
         "name": "wheels",
-        "on": {
-            "push": {"tags": ["v*"]},
-            # A pull request that touches what the workflow is generated from runs the plan job
-            # only: the plan, and the check that this file is current.
-            "pull_request": {"paths": paths},
-            "workflow_dispatch": None,
-        },
+        "on": triggers,
         "permissions": {"contents": "read"},
         "concurrency": {
             "group": "${{ github.workflow }}-${{ github.ref }}",
             "cancel-in-progress": "${{ github.event_name == 'pull_request' }}",
         },
         "env": {"PIP_DISABLE_PIP_VERSION_CHECK": "1"},
-        "jobs": {
-            "plan": _plan_job(options),
-            "build": _build_job(plan, matrix, options),
-            "index": _index_job(options),
-        },
+        "jobs": jobs,
     }
 
 

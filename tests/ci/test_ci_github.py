@@ -169,7 +169,7 @@ def lint(root: Path, text: str) -> dict[Any, Any]:
 
 SAMPLE_ENV = {"VARIANT": "torch214-cxx11-cpu-x86_64-linux", "SHARD": "2", "suite": "bookworm",
               "RUNNER_TEMP": "/tmp/runner", "TOOLKIT_SUITE": "trixie"}
-COMMAND = re.compile(r"(?:^|\$\(|\)\"\s)\s*(?:wheelfactory|\"\$\(command -v wheelfactory\)\")\s+([^)\n;]*)",
+COMMAND = re.compile(r"(?:^|\$\(|\)\"\s)\s*(?:wheelfactory|\"\$\(command -v wheelfactory\)\")\s+([^)\n;>|]*)",
                      re.MULTILINE)
 
 
@@ -435,3 +435,59 @@ def test_options_and_paths() -> None:
     assert repo_path(Path("./a/../matrix.toml"), "-m", cwd=root) == "matrix.toml"
     assert stale_diff("a\n", "a\n", "w.yml") == ""
     assert stale_diff("a", "b\n", "w.yml").endswith("-a\n+b\n")
+
+
+# --watch-torch: the scheduled job that notices new torch releases.
+
+WATCH_STEP = "Compare the compatibility table with the torch indexes"
+FAIL_STEP = "Fail while the table is behind (the summary has the fragments)"
+PR_STEP = "Open a pull request with the refreshed table"
+
+
+@pytest.mark.parametrize("own_table", [False, True], ids=["bundled-table", "own-table"])
+def test_watch_torch_job_passes_actionlint_and_shellcheck(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                         own_table: bool) -> None:
+    extra = ["--compat", "compat.toml"] if own_table else []
+    if own_table:
+        shutil.copyfile(REPO / "factory" / "data" / "compat.toml", checkout / "compat.toml")
+    doc = lint(checkout, generate(capsys, "-m", "matrix.toml", *extra, "--watch-torch"))
+    assert doc["on"]["schedule"] == [{"cron": "17 6 * * 1"}]
+    assert doc["jobs"]["plan"]["if"] == "${{ github.event_name != 'schedule' }}"  # builds skip a scheduled run
+    watch = doc["jobs"]["watch-torch"]
+    assert "schedule" in watch["if"] and watch["env"] == {"WATCH_TOKEN": "${{ secrets.WHEELFACTORY_WATCH_TOKEN }}"}
+    names = [s.get("name") for s in watch["steps"]]
+    assert (PR_STEP in names) == own_table and FAIL_STEP in names
+    for command in wheelfactory_commands(doc):
+        parse_with_cli(command)
+    assert ["compat", "refresh", *extra, "--write", "refreshed-compat.toml"] in wheelfactory_commands(doc)
+    # --check keeps the job: regenerating without --watch-torch would be a stale workflow
+    assert "--watch-torch" in step(doc, "plan", "Check that this workflow is what the plan generates")["run"]
+
+
+def test_watch_torch_job_reports_a_new_release_in_the_summary(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                              tmp_path: Path, http_index: tuple[Path, str]) -> None:
+    """The job's scripts in bash, against a torch index served here with a torch the table lacks
+    (pip's index, as the job finds it: PIP_INDEX_URL): status 1, the fragment in the job summary
+    and the refreshed table written; the fail step then fails. Against a table that knows it: 0."""
+    from torch_index_kit import FILES, write_index
+
+    root, base = http_index
+    write_index(root / "idx", "html", FILES)
+    doc = parse(generate(capsys, "-m", "matrix.toml", "--watch-torch"))
+    script = step(doc, "watch-torch", WATCH_STEP)["run"]
+    output, summary = tmp_path / "output", tmp_path / "summary"
+    env = {"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(summary), "PIP_INDEX_URL": f"{base}/idx/simple"}
+    result = bash(script, checkout, **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert outputs(output) == {"status": "1"}
+    text = summary.read_text()
+    assert text.startswith("## The compatibility table is behind") and '[torch."2.16"]' in text
+    assert (checkout / "refreshed-compat.toml").is_file()
+    assert bash(step(doc, "watch-torch", FAIL_STEP)["run"], checkout).returncode == 1
+    # A table that knows everything the index lists: nothing to report.
+    shutil.move(checkout / "refreshed-compat.toml", checkout / "compat.toml")
+    doc = parse(generate(capsys, "-m", "matrix.toml", "--compat", "compat.toml", "--watch-torch"))
+    output.unlink()
+    summary.unlink()
+    result = bash(step(doc, "watch-torch", WATCH_STEP)["run"], checkout, **env)
+    assert result.returncode == 0 and outputs(output) == {"status": "0"} and not summary.exists(), result.stderr

@@ -5,78 +5,21 @@ table that `plan --compat` plans torch 2.16 with; a table that knows it all: exi
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from testkit import REPO
+from torch_index_kit import FILES, write_index
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.torch_releases import compare, page_files, release_facts, torch_files
-
-FILES = [
-    "torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl",
-    "torch-2.16.0-cp313-cp313-manylinux_2_28_x86_64.whl",
-    "torch-2.16.0-cp313-cp313-manylinux_2_28_aarch64.whl",
-    "torch-2.16.0+cu132-cp312-cp312-manylinux_2_28_x86_64.whl",
-    "torch-2.16.0+cu132-cp313-cp313-manylinux_2_28_x86_64.whl",
-    "torch-2.16.0.tar.gz",  # not a wheel: left out
-    "torch-2.17.0a0-cp313-cp313-manylinux_2_28_x86_64.whl",  # a pre-release: left out
-]
-
-
-def write_index(root: Path, kind: str, files: list[str]) -> None:
-    page = root / "simple" / "torch"
-    page.mkdir(parents=True)
-    if kind == "html":
-        anchors = "\n".join(f'<a href="../../files/{name}#sha256={"0" * 64}">{name}</a><br/>' for name in files)
-        (page / "index.html").write_text(f"<!DOCTYPE html><html><body>{anchors}</body></html>\n")
-    else:
-        document = {"meta": {"api-version": "1.1"}, "name": "torch",
-                    "files": [{"filename": n, "url": f"../../files/{n}", "hashes": {}} for n in files]}
-        (page / "index.json").write_text(json.dumps(document))
-
-
-class Handler(http.server.SimpleHTTPRequestHandler):
-    """PEP 691: the JSON page where the directory has one (with its content type), else HTML."""
-
-    def send_head(self):  # type: ignore[no-untyped-def]
-        json_page = Path(self.translate_path(self.path)) / "index.json"
-        if self.path.endswith("/") and json_page.is_file():
-            body = json_page.read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/vnd.pypi.simple.v1+json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            import io
-
-            return io.BytesIO(body)
-        return super().send_head()
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 def refresh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wheelfactory", "compat", "refresh", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=300, check=False)
-
-
-@pytest.fixture
-def http_index(tmp_path: Path) -> Iterator[tuple[Path, str]]:
-    """(served root, base URL) of a static server on 127.0.0.1."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield tmp_path, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.mark.parametrize("kind", ["html", "json"])
