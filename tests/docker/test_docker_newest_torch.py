@@ -1,0 +1,82 @@
+"""Day-0 torch: the release matrix's variant of the newest torch the table knows (2.15, from its
+PyPI build, cu132 with the cxx11 ABI), CPU, built in Docker from the repository's own matrix.toml
+and loaded prebuilt in a fresh venv whose torch is that release (from the build's offline wheel
+set: the same files the container compiled against)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from docker_helpers import LEAN, build, manifest
+from testkit import REPO, TEST_CACHE
+from wheelfactory.plan.compat import load_table
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+CACHE = TEST_CACHE
+NEWEST = load_table().releases[-1]
+VARIANT = f"torch{NEWEST.minor.replace('.', '')}-cxx11-cpu-x86_64-linux"
+CHECK = """
+import json, torch, fusedops
+from fusedops import _reference as ref
+x = torch.randn(7, 2 * 65)
+expected = torch.empty(7, 65); ref.silu_and_mul(expected, x)
+torch.testing.assert_close(fusedops.silu_and_mul(x), expected)
+info = fusedops.backend_info()
+print(json.dumps({"mode": info["mode"], "variant": info["variant"], "torch": torch.__version__}))
+"""
+
+
+@pytest.fixture(scope="module")
+def newest_build(offline_build_tables: str) -> Iterator[Path]:
+    """The repository's matrix.toml (its project path made absolute) with the offline tables, built
+    for the newest release's CPU variant only."""
+    work = CACHE / "docker-newest-torch"
+    work.mkdir(parents=True, exist_ok=True)
+    text = (REPO / "matrix.toml").read_text().replace('path = "kernels/fusedops"',
+                                                      f'path = "{REPO / "kernels" / "fusedops"}"')
+    text = text.split("\n[build]")[0]  # the offline tables bring their own [build]
+    (work / "matrix.toml").write_text(text + offline_build_tables)
+    result = build(work, "--only", VARIANT)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    yield work
+    if LEAN:
+        shutil.rmtree(work / "venv", ignore_errors=True)
+
+
+def test_the_release_matrix_plans_the_newest_torch() -> None:
+    plan = subprocess.run([sys.executable, "-m", "wheelfactory", "plan", "-m", str(REPO / "matrix.toml"),
+                           "--format", "json"], capture_output=True, text=True, timeout=300, check=True, cwd=REPO)
+    ids = {v["id"] for v in json.loads(plan.stdout)["variants"]}
+    assert VARIANT in ids and any(i.startswith(VARIANT.split("-")[0]) and "-cu" in i for i in ids), ids
+
+
+def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest_build: Path) -> None:
+    entry = manifest(newest_build / "dist")[VARIANT]
+    assert entry["status"] in ("built", "cached"), entry
+    assert entry["torch_version"] == NEWEST.build_version
+    wheel = newest_build / "dist" / str(entry["wheel"])
+    assert f"+cputorch{NEWEST.minor}-cp39-abi3-" in wheel.name
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    sets = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{NEWEST.build_version}-{tag}-*.whl"))
+    assert sets, f"no torch {NEWEST.build_version} for {tag} in the wheel sets the build used"
+    venv = newest_build / "venv"
+    shutil.rmtree(venv, ignore_errors=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(sets[0].parent),
+                    f"torch=={NEWEST.build_version}"], check=True, timeout=1800)
+    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True,
+                   timeout=600)
+    result = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, timeout=600, check=False,
+                            cwd=venv)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded["mode"] == "prebuilt" and loaded["variant"] == VARIANT, loaded
+    assert loaded["torch"].startswith(NEWEST.build_version), loaded
