@@ -104,7 +104,10 @@ def test_the_in_container_half_listens_before_it_returns(fake_redis: FakeRedis, 
         assert started.returncode == 0
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:  # no wait needed
             assert roundtrip(sock, b"*1\r\n$4\r\nECHO\r\n") == b"*1\r\n$4\r\nECHO\r\n"
-        subprocess.run(["pkill", "-f", f"--listen tcp:127.0.0.1:{port}"], check=False)
+        # The detached child outlives the relay: stop it. (A pattern that starts with "--" is
+        # read by pkill as an option, which once left these children running after every run.)
+        stopped = subprocess.run(["pkill", "-f", f"{RELAY_SCRIPT} --listen tcp:127.0.0.1:{port} "], check=False)
+        assert stopped.returncode == 0, "the background relay was not found to stop"
 
 
 @pytest.mark.parametrize("text", ["tcp:host", "udp:1.2.3.4:5", "unix:", "tcp:h:port"])
