@@ -1,4 +1,5 @@
-"""A CUDA variant built in Docker for real: torch 2.14 + CUDA 13.0, nvcc from NVIDIA's wheels,
+"""A CUDA variant built in Docker for real: torch 2.15 + CUDA 13.2 (the newest release the table
+knows, as PyPI serves it), nvcc from NVIDIA's wheels,
 --network none, auditwheel excluding the CUDA libraries, and verified without a GPU: cuobjdump
 lists exactly the requested SASS archs plus PTX for the +PTX one; the smoke test loads the
 prebuilt library in a fresh container with the CUDA torch (no GPU: the CPU ops run).
@@ -22,7 +23,7 @@ import docker
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CACHE = TEST_CACHE
-VARIANT = "torch214-cxx11-cu130-x86_64-linux"
+VARIANT = "torch215-cxx11-cu132-x86_64-linux"
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +33,11 @@ def cuda_build(offline_build_tables: str) -> Path:
 path = "{REPO / 'kernels' / 'fusedops'}"
 
 [matrix]
-torch = ["2.14"]
-backends = ["cu130"]
+torch = ["2.15"]
+backends = ["cu132"]
 
 [cuda]
-arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120 is the newest CUDA 13.0 compiles
+arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120: the newest PyTorch builds for
 {offline_build_tables}""")
 
 
@@ -62,7 +63,7 @@ def check_cuda_variant(workdir: Path, variant: str, *, version: str, toolkit: st
 
 
 def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Path) -> None:
-    check_cuda_variant(cuda_build, VARIANT, version="0.1.0+cu130torch2.14", toolkit="13.0",
+    check_cuda_variant(cuda_build, VARIANT, version="0.1.0+cu132torch2.15", toolkit="13.2",
                        archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
 
 

@@ -5,7 +5,7 @@ of one op, a Metal unit, its own tests/) built in Docker from the unedited tree,
   matches the reference (the project's tests ran against each installed wheel), exported into the
   Hub layout with every library passing kernel-abi-check, and loaded by the real `kernels` package
   (``get_local_kernel``) in a venv with torch 2.6;
-- CUDA 13.0 (torch 2.14, on the bookworm base the CUDA tier shares): the library holds exactly the
+- CUDA 13.2 (torch 2.15, on the bookworm base the CUDA tier shares): the library holds exactly the
   unit's ``cuda-capabilities`` (8.0, 9.0), not the matrix's arch_list; its export is refused with
   the checker's finding (bookworm's libstdc++ needs GLIBC 2.32).
 """
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "kb_relu"
 CPU_VARIANTS = ("torch25-cxx98-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
-CUDA_VARIANT = "torch214-cxx11-cu130-x86_64-linux"
+CUDA_VARIANT = "torch215-cxx11-cu132-x86_64-linux"
 
 
 def run(command: list[str], *, ok: bool = True, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -70,8 +70,8 @@ def cuda_build(offline_build_tables: str) -> Path:
 path = "{PROJECT}"
 
 [matrix]
-torch = ["2.14"]
-backends = ["cu130"]
+torch = ["2.15"]
+backends = ["cu132"]
 python = ["abi3"]
 
 [cuda]
