@@ -28,8 +28,12 @@ from wheelfactory.plan.torch_releases import (
     JSON_CONTENT,
     InvalidPage,
     Refresh,
+    ReleaseFacts,
+    TorchFile,
+    build_of_metadata,
     compare,
     merged_table,
+    metadata_urls,
     page_files,
     release_facts,
     torch_files,
@@ -50,6 +54,20 @@ class Page:
 
 def project_url(index: str) -> str:
     return f"{index.rstrip('/')}/{PROJECT}/"
+
+
+METADATA_LIMIT = 1 << 20  # a wheel's METADATA is kilobytes
+
+
+def read_url(url: str, *, timeout: float = 60.0) -> bytes:
+    """A small file (a wheel's METADATA) from an index; ConfigError when it cannot be read."""
+    if urlparse(url).scheme not in ("http", "https", "file"):
+        raise ConfigError(f"{url}: not an http(s) or file URL")
+    try:
+        with urllib.request.urlopen(url, timeout=timeout, context=_tls()) as answer:  # noqa: S310 (checked above)
+            return bytes(answer.read(METADATA_LIMIT))
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {url}: {getattr(exc, 'reason', None) or exc}") from None
 
 
 def fetch(index: str, *, timeout: float = 60.0) -> Page:
@@ -122,6 +140,7 @@ def default_indexes(table: CompatTable, indexes: Indexes) -> tuple[list[str], li
 
 def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
     files = []
+    metadata: dict[str, str] = {}  # file name -> its METADATA's URL, where the index serves it
     for index in index_urls:
         page = fetch(index)
         try:
@@ -130,10 +149,35 @@ def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
             raise ConfigError(f"the torch page of {index} is not an index page: {exc}",
                               hint="pass the index root (PEP 503 or PEP 691), e.g. <URL>/simple") from None
         files.extend(torch_files(names, index))
+        metadata.update(metadata_urls(page.body, page.content_type, project_url(index)))
     if not files:
         raise ConfigError(f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
                           hint="pass the index root (PEP 503 or PEP 691) that serves torch")
-    return compare(table, release_facts(files))
+    facts = release_facts(files)
+    return compare(table, facts, _default_builds(table, facts, files, metadata))
+
+
+def _default_builds(table: CompatTable, facts: list[ReleaseFacts], files: list[TorchFile],
+                    metadata: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """For each new release with unlabelled wheels: the build its Linux x86_64 wheel is, from that
+    wheel's METADATA (PEP 658), where the index serves it. A failed read leaves it inferred."""
+    found = {}
+    for fact in facts:
+        if table.release(fact.minor) is not None or not fact.unlabelled:
+            continue
+        candidates = sorted(f.filename for f in files if f.minor == fact.minor and f.label is None
+                            and f.version.public == fact.newest and f.filename in metadata
+                            and any(arch == "x86_64" for arch, _ in f.platforms))
+        if not candidates:
+            continue
+        try:
+            text = read_url(metadata[candidates[0]]).decode("utf-8", errors="replace")
+        except ConfigError:
+            continue
+        build = build_of_metadata(text)
+        if build is not None:
+            found[fact.minor] = (build[0], f"{candidates[0]}: {build[1]}")
+    return found
 
 
 def table_text(compat_path: Path | None) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import html.parser
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -129,6 +129,84 @@ def page_files(body: bytes, content_type: str) -> list[str]:
     return [unquote(name) for name in parser.names if name]
 
 
+class _MetadataAnchors(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[tuple[str, bool]] = []  # (href, metadata offered)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            found = dict(attrs)  # an attribute without a value is present: offered (PEP 714)
+            offered = any(key in found and found[key] != "false"
+                          for key in ("data-core-metadata", "data-dist-info-metadata"))
+            self.links.append((found.get("href") or "", offered))
+
+
+def metadata_urls(body: bytes, content_type: str, page_url: str) -> dict[str, str]:
+    """file name -> URL of its core metadata, for the files whose page says the index serves it
+    apart from the wheel (PEP 658 / PEP 714: ``core-metadata``, or the older
+    ``dist-info-metadata``): a wheel's Requires-Dist without downloading the wheel."""
+    from urllib.parse import unquote, urljoin
+
+    found: dict[str, str] = {}
+    if content_type.split(";")[0].strip().lower() == JSON_CONTENT or body.lstrip()[:1] == b"{":
+        try:
+            document = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return {}
+        for entry in document.get("files", []) if isinstance(document, dict) else []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+                continue
+            offered = entry.get("core-metadata", entry.get("dist-info-metadata"))
+            if offered and isinstance(entry.get("filename"), str):
+                found[entry["filename"]] = urljoin(page_url, entry["url"].split("#", 1)[0]) + ".metadata"
+        return found
+    parser = _MetadataAnchors()
+    try:
+        parser.feed(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        return {}
+    for href, offered in parser.links:
+        if offered:
+            path = href.split("#", 1)[0]
+            found[unquote(path.rstrip("/").rsplit("/", 1)[-1])] = urljoin(page_url, path) + ".metadata"
+    return found
+
+
+# The requirements that say which CUDA a torch wheel was built with (PyPI's own build carries no
+# local version label in its file name: its METADATA does say it).
+CUDA_REQUIREMENTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12",
+                     "nvidia-cuda-runtime-cu11")
+
+
+def build_of_metadata(text: str) -> tuple[str, str] | None:
+    """(local-version-style build, the requirement that says so) of a torch wheel's METADATA:
+    ("cu132", "cuda-toolkit==13.2.2"); ("cpu", "no CUDA requirement") when it requires none of
+    them; None when the text is not METADATA."""
+    from email.parser import HeaderParser
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    headers = HeaderParser().parsestr(text)
+    if not headers.get("Name"):
+        return None
+    for line in headers.get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() not in CUDA_REQUIREMENTS:
+            continue
+        for spec in requirement.specifier:
+            if spec.operator in ("==", "~=", ">="):
+                try:
+                    version = Version(spec.version.replace(".*", ""))
+                except InvalidVersion:
+                    continue
+                return f"cu{version.major}{version.minor}", f"{requirement.name}{spec}"
+    return "cpu", "no CUDA requirement"
+
+
 def torch_files(names: Iterable[str], index: str) -> list[TorchFile]:
     """The torch wheels among ``names`` (sdists, other projects and unparsable names left out)."""
     found = []
@@ -223,8 +301,11 @@ def _floor_of(platform: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else LEGACY_MANYLINUX.get(platform)
 
 
-def compare(table: CompatTable, facts: Sequence[ReleaseFacts]) -> Refresh:
-    """What ``facts`` show that ``table`` lacks, with a fragment per new release."""
+def compare(table: CompatTable, facts: Sequence[ReleaseFacts],
+            default_builds: Mapping[str, tuple[str, str]] | None = None) -> Refresh:
+    """What ``facts`` show that ``table`` lacks, with a fragment per new release. ``default_builds``:
+    release -> (build, evidence) of its unlabelled wheel, read from its METADATA where the index
+    serves that (build_of_metadata)."""
     findings: list[Finding] = []
     fragments: list[tuple[str, str]] = []
     stubs: dict[str, str] = {}
@@ -236,7 +317,7 @@ def compare(table: CompatTable, facts: Sequence[ReleaseFacts]) -> Refresh:
             if newest_known is not None and Version(fact.minor) < newest_known.version:
                 continue  # an old release the table chose not to carry
             findings.append(Finding(fact.minor, "release", f"torch {fact.newest} is not in the table"))
-            fragments.append((fact.minor, fragment(fact, newest_known)))
+            fragments.append((fact.minor, fragment(fact, newest_known, (default_builds or {}).get(fact.minor))))
         else:
             findings.extend(_known_release(release, fact))
         for version in fact.cuda:
@@ -277,11 +358,16 @@ def _label(kind: str, version: str) -> str:
     return "cpu" if kind == "cpu" else f"cu{version.replace('.', '')}" if kind == "cuda" else f"rocm{version}"
 
 
-def fragment(fact: ReleaseFacts, previous: TorchRelease | None) -> str:
-    """A ``[torch."X.Y"]`` table for a release the table lacks, each value with where it came from."""
+def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[str, str] | None = None) -> str:
+    """A ``[torch."X.Y"]`` table for a release the table lacks, each value with where it came from.
+    ``default``: (build, evidence) of the unlabelled wheel, from its METADATA."""
     inferred = []
+    read = []
     builds = [_label("cuda", v) for v in fact.cuda] + [_label("rocm", v) for v in fact.rocm]
-    if fact.unlabelled and not builds and previous is not None:
+    if default is not None:
+        pypi_default = default[0]
+        read.append(f"pypi_default from the unlabelled wheel's METADATA ({default[1]})")
+    elif fact.unlabelled and not builds and previous is not None:
         pypi_default = previous.pypi_default  # only unlabelled files: PyPI's own build, not named
         inferred.append(f"pypi_default (carried over from {previous.minor}: file names do not name the build)")
     elif previous is not None and previous.pypi_default in builds + ["cpu"]:
@@ -292,8 +378,8 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None) -> str:
         inferred.append("pypi_default (the newest CUDA build)")
     cuda = list(fact.cuda)
     cuda_build = CUDA_LABEL.fullmatch(pypi_default)
-    if not cuda and cuda_build:  # PyPI's unlabelled wheel is that CUDA build
-        cuda = [f"{cuda_build.group(1)}.{cuda_build.group(2)}"]
+    if cuda_build and f"{cuda_build.group(1)}.{cuda_build.group(2)}" not in cuda:  # PyPI's wheel is that build
+        cuda = sorted([*cuda, f"{cuda_build.group(1)}.{cuda_build.group(2)}"], key=Version)
     platform = _floor_name(fact.x86_64_floor) if fact.x86_64_floor else (previous.wheel_platform if previous
                                                                          else "manylinux_2_28")
     if fact.x86_64_floor is None:
@@ -303,7 +389,8 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None) -> str:
     if not fact.pythons:
         inferred.append("python")
     source = (f"compat refresh: {', '.join(fact.indexes)} ({fact.example}): patch, python, cuda, rocm, "
-              f"wheel_platform and aarch64 from file names; unverified: {'; '.join(inferred)}")
+              f"wheel_platform and aarch64 from file names; {''.join(r + '; ' for r in read)}"
+              f"unverified: {'; '.join(inferred)}")
     return "\n".join([
         f'[torch."{fact.minor}"]',
         f'build_version = "{fact.newest}"',

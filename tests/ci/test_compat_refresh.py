@@ -14,7 +14,13 @@ import pytest
 from testkit import REPO
 from torch_index_kit import FILES, write_index
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.torch_releases import compare, page_files, release_facts, torch_files
+from wheelfactory.plan.torch_releases import (
+    build_of_metadata,
+    compare,
+    page_files,
+    release_facts,
+    torch_files,
+)
 
 
 def refresh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -106,3 +112,32 @@ def test_bad_input_is_one_line_exit_2(http_index: tuple[Path, str]) -> None:
         assert len(lines) == 1 and lines[0].startswith("wheelfactory: ") and "Traceback" not in result.stderr, \
             (name, result.stderr)
     assert table.read_text() == (REPO / "factory" / "data" / "compat.toml").read_text()  # untouched
+
+
+METADATA = "Metadata-Version: 2.1\nName: torch\nVersion: 2.16.0\nRequires-Dist: filelock\n" \
+           "Requires-Dist: cuda-toolkit[cublas,cudart]==13.0.3; platform_system == \"Linux\"\n"
+
+
+@pytest.mark.parametrize("kind", ["html", "json"])
+def test_the_default_build_is_read_from_the_wheels_metadata_where_the_index_serves_it(
+        http_index: tuple[Path, str], kind: str) -> None:
+    """PyPI's own wheel has no label in its name; its METADATA (PEP 658) says which CUDA it is."""
+    root, base = http_index
+    write_index(root / kind, kind, FILES, metadata={FILES[0]: METADATA})
+    result = refresh("--index", f"{base}/{kind}/simple", cwd=root)
+    assert result.returncode == 1, result.stderr
+    fragment = result.stdout[result.stdout.index('[torch."2.16"]'):]
+    assert 'pypi_default = "cu130"' in fragment and 'cuda = ["13.0", "13.2"]' in fragment, fragment
+    assert f"pypi_default from the unlabelled wheel's METADATA ({FILES[0]}: cuda-toolkit==13.0.3)" in fragment
+    assert "unverified: pypi_default" not in fragment
+
+
+@pytest.mark.parametrize("text, expected", [
+    (METADATA, ("cu130", "cuda-toolkit==13.0.3")),
+    ("Name: torch\nVersion: 2.8.0\nRequires-Dist: nvidia-cuda-runtime-cu12==12.8.90; platform_system == \"Linux\"\n",
+     ("cu128", "nvidia-cuda-runtime-cu12==12.8.90")),
+    ("Name: torch\nVersion: 2.16.0\nRequires-Dist: filelock\n", ("cpu", "no CUDA requirement")),
+    ("<html>not metadata</html>", None),
+])
+def test_build_of_metadata(text: str, expected: tuple[str, str] | None) -> None:
+    assert build_of_metadata(text) == expected

@@ -24,15 +24,24 @@ FILES = [
 ]
 
 
-def write_index(root: Path, kind: str, files: list[str]) -> None:
+def write_index(root: Path, kind: str, files: list[str], metadata: dict[str, str] | None = None) -> None:
+    """``root/simple/torch/`` listing ``files`` (``kind``: html or json); ``metadata``: file name ->
+    its METADATA, served as ``<file>.metadata`` and announced on the page (PEP 658 / PEP 714)."""
     page = root / "simple" / "torch"
     page.mkdir(parents=True)
+    metadata = metadata or {}
+    (root / "files").mkdir(exist_ok=True)
+    for name, text in metadata.items():
+        (root / "files" / f"{name}.metadata").write_text(text)
     if kind == "html":
-        anchors = "\n".join(f'<a href="../../files/{name}#sha256={"0" * 64}">{name}</a><br/>' for name in files)
+        offered = ' data-core-metadata="true"'
+        anchors = "\n".join(f'<a href="../../files/{name}#sha256={"0" * 64}"'
+                            f'{offered if name in metadata else ""}>{name}</a><br/>' for name in files)
         (page / "index.html").write_text(f"<!DOCTYPE html><html><body>{anchors}</body></html>\n")
     else:
         document = {"meta": {"api-version": "1.1"}, "name": "torch",
-                    "files": [{"filename": n, "url": f"../../files/{n}", "hashes": {}} for n in files]}
+                    "files": [{"filename": n, "url": f"../../files/{n}", "hashes": {},
+                               **({"core-metadata": True} if n in metadata else {})} for n in files]}
         (page / "index.json").write_text(json.dumps(document))
 
 
