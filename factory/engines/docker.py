@@ -78,6 +78,13 @@ def _driver_versions() -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
+def container_name(listed: dict[str, object]) -> str:
+    """The name of a container as the engine's listing gives it ("/name" in a list of names)."""
+    names = listed.get("Names")
+    first = names[0] if isinstance(names, list) and names else listed.get("Id", "")
+    return str(first).lstrip("/")
+
+
 @dataclass(frozen=True)
 class ImageFacts:
     """What a build image offers: its interpreters (cpXY-cpXY) and its glibc."""
@@ -180,10 +187,20 @@ class DockerEngine:
         live run owns them."""
         if not self.owner:
             return []
-        stale = self.client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"})  # type: ignore[attr-defined]
+        import docker.errors
+
+        # The low-level listing: the high-level one inspects each container it lists, and a
+        # container that goes away in between (one run with --rm ending) fails the whole listing.
+        api = self.client.api  # type: ignore[attr-defined]
+        stale = api.containers(all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"})
+        removed = []
         for container in stale:
-            container.remove(force=True)
-        return sorted(str(c.name) for c in stale)
+            try:
+                api.remove_container(container["Id"], force=True)
+            except docker.errors.NotFound:
+                continue  # it went on its own
+            removed.append(container_name(container))
+        return sorted(removed)
 
     def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
         variant = stage.variant

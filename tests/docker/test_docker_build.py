@@ -70,10 +70,12 @@ def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, offlin
 
 def owned_containers(client: object, out: Path) -> list[str]:
     from wheelfactory.engines.choose import owner_of
-    from wheelfactory.engines.docker import OWNER_LABEL
+    from wheelfactory.engines.docker import OWNER_LABEL, container_name
 
-    found = client.containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_of(out)}"})  # type: ignore[attr-defined]
-    return [c.name for c in found]
+    # The low-level listing: the high-level one inspects each container, and fails when one
+    # ends (--rm) between the listing and the inspection.
+    found = client.api.containers(all=True, filters={"label": f"{OWNER_LABEL}={owner_of(out)}"})  # type: ignore[attr-defined]
+    return [container_name(c) for c in found]
 
 
 def clone_kernel(dest: Path) -> Path:
@@ -220,14 +222,16 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
     out = tmp_path / "dist"
     factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 600
-    while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
-        assert factory.poll() is None, "the build ended before its container started"
-        assert time.monotonic() < deadline, "cibuildwheel's container never started"
-        time.sleep(0.5)
-    time.sleep(3)  # inside the container now
-    factory.send_signal(signal.SIGKILL)
-    factory.wait()
+    try:
+        deadline = time.monotonic() + 600
+        while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
+            assert factory.poll() is None, "the build ended before its container started"
+            assert time.monotonic() < deadline, "cibuildwheel's container never started"
+            time.sleep(0.5)
+        time.sleep(3)  # inside the container now
+    finally:  # also when an assertion above fails: no factory is left running into later tests
+        factory.send_signal(signal.SIGKILL)
+        factory.wait()
     time.sleep(2)
     orphans = _orphans(out)
     assert not orphans, f"processes outlived the killed factory: {orphans}"

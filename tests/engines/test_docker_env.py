@@ -140,3 +140,34 @@ def test_python_for_abi3_takes_the_newest_python_torch_supports(variant: Variant
 
 def test_owner_is_per_output_directory(tmp_path: Path) -> None:
     assert owner_of(tmp_path / "a") == owner_of(tmp_path / "x" / ".." / "a") != owner_of(tmp_path / "b")
+
+
+class ListingApi:
+    """The engine's low-level API as reclaim sees it: one container ends (--rm) between the
+    listing and the removal."""
+
+    def __init__(self) -> None:
+        self.listed = [{"Id": "a1", "Names": ["/cibuildwheel-left"]}, {"Id": "b2", "Names": ["/ended-meanwhile"]}]
+        self.removed: list[str] = []
+        self.filters: object = None
+
+    def containers(self, all: bool, filters: dict[str, str]) -> list[dict[str, object]]:
+        assert all
+        self.filters = filters
+        return self.listed
+
+    def remove_container(self, container_id: str, force: bool) -> None:
+        import docker.errors
+
+        if container_id == "b2":
+            raise docker.errors.NotFound("No such container: b2")
+        self.removed.append(container_id)
+
+
+def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_meanwhile(tmp_path: Path) -> None:
+    api = ListingApi()
+    eng = engine(tmp_path)
+    eng.client = type("Client", (), {"api": api})()  # type: ignore[assignment]
+    assert eng.reclaim() == ["cibuildwheel-left"]
+    assert api.removed == ["a1"]
+    assert api.filters == {"label": "wheelfactory.owner=0123abcd"}
