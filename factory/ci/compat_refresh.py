@@ -32,9 +32,8 @@ from wheelfactory.plan.torch_releases import (
     TorchFile,
     build_of_metadata,
     compare,
+    listed_files,
     merged_table,
-    metadata_urls,
-    page_files,
     release_facts,
     torch_files,
 )
@@ -59,13 +58,26 @@ def project_url(index: str) -> str:
 METADATA_LIMIT = 1 << 20  # a wheel's METADATA is kilobytes
 
 
+def _download(url: str, *, limit: int, timeout: float, accept: str | None = None) -> tuple[bytes, str]:
+    """(at most ``limit`` bytes, content type) of an http(s) URL, or of a file:// one (a directory
+    reads as its index.html: a PEP 503 tree on disk). urllib's errors and OSError pass through,
+    ValueError for another scheme: the callers say what was being read."""
+    parsed = urlparse(url)
+    if parsed.scheme == "file":
+        path = Path(url2pathname(parsed.path))
+        with (path / "index.html" if path.is_dir() else path).open("rb") as handle:
+            return handle.read(limit), "text/html"
+    if parsed.scheme not in ("http", "https"):
+        raise ValueError(f"{url}: not an http(s) or file URL")
+    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
+    with urllib.request.urlopen(request, timeout=timeout, context=_tls()) as answer:  # noqa: S310 (checked above)
+        return bytes(answer.read(limit)), answer.headers.get("Content-Type", "text/html")
+
+
 def read_url(url: str, *, timeout: float = 60.0) -> bytes:
     """A small file (a wheel's METADATA) from an index; ConfigError when it cannot be read."""
-    if urlparse(url).scheme not in ("http", "https", "file"):
-        raise ConfigError(f"{url}: not an http(s) or file URL")
     try:
-        with urllib.request.urlopen(url, timeout=timeout, context=_tls()) as answer:  # noqa: S310 (checked above)
-            return bytes(answer.read(METADATA_LIMIT))
+        return _download(url, limit=METADATA_LIMIT, timeout=timeout)[0]
     except (urllib.error.URLError, OSError, ValueError) as exc:
         raise ConfigError(f"cannot read {url}: {getattr(exc, 'reason', None) or exc}") from None
 
@@ -74,18 +86,10 @@ def fetch(index: str, *, timeout: float = 60.0) -> Page:
     """The torch page of ``index`` (http(s), or a file:// PEP 503 tree); ConfigError naming the URL
     when it cannot be read."""
     url = project_url(index)
-    parsed = urlparse(url)
+    if urlparse(url).scheme not in ("http", "https", "file"):
+        raise UsageError(f"--index {index}: not an http(s) or file URL")
     try:
-        if parsed.scheme == "file":
-            path = Path(url2pathname(parsed.path))
-            path = path / "index.html" if path.is_dir() else path
-            with path.open("rb") as handle:
-                return Page(index, handle.read(PAGE_LIMIT), "text/html")
-        if parsed.scheme not in ("http", "https"):
-            raise UsageError(f"--index {index}: not an http(s) or file URL")
-        request = urllib.request.Request(url, headers={"Accept": ACCEPT})
-        with urllib.request.urlopen(request, timeout=timeout, context=_tls()) as answer:  # noqa: S310 (checked above)
-            return Page(index, answer.read(PAGE_LIMIT), answer.headers.get("Content-Type", "text/html"))
+        body, content_type = _download(url, limit=PAGE_LIMIT, timeout=timeout, accept=ACCEPT)
     except urllib.error.HTTPError as exc:
         raise ConfigError(f"cannot read the torch page of {index}: HTTP {exc.code} {exc.reason}",
                           hint="check the --index URL (the index root, which has /torch/ under it)") from None
@@ -93,6 +97,7 @@ def fetch(index: str, *, timeout: float = 60.0) -> Page:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
         raise ConfigError(f"cannot read the torch page of {index}: {reason}",
                           hint="check the --index URL and the network") from None
+    return Page(index, body, content_type)
 
 
 def _tls() -> ssl.SSLContext:
@@ -144,12 +149,12 @@ def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
     for index in index_urls:
         page = fetch(index)
         try:
-            names = page_files(page.body, page.content_type)
+            listed = listed_files(page.body, page.content_type, project_url(index))
         except InvalidPage as exc:
             raise ConfigError(f"the torch page of {index} is not an index page: {exc}",
                               hint="pass the index root (PEP 503 or PEP 691), e.g. <URL>/simple") from None
-        files.extend(torch_files(names, index))
-        metadata.update(metadata_urls(page.body, page.content_type, project_url(index)))
+        files.extend(torch_files((f.name for f in listed), index))
+        metadata.update({f.name: f.metadata_url for f in listed if f.metadata_url})
     if not files:
         raise ConfigError(f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
                           hint="pass the index root (PEP 503 or PEP 691) that serves torch")

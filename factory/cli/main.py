@@ -250,12 +250,13 @@ def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: 
     entries = manifest.read(out)
     if not entries:
         raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
-    for vid, entry in sorted(entries.items()):  # the wheels and logs the page links, read for their sizes
+    linked: dict[str, Path | None] = {}  # the wheels and logs the page links, read for their sizes
+    for vid, entry in sorted(entries.items()):
         for what, name in (("wheel", entry.wheel), ("build log", entry.log)):
             member = safe_member(name) if isinstance(name, str) else None
             if member is not None:
-                inputs[f"the {what} of {vid}"] = out / member
-    check_outputs(outputs, inputs, writes="the report")
+                linked[f"the {what} of {vid}"] = out / member
+    check_outputs(outputs, linked, writes="the report")
     planned = _load_plan(matrix_path, compat_path) if matrix_path is not None else None
     report = build_report(entries, planned, facts=probe_dist(out, entries),
                           matrix=str(matrix_path) if matrix_path is not None else None)

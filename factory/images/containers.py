@@ -19,9 +19,8 @@ from wheelfactory.errors import DockerUnavailable
 from wheelfactory.support.proc import TAIL_LINES, CommandFailed
 
 if TYPE_CHECKING:
-    from docker.models.containers import Container as SdkContainer
-
     import docker
+    from docker.models.containers import Container as SdkContainer
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 CLIENT_TIMEOUT_S = 600  # per socket read: a large import or a quiet build step may take minutes

@@ -223,13 +223,19 @@ _CUDA_ARCH = re.compile(r"\d+\.\d+[af]?(\+PTX)?")
 
 def _version(table: Table, key: str, default: str | None = None, *, example: str) -> Version:
     """A string key that must parse as a version; the table's own error (file, line, key) otherwise."""
+    return Version(_version_text(table, key, default, example=example))
+
+
+def _version_text(table: Table, key: str, default: str | None = None, *, example: str) -> str:
+    """The text of a key that must parse as a version, as written (what the table's user reads)."""
     text = table.string(key, default)
     if text is None:
         table.error(key, "is required", f"e.g. {key} = \"{example}\"")
     try:
-        return Version(text)
+        Version(text)
     except InvalidVersion:
         table.error(key, f"{text!r} is not a version", f"e.g. {key} = \"{example}\"")
+    return str(text)
 
 
 def _check_key(table: Table, key: str, what: str, example: str) -> None:
@@ -286,8 +292,7 @@ def _parse_release(table: Table, minor: str) -> TorchRelease:
     table.reject_unknown({"build_version", "python", "cuda", "rocm", "pypi_default",
                           "wheel_platform", "aarch64", "abi", "source"})
     example = f"{minor}.0"
-    _version(table, "build_version", example=example)  # checked first: minor_of needs a version
-    build_version: str = table.string("build_version")
+    build_version = _version_text(table, "build_version", example=example)  # checked first: minor_of needs a version
     if minor_of(build_version) != minor:
         table.error("build_version", f"must be a {minor}.x release, not {build_version!r}",
                     f'e.g. build_version = "{example}"')

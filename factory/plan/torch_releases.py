@@ -87,49 +87,16 @@ def _python_key(text: str) -> tuple[int, int, str]:
     return int(major), int(rest.rstrip("t")), rest[-1:] if rest.endswith("t") else ""
 
 
+@dataclass(frozen=True)
+class ListedFile:
+    """One file a project page lists, and where the index serves its core metadata apart from
+    the wheel (PEP 658 / PEP 714), when it does."""
+
+    name: str
+    metadata_url: str | None = None
+
+
 class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self._in_anchor = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._in_anchor = True
-            href = dict(attrs).get("href") or ""
-            self.names.append(href.split("#", 1)[0].rstrip("/").rsplit("/", 1)[-1])
-
-    def handle_endtag(self, tag: str) -> None:
-        self._in_anchor = False
-
-
-def page_files(body: bytes, content_type: str) -> list[str]:
-    """The file names a project page lists: PEP 691 JSON (``files[].filename``) when the server
-    says so, else PEP 503 HTML (the last path segment of each anchor's href). InvalidPage when it is
-    neither."""
-    if content_type.split(";")[0].strip().lower() == JSON_CONTENT or body.lstrip()[:1] == b"{":
-        try:
-            document = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise InvalidPage(f"not PEP 691 JSON ({exc})") from None
-        files = document.get("files") if isinstance(document, dict) else None
-        if not isinstance(files, list):
-            raise InvalidPage("a PEP 691 page needs a files list")
-        return [f["filename"] for f in files if isinstance(f, dict) and isinstance(f.get("filename"), str)]
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidPage(f"neither PEP 691 JSON nor PEP 503 HTML ({exc})") from None
-    parser = _Anchors()
-    parser.feed(text)
-    if "<" not in text:
-        raise InvalidPage("neither PEP 691 JSON nor PEP 503 HTML")
-    from urllib.parse import unquote
-
-    return [unquote(name) for name in parser.names if name]
-
-
-class _MetadataAnchors(html.parser.HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.links: list[tuple[str, bool]] = []  # (href, metadata offered)
@@ -142,35 +109,46 @@ class _MetadataAnchors(html.parser.HTMLParser):
             self.links.append((found.get("href") or "", offered))
 
 
-def metadata_urls(body: bytes, content_type: str, page_url: str) -> dict[str, str]:
-    """file name -> URL of its core metadata, for the files whose page says the index serves it
-    apart from the wheel (PEP 658 / PEP 714: ``core-metadata``, or the older
-    ``dist-info-metadata``): a wheel's Requires-Dist without downloading the wheel."""
+def listed_files(body: bytes, content_type: str, page_url: str) -> list[ListedFile]:
+    """The files a project page lists: PEP 691 JSON (``files[].filename``) when the server says
+    so, else PEP 503 HTML (the last path segment of each anchor's href). A file's metadata URL is
+    set where the page says the index serves it (``core-metadata``, or the older
+    ``dist-info-metadata``): a wheel's Requires-Dist without downloading the wheel. InvalidPage
+    when the page is neither format."""
     from urllib.parse import unquote, urljoin
 
-    found: dict[str, str] = {}
     if content_type.split(";")[0].strip().lower() == JSON_CONTENT or body.lstrip()[:1] == b"{":
         try:
             document = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return {}
-        for entry in document.get("files", []) if isinstance(document, dict) else []:
-            if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise InvalidPage(f"not PEP 691 JSON ({exc})") from None
+        entries = document.get("files") if isinstance(document, dict) else None
+        if not isinstance(entries, list):
+            raise InvalidPage("a PEP 691 page needs a files list")
+        found = []
+        for entry in entries:
+            if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str):
                 continue
             offered = entry.get("core-metadata", entry.get("dist-info-metadata"))
-            if offered and isinstance(entry.get("filename"), str):
-                found[entry["filename"]] = urljoin(page_url, entry["url"].split("#", 1)[0]) + ".metadata"
+            url = entry.get("url")
+            metadata = urljoin(page_url, url.split("#", 1)[0]) + ".metadata" if offered and isinstance(url, str) else None
+            found.append(ListedFile(entry["filename"], metadata))
         return found
-    parser = _MetadataAnchors()
     try:
-        parser.feed(body.decode("utf-8"))
-    except UnicodeDecodeError:
-        return {}
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidPage(f"neither PEP 691 JSON nor PEP 503 HTML ({exc})") from None
+    if "<" not in text:
+        raise InvalidPage("neither PEP 691 JSON nor PEP 503 HTML")
+    parser = _Anchors()
+    parser.feed(text)
+    listed = []
     for href, offered in parser.links:
-        if offered:
-            path = href.split("#", 1)[0]
-            found[unquote(path.rstrip("/").rsplit("/", 1)[-1])] = urljoin(page_url, path) + ".metadata"
-    return found
+        path = href.split("#", 1)[0]
+        name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
+        if name:
+            listed.append(ListedFile(name, urljoin(page_url, path) + ".metadata" if offered else None))
+    return listed
 
 
 # The requirements that say which CUDA a torch wheel was built with (PyPI's own build carries no

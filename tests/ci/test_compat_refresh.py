@@ -17,7 +17,7 @@ from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.torch_releases import (
     build_of_metadata,
     compare,
-    page_files,
+    listed_files,
     release_facts,
     torch_files,
 )
@@ -78,6 +78,31 @@ def test_known_releases_report_patches_builds_pythons_and_floors() -> None:
     assert major and minor
 
 
+PAGE_URL = "http://index.example/simple/torch/"
+HTML_PAGE = (b'<a href="../../f/torch-2.9.0-cp312-none-any.whl#sha256=00" data-core-metadata="sha256=11">a</a>'
+             b'<a href="torch-2.9.0%2Bcpu-cp312-none-any.whl" data-dist-info-metadata>b</a>'
+             b'<a href="torch-2.8.0-cp312-none-any.whl" data-core-metadata="false">c</a><a>no href</a>')
+JSON_PAGE = json.dumps({"files": [
+    {"filename": "torch-2.9.0-cp312-none-any.whl", "url": "../../f/torch-2.9.0-cp312-none-any.whl#sha256=00",
+     "core-metadata": {"sha256": "11"}},
+    {"filename": "torch-2.9.0+cpu-cp312-none-any.whl", "url": "torch-2.9.0%2Bcpu-cp312-none-any.whl",
+     "dist-info-metadata": True},
+    {"filename": "torch-2.8.0-cp312-none-any.whl", "url": "torch-2.8.0-cp312-none-any.whl", "core-metadata": False},
+    {"url": "no-filename.whl"}]}).encode()
+
+
+@pytest.mark.parametrize("body, content_type", [(HTML_PAGE, "text/html"),
+                                                (JSON_PAGE, "application/vnd.pypi.simple.v1+json")])
+def test_one_parse_gives_the_files_and_where_their_metadata_is_served(body: bytes, content_type: str) -> None:
+    from wheelfactory.plan.torch_releases import ListedFile
+
+    assert listed_files(body, content_type, PAGE_URL) == [
+        ListedFile("torch-2.9.0-cp312-none-any.whl", "http://index.example/f/torch-2.9.0-cp312-none-any.whl.metadata"),
+        ListedFile("torch-2.9.0+cpu-cp312-none-any.whl",
+                   "http://index.example/simple/torch/torch-2.9.0%2Bcpu-cp312-none-any.whl.metadata"),
+        ListedFile("torch-2.8.0-cp312-none-any.whl", None)]
+
+
 @pytest.mark.parametrize("body, content_type", [
     (b"\xff\xfe", "text/html"), (b"plain text", "text/plain"), (b'{"files": 3}', "application/vnd.pypi.simple.v1+json"),
     (b"{", "application/vnd.pypi.simple.v1+json"),
@@ -86,7 +111,7 @@ def test_a_page_that_is_not_an_index_is_refused(body: bytes, content_type: str) 
     from wheelfactory.plan.torch_releases import InvalidPage
 
     with pytest.raises(InvalidPage):
-        page_files(body, content_type)
+        listed_files(body, content_type, PAGE_URL)
 
 
 def test_bad_input_is_one_line_exit_2(http_index: tuple[Path, str]) -> None:

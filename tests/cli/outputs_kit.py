@@ -25,7 +25,7 @@ arch = ["x86_64"]
 
 [build]
 debian_base = "bookworm"
-debian_mirror = "http://mirror.example.invalid/debian"  
+debian_mirror = "http://mirror.example.invalid/debian"
 torch_index = "pypi"
 """
 

@@ -13,13 +13,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 from testkit import TEST_CACHE
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 from wheelfactory.plan.indexes import debian_mirror
-
-import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
 from docker_helpers import REQUIRED  # noqa: E402

@@ -15,6 +15,7 @@ import zipfile
 from importlib import resources
 from pathlib import Path
 
+import docker
 import pytest
 from testkit import REPO
 from wheelfactory.errors import UsageError
@@ -30,8 +31,6 @@ from wheelfactory.images.base_image import (
 from wheelfactory.images.containers import Container
 from wheelfactory.plan.indexes import debian_mirror
 from wheelfactory.support.proc import run
-
-import docker
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Rendering is pure: any mirror URL does (no host name: the real one is the host's, conftest.py).

@@ -14,11 +14,10 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import docker
 import pytest
 from docker_helpers import LEAN, build_matrix, manifest
 from testkit import REPO, TEST_CACHE
-
-import docker
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -7,6 +7,7 @@ import re
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 from wheelfactory.errors import ConfigError
 from wheelfactory.images.base_image import BaseImage
@@ -19,8 +20,6 @@ from wheelfactory.images.dockerfiles import (
     render_image,
     template_for,
 )
-
-import docker
 
 BASE = "wheelfactory/base:bookworm-0123456789ab"
 

@@ -101,28 +101,20 @@ def test_a_manifest_wheel_outside_dist_is_refused(tmp_path: Path, how: str, comm
     assert not any(p.is_file() for p in (work / "hub").rglob("*"))
 
 
-@pytest.mark.parametrize("torch_version", ["/../../../../elsewhere/x", "2.13.0/../../x", "../x", "2.13.0\n"])
-def test_index_refuses_a_torch_version_that_is_not_a_release(tmp_path: Path, torch_version: str) -> None:
+@pytest.mark.parametrize("field, value", [
+    *[("torch_version", v) for v in ("/../../../../elsewhere/x", "2.13.0/../../x", "../x", "2.13.0\n")],
+    # index.json carries the toolkit to select.py, which would refuse the whole listing: refused before
+    *[("toolkit", v) for v in ("", "thirteen", "13", "13.0/../x")],
+])
+def test_index_refuses_a_release_field_that_is_not_a_release(tmp_path: Path, field: str, value: str) -> None:
     work = tmp_path / "work"
     dist = work / "dist"
-    make_one(dist, torch_version=torch_version)
+    make_one(dist, **{field: value})
     before = tree(tmp_path)
     result = wheelfactory("index", "-o", "dist", cwd=work)
-    assert_one_line(result, 2, str(dist / "manifest.json"), "torch_version", repr(torch_version))
+    assert_one_line(result, 2, str(dist / "manifest.json"), field, repr(value))
     assert tree(tmp_path) == before  # no generation, no page anywhere
     assert not (dist / "index").exists() and not (tmp_path / "elsewhere").exists()
-
-
-@pytest.mark.parametrize("toolkit", ["", "thirteen", "13", "13.0/../x"])
-def test_index_refuses_a_toolkit_that_is_not_a_release(tmp_path: Path, toolkit: str) -> None:
-    """index.json carries it to select.py, which would refuse the whole listing: refused before."""
-    work = tmp_path / "work"
-    dist = work / "dist"
-    make_one(dist, toolkit=toolkit)
-    before = tree(tmp_path)
-    result = wheelfactory("index", "-o", "dist", cwd=work)
-    assert_one_line(result, 2, str(dist / "manifest.json"), "toolkit", repr(toolkit))
-    assert tree(tmp_path) == before
 
 
 def test_a_plain_dist_still_indexes_exports_and_reports(tmp_path: Path) -> None:

@@ -21,8 +21,8 @@ for entry in (str(HERE), str(REPO)):  # rt_assemble, and `runtime` for the unit 
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-import rt_assemble as rt
-from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
+import rt_assemble as rt  # noqa: E402 (needs the path above)
+from wheelfactory.project.kernel_toml import KernelSpec, load_kernel  # noqa: E402
 
 PREBUILT_NAMESPACE = rt.PREBUILT_NAMESPACE
 RACE_PROCESSES = rt.RACE_PROCESSES
