@@ -5,6 +5,7 @@ Slow tier: one C++ build (cached across runs) and venvs with real torch releases
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -127,15 +128,18 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and "-m build" in log.read_text():  # the compile has started
-            time.sleep(3)
-            break
-        time.sleep(0.2)
-    assert process.poll() is None, "the build ended before it could be killed"
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=60)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if log.exists() and "-m build" in log.read_text():  # the compile has started
+                time.sleep(3)
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, "the build ended before it could be killed"
+    finally:  # also when the assertion fails: no build is left running into later tests
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
     assert not list(out.rglob("*.whl")), "a wheel appeared from a killed build"
     assert not (out / "manifest.json").exists() or "built" not in (out / "manifest.json").read_text()
 
@@ -160,15 +164,20 @@ def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None
                                start_new_session=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and "-m build" in log.read_text():
-            time.sleep(3)
-            break
-        time.sleep(0.2)
-    assert process.poll() is None, "the build ended before it could be interrupted"
-    os.killpg(process.pid, signal.SIGINT)
-    output, _ = process.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and process.poll() is None:
+            if log.exists() and "-m build" in log.read_text():
+                time.sleep(3)
+                break
+            time.sleep(0.2)
+        assert process.poll() is None, "the build ended before it could be interrupted"
+        os.killpg(process.pid, signal.SIGINT)
+        output, _ = process.communicate(timeout=120)
+    finally:  # a run that did not stop (or the assertion above) leaves nothing running
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
     assert process.returncode == 130, output[-3000:]
     assert "wheelfactory: interrupted" in output and "Traceback" not in output
     assert not list(out.rglob("*.whl"))
