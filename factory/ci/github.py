@@ -68,6 +68,9 @@ CHECKOUT = "actions/checkout@v4"
 SETUP_PYTHON = "actions/setup-python@v5"
 UPLOAD = "actions/upload-artifact@v4"
 DOWNLOAD = "actions/download-artifact@v4"
+# Sigstore-signed SLSA build provenance from the workflow's own OIDC identity (no key to keep);
+# verified with `gh attestation verify WHEEL --repo OWNER/REPO`.
+ATTEST = "actions/attest-build-provenance@v4"
 # Big preinstalled SDKs a CUDA build does not use; the toolkit, torch and the images need the room.
 UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/hostedtoolcache/CodeQL")
 
@@ -89,6 +92,7 @@ class GithubOptions:
     install: str | None = None  # the pip requirement for wheelfactory; None: this version
     python: str = DEFAULT_PYTHON  # the runners' Python (setup-python)
     watch_torch: bool = False  # the scheduled watch-torch job (ci/watch_torch.py)
+    attest: bool = False  # the index job signs every wheel's provenance (ATTEST)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"3\.\d{1,2}", self.python):
@@ -115,6 +119,8 @@ class GithubOptions:
             args += ["--python", self.python]
         if self.watch_torch:
             args.append("--watch-torch")
+        if self.attest:
+            args.append("--attest")
         return args
 
     def command(self, *extra: str) -> str:
@@ -323,29 +329,39 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
 
 
 def _index_job(options: GithubOptions) -> dict[str, Any]:
-    return {
+    job: dict[str, Any] = {
         "name": "index",
         "needs": "build",
         # After every build job, failed ones included (merge keeps their logs, index lists what
         # was built), but not when the builds were skipped (a stale workflow, a pull request).
         "if": "${{ !cancelled() && needs.build.result != 'skipped' }}",
         "runs-on": PLAN_RUNNER,
-        "steps": [
-            *_setup(options),
-            {"name": "Download the builds", "uses": DOWNLOAD,
-             "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
-            {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
-            {"name": "Write the index", "run": _script([_wf("index", "-o", DIST),
-                                                         f"cp -RL {DIST}/index {SITE}"])},
-            {"name": "Upload the index", "uses": UPLOAD, "with": {"name": "index", "path": f"{SITE}/"}},
-            # The matrix at a glance: the grid with every variant's status, linking to its log.
-            {"name": "Write the matrix report", "if": "${{ always() }}",
-             "run": _wf("report", *_matrix_args(options), "-o", DIST)},
-            {"name": "Upload the matrix report", "if": "${{ always() }}", "uses": UPLOAD,
-             "with": {"name": "report", "path": f"{DIST}/report.html\n{DIST}/report.svg\n{DIST}/*/build.log\n",
-                      "if-no-files-found": "warn"}},
-        ],
     }
+    attest: list[dict[str, Any]] = []
+    if options.attest:
+        # Only this job may mint the OIDC token the signature needs; the builds stay read-only.
+        job["permissions"] = {"contents": "read", "id-token": "write", "attestations": "write"}
+        # The wheels the index publishes (per-variant and variant-labelled), not dist/: index
+        # keeps out a wheel that does not match the manifest or its record, and that one stays unsigned.
+        attest = [{"name": "Sign the published wheels' provenance (Sigstore)", "uses": ATTEST,
+                   "with": {"subject-path": f"{SITE}/*/simple/*/*.whl"}}]
+    job["steps"] = [
+        *_setup(options),
+        {"name": "Download the builds", "uses": DOWNLOAD,
+         "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
+        {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
+        {"name": "Write the index", "run": _script([_wf("index", "-o", DIST),
+                                                     f"cp -RL {DIST}/index {SITE}"])},
+        *attest,
+        {"name": "Upload the index", "uses": UPLOAD, "with": {"name": "index", "path": f"{SITE}/"}},
+        # The matrix at a glance: the grid with every variant's status, linking to its log.
+        {"name": "Write the matrix report", "if": "${{ always() }}",
+         "run": _wf("report", *_matrix_args(options), "-o", DIST)},
+        {"name": "Upload the matrix report", "if": "${{ always() }}", "uses": UPLOAD,
+         "with": {"name": "report", "path": f"{DIST}/report.html\n{DIST}/report.svg\n{DIST}/*/build.log\n",
+                  "if-no-files-found": "warn"}},
+    ]
+    return job
 
 
 def _debian_bases(matrix: Matrix, variants: Sequence[Variant], *, sharded: bool) -> list[dict[str, Any]]:

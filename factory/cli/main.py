@@ -572,9 +572,12 @@ def ci_group() -> None:
 @click.option("--watch-torch", "watch_torch", is_flag=True,
               help="Add a weekly job that runs `compat refresh` and fails (or, with a table of your own and the "
                    "WHEELFACTORY_WATCH_TOKEN secret, opens a pull request) when new torch releases are out.")
+@click.option("--attest", is_flag=True,
+              help="Sign the provenance of every published wheel with Sigstore in the index job "
+                   "(actions/attest-build-provenance; `gh attestation verify WHEEL --repo OWNER/REPO`).")
 def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file: Path | None,
                       shards: int | None, install: str | None, python: str | None, check_file: Path | None,
-                      watch_torch: bool) -> None:
+                      watch_torch: bool, attest: bool) -> None:
     """A GitHub Actions workflow: plan job, one build job per variant (or shard), index job."""
     from wheelfactory.ci import github as gh
     from wheelfactory.support.outputs import check_outputs, is_stdout
@@ -591,7 +594,7 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
         workflow_file=(gh.repo_path(target, "--workflow" if workflow_file else "--check") if target
                        else gh.DEFAULT_WORKFLOW),
         compat_file=gh.repo_path(compat_path, "--compat") if compat_path is not None else None,
-        shards=shards, install=install, python=python or gh.DEFAULT_PYTHON, watch_torch=watch_torch)
+        shards=shards, install=install, python=python or gh.DEFAULT_PYTHON, watch_torch=watch_torch, attest=attest)
     table = load_table(compat_path)
     matrix = load_matrix(matrix_path, table, display=str(matrix_path))
     text = gh.render_workflow(project_plan(matrix, table), matrix, options)

@@ -491,3 +491,21 @@ def test_watch_torch_job_reports_a_new_release_in_the_summary(checkout: Path, ca
     summary.unlink()
     result = bash(step(doc, "watch-torch", WATCH_STEP)["run"], checkout, **env)
     assert result.returncode == 0 and outputs(output) == {"status": "0"} and not summary.exists(), result.stderr
+
+
+def test_attest_signs_in_the_index_job_alone_and_passes_actionlint(checkout: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """--attest: the Sigstore step (its inputs checked by actionlint against the action's own
+    list) and the OIDC permission in the index job only; the flag survives regeneration (--check)."""
+    plain = parse(generate(capsys, "-m", "matrix.toml"))
+    doc = lint(checkout, generate(capsys, "-m", "matrix.toml", "--attest"))
+    assert doc["permissions"] == {"contents": "read"}  # the workflow's default stays read-only
+    granted = {name: job.get("permissions") for name, job in doc["jobs"].items() if job.get("permissions")}
+    assert granted == {"index": {"contents": "read", "id-token": "write", "attestations": "write"}}
+    added = [s for s in doc["jobs"]["index"]["steps"] if s not in plain["jobs"]["index"]["steps"]]
+    assert [s["uses"].split("@")[0] for s in added] == ["actions/attest-build-provenance"]
+    assert "--attest" in step(doc, "plan", "Check that this workflow is what the plan generates")["run"]
+    for command in wheelfactory_commands(doc):
+        parse_with_cli(command)
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--attest", "--check", WORKFLOW) == 0
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 8  # without it: stale

@@ -122,3 +122,36 @@ def test_cli_index_lists_and_reports(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "torch213-cxx11-cpu-x86_64-linux: http://h:1/torch213-cxx11-cpu-x86_64-linux/simple/" in result.stdout
     assert "not listed torch26-cxx98-cpu-x86_64-linux: status failed: boom" in result.stdout
+
+
+def test_the_workflows_attest_step_signs_exactly_the_wheels_the_index_publishes(tmp_path: Path) -> None:
+    """`ci github --attest`: the index job's own "Write the index" script, run in bash on a dist
+    with a failed and a tampered variant; the signing step's subject-path then matches every wheel
+    the index serves (per-variant and variant-labelled) and nothing it kept out."""
+    import glob
+
+    from wheelfactory.ci.github import ATTEST, GithubOptions, _index_job
+
+    job = _index_job(GithubOptions(matrix_file="matrix.toml", install=".", attest=True))
+    assert job["permissions"] == {"contents": "read", "id-token": "write", "attestations": "write"}
+    steps = {s.get("name"): s for s in job["steps"]}
+    (signing,) = [s for s in job["steps"] if s.get("uses") == ATTEST]
+    names = list(steps)
+    assert names.index("Write the index") < names.index(signing["name"]) < names.index("Upload the index")
+    entries = make_dist(tmp_path / "dist", failed="torch26-cxx98-cpu-x86_64-linux")
+    tampered = tmp_path / "dist" / str(entries["torch213-cxx11-cu130-x86_64-linux"].wheel)
+    tampered.write_bytes(tampered.read_bytes() + b"x")
+    script = steps["Write the index"]["run"]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    signed = {Path(p).relative_to(tmp_path / "site").as_posix()
+              for p in glob.glob(str(tmp_path / signing["with"]["subject-path"]))}
+    listing = json.loads((tmp_path / "site" / "index.json").read_text())
+    variant_page = (tmp_path / "site" / "variants" / "simple" / "tiny" / "index.html").read_text()
+    labelled = {f"variants/simple/tiny/{href.split('#')[0]}" for href in re.findall(r'href="([^"]+\.whl[^"]*)"',
+                                                                                      variant_page)}
+    assert [v["id"] for v in listing["variants"]] == ["torch213-cxx11-cpu-x86_64-linux"]
+    assert signed == {v["wheel"] for v in listing["variants"]} | labelled
+    assert len(labelled) == 1 and all((tmp_path / "site" / p).is_file() for p in signed)
