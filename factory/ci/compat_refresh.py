@@ -170,18 +170,18 @@ def _default_builds(table: CompatTable, facts: list[ReleaseFacts], files: list[T
     for fact in facts:
         if table.release(fact.minor) is not None or not fact.unlabelled:
             continue
-        candidates = sorted(f.filename for f in files if f.minor == fact.minor and f.label is None
-                            and f.version.public == fact.newest and f.filename in metadata
-                            and any(arch == "x86_64" for arch, _ in f.platforms))
-        if not candidates:
+        wheel = min((f.filename for f in files if f.minor == fact.minor and f.label is None
+                     and f.version.public == fact.newest and f.filename in metadata
+                     and any(arch == "x86_64" for arch, _ in f.platforms)), default=None)
+        if wheel is None:
             continue
         try:
-            text = read_url(metadata[candidates[0]]).decode("utf-8", errors="replace")
+            text = read_url(metadata[wheel]).decode("utf-8", errors="replace")
         except ConfigError:
             continue
         build = build_of_metadata(text)
         if build is not None:
-            found[fact.minor] = (build[0], f"{candidates[0]}: {build[1]}")
+            found[fact.minor] = (build[0], f"{wheel}: {build[1]}")
     return found
 
 

@@ -356,8 +356,9 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[s
         inferred.append("pypi_default (the newest CUDA build)")
     cuda = list(fact.cuda)
     cuda_build = CUDA_LABEL.fullmatch(pypi_default)
-    if cuda_build and f"{cuda_build.group(1)}.{cuda_build.group(2)}" not in cuda:  # PyPI's wheel is that build
-        cuda = sorted([*cuda, f"{cuda_build.group(1)}.{cuda_build.group(2)}"], key=Version)
+    default_cuda = f"{cuda_build.group(1)}.{cuda_build.group(2)}" if cuda_build else None
+    if default_cuda is not None and default_cuda not in cuda:  # PyPI's wheel is that build
+        cuda = sorted([*cuda, default_cuda], key=Version)
     platform = _floor_name(fact.x86_64_floor) if fact.x86_64_floor else (previous.wheel_platform if previous
                                                                          else "manylinux_2_28")
     if fact.x86_64_floor is None:

@@ -13,6 +13,7 @@ import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testkit import REPO
@@ -117,11 +118,24 @@ def test_no_compiler_falls_back_to_reference(host_wheel: Path, fresh_install: Ca
     assert len(result["warnings"]) == 1, result["warnings"]  # type: ignore[arg-type]
 
 
+def wait_until_compiling(process: subprocess.Popen[Any], log: Path, then: str) -> None:
+    """Return a few seconds into the compile (the build log shows `-m build`), at most 300 s on;
+    fail if the build ended before that."""
+    import time
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and "-m build" in log.read_text():
+            time.sleep(3)
+            break
+        time.sleep(0.2)
+    assert process.poll() is None, f"the build ended before it could be {then}"
+
+
 def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     """SIGKILL the whole build (process group) while it compiles: no wheel, no stale lock, and the
     rerun finishes the job."""
     import signal
-    import time
 
     out = tmp_path / "dist"
     command = [sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)]
@@ -129,13 +143,7 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
                                start_new_session=True)
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and process.poll() is None:
-            if log.exists() and "-m build" in log.read_text():  # the compile has started
-                time.sleep(3)
-                break
-            time.sleep(0.2)
-        assert process.poll() is None, "the build ended before it could be killed"
+        wait_until_compiling(process, log, "killed")
     finally:  # also when the assertion fails: no build is left running into later tests
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
@@ -154,7 +162,6 @@ def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None
     """SIGINT to the process group, as a terminal's Ctrl-C sends it: the compile stops, the run
     exits 130 saying so, no wheel is left, the lock is free and the rerun builds the variant."""
     import signal
-    import time
 
     out = tmp_path / "dist"
     command = [sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)]
@@ -165,13 +172,7 @@ def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
     log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and process.poll() is None:
-            if log.exists() and "-m build" in log.read_text():
-                time.sleep(3)
-                break
-            time.sleep(0.2)
-        assert process.poll() is None, "the build ended before it could be interrupted"
+        wait_until_compiling(process, log, "interrupted")
         os.killpg(process.pid, signal.SIGINT)
         output, _ = process.communicate(timeout=120)
     finally:  # a run that did not stop (or the assertion above) leaves nothing running
