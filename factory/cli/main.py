@@ -481,32 +481,36 @@ def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path)
     click.echo(f"{image.tag} {image.id}")
 
 
-# [gc] (factory/engines/prepared_env.py): the disk the Docker engine's prepared environments hold.
+# [gc] (factory/engines/prepared_env.py, wheelhouse.py): the disk the Docker engine's wheelhouse holds.
 @cli.command("gc")
 @click.option("--wheelhouse", "wheelhouse", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="The wheelhouse whose prepared environments to collect (default: [build] wheelhouse of "
-                   "-m when that file exists, else ~/.cache/wheelfactory/wheelhouse).")
+              help="The wheelhouse to collect (default: [build] wheelhouse of -m when that file exists, else "
+                   "~/.cache/wheelfactory/wheelhouse).")
 @MATRIX_OPTION
 @click.option("--unused-days", type=click.FloatRange(min=0), default=7.0, show_default=True,
-              help="Remove environments no build used for this many days (0: every one).")
+              help="Remove what no build used for this many days (0: everything).")
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def gc_command(wheelhouse: Path | None, matrix_path: Path, unused_days: float, dry_run: bool) -> None:
-    """Remove prepared build environments (torch and build tools, made once per image and wheelhouse
-    content) that no build used lately, and ones a killed run left half-made. Run it when no build
-    is running: a build re-makes what it needs."""
+    """Remove the prepared build environments (torch and build tools, made once per image and
+    wheelhouse content) and the wheel sets (the downloads they were made from) that no build used
+    lately, and what a killed run left half-made. Run it when no build is running: a build
+    downloads and re-makes what it needs."""
     from wheelfactory.engines.choose import DEFAULT_CACHE
     from wheelfactory.engines.prepared_env import collect_garbage
+    from wheelfactory.engines.wheelhouse import Wheelhouse
 
     if wheelhouse is None:
         configured = load_matrix(matrix_path, load_table(), display=str(matrix_path)).build.wheelhouse \
             if matrix_path.is_file() else None
         wheelhouse = configured or DEFAULT_CACHE / "wheelhouse"
-    removed = collect_garbage(wheelhouse / "envs", unused_for_s=unused_days * 86400, dry_run=dry_run)
-    for item in removed:
+    unused_for_s = unused_days * 86400
+    envs = collect_garbage(wheelhouse / "envs", unused_for_s=unused_for_s, dry_run=dry_run)
+    sets = Wheelhouse(wheelhouse).collect_garbage(unused_for_s=unused_for_s, dry_run=dry_run)
+    for item in (*envs, *sets):
         click.echo(f"{'would remove' if dry_run else 'removed'} {item.path} ({item.bytes / 1e6:.0f} MB)")
-    total = sum(item.bytes for item in removed) / 1e9
-    click.echo(f"{len(removed)} prepared environment(s), {total:.2f} GB{' (dry run)' if dry_run else ''} "
-               f"under {wheelhouse / 'envs'}")
+    total = sum(item.bytes for item in (*envs, *sets)) / 1e9
+    click.echo(f"{len(envs)} prepared environment(s), {len(sets)} wheel set(s), {total:.2f} GB"
+               f"{' (dry run)' if dry_run else ''} under {wheelhouse}")
 
 
 # [bake] (factory/ci/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import Literal
 
 from filelock import FileLock
 from wheelfactory.project.keys import json_digest
-from wheelfactory.support.linkstore import prune, share_identical_files, unshared_bytes
+from wheelfactory.support.linkstore import Removed, collect_unused_trees, share_identical_files
 
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
 COMPLETE = "env.json"
@@ -116,38 +115,9 @@ class PreparedEnvs:
         return PreparedEnv(target, request.mount, request.key, False)
 
 
-@dataclass(frozen=True)
-class Removed:
-    path: Path
-    bytes: int
-
-
 def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
                     dry_run: bool = False) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
-    partial ones a killed run left (older than an hour: a live run may be filling one), then the
-    shared files no remaining environment links to. ``bytes`` is what each removal frees."""
-    now = time.time() if now is None else now
-    removed: list[Removed] = []
-    if not root.is_dir():
-        return removed
-    for entry in sorted(root.iterdir()):
-        if not entry.is_dir() or entry.is_symlink():
-            continue
-        marker = entry / COMPLETE
-        if entry.name.endswith(".partial"):
-            stale = now - entry.stat().st_mtime > 3600
-        elif marker.is_file():
-            stale = now - marker.stat().st_mtime > unused_for_s
-        else:
-            continue  # not ours
-        if stale:
-            size = unshared_bytes(entry)
-            if not dry_run:
-                with FileLock(str(root / f".{entry.name}.lock")):
-                    shutil.rmtree(entry, ignore_errors=True)
-            removed.append(Removed(entry, size))
-    if removed and not dry_run:
-        prune(root / BLOBS)
-    return removed
-
+    partial ones a killed run left, then the shared files no remaining environment links to."""
+    return collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
+                                dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))

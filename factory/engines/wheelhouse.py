@@ -24,6 +24,7 @@ from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import PYPI
 from wheelfactory.project.keys import file_sha256, json_digest
+from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
 
 # What every build container needs besides torch: the PEP 517 front end and backend, ninja for
@@ -173,11 +174,29 @@ class Wheelhouse:
         # A set whose files went missing is not complete; sizes are a cheap check on each use.
         if all((target / name).is_file() and (target / name).stat().st_size == size
                for (name, _), size in zip(wheels, record["sizes"])):
+            try:
+                os.utime(target / COMPLETE)  # last used: what gc reads
+            except OSError:
+                pass
             return WheelSet(target, wheels, False)
         return None
 
+    def collect_garbage(self, *, unused_for_s: float, now: float | None = None,
+                        dry_run: bool = False) -> list[Removed]:
+        """Remove the wheel sets no build used for ``unused_for_s`` seconds, and the half-made sets
+        and downloads a killed run left, then the stored wheels no remaining set holds. A prepared
+        environment does not need its set once made: a build that needs a removed set downloads it
+        again, and finds its environment by the same wheels' hashes."""
+        def lock(_: Path) -> FileLock:
+            return FileLock(str(self.root / ".lock"))  # the lock downloads hold
+
+        return [*collect_unused_trees(self.sets, self.store, marker=COMPLETE, unused_for_s=unused_for_s,
+                                      lock=lock, now=now, dry_run=dry_run),
+                *collect_unused_trees(self.root / "tmp", self.store, marker=COMPLETE, unused_for_s=unused_for_s,
+                                      lock=lock, now=now, dry_run=dry_run)]
+
     def _download(self, request: WheelhouseRequest, log: Path | None, python: str) -> WheelSet:
-        tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}"
+        tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"  # left by a kill: gc's
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         # --no-cache-dir: the store below is the cache; pip's own HTTP cache would hold a second copy
@@ -206,7 +225,7 @@ class Wheelhouse:
             if not wanted:
                 break
         self.store.mkdir(parents=True, exist_ok=True)
-        staged = self.sets / f".{request.key}.{os.getpid()}.partial"
+        staged = self.sets / f".{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
         shutil.rmtree(staged, ignore_errors=True)
         staged.mkdir(parents=True)
         wheels, sizes = [], []

@@ -14,7 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import stat
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,3 +122,45 @@ def unshared_bytes(tree: Path) -> int:
             if info.st_nlink <= 2:
                 total += info.st_size
     return total
+
+
+@dataclass(frozen=True)
+class Removed:
+    path: Path
+    bytes: int  # what removing it (and pruning the store after) freed
+
+
+# A tree whose name ends so, older than this, was left by a killed run (a live one may be filling it).
+PARTIAL_SUFFIX = ".partial"
+STALE_PARTIAL_S = 3600
+
+
+def collect_unused_trees(root: Path, store: Path, *, marker: str, unused_for_s: float,
+                         lock: Callable[[Path], AbstractContextManager[object]], now: float | None = None,
+                         dry_run: bool = False) -> list[Removed]:
+    """Remove the complete trees under ``root`` (those holding ``marker``, whose mtime is their
+    last use) not used for ``unused_for_s`` seconds, and the partial ones a killed run left, then
+    the blobs of ``store`` no remaining tree links to. ``lock(tree)``: held while a tree goes, so
+    that no build makes or takes it meanwhile. Directories without the marker are not ours: kept."""
+    now = time.time() if now is None else now
+    removed: list[Removed] = []
+    if not root.is_dir():
+        return removed
+    for entry in sorted(root.iterdir()):
+        if not entry.is_dir() or entry.is_symlink() or entry == store:
+            continue
+        if entry.name.endswith(PARTIAL_SUFFIX):
+            stale = now - entry.stat().st_mtime > STALE_PARTIAL_S
+        elif (entry / marker).is_file():
+            stale = now - (entry / marker).stat().st_mtime > unused_for_s
+        else:
+            continue
+        if stale:
+            size = unshared_bytes(entry)
+            if not dry_run:
+                with lock(entry):
+                    shutil.rmtree(entry, ignore_errors=True)
+            removed.append(Removed(entry, size))
+    if removed and not dry_run:
+        prune(store)
+    return removed

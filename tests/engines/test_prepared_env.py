@@ -83,7 +83,7 @@ def test_gc_command_lists_then_removes(tmp_path: Path, capsys: pytest.CaptureFix
     assert run_cli("gc", *wh, "--unused-days", "0", "--dry-run") == 0
     assert f"would remove {made.path} (2 MB)" in capsys.readouterr().out and made.path.exists()
     assert run_cli("gc", *wh) == 0  # used just now: kept
-    assert "0 prepared environment(s)" in capsys.readouterr().out and made.path.exists()
+    assert "0 prepared environment(s), 0 wheel set(s)" in capsys.readouterr().out and made.path.exists()
     assert run_cli("gc", *wh, "--unused-days", "0") == 0
     assert f"removed {made.path}" in capsys.readouterr().out and not made.path.exists()
 
