@@ -21,9 +21,19 @@ from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base
 from wheelfactory.plan.indexes import debian_mirror
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
-from docker_helpers import REQUIRED  # noqa: E402
+from docker_helpers import LEAN, REQUIRED, free_module_wheelhouse  # noqa: E402
 
 CACHE = TEST_CACHE
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lean_wheelhouse() -> Iterator[None]:
+    """LEAN (CI): a module's own torches leave the wheelhouse with it. A CUDA torch is ~3 GB of
+    wheels and ~5 GB installed; kept, every module's added up past the disk a CI machine has."""
+    yield
+    if LEAN:
+        for path in free_module_wheelhouse(CACHE / "wheelhouse"):
+            print(f"lean: removed {path}")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,36 @@ REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIR
 # done, since a CI clone reuses nothing and the CUDA builds after it need the disk.
 LEAN = os.environ.get("WHEELFACTORY_TEST_LEAN") == "1"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
+# The torches that several modules build with, at the build images' default Python: the two above
+# (docker_build), and 2.15, which the CUDA, kernel-builder and newest-torch modules share. In LEAN
+# runs their wheel sets and prepared environments stay between modules; others go with the module.
+SHARED_TORCHES = {("2.6.0", "3.11"), ("2.13.0", "3.11"), ("2.15.0", "3.11")}
+
+
+def free_module_wheelhouse(wheelhouse: Path) -> list[Path]:
+    """Collect, with the factory's own gc, the wheel sets and prepared environments holding a torch
+    not in SHARED_TORCHES: marked unused, then collected as `wheelfactory gc` does. What it removed."""
+    from wheelfactory.engines.prepared_env import COMPLETE as ENV_COMPLETE
+    from wheelfactory.engines.prepared_env import collect_garbage
+    from wheelfactory.engines.wheelhouse import COMPLETE as SET_COMPLETE
+    from wheelfactory.engines.wheelhouse import Wheelhouse
+
+    def torch_of(record: dict[str, object]) -> str | None:
+        return next((str(r).split("==", 1)[1] for r in record.get("requirements", ())  # type: ignore[attr-defined]
+                     if str(r).startswith("torch==")), None)
+
+    for marker in [*wheelhouse.glob(f"sets/*/{SET_COMPLETE}"), *wheelhouse.glob(f"envs/*/{ENV_COMPLETE}")]:
+        record = json.loads(marker.read_text())
+        request = record.get("request", record)  # a set's record holds its request; an env's is one
+        python = request["python"]  # a set's: {"version": "3.11", ...}; an env's: "cp311-cp311"
+        version = python["version"] if isinstance(python, dict) else f"{python[2]}.{python[3:].split('-')[0]}"
+        torch = torch_of(request)
+        if torch is not None and (torch, version) not in SHARED_TORCHES:
+            os.utime(marker, (0, 0))  # unused since 1970: what gc collects
+    week = 7 * 86400
+    removed = [*collect_garbage(wheelhouse / "envs", unused_for_s=week),
+               *Wheelhouse(wheelhouse).collect_garbage(unused_for_s=week)]
+    return [item.path for item in removed]
 
 
 def matrix_text(offline_build_tables: str, extra: str = "") -> str:
