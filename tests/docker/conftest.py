@@ -9,6 +9,7 @@ across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE 
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,8 @@ from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 from wheelfactory.plan.indexes import debian_mirror
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # docker_helpers: helpers the test modules share
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # docker_helpers: helpers the test modules share
 from docker_helpers import LEAN, REQUIRED, free_module_wheelhouse  # noqa: E402
 
 CACHE = TEST_CACHE
@@ -34,6 +36,17 @@ def lean_wheelhouse() -> Iterator[None]:
     if LEAN:
         for path in free_module_wheelhouse(CACHE / "wheelhouse"):
             print(f"lean: removed {path}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """LEAN (CI): after the tier's last test the whole wheelhouse goes (no later test reads it),
+    before the host tiers make their own venvs. A directory without __init__.py has no package
+    scope, hence a hook on the item that leaves this directory."""
+    result = yield
+    if LEAN and (nextitem is None or HERE not in nextitem.path.parents):
+        shutil.rmtree(CACHE / "wheelhouse", ignore_errors=True)
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -24,6 +24,18 @@ VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
 SHARED_TORCHES = {("2.6.0", "3.11"), ("2.13.0", "3.11"), ("2.15.0", "3.11")}
 
 
+def prepared_torch_env(wheelhouse: Path, torch: str, python: str) -> Path | None:
+    """A prepared torch environment the Docker builds made for ``torch`` (e.g. "2.6.0") and
+    ``python`` (e.g. "cp311-cp311"), if one is there: a `pip --target` tree for PYTHONPATH."""
+    from wheelfactory.engines.prepared_env import COMPLETE
+
+    for marker in sorted(wheelhouse.glob(f"envs/torch-*/{COMPLETE}")):
+        record = json.loads(marker.read_text())
+        if record["python"] == python and record["requirements"] == [f"torch=={torch}"]:
+            return marker.parent
+    return None
+
+
 def free_module_wheelhouse(wheelhouse: Path) -> list[Path]:
     """Collect, with the factory's own gc, the wheel sets and prepared environments holding a torch
     not in SHARED_TORCHES: marked unused, then collected as `wheelfactory gc` does. What it removed."""

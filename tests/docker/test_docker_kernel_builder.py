@@ -24,7 +24,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, build_matrix, manifest
+from docker_helpers import LEAN, build_matrix, manifest, prepared_torch_env
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -116,29 +116,28 @@ def test_the_plan_prunes_what_build_toml_rules_out(conforming_build: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def loader_venv(conforming_build: Path) -> Iterator[Path]:
-    """torch 2.6 (from the tests' wheelhouse, where the bookworm builds put this interpreter's) and
-    the real `kernels` package from the host's pip index."""
+def loader(docker_build: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """The real `kernels` package in a venv of its own, and torch 2.6 for this interpreter: the
+    prepared environment the sample's Docker build made for it (on PYTHONPATH, as build containers
+    use it), else installed into the venv. Sharing that environment saves ~5 GB of disk (a CUDA
+    torch and its nvidia-* wheels) while this module's other torches are on disk too."""
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    found = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-2.6.0*-{tag}-*.whl"))
-    venv = CACHE / "venvs" / "kb-loader-torch-2.6"
+    prepared = prepared_torch_env(CACHE / "wheelhouse", "2.6.0", f"{tag}-{tag}")
+    venv = CACHE / "venvs" / "kb-loader"
     if not (venv / ".complete").exists():
         shutil.rmtree(venv, ignore_errors=True)
         run([sys.executable, "-m", "venv", str(venv)])
-        python = str(venv / "bin" / "python")
-        if found:
-            run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(found[0].parent),
-                 "torch==2.6.0"])
         # the kernels release this suite is tested with (its loader's signature changes between releases)
-        run([python, "-m", "pip", "install", "-q", "torch==2.6.0", f"kernels=={version('kernels')}"])
+        torch = [] if prepared else ["torch==2.6.0"]
+        run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *torch, f"kernels=={version('kernels')}"])
         (venv / ".complete").write_text("")
-    yield venv
-    if LEAN:  # ~5 GB: a CUDA torch and its nvidia-* wheels
+    yield venv / "bin" / "python", ({"PYTHONPATH": str(prepared)} if prepared else {})
+    if LEAN:
         shutil.rmtree(venv, ignore_errors=True)
 
 
-def test_the_hub_export_passes_kernel_abi_check_and_loads_with_kernels(conforming_build: Path, loader_venv: Path,
-                                                                      tmp_path: Path) -> None:
+def test_the_hub_export_passes_kernel_abi_check_and_loads_with_kernels(
+        conforming_build: Path, loader: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     layout = tmp_path / "hub"
     result = run([sys.executable, "-m", "wheelfactory", "export", "-o", str(conforming_build / "dist"),
                   "--hf-layout", str(layout)])
@@ -155,8 +154,8 @@ def test_the_hub_export_passes_kernel_abi_check_and_loads_with_kernels(conformin
             "x = torch.randn(4, 9)\n"
             "torch.testing.assert_close(m.relu_scale(x, 2.0), torch.relu(x) * 2.0)\n"
             "print(json.dumps({'module': m.__name__, 'file': m.__file__}))\n")
-    loaded = run([str(loader_venv / "bin" / "python"), "-c", code], env={**os.environ, "HF_HUB_OFFLINE": "1"},
-                 cwd=tmp_path)
+    python, torch_path = loader
+    loaded = run([str(python), "-c", code], env={**os.environ, **torch_path, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path)
     found = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert "torch26-cxx98-cpu-x86_64-linux" in found["file"], found
 
