@@ -135,19 +135,19 @@ PARTIAL_SUFFIX = ".partial"
 STALE_PARTIAL_S = 3600
 
 
-def collect_unused_trees(root: Path, store: Path, *, marker: str, unused_for_s: float,
+def collect_unused_trees(root: Path, store: Path | None, *, marker: str, unused_for_s: float,
                          lock: Callable[[Path], AbstractContextManager[object]], now: float | None = None,
                          dry_run: bool = False) -> list[Removed]:
     """Remove the complete trees under ``root`` (those holding ``marker``, whose mtime is their
     last use) not used for ``unused_for_s`` seconds, and the partial ones a killed run left, then
-    the blobs of ``store`` no remaining tree links to. ``lock(tree)``: held while a tree goes, so
+    the blobs of ``store`` (if any) no remaining tree links to. ``lock(tree)``: held while a tree goes, so
     that no build makes or takes it meanwhile. Directories without the marker are not ours: kept."""
     now = time.time() if now is None else now
     removed: list[Removed] = []
     if not root.is_dir():
         return removed
     for entry in sorted(root.iterdir()):
-        if not entry.is_dir() or entry.is_symlink() or entry == store:
+        if not entry.is_dir() or entry.is_symlink():
             continue
         if entry.name.endswith(PARTIAL_SUFFIX):
             stale = now - entry.stat().st_mtime > STALE_PARTIAL_S
@@ -161,6 +161,6 @@ def collect_unused_trees(root: Path, store: Path, *, marker: str, unused_for_s: 
                 with lock(entry):
                     shutil.rmtree(entry, ignore_errors=True)
             removed.append(Removed(entry, size))
-    if removed and not dry_run:
+    if removed and not dry_run and store is not None:
         prune(store)
     return removed
