@@ -106,3 +106,32 @@ def host_pip_config(python: str = sys.executable) -> dict[str, str]:
             found[option] = (rank[section], str(ast.literal_eval(value)))  # pip prints repr()s
     return {option: value for option, (_, value) in found.items()}
 
+
+
+def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:
+    """Build a bring-your-own project with the host engine for this interpreter's torch (2.13, CPU)
+    into ``TEST_CACHE/host-byo/<project name>``; (wheel, manifest entry, build log). Cached by the
+    factory's key: the Docker tier and the host tier share one build."""
+    workdir = TEST_CACHE / "host-byo" / project.name
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "matrix.toml").write_text(f"""
+[project]
+path = "{project}"
+import_name = "{import_name}"
+
+[matrix]
+torch = ["2.13"]
+backends = ["cpu"]
+python = {python}
+
+[build]
+engine = "host"
+{extra}""")
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True,
+                            text=True, timeout=1800)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
+    (entry,) = entries.values()
+    assert entry["status"] in ("built", "cached"), entry
+    log = (workdir / "dist" / entry["log"]).read_text()
+    return workdir / "dist" / entry["wheel"], entry, log

@@ -64,6 +64,11 @@ class Chosen:
     not_built: tuple[NotBuilt, ...] = ()  # selected, but not buildable here (`build` exits 5)
 
 
+def host_tools(matrix: Matrix) -> Path:
+    """Where the host's tool environments live (support/host_env.py): beside the wheelhouse."""
+    return (matrix.build.wheelhouse or DEFAULT_CACHE / "wheelhouse") / "host-tools"
+
+
 def owner_of(out: Path) -> str:
     """The label value that marks a run's containers: the output directory, hashed."""
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
@@ -195,7 +200,7 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
                           f"variants planned against torch {environment.torch_release}; the selection has {ids}",
                           hint="build those with the docker engine, or pick the host's variant with --only")
     names = ", ".join(v.id for v in chosen)
-    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor), tuple(chosen),
+    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix)), tuple(chosen),
                   f"engine host: {environment.executable} with torch {environment.torch}; building {names}")
 
 
@@ -219,7 +224,7 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
     reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
     not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
-    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor)
+    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix))
     building = ", ".join(v.id for v in buildable) or "none of the selected variants"
     return Chosen(engine, buildable,
                   f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "

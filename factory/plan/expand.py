@@ -90,19 +90,22 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     for include in matrix.include:
         _apply_include(matrix, table, include, variants, pruned)
     if matrix.stable_abi is not None:
-        _collapse_stable(matrix.stable_abi, variants, pruned)
+        _collapse_stable(matrix.stable_abi, variants, pruned, matrix.stable_abi_backends)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
     return Plan(ordered, tuple(_dedupe(pruned)))
 
 
-def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned]) -> None:
+def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned],
+                     backends: tuple[str, ...] | None = None) -> None:
     """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
-    >= ``target``: built once, against the oldest of those releases, with TORCH_TARGET_VERSION
-    = target, and loadable on any torch from ``target`` on. The variants it replaces are listed
-    as pruned, naming it."""
+    >= ``target`` (of a backend kind in ``backends``; None: any): built once, against the oldest
+    of those releases, with TORCH_TARGET_VERSION = target, and loadable on any torch from
+    ``target`` on. The variants it replaces are listed as pruned, naming it."""
     floor = Version(target)
     groups: dict[tuple[str, str], list[Variant]] = {}
     for variant in variants.values():
+        if backends is not None and variant.key.backend.kind not in backends:
+            continue
         if variant.key.python == "abi3" and variant.key.cxx11_abi and Version(variant.key.torch) >= floor:
             groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
     for members in groups.values():

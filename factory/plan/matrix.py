@@ -188,6 +188,9 @@ class Matrix:
     # "2.10": torch releases from this one on are served by one stable-ABI variant per backend
     # build and arch (the kernel's [stable_abi] sources, built with TORCH_TARGET_VERSION).
     stable_abi: str | None = None
+    # The backend kinds the stable-ABI target applies to; None: every backend. A project may declare
+    # it for some only (build.toml [torch.stable-abi] cuda = "2.10"): the others build per release.
+    stable_abi_backends: tuple[str, ...] | None = None
     # [indexes]: index alias -> URL (the user's; WHEELFACTORY_INDEX_<ALIAS> overrides, plan/indexes.py)
     indexes: tuple[tuple[str, str], ...] = ()
     # [test]: the project's own tests, run against every wheel (plan/project_tests.py); it

@@ -1,9 +1,11 @@
 """Bring-your-own projects: any setup.py/pyproject torch extension, built per variant unchanged.
 
 The factory copies the project as it is, sets the variables its build reads (TORCH_CUDA_ARCH_LIST,
-FORCE_CUDA-style switches from matrix.toml), builds and repairs it like a native kernel, and only
-then gives the wheel its variant's PEP 440 local label and (``[build] torch_requirement = "pinned"``)
-its torch pin: the project's sources are never edited.
+FORCE_CUDA-style switches from matrix.toml, the version its git checkout gives: project/vcs_version.py),
+builds it with the build system its pyproject.toml declares (project/build_system.py) and repairs it
+like a native kernel, and only then gives the wheel its variant's PEP 440 local label (merged into
+one the version has already) and (``[build] torch_requirement = "pinned"``) its torch pin: the
+project's sources are never edited.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
+from wheelfactory.project.build_system import LEGACY, BuildSystem, read_build_system
 from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
@@ -42,6 +46,8 @@ class ByoProject:
     env: tuple[tuple[str, str], ...]
     cpu_env: tuple[tuple[str, str], ...]
     cuda_env: tuple[tuple[str, str], ...]
+    build_system: BuildSystem = LEGACY
+    vcs: VcsVersion | None = None  # the version the git checkout gives, where the build reads git
 
     def files(self) -> list[Path]:
         ignored = shutil.ignore_patterns(*IGNORED)
@@ -53,14 +59,18 @@ class ByoProject:
         return sorted(found)
 
 
-def load_byo(config: ProjectConfig, matrix_file: str) -> ByoProject:
+def load_byo(config: ProjectConfig, matrix_file: str, run_probe: ProbeRunner) -> ByoProject:
+    """The project as matrix.toml names it. ``run_probe`` computes the version of a project whose
+    build reads git (project/vcs_version.py)."""
     if not ((config.path / "setup.py").is_file() or (config.path / "pyproject.toml").is_file()):
         raise ConfigError(f"{config.path} has neither setup.py nor pyproject.toml", file=matrix_file,
                           key="project.path", hint="point it at a torch extension project")
     if config.import_name is None:
         raise ConfigError("a bring-your-own project needs the module its wheel provides", file=matrix_file,
                           key="project.import_name", hint='e.g. import_name = "my_ext" (the smoke test imports it)')
-    return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env)
+    system = read_build_system(config.path)
+    return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env, system,
+                      vcs_version(config.path, system, run_probe))
 
 
 @dataclass(frozen=True)
@@ -90,11 +100,16 @@ class ByoStage:
     def source_date_epoch(self) -> int:
         return source_date_epoch(self.project.root)
 
+    @property
+    def build_system(self) -> BuildSystem:
+        return self.project.build_system
+
     def build_env(self) -> dict[str, str]:
-        """GPU_SWITCHES for GPU variants, then [project] env, then cpu_env or cuda_env."""
+        """GPU_SWITCHES for GPU variants and the git version, then [project] env, then cpu_env or cuda_env."""
         kind = self.variant.key.backend.kind
         device = self.project.cuda_env if kind in ("cuda", "rocm") else self.project.cpu_env
-        return {**dict(GPU_SWITCHES.get(kind, ())), **dict(self.project.env), **dict(device)}
+        vcs = self.project.vcs.build_env() if self.project.vcs else {}
+        return {**dict(GPU_SWITCHES.get(kind, ())), **vcs, **dict(self.project.env), **dict(device)}
 
     @property
     def requires_torch(self) -> str | None:
@@ -103,24 +118,43 @@ class ByoStage:
 
     def key_material(self) -> object:
         return [tree_digest(self.project.root, self.project.files()), self.build_env(), self.checks.key_material(),
-                self.requires_torch]
+                self.requires_torch, self.project.vcs and self.project.vcs.version]
 
     def write(self, dest: Path) -> None:
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(self.project.root, dest, ignore=shutil.ignore_patterns(*IGNORED))
+        for name, text in (self.project.vcs.staged_files(self.package) if self.project.vcs else {}).items():
+            (dest / name).write_text(text)
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         return set_local_version(wheel, self.variant.local_version, dest_dir, requires_torch=self.requires_torch)
 
 
+def plan_byo_stage(project: ByoProject, variant: Variant, *, tests: ProjectTests | None = None,
+                   torch_requirement: TorchRequirement = "pinned") -> ByoStage:
+    """The variant's stage; what the project's own files tell now about a build that cannot give
+    the wheel the plan asks for is a one-line error before anything is downloaded or compiled."""
+    system = project.build_system
+    if variant.key.python == "abi3" and system.abi3 == "no":
+        raise ConfigError(f"{variant.id}: [matrix] python asks for one abi3 wheel, and {project.root} does not build "
+                          f"abi3 wheels ({system.family} build backend, {system.declared_in})",
+                          key="matrix.python",
+                          hint=f"{system.abi3_fix()}; or list CPython versions, e.g. python = [\"3.11\"]")
+    return ByoStage(project, variant, torch_requirement, tests)
+
+
 def set_local_version(wheel: Path, label: str, dest_dir: Path, *, requires_torch: str | None = None) -> Path:
     """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
-    and file name rewritten together, so installers see one consistent version); with
-    ``requires_torch``, every Requires-Dist on torch becomes that (added where there is none)."""
+    and file name rewritten together, so installers see one consistent version); a version that has
+    a local label already (setuptools-scm's ``+g9e9fa53`` on an untagged commit) keeps it, the
+    variant's label after it: ``0.9.3.dev12+g9e9fa53.cputorch2.13``. With ``requires_torch``, every
+    Requires-Dist on torch becomes that (added where there is none)."""
     _, version, _, _ = parse_wheel_filename(wheel.name)
-    if version.local is not None:
-        raise ConfigError(f"{wheel.name} already has a local version label ({version.local}); "
-                          "the factory adds the variant's label itself", hint="drop the label from the project")
-    return rewrite_wheel(wheel, dest_dir, version=Version(f"{version}+{label}"),
+    return rewrite_wheel(wheel, dest_dir, version=merge_local_label(version, label),
                          torch_requirement=requires_torch)
+
+
+def merge_local_label(version: Version, label: str) -> Version:
+    """``version`` with ``label`` as the last part of its local label."""
+    return Version(f"{version.public}+{version.local}.{label}" if version.local else f"{version}+{label}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.bring_your_own import IGNORED
+from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.noarch import depends_requirements
@@ -113,9 +115,14 @@ def project_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
     """What build.toml allows: its backends (with compiled units, unless noarch), its torch and
     CUDA bounds, its stable-ABI target. Pure."""
     backends = spec.declared_backends() if spec.noarch else spec.compiled_backends()
+    target = None if spec.noarch else stable_target(spec)
+    stable = spec.torch.stable_abi
+    # A per-backend table: the backends it does not name build for each torch release.
+    per_backend = None if stable is None or stable.every_backend is not None else \
+        tuple(b for b in backends if spec.stable_abi_for(b) is not None)
     return ProjectConstraints(declared_in=str(spec.root / DECLARATION), backends=tuple(backends),
                               torch=spec.torch_specifier(), cuda=spec.cuda_specifier(),
-                              stable_abi=None if spec.noarch else stable_target(spec))
+                              stable_abi=target, stable_abi_backends=per_backend if target else None)
 
 
 def namespace_for(spec: KernelBuilderSpec, variant: Variant, version: str) -> str:
@@ -169,14 +176,20 @@ class KernelBuilderStage:
         return source_date_epoch(self.spec.root)
 
     @property
+    def build_system(self) -> BuildSystem:
+        return GENERATED
+
+    @property
     def native(self) -> bool:
         return False
 
     @property
     def checks(self) -> WheelChecks:
-        # The wheel is installed without its dependencies: the tests get its python-depends.
-        return WheelChecks(self.spec.root, self.package,
-                           tests=self.tests or default_tests(self.spec.root, self.requires[1:]))
+        if self.tests is not None:
+            return WheelChecks(self.spec.root, self.package, tests=self.tests)
+        tests = default_tests(self.spec.root)
+        return WheelChecks(self.spec.root, self.package, tests=tests,
+                           support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else ())
 
     def build_env(self) -> dict[str, str]:
         return {}
@@ -200,21 +213,57 @@ class KernelBuilderStage:
         (package / OPS_MODULE).write_text(ops_module(self.namespace))
         (package / BUILD_RECORD_FILE).write_text(json.dumps(self.record.to_json(), indent=2) + "\n")
         (dest / "setup.py").write_text(self.setup_py)
-        (dest / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
-                                             'build-backend = "setuptools.build_meta"\n')
+        (dest / "pyproject.toml").write_text(GENERATED_PYPROJECT)
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         return wheel  # the generated setup.py set the version with its local label
 
 
-def default_tests(root: Path, depends: tuple[str, ...] = ()) -> ProjectTests | None:
+# The tests' loader: the Hub tests' kernels.get_kernel(<repo id>) gets this build (project/hub_offline_plugin.py).
+HUB_PLUGIN = "wheelfactory_hub_offline"
+_USES_KERNELS = re.compile(r"^\s*(?:from\s+kernels\b|import\s+kernels\b)", re.MULTILINE)
+_GET_KERNEL = re.compile(r"""(?:get_kernel|has_kernel|load_kernel)\(\s*["']([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)["']""")
+
+
+def default_tests(root: Path) -> ProjectTests | None:
     """kernel-builder projects keep pytest tests in ``tests/``: with no [test] table in matrix.toml,
-    those run against each wheel (as kernel-builder's own test step runs them)."""
+    those run against each wheel (as kernel-builder's own test step runs them). Tests that load the
+    kernel through the ``kernels`` package get it, and the offline loader plugin."""
     if not (root / "tests").is_dir():
         return None
-    return ProjectTests(command="python -m pytest -q -p no:cacheprovider {project}/tests",
-                        requires=("pytest", *depends),
+    hub = any(_USES_KERNELS.search(text) for text in _test_texts(root))
+    plugin = f" -p {HUB_PLUGIN}" if hub else ""
+    return ProjectTests(command=f"python -m pytest -q -rs -p no:cacheprovider{plugin} {{project}}/tests",
+                        requires=("pytest", *(("kernels",) if hub else ())),
                         sources=("tests",), declared_in=f"{DECLARATION} (its tests/ directory)")
+
+
+def hub_repo_ids(spec: KernelBuilderSpec) -> tuple[str, ...]:
+    """The Hub repository ids that are this kernel: build.toml's [general.hub] repo-id, and any
+    ``<org>/<name>`` its tests load whose name is the kernel's."""
+    found = {spec.general.hub.repo_id} if spec.general.hub.repo_id else set()
+    for text in _test_texts(spec.root):
+        found.update(r for r in _GET_KERNEL.findall(text) if r.split("/", 1)[1] == spec.general.name)
+    return tuple(sorted(found))
+
+
+def hub_test_files(stage: KernelBuilderStage) -> tuple[tuple[str, str], ...]:
+    """The plugin and its settings: which repository ids are this build, and the metadata.json the
+    ``kernels`` loader validates for its variant."""
+    from importlib.resources import files
+
+    spec = stage.spec
+    settings = {"repos": list(hub_repo_ids(spec)), "package": stage.package, "variant": stage.variant.id,
+                "metadata": {"id": stage.namespace, "name": spec.general.name,
+                             "version": int(spec.general.version or 0), "license": spec.general.license or "unknown",
+                             "python-depends": [], "backend": {"type": stage.variant.key.backend.kind}}}
+    plugin = files("wheelfactory.project").joinpath("hub_offline_plugin.py").read_text(encoding="utf-8")
+    return ((f"{HUB_PLUGIN}.py", plugin), (f"{HUB_PLUGIN}.json", json.dumps(settings, indent=2) + "\n"))
+
+
+def _test_texts(root: Path) -> list[str]:
+    return [p.read_text(encoding="utf-8", errors="replace") for p in sorted((root / "tests").rglob("*.py"))
+            if "__pycache__" not in p.parts]
 
 
 def project_files(root: Path) -> tuple[Path, ...]:
@@ -379,6 +428,11 @@ UNITS = {json.dumps(unit_specs, indent=4)}
 class UnitsBuildExtension(BuildExtension):
     def build_extension(self, ext):
         # By now torch has added its flags (TORCH_EXTENSION_NAME, the C++ ABI) to ext's arguments.
+        # Less one, as kernel-builder's CMake build never sets it: TORCH_API_INCLUDE_EXTENSION_H
+        # makes <torch/torch.h> include <torch/extension.h> and pybind11, which cannot compile under
+        # the Python limited API (Py_LIMITED_API), and the ops are registered with the dispatcher.
+        for flags in ext.extra_compile_args.values():
+            flags[:] = [f for f in flags if f != "-DTORCH_API_INCLUDE_EXTENSION_H"]
         base = ext.extra_compile_args
         objects = []
         for unit in UNITS:

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from typing import Literal
 
+from packaging.specifiers import SpecifierSet
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.constraints import ProjectConstraints, project_expand
+from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
+from wheelfactory.project.build_system import read_build_system
 from wheelfactory.project.build_toml import is_kernel_builder_project
 from wheelfactory.project.kernel_toml import is_native_project
 
@@ -27,9 +29,17 @@ def resolve_kind(config: ProjectConfig) -> ProjectKind:
 
 
 def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
-    """build.toml's backends and bounds for a kernel-builder project; None for the other kinds
-    (kernel.toml and setup.py declare nothing the plan must follow)."""
-    if resolve_kind(config) != "kernel-builder":
+    """build.toml's backends and bounds for a kernel-builder project; a bring-your-own project's
+    bounds on torch in its [build-system] requires (a build for another torch would stop at the
+    build front end's check); None where nothing declared limits the plan (kernel.toml)."""
+    kind = resolve_kind(config)
+    if kind == "setuptools":
+        system = read_build_system(config.path)
+        if not system.torch_specifier:
+            return None
+        return ProjectConstraints(declared_in=system.declared_in, backends=BUILDABLE_BACKENDS,
+                                  torch=SpecifierSet(system.torch_specifier), torch_bounds_key="requires")
+    if kind != "kernel-builder":
         return None
     from wheelfactory.project import kernel_builder
 

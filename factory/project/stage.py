@@ -22,6 +22,7 @@ from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
+from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.wheel_checks import WheelChecks
@@ -57,6 +58,10 @@ class Stage(Protocol):
     @property
     def checks(self) -> WheelChecks:
         """What the wheel is checked against besides the factory's checks: declared ops, tests."""
+
+    @property
+    def build_system(self) -> BuildSystem:
+        """What the build environment holds besides torch (project/build_system.py)."""
 
     @property
     def source_date_epoch(self) -> int:
@@ -111,6 +116,10 @@ class StagePlan:
     @property
     def source_date_epoch(self) -> int:
         return source_date_epoch(self.kernel.root)
+
+    @property
+    def build_system(self) -> BuildSystem:
+        return GENERATED
 
     def build_env(self) -> dict[str, str]:
         return {}
@@ -193,7 +202,8 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
     }
     requires_torch = torch_requires_dist(variant, torch_requirement)  # the wheel's Requires-Dist
     return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
-                     _setup_py(kernel, variant, namespace, version, requires_torch), _pyproject(), toolkits, tests)
+                     _setup_py(kernel, variant, namespace, version, requires_torch), GENERATED_PYPROJECT, toolkits,
+                     tests)
 
 
 def write_stage(plan: StagePlan, dest: Path) -> None:
@@ -226,11 +236,6 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
                                                            + "\n")
     (dest / "setup.py").write_text(plan.setup_py)
     (dest / "pyproject.toml").write_text(plan.pyproject)
-
-
-def _pyproject() -> str:
-    return ('[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
-            'build-backend = "setuptools.build_meta"\n')
 
 
 def cuda_wheels_block(variant: Variant) -> str:

@@ -25,6 +25,9 @@ class WheelChecks:
     declared_ops: tuple[str, ...] = ()  # kernel.toml [kernel].ops (factory-native only)
     sample_inputs: tuple[str, str] | None = None  # (module, function) in the package
     tests: ProjectTests | None = None
+    # Files the factory adds to the tests' copy (name -> text): a kernel-builder project's offline
+    # Hub loader (project/hub_offline_plugin.py) and its settings.
+    support_files: tuple[tuple[str, str], ...] = ()
 
     def tests_for(self, variant_id: str) -> ProjectTests | None:
         return self.tests if self.tests is not None and self.tests.runs_for(variant_id) else None
@@ -34,7 +37,8 @@ class WheelChecks:
         if self.tests is None:
             return None
         files = [p.relative_to(self.root) for source in self.tests.sources for p in _files(self.root, source)]
-        return [self.tests.command, self.tests.requires, self.tests.skip, tree_digest(self.root, files)]
+        return [self.tests.command, self.tests.requires, self.tests.skip, tree_digest(self.root, files),
+                list(self.support_files)]
 
 
 def check_sources(tests: ProjectTests, root: Path) -> None:
@@ -71,6 +75,8 @@ def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> l
             _refuse_links_out(target, checks.root.resolve(), origin, tests)
         else:
             shutil.copy2(origin, target)
+    for name, text in checks.support_files:
+        (dest / name).write_text(text, encoding="utf-8")
     top = checks.package.split(".")[0]
     hidden: list[str] = []
     for base, dirs, files in os.walk(dest):

@@ -16,19 +16,22 @@ from typing import Any
 from rich.console import Console
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
-from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine
+from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ENGINES, load_matrix
-from wheelfactory.project.bring_your_own import ByoStage, load_byo
+from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
 from wheelfactory.project.kernel_builder import load_kernel_builder, plan_kernel_builder_stage
 from wheelfactory.project.kernel_builder import project_constraints as kernel_builder_constraints
 from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.kinds import resolve_kind
+from wheelfactory.project.kinds import project_constraints, resolve_kind
 from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.run import Observer, Outcome, run_matrix
+from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
+from wheelfactory.support.proc import CommandFailed, run
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -93,8 +96,9 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
         stage_for = partial(plan_kernel_builder_stage, kernel, table=table, tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     else:
-        stage_for = partial(ByoStage, load_byo(project, str(matrix)), tests=spec.test,
-                            torch_requirement=spec.build.torch_requirement)
+        stage_for = partial(plan_byo_stage, load_byo(project, str(matrix), partial(run_version_probe, host_tools(spec))),
+                            tests=spec.test, torch_requirement=spec.build.torch_requirement)
+        constraints = project_constraints(project)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             native=kind != "setuptools", matrix_file=str(matrix),
@@ -104,6 +108,20 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
                          capacity=capacity, stage_for=stage_for, not_built=chosen.not_built)
+
+
+def run_version_probe(tools: Path, probe: VersionProbe) -> str:
+    """Run the project's version tool on its checkout (project/vcs_version.py), the tool installed
+    from its own requirement into a host tool environment under ``tools``."""
+    env = ensure_host_env(tools, HostEnvRequest((probe.requirement,), purpose=f"{probe.tool}'s version of the project"))
+    try:
+        return run([sys.executable, "-c", probe.program, *probe.args], env={"PYTHONPATH": str(env)})
+    except CommandFailed as exc:
+        last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
+        raise ConfigError(f"{probe.tool} could not compute the project's version from git: {last}",
+                          key="build-system.requires",
+                          hint="build from a git checkout (with a version tag), or set the tool's fallback version") \
+            from None
 
 
 def build_matrix(matrix: Path, **options: Any) -> BuildResult:

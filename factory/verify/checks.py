@@ -77,7 +77,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     variant = stage.variant
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
     with timeline.phase("verify"):
-        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor)
+        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor,
+                               abi3_fix=stage.build_system.abi3_fix())
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
         host_only = None if stage.project_kind != "setuptools" else \
             cuda_binary.missing_device_code(variant.key.backend.kind, libs)
@@ -94,7 +95,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         with timeline.phase("audit"):
             if abi3:
                 abi3audit(wheel, tools_log)
-            return cuda_problems(variant, wheel, tools_log, libs) if cuda else []
+            return cuda_problems(variant, wheel, tools_log, libs, own_archs=stage.project_kind == "setuptools") \
+                if cuda else []
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheelfactory-audit") as pool:
         audit = pool.submit(tool_checks) if abi3 or cuda else None
@@ -122,8 +124,9 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
                     "expected the prebuilt library")
     if stage.project_kind == "kernel-builder":
-        note(log, f"smoke: {len(result['ops'])} op(s) with a {result['dispatch_key']} kernel under "
-                  f"{result['namespace']}: {', '.join(result['ops'])}")
+        keys = result.get("keys", {})
+        note(log, f"smoke: {len(result['ops'])} op(s) serving {result['dispatch_key']} under {result['namespace']}: "
+                  + ", ".join(f"{op} ({keys.get(op, result['dispatch_key'])})" for op in result["ops"]))
     if stage.native:
         note(log, f"smoke: {result['ops']} declared op(s) registered and with references, "
                   f"{result['samples']} sample input(s) matched their reference")
@@ -172,11 +175,22 @@ def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path,
         passed, output = run_tests(tests, wheel)
     excerpt = "" if passed else failure_excerpt(output)
     timeline.results["tests"] = {"command": tests.command, "declared_in": tests.declared_in, "passed": passed,
-                                 "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None}
+                                 "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None,
+                                 "not_run": not_run(output) or None}
     if not passed:
         first = next((line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
                      excerpt.splitlines()[-1] if excerpt else "no output")
         raise error(f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}")
+
+
+# What the offline Hub loader says of a test that needs a kernel this build did not make
+# (project/hub_offline_plugin.py), as pytest's -rs summary lists it.
+NOT_RUN = "not run: needs the Hub kernel"
+
+
+def not_run(output: str) -> list[str]:
+    """The tests reported as not run, one line each (pytest's "SKIPPED [n] where: reason")."""
+    return [line.strip() for line in output.splitlines() if line.startswith("SKIPPED") and NOT_RUN in line]
 
 
 def failure_excerpt(output: str) -> str:
@@ -210,9 +224,12 @@ def abi3audit(wheel: Path, log: Path) -> bool:
     return True
 
 
-def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, bytes] | None = None) -> list[str]:
+def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, bytes] | None = None, *,
+                  own_archs: bool = False) -> list[str]:
     """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs.
-    ``libs``: the wheel's libraries when the caller has read them already."""
+    ``libs``: the wheel's libraries when the caller has read them already. ``own_archs``: the
+    project passes its own arch flags (a bring-your-own setup.py's -gencode wins over
+    TORCH_CUDA_ARCH_LIST): a mismatch then says which setting of the plan would match them."""
     wanted = cuda_binary.expected(variant.arch_list)
     found = {name: cuda_binary.contents(data, log=log) for name, data in (libs or libraries(wheel)).items()
              if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
@@ -222,7 +239,12 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
     out = []
     for name, contents in device.items():
         note(log, f"cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})")
-        out += [f"{name}: {p}" for p in cuda_binary.problems(contents, wanted)]
+        mismatch = cuda_binary.problems(contents, wanted)
+        if mismatch and own_archs:
+            mismatch[-1] += (f" (the project's own arch flags decide what it compiles: set [cuda] arch_list = "
+                             f"\"{contents.arch_list()}\" in matrix.toml to plan what it builds, or drop the "
+                             "project's -gencode/-arch flags so that TORCH_CUDA_ARCH_LIST applies)")
+        out += [f"{name}: {p}" for p in mismatch]
     return out
 
 

@@ -44,6 +44,16 @@ class CudaContents:
         ptx = ", ".join(f"compute_{a}" for a in sorted(self.ptx, key=_order))
         return sass + (f" + PTX {ptx}" if ptx else "")
 
+    def arch_list(self) -> str:
+        """The TORCH_CUDA_ARCH_LIST that asks for exactly this: SASS {80, 120}, PTX {120} -> "8.0;12.0+PTX"."""
+        return ";".join(f"{_dotted(a)}{'+PTX' if a in self.ptx else ''}" for a in sorted(self.sass | self.ptx, key=_order))
+
+
+def _dotted(arch: str) -> str:
+    """``"90a"`` -> ``"9.0a"``, ``"120"`` -> ``"12.0"``."""
+    digits = arch.rstrip("af")
+    return f"{digits[:-1]}.{digits[-1]}{arch[len(digits):]}"
+
 
 def _order(arch: str) -> tuple[int, str]:
     digits = arch.rstrip("af")

@@ -11,6 +11,7 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+from wheelfactory.project.build_system import LEGACY
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
 # and a second copy of libtorch. auditwheel fnmatches the raw soname, so versioned sonames
@@ -31,10 +32,10 @@ FORBIDDEN_IN_WHEEL = ("libtorch", "libc10", "libcudart", "libcuda.", "libnvrtc",
                       "libgomp")
 
 
-# A bring-your-own project builds abi3 itself (any cp3X-abi3 tag is its choice of floor).
+# A bring-your-own project builds abi3 itself (any cp3X-abi3 tag is its choice of floor); the fix
+# is in its build backend's words (project/build_system.py abi3_fix).
 ABI3_BYO_HINT = ("{wheel} is not an abi3 wheel, and matrix.toml [matrix] python asks for abi3: the project must "
-                 "build it (py_limited_api=True on its extensions and py_limited_api = cp39 under [bdist_wheel] "
-                 "in setup.cfg), or list CPython versions, e.g. python = [\"3.11\"]")
+                 "build it ({fix}), or list CPython versions, e.g. python = [\"3.11\"]")
 
 
 def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
@@ -72,7 +73,7 @@ def tag_glibc(platform: str) -> Version | None:
 
 
 def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
-                glibc_floor: str | None = None) -> list[str]:
+                glibc_floor: str | None = None, abi3_fix: str = LEGACY.abi3_fix()) -> list[str]:
     """Problems found in a finished wheel (empty when it is fine).
 
     Beyond tags and contents: every library's newest GLIBC symbol must be within the platform
@@ -83,7 +84,7 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
     if abi3 and native and not any(t.abi == "abi3" and t.interpreter == "cp39" for t in tags):
         problems.append(f"{wheel.name} is not tagged cp39-abi3")
     if abi3 and not native and not any(t.abi == "abi3" for t in tags):
-        problems.append(ABI3_BYO_HINT.format(wheel=wheel.name))
+        problems.append(ABI3_BYO_HINT.format(wheel=wheel.name, fix=abi3_fix))
     if not any(t.platform.startswith("manylinux") for t in tags):
         problems.append(f"{wheel.name} has no manylinux platform tag (was it repaired?)")
     with zipfile.ZipFile(wheel) as archive:

@@ -132,3 +132,49 @@ def test_a_project_that_builds_abi3_itself(offline_build_tables: str) -> None:
     log = (workdir / "dist" / str(entry["log"])).read_text()
     assert "abi3audit --strict" in log and '"is_abi3": true' in log
     assert smoke_result(log)["extensions"] == {"abi3_ext._C": "imported"}
+
+
+def optimization_levels(wheel: Path) -> dict[str, str]:
+    """Each compilation unit of the wheel's libraries -> the last -O flag GCC recorded for it
+    (DW_AT_producer: the command-line options, with -grecord-gcc-switches, GCC's default)."""
+    import re
+
+    from elftools.elf.elffile import ELFFile
+
+    levels: dict[str, str] = {}
+    with zipfile.ZipFile(wheel) as archive:
+        for name in (n for n in archive.namelist() if n.endswith(".so")):
+            elf = ELFFile(io.BytesIO(archive.read(name)))
+            assert elf.has_dwarf_info(), f"{name} has no DWARF: Python's CFLAGS have -g"
+            for unit in elf.get_dwarf_info().iter_CUs():
+                top = unit.get_top_DIE()
+                producer = top.attributes["DW_AT_producer"].value.decode()
+                flags = re.findall(r"(?:^| )(-O(?:\d|s|fast|g)?)\b", producer)
+                levels[top.attributes["DW_AT_name"].value.decode()] = flags[-1] if flags else "-O0 (none given)"
+    return levels
+
+
+def test_both_engines_compile_with_the_optimization_python_gives(offline_build_tables: str,
+                                                                 docker_client: docker.DockerClient) -> None:
+    """The same project built by each engine: every unit is compiled with the -O level of the
+    building interpreter's own CFLAGS (sysconfig), which setuptools uses unless CFLAGS is set in
+    the environment. The host engine's path mapping once went into CFLAGS and replaced them: -O0."""
+    import sysconfig
+
+    from testkit import build_on_host
+
+    workdir = build_matrix(CACHE / "docker-byo-multi", matrix("byo_multi", "multi_ext", '["3.11"]',
+                                                               offline_build_tables))
+    (entry,) = manifest(workdir / "dist").values()
+    in_docker = optimization_levels(workdir / "dist" / str(entry["wheel"]))
+    with Container(docker_client, str(entry["image"]), labels={"wheelfactory.test": "byo-shapes"}) as box:
+        container_cflags = box.run(["/opt/python/cp311-cp311/bin/python", "-c",
+                                    "import sysconfig; print(sysconfig.get_config_var('CFLAGS'))"]).strip()
+    host_wheel, _, _ = build_on_host(FIXTURES / "byo_multi", "multi_ext", f'["{sys.version_info[0]}.{sys.version_info[1]}"]')
+    on_host = optimization_levels(host_wheel)
+    expected_docker = [f for f in container_cflags.split() if f.startswith("-O")][-1]
+    expected_host = [f for f in str(sysconfig.get_config_var("CFLAGS")).split() if f.startswith("-O")][-1]
+    assert set(in_docker.values()) == {expected_docker}, in_docker
+    assert set(on_host.values()) == {expected_host}, on_host
+    # the same units, each built by both (named where each compiled them: /project, or the mapped copy)
+    assert sorted(Path(u).name for u in in_docker) == sorted(Path(u).name for u in on_host)

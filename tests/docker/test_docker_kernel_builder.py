@@ -102,7 +102,7 @@ def test_cpu_wheels_build_for_two_torch_releases_and_pass_the_projects_tests(con
         assert f"kb_relu/{namespace}.abi3.so" in names and f"from . import {namespace}" in ops_py
         torch = str(entry["torch_version"]).rsplit(".", 1)[0]
         assert metadata.get_all("Requires-Dist") == [f"torch<{torch[:2]}{int(torch[2:]) + 1},>={torch}"]
-        assert f"smoke: 1 op(s) with a CPU kernel under {namespace}: relu_scale" in log
+        assert f"smoke: 1 op(s) serving CPU under {namespace}: relu_scale (CPU)" in log
         assert "3 passed" in log  # the project's own tests/, against the installed wheel
     assert len(namespaces) == 2
 
@@ -124,13 +124,16 @@ def loader(docker_build: Path) -> Iterator[tuple[Path, dict[str, str]]]:
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     prepared = prepared_torch_env(CACHE / "wheelhouse", "2.6.0", f"{tag}-{tag}")
     venv = CACHE / "venvs" / "kb-loader"
-    if not (venv / ".complete").exists():
+    # which torch the venv was made for: one made to borrow an environment since collected lacks torch
+    made_for = str(prepared) if prepared else "torch==2.6.0"
+    marker = venv / ".complete"
+    if not marker.exists() or marker.read_text() != made_for:
         shutil.rmtree(venv, ignore_errors=True)
         run([sys.executable, "-m", "venv", str(venv)])
         # the kernels release this suite is tested with (its loader's signature changes between releases)
         torch = [] if prepared else ["torch==2.6.0"]
         run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *torch, f"kernels=={version('kernels')}"])
-        (venv / ".complete").write_text("")
+        marker.write_text(made_for)
     yield venv / "bin" / "python", ({"PYTHONPATH": str(prepared)} if prepared else {})
     if LEAN:
         shutil.rmtree(venv, ignore_errors=True)
@@ -166,7 +169,7 @@ def test_cuda_wheel_holds_exactly_the_units_capabilities(cuda_build: Path) -> No
         record = json.loads(archive.read("kb_relu/_build.json"))
     assert record["arch_list"] == ["8.0", "9.0"]
     assert f"# cuobjdump kb_relu/{record['namespace']}.abi3.so: sm_80, sm_90 (asked: sm_80, sm_90)" in log
-    assert f"smoke: 1 op(s) with a CUDA kernel under {record['namespace']}: relu_scale" in log
+    assert f"smoke: 1 op(s) serving CUDA under {record['namespace']}: relu_scale (CUDA)" in log
 
 
 def test_a_non_conforming_export_is_refused_with_the_checkers_finding(cuda_build: Path, tmp_path: Path) -> None:

@@ -171,3 +171,72 @@ def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_mean
     assert eng.reclaim() == ["cibuildwheel-left"]
     assert api.removed == ["a1"]
     assert api.filters == {"label": "wheelfactory.owner=0123abcd"}
+
+
+def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Path) -> None:
+    """CUDA_HOME, CUDACXX and nvcc on PATH for every project kind: a bring-your-own setup.py that
+    calls CUDAExtension reads CUDA_HOME while `build` asks it for its build requirements."""
+    from wheelfactory.engines.docker import cuda_home
+
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text('[matrix]\ntorch = "2.15"\nbackends = ["cu132"]\n', "m.toml"), table,
+                          base_dir=REPO)
+    (cuda,) = expand(matrix, table).variants
+    torch_env = PreparedEnv(tmp_path / "torch-1", "/opt/wheelfactory/torch", "torch-1", False)
+    facts = ImageFacts("2.36", ("cp311-cp311",))
+    home = cuda_home(cuda, facts, torch_env)
+    assert home == f"/opt/wheelfactory/torch/nvidia/{cuda.toolkit_wheels_home}"
+    env = engine(tmp_path)._cibuildwheel_env(cuda, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=(torch_env,),
+                                             cuda_home=home)["CIBW_ENVIRONMENT"]
+    assert f"CUDA_HOME={home}" in env and f"CUDACXX={home}/bin/nvcc" in env and f"{home}/bin:$PATH" in env
+    # a toolkit in the image (CUDA 12 on a Debian or NVIDIA base) when there are no toolkit wheels
+    no_wheels = Variant(**{**cuda.__dict__, "toolkit_wheels": (), "toolkit_wheels_home": ""})
+    assert cuda_home(no_wheels, ImageFacts("2.41", ("cp313-cp313",), nvcc="/usr/bin/nvcc"), torch_env) == "/usr"
+    assert cuda_home(no_wheels, facts, torch_env) is None
+    assert cuda_home(variant_cpu(), facts, torch_env) is None
+
+
+def variant_cpu() -> Variant:
+    table = load_table()
+    matrix = parse_matrix(TomlDocument.from_text('[matrix]\ntorch = "2.13"\ncxx11_abi = true\n', "m.toml"), table,
+                          base_dir=REPO)
+    (only,) = expand(matrix, table).variants
+    return only
+
+
+def test_the_project_build_system_comes_first_on_pythonpath(tmp_path: Path, variant: Variant) -> None:
+    envs = tuple(PreparedEnv(tmp_path / f"{role}-1", f"/opt/wheelfactory/{role}", f"{role}-1", False)
+                 for role in ("build", "tools", "torch"))
+    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
+    assert "PYTHONPATH=/opt/wheelfactory/build:/opt/wheelfactory/tools:/opt/wheelfactory/torch" in env["CIBW_ENVIRONMENT"]
+
+
+def test_a_build_requirement_no_wheel_serves_fails_the_variant_naming_it(tmp_path: Path, variant: Variant,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The project's build system is downloaded with the variant's torch as a constraint; when the
+    host's index has no wheel for a requirement, the variant fails before anything else, saying
+    which file declared it and what pip could not find."""
+    from wheelfactory.engines.wheelhouse import ContainerPython, WheelhouseRequest
+    from wheelfactory.errors import DockerBuildError, WheelhouseError
+    from wheelfactory.project.bring_your_own import ByoProject, ByoStage
+    from wheelfactory.project.build_system import BuildSystem
+
+    asked: list[WheelhouseRequest] = []
+
+    def ensure(request: WheelhouseRequest, **_: object) -> object:
+        asked.append(request)
+        raise WheelhouseError("downloading scikit-build-core>=99 from the host's pip index failed: "
+                              "ERROR: No matching distribution found for scikit-build-core>=99")
+
+    built = engine(tmp_path)
+    monkeypatch.setattr(built.wheelhouse, "ensure", ensure)
+    system = BuildSystem(("scikit-build-core>=99", "torch"), "scikit_build_core.build", "p/pyproject.toml [build-system]",
+                         dynamic_requires=("cmake>=3.15", "ninja>=1.5"))
+    stage = ByoStage(ByoProject(tmp_path, "mylib", (), (), (), system), variant)
+    with pytest.raises(DockerBuildError) as info:
+        built._build_system_set(stage, ContainerPython("3.11"), tmp_path / "log")
+    message = str(info.value)
+    assert "p/pyproject.toml [build-system]" in message and "No matching distribution found for scikit-build-core>=99" in message
+    (request,) = asked
+    assert request.requirements == ("scikit-build-core>=99", "cmake>=3.15", "ninja>=1.5")
+    assert request.constraints == (variant.torch_requirement,)  # a dependency on torch gets the variant's

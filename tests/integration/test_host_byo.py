@@ -4,7 +4,9 @@
 - tests/fixtures/byo_multi: a CUDA module built only with FORCE_CUDA=1 or a GPU (so none on a CPU
   variant), two extension modules of which the package imports one, and an OpenMP module;
 - tests/fixtures/byo_abi3: a project that builds its own cp39-abi3 wheel (py_limited_api), with
-  `python = ["abi3"]`.
+  `python = ["abi3"]`;
+- tests/fixtures/skb_dsp: scikit-build-core + CMake, its build system installed for the host build
+  with the host's pip, and a package that imports numpy (a declared dependency) in its __init__.
 
 One build each, shared by the tests of this module (cached across runs by the factory's key).
 """
@@ -21,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, build_on_host
 
 pytestmark = pytest.mark.slow
 
@@ -30,31 +32,8 @@ PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
 
 
-def build(name: str, import_name: str, python: str) -> tuple[Path, dict[str, object], str]:
-    """Build tests/fixtures/<name> with the host engine; (wheel, manifest entry, build log)."""
-    workdir = CACHE / "host-byo" / name
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(f"""
-[project]
-path = "{REPO / 'tests' / 'fixtures' / name}"
-import_name = "{import_name}"
-
-[matrix]
-torch = ["2.13"]
-backends = ["cpu"]
-python = {python}
-
-[build]
-engine = "host"
-""")
-    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True,
-                            text=True, timeout=1800)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
-    (entry,) = entries.values()
-    assert entry["status"] in ("built", "cached"), entry
-    log = (workdir / "dist" / entry["log"]).read_text()
-    return workdir / "dist" / entry["wheel"], entry, log
+def build(name: str, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:
+    return build_on_host(REPO / "tests" / "fixtures" / name, import_name, python, extra)
 
 
 def smoke_result(log: str) -> dict[str, object]:
@@ -144,3 +123,21 @@ def test_a_project_that_builds_abi3_itself(abi3: tuple[Path, dict[str, object], 
     assert entry["wheel"].startswith("torch213-cxx11-cpu-x86_64-linux/")  # type: ignore[union-attr]
     assert "abi3audit --strict" in log and '"is_abi3": true' in log
     assert smoke_result(log)["extensions"] == {"abi3_ext._C": "imported"}
+
+
+@pytest.fixture(scope="module")
+def cmake_project() -> tuple[Path, dict[str, object], str]:
+    tests = '[test]\ncommand = "python -m pytest -q {project}/tests"\nrequires = ["pytest"]\nsources = ["tests"]\n'
+    return build("skb_dsp", "tinydsp", '["abi3"]', tests)
+
+
+def test_a_scikit_build_core_project_and_its_declared_dependency(cmake_project: tuple[Path, dict[str, object],
+                                                                                     str]) -> None:
+    wheel, entry, log = cmake_project
+    assert wheel.name.startswith("tinydsp_torch-0.4.1+cputorch2.13-cp39-abi3-manylinux_")
+    # the project's build system, installed beside this interpreter's torch for the build
+    assert "'scikit-build-core>=0.10' 'cmake>=3.26' 'ninja>=1.5'" in log and "*** Configuring CMake..." in log
+    # its __init__ imports numpy: the smoke environment got the wheel's dependencies
+    assert "-m pip install -q numpy" in log
+    assert smoke_result(log)["extensions"] == {"tinydsp._C": "imported"}
+    assert entry["tests"]["passed"] is True  # type: ignore[index]

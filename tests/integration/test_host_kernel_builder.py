@@ -52,7 +52,7 @@ def test_the_wheel_holds_the_extension_under_its_namespace(built: tuple[Path, di
     namespace = record["namespace"]
     assert {f"kb_relu/{namespace}.abi3.so", "kb_relu/_ops.py", "kb_relu/__init__.py"} <= names
     assert not any(n.startswith(("relu_cpu/", "torch-ext/", "tests/")) for n in names), names
-    assert f"smoke: 1 op(s) with a CPU kernel under {namespace}: relu_scale" in log
+    assert f"smoke: 1 op(s) serving CPU under {namespace}: relu_scale (CPU)" in log
     assert "3 passed" in log  # tests/test_relu_scale.py, against the installed wheel
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from testkit import make_wheel
-from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 from wheelfactory.project.bring_your_own import ByoProject, ByoStage, set_local_version
@@ -42,9 +41,16 @@ def test_set_local_version_rewrites_metadata_name_and_record(tmp_path: Path) -> 
     assert not list((tmp_path / "out").glob(".*partial")) and not list((tmp_path / "out").glob(".*.tmp"))
 
 
-def test_a_wheel_with_a_local_label_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="already has a local version label"):
-        set_local_version(byo_wheel(tmp_path, "0.3.0+mine"), "cputorch2.6", tmp_path / "out")
+@pytest.mark.parametrize(("built", "merged"), [
+    ("0.9.3.dev12+g9e9fa53", "0.9.3.dev12+g9e9fa53.cputorch2.6"),  # setuptools-scm, an untagged commit
+    ("0.9.3.dev12+g9e9fa53.d20261125", "0.9.3.dev12+g9e9fa53.d20261125.cputorch2.6"),  # ... and a dirty tree
+    ("1.0", "1.0+cputorch2.6"),
+])
+def test_a_local_label_the_version_has_is_kept_before_the_variants(tmp_path: Path, built: str, merged: str) -> None:
+    out = set_local_version(byo_wheel(tmp_path, built), "cputorch2.6", tmp_path / "out")
+    assert out.name == f"byo_ext-{merged}-cp311-cp311-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(out) as archive:
+        assert f"Version: {merged}\n" in archive.read(f"byo_ext-{merged}.dist-info/METADATA").decode()
 
 
 def finished_metadata(tmp_path: Path, plan_of: Callable[[str], Plan], torch_requirement: TorchRequirement,

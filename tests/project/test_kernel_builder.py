@@ -133,7 +133,9 @@ def test_python_depends_become_requires_dist(tmp_path: Path, planned: dict[str, 
                                       table=TABLE)
     assert stage.requires == ("torch>=2.6,<2.7", "einops")
     assert "install_requires=['torch>=2.6,<2.7', 'einops']" in stage.setup_py
-    assert stage.checks.tests is not None and stage.checks.tests.requires == ("pytest", "einops")
+    # The tests get einops as the wheel's dependency (installed for the smoke test and the tests
+    # with every Requires-Dist), not as a requirement of their own.
+    assert stage.checks.tests is not None and stage.checks.tests.requires == ("pytest",)
 
 
 def test_a_dependency_from_nix_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -234,6 +236,55 @@ def test_per_backend_stable_targets_must_agree(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_kernel_builder(root)
     assert "torch.stable-abi" in str(info.value) and "2.10, 2.11" in str(info.value)
+
+
+def test_a_per_backend_stable_abi_leaves_the_other_backends_per_release(tmp_path: Path) -> None:
+    """kernels-community activation: [torch.stable-abi] names cuda and rocm only; its CPU units
+    (<ATen/cpu/vec/vec.h>, <torch/all.h>) cannot build with TORCH_TARGET_VERSION, so the CPU
+    variants are planned per torch release and only CUDA collapses into one stable-ABI variant."""
+    root = tmp_path / "kb"
+    shutil.copytree(STABLE, root)
+    text = (root / "build.toml").read_text().replace('backends = ["cpu"]', 'edition = 5\nbackends = ["cpu", "cuda"]')
+    text = text.replace('stable-abi = "2.10"\n', "\n[torch.stable-abi]\ncuda = \"2.10\"\nrocm = \"2.10\"\n")
+    text += '\n[kernel.scale_cuda]\nbackend = "cuda"\nsrc = ["scale_cpu/scale.cpp"]\ndepends = ["torch"]\n'
+    (root / "build.toml").write_text(text)
+    variants, reasons = plan_for('[matrix]\ntorch = ["2.12", "2.13"]\nbackends = ["cpu", "cu130"]\n', root)
+    assert sorted(variants) == ["torch-stable-abi210-cu130-x86_64-linux", "torch212-cxx11-cpu-x86_64-linux",
+                                "torch213-cxx11-cpu-x86_64-linux"]
+    assert sum("served by the stable-ABI variant torch-stable-abi210-cu130" in r for r in reasons) == 2
+    cpu = plan_kernel_builder_stage(load_kernel_builder(root), variants["torch213-cxx11-cpu-x86_64-linux"],
+                                    table=TABLE)
+    assert "TORCH_TARGET_VERSION" not in cpu.setup_py and not cpu.record.stable_abi
+
+
+def test_the_tests_loader_plugin_knows_which_repositories_are_this_build(tmp_path: Path,
+                                                                        planned: dict[str, Variant]) -> None:
+    import json
+
+    from wheelfactory.project.kernel_builder import HUB_PLUGIN, hub_repo_ids
+
+    root = copy_fixture(tmp_path)
+    (root / "tests" / "test_hub.py").write_text(
+        'import kernels\nrelu = kernels.get_kernel("kernels-community/kb-relu", version=1)\n'
+        'other = kernels.get_kernel( "kernels-community/activation", version=1)\n')
+    (root / "build.toml").write_text((root / "build.toml").read_text().replace(
+        "[general.cuda]", '[general.hub]\nrepo-id = "my-org/kb-relu"\n\n[general.cuda]'))
+    spec = load_kernel_builder(root)
+    assert hub_repo_ids(spec) == ("kernels-community/kb-relu", "my-org/kb-relu")
+    stage = plan_kernel_builder_stage(spec, planned["torch26-cxx98-cpu-x86_64-linux"], table=TABLE)
+    checks = stage.checks
+    assert checks.tests is not None and f"-p {HUB_PLUGIN}" in checks.tests.command
+    assert checks.tests.requires == ("pytest", "kernels")
+    files = dict(checks.support_files)
+    settings = json.loads(files[f"{HUB_PLUGIN}.json"])
+    assert settings["variant"] == "torch26-cxx98-cpu-x86_64-linux" and settings["package"] == "kb_relu"
+    assert settings["metadata"]["id"] == stage.namespace and settings["metadata"]["backend"] == {"type": "cpu"}
+    assert "def pytest_configure" in files[f"{HUB_PLUGIN}.py"]
+    # tests that import the package directly get neither the loader nor its plugin
+    plain = plan_kernel_builder_stage(load_kernel_builder(FIXTURE), planned["torch26-cxx98-cpu-x86_64-linux"],
+                                      table=TABLE).checks
+    assert plain.tests is not None and "-p" not in plain.tests.command.replace("-p no:cacheprovider", "")
+    assert plain.support_files == ()
 
 
 def test_bullseye_serves_torch_up_to_2_8() -> None:

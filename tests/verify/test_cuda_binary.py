@@ -47,3 +47,11 @@ def test_cuda13_variants_get_nvcc_from_wheels_and_cuda12_ones_need_an_image() ->
     assert "nvidia-cuda-nvcc==13.0.*" in torch_env.requirements  # beside torch's own nvidia-* wheels
     assert not any(r.startswith("nvidia") for r in tools_env.requirements)
     assert "TORCH_CUDA_ARCH_LIST=" in env["CIBW_ENVIRONMENT"]
+
+
+def test_a_listing_back_into_the_arch_list_that_asks_for_it() -> None:
+    from wheelfactory.verify.cuda_binary import CudaContents, expected
+
+    for arch_list in ("8.0;9.0", "8.0;9.0a;12.0+PTX", "7.5;10.0+PTX"):
+        assert expected(tuple(arch_list.split(";"))).arch_list() == arch_list
+    assert CudaContents(frozenset({"86"}), frozenset({"90"})).arch_list() == "8.6;9.0+PTX"

@@ -98,3 +98,18 @@ def test_cuobjdump_sees_only_the_libraries_with_device_code(tmp_path: Path, monk
     # what a factory-native wheel gets (its verification fails on it): no cuobjdump run either
     assert checks.cuda_problems(variant, host_only, tmp_path / "log") == ["no library in the wheel holds CUDA device code"]
     assert asked == [WITH_CUDA]
+
+
+def test_a_project_with_its_own_arch_flags_is_told_the_setting_that_matches_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A setup.py passing -gencode compiles its own archs whatever TORCH_CUDA_ARCH_LIST says: the
+    mismatch names what it built and the [cuda] arch_list that would plan exactly that."""
+    variant = gpu_variant()
+    built = cudacheck.CudaContents(frozenset({"80", "90"}), frozenset())
+    monkeypatch.setattr(cudacheck, "contents", lambda library, *, log=None: built)
+    wheel = byo_wheel(tmp_path / "a", {"multi_ext/_ops_cuda.so": WITH_CUDA})
+    problem = "; ".join(checks.cuda_problems(variant, wheel, tmp_path / "log", own_archs=True))
+    assert "the library holds SASS for ['80', '90']" in problem and '[cuda] arch_list = "8.0;9.0"' in problem
+    assert "-gencode" in problem and "\n" not in problem
+    plain = checks.cuda_problems(variant, wheel, tmp_path / "log")  # factory-generated flags: no such hint
+    assert plain and not any("arch_list =" in p for p in plain)

@@ -1,0 +1,74 @@
+"""Host-side tool environments: packages installed with the host's pip configuration into a
+directory that a host process puts on PYTHONPATH (``pip install --target``), made once per
+(interpreter, requirements, constraints) and reused.
+
+What needs one: the host engine's build of a project whose build backend is not in the host
+interpreter (scikit-build-core, setuptools-scm, ...), and the project's own version tool, run on
+the checkout to learn the version its git history gives (project/vcs_version.py). The host engine
+is not hermetic: these come from the host's pip index, as a developer's ``pip install`` would.
+A directory appears by a rename only when complete, so a killed install never looks made.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from wheelfactory.errors import EnvironmentProblem
+from wheelfactory.support.linkstore import PARTIAL_SUFFIX
+from wheelfactory.support.proc import CommandFailed, run
+
+COMPLETE = ".complete"
+
+
+@dataclass(frozen=True)
+class HostEnvRequest:
+    requirements: tuple[str, ...]
+    constraints: tuple[str, ...] = ()  # e.g. ("torch==2.13.0",): a dependency on torch takes that one
+    python: str = sys.executable  # the interpreter that installs and later imports them
+    purpose: str = "the build"  # for messages: what needs these packages
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps([self.requirements, self.constraints, self.python]).encode()).hexdigest()[:16]
+
+
+def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = None) -> Path:
+    """The directory holding ``request``'s packages (made now if needed); EnvironmentProblem
+    naming the requirements when pip cannot install them."""
+    target = root / request.key
+    if (target / COMPLETE).is_file():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(root / f".{request.key}.lock")):
+        if (target / COMPLETE).is_file():
+            return target
+        staged = root / f".{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        try:
+            command = [request.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                       "--no-warn-script-location", "--target", str(staged)]
+            if request.constraints:
+                constraints = staged.parent / f".{request.key}.constraints.txt"
+                constraints.write_text("".join(f"{c}\n" for c in request.constraints))
+                command += ["--constraint", str(constraints)]
+            try:
+                run([*command, *request.requirements], log=log)
+            except CommandFailed as exc:
+                last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
+                raise EnvironmentProblem(f"installing {', '.join(request.requirements)} for {request.purpose} with "
+                                         f"the host's pip failed: {last}") from None
+            (staged / COMPLETE).write_text(" ".join(request.requirements) + "\n")
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(staged, target)
+        finally:
+            shutil.rmtree(staged, ignore_errors=True)
+            (root / f".{request.key}.constraints.txt").unlink(missing_ok=True)
+    return target

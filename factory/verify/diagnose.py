@@ -1,0 +1,34 @@
+"""What a failed build's output says, in our words: a message from a tool below us (torch, the
+build front end) that reaches the user is our error too. Pure: reads the log's text.
+
+Each diagnosis names the cause in terms of the project and the plan, and the setting to change;
+a failure it does not recognise is left as it was (None), with the log's excerpt.
+"""
+
+from __future__ import annotations
+
+import re
+
+from wheelfactory.plan.identity import Variant
+
+_MISSING = re.compile(r"Missing dependencies:\s*\n((?:\s+\S.*\n?)+)")
+_BACKEND = re.compile(r"Backend '([^']+)' is not available")
+
+
+def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
+    """One line for a failed build of ``variant`` whose output was ``output``; ``declared_in``:
+    where the project's build system is declared (pyproject.toml [build-system])."""
+    if variant.key.backend.kind == "cpu" and "CUDA_HOME environment variable is not set" in output:
+        return (f"{variant.id}: this project compiles CUDA code whatever the variant (its build asked torch for a "
+                "CUDA extension, and a CPU build has no CUDA toolkit): it builds no CPU wheel; drop \"cpu\" from "
+                "[matrix] backends, or exclude it ([[exclude]] backend = \"cpu\")")
+    missing = _MISSING.search(output)
+    if missing:
+        names = ", ".join(line.strip() for line in missing.group(1).splitlines() if line.strip())
+        return (f"{variant.id}: the build asked for {names} at build time, which is neither in {declared_in} "
+                "nor a known need of its build backend: add it to [build-system] requires")
+    backend = _BACKEND.search(output)
+    if backend:
+        return (f"{variant.id}: the build backend {backend.group(1)!r} could not be imported from the build "
+                f"environment made from {declared_in}: list the package that provides it in [build-system] requires")
+    return None

@@ -1,0 +1,38 @@
+"""verify/diagnose.py: what a failed build's output says, said in terms of the project and the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from wheelfactory.plan.expand import Plan
+from wheelfactory.verify.diagnose import diagnosis
+
+TORCH_CUDA_HOME = """Traceback (most recent call last):
+  File "/project/setup.py", line 9, in <module>
+    CUDAExtension(
+OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA install root.
+ERROR Backend subprocess exited when trying to invoke get_requires_for_build_wheel
+"""
+BUILD_MISSING = """* Getting build dependencies for wheel...
+ERROR Missing dependencies:
+\tnumpy>=2
+\tpybind11
+"""
+
+
+def test_a_cuda_only_project_on_a_cpu_variant(plan_of: Callable[[str], Plan]) -> None:
+    cpu = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
+    message = diagnosis(cpu, TORCH_CUDA_HOME, declared_in="p/pyproject.toml [build-system]")
+    assert message is not None and "\n" not in message and cpu.id in message
+    assert "builds no CPU wheel" in message and 'drop "cpu" from [matrix] backends' in message
+    cuda = plan_of('[matrix]\ntorch = "2.15"\nbackends = ["cu132"]\n').variants[0]
+    assert diagnosis(cuda, TORCH_CUDA_HOME, declared_in="x") is None  # a CUDA variant's toolkit is ours to give
+
+
+def test_a_build_requirement_the_project_did_not_declare(plan_of: Callable[[str], Plan]) -> None:
+    variant = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
+    message = diagnosis(variant, BUILD_MISSING, declared_in="p/pyproject.toml [build-system]")
+    assert message is not None and "numpy>=2, pybind11" in message and "p/pyproject.toml [build-system]" in message
+    backend = diagnosis(variant, "ERROR Backend 'flit_core.buildapi' is not available.\n", declared_in="d")
+    assert backend is not None and "'flit_core.buildapi'" in backend
+    assert diagnosis(variant, "error: command 'g++' failed\n", declared_in="d") is None
