@@ -48,7 +48,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -57,7 +57,7 @@ from wheelfactory.verify.checks import (
     stage_test_sources,
     verify_wheel,
 )
-from wheelfactory.verify.diagnose import diagnosis
+from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
@@ -278,14 +278,9 @@ class DockerEngine:
         # container's steps print phase markers (container start and copy, compile, repair).
         timeline.observe("compile")  # the live view: cibuildwheel's steps are timed from its markers
         started = time.time()
-        try:
+        with diagnosed(stage, log, DockerBuildError):
             printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output),
                            "."], cwd=source, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
-        except CommandFailed as exc:
-            explained = diagnosis(variant, log.read_text(errors="replace"), declared_in=stage.build_system.declared_in)
-            if explained is None:
-                raise
-            raise DockerBuildError(explained) from exc
         for name, seconds in split_by_markers(started, time.time(), "container", printed):
             timeline.add(name, seconds)
         if cache is not None:

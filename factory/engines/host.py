@@ -21,7 +21,7 @@ from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
-from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -30,7 +30,7 @@ from wheelfactory.verify.checks import (
     stage_test_sources,
     verify_wheel,
 )
-from wheelfactory.verify.diagnose import diagnosis
+from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
@@ -160,15 +160,9 @@ class HostEngine:
         env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
         with timeline.phase("compile"):
-            try:
+            with diagnosed(stage, log, HostEngineError):
                 run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
                     env=env, log=log)
-            except CommandFailed as exc:
-                explained = diagnosis(stage.variant, log.read_text(errors="replace"),
-                                      declared_in=stage.build_system.declared_in)
-                if explained is None:
-                    raise
-                raise HostEngineError(explained) from exc
         (wheel,) = raw.glob("*.whl")
         with timeline.phase("repair"):
             run(auditwheel_command(python, wheel, repaired), env=env, log=log)

@@ -8,8 +8,14 @@ a failure it does not recognise is left as it was (None), with the log's excerpt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
+from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
+from wheelfactory.project.stage import Stage
+from wheelfactory.support.proc import CommandFailed
 
 _MISSING = re.compile(r"Missing dependencies:\s*\n((?:\s+\S.*\n?)+)")
 _BACKEND = re.compile(r"Backend '([^']+)' is not available")
@@ -32,3 +38,16 @@ def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
         return (f"{variant.id}: the build backend {backend.group(1)!r} could not be imported from the build "
                 f"environment made from {declared_in}: list the package that provides it in [build-system] requires")
     return None
+
+
+@contextmanager
+def diagnosed(stage: Stage, log: Path, error: type[VariantBuildError]) -> Iterator[None]:
+    """Around a build command: a failure this module recognises in the log becomes ``error`` with
+    its one line; any other failure goes on as it was."""
+    try:
+        yield
+    except CommandFailed as exc:
+        explained = diagnosis(stage.variant, log.read_text(errors="replace"), declared_in=stage.build_system.declared_in)
+        if explained is None:
+            raise
+        raise error(explained) from exc

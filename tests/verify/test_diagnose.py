@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
+import pytest
 from wheelfactory.plan.expand import Plan
 from wheelfactory.verify.diagnose import diagnosis
 
@@ -36,3 +38,22 @@ def test_a_build_requirement_the_project_did_not_declare(plan_of: Callable[[str]
     backend = diagnosis(variant, "ERROR Backend 'flit_core.buildapi' is not available.\n", declared_in="d")
     assert backend is not None and "'flit_core.buildapi'" in backend
     assert diagnosis(variant, "error: command 'g++' failed\n", declared_in="d") is None
+
+
+def test_a_recognised_failure_becomes_the_engines_error_and_others_pass_through(
+        tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
+    from wheelfactory.errors import HostEngineError
+    from wheelfactory.project.bring_your_own import ByoProject, ByoStage
+    from wheelfactory.support.proc import CommandFailed
+    from wheelfactory.verify.diagnose import diagnosed
+
+    stage = ByoStage(ByoProject(tmp_path, "x", (), (), ()), plan_of('[matrix]\ntorch = "2.13"\n').variants[0])
+    log = tmp_path / "build.log"
+    log.write_text(TORCH_CUDA_HOME)
+    with pytest.raises(HostEngineError, match="builds no CPU wheel"):
+        with diagnosed(stage, log, HostEngineError):
+            raise CommandFailed(["python", "-m", "build"], 1, "", log)
+    log.write_text("error: something else\n")
+    with pytest.raises(CommandFailed):
+        with diagnosed(stage, log, HostEngineError):
+            raise CommandFailed(["python", "-m", "build"], 1, "", log)
