@@ -10,6 +10,8 @@ rename only when complete. A set is what a container mounts, so a build sees onl
 
 from __future__ import annotations
 
+import ast
+import functools
 import json
 import os
 import shutil
@@ -165,6 +167,49 @@ def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]
     return sorted(missing.values())
 
 
+# Settings of the host's pip that are about the host's own environment, not about where packages
+# come from: a container's wheel set is another environment (another Python, another torch), so
+# these never decide what it holds. A torch cap in a constraints file, say, would refuse every
+# variant of a newer torch (ResolutionImpossible) with no word of the file.
+HOST_ENVIRONMENT_SETTINGS = frozenset({"constraint", "requirement", "build-constraint", "editable", "target", "prefix",
+                                       "root", "user", "upgrade", "upgrade-strategy", "require-virtualenv",
+                                       "no-deps", "pre", "only-binary", "no-binary"})
+
+
+def parse_pip_config(listing: str) -> dict[str, str]:
+    """``pip config list`` -> the settings that apply to ``pip download`` from the configuration
+    files (global and download sections, the command's own winning), as ``key -> value``.
+    Settings from the environment (``:env:``) are not listed here: the environment carries them."""
+    found: dict[str, dict[str, str]] = {"global": {}, "download": {}}
+    for line in listing.splitlines():
+        name, sep, raw = line.partition("=")
+        section, _, key = name.partition(".")
+        if not sep or section not in found or not key:
+            continue
+        try:
+            value = ast.literal_eval(raw.strip())
+        except (ValueError, SyntaxError):
+            value = raw.strip()
+        found[section][key] = str(value)
+    return {**found["global"], **found["download"]}
+
+
+@functools.cache
+def download_environment(python: str) -> dict[str, str]:
+    """The environment ``pip download`` runs with for a wheel set: where the host's pip looks for
+    packages (its index, mirrors, find-links, certificates, timeouts: registries by the host's
+    own configuration), but none of the host's settings for its own environment. pip reads no
+    configuration file (PIP_CONFIG_FILE=/dev/null); what the files said, less those settings,
+    comes as PIP_* variables, below any the caller set."""
+    listing = run([python, "-m", "pip", "config", "list"])
+    settings = {key: value for key, value in parse_pip_config(listing).items() if key not in HOST_ENVIRONMENT_SETTINGS}
+    env = {f"PIP_{key.upper().replace('-', '_')}": value for key, value in settings.items()}
+    env = {name: value for name, value in env.items() if name not in os.environ}
+    cleared = {f"PIP_{key.upper().replace('-', '_')}": "" for key in HOST_ENVIRONMENT_SETTINGS
+               if f"PIP_{key.upper().replace('-', '_')}" in os.environ}
+    return {**env, **cleared, "PIP_CONFIG_FILE": os.devnull}
+
+
 class Wheelhouse:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -239,7 +284,7 @@ class Wheelhouse:
         # fetched. Each pass downloads what the target's markers add, until the set is closed.
         for _ in range(MARKER_PASSES):
             try:
-                run(command + wanted, log=log)
+                run(command + wanted, log=log, env=download_environment(python))
             except CommandFailed as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
                 tmp.parent.joinpath(f"{tmp.name}.constraints.txt").unlink(missing_ok=True)

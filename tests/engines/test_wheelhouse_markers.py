@@ -26,3 +26,16 @@ def test_the_targets_markers_decide(tmp_path: Path) -> None:
     assert missing_for_target(wheels, ContainerPython("3.11")) == []
     wheels.append(wheel(tmp_path, "tomli"))
     assert missing_for_target(wheels, ContainerPython("3.10")) == ["importlib-metadata>=4.6"]  # 3.10.0 < 3.10.2
+
+
+def test_the_hosts_pip_configuration_is_read_for_where_packages_come_from() -> None:
+    from wheelfactory.engines.wheelhouse import HOST_ENVIRONMENT_SETTINGS, parse_pip_config
+
+    listing = ("global.index-url='http://mirror.invalid/simple'\n"
+               "global.constraint='/etc/xdg/pip/constraints.txt'\n"
+               "download.index-url='http://other.invalid/simple'\n"
+               "install.no-deps='true'\n"
+               ":env:.find-links='/opt/wheels'\n")
+    settings = parse_pip_config(listing)
+    assert settings == {"index-url": "http://other.invalid/simple", "constraint": "/etc/xdg/pip/constraints.txt"}
+    assert "constraint" in HOST_ENVIRONMENT_SETTINGS and "index-url" not in HOST_ENVIRONMENT_SETTINGS

@@ -69,3 +69,28 @@ def test_failed_download_publishes_nothing(tmp_path: Path) -> None:
         house.ensure(request, python=sys.executable)
     assert not (house.sets / request.key).exists()
     assert not house.sets.exists() or not any(house.sets.iterdir())
+
+
+@pytest.mark.parametrize("where", ["PIP_CONSTRAINT", "a pip configuration file"])
+def test_the_hosts_constraints_do_not_decide_a_variants_wheel_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 where: str) -> None:
+    """A constraints file capping torch below a variant's release (as this machine's pip
+    configuration once did: torch<=2.14.1) is about the host's environment: the container's
+    wheel set still gets the variant's torch, from the host's indexes."""
+    from wheelfactory.engines.wheelhouse import download_environment
+
+    cap = tmp_path / "constraints.txt"
+    cap.write_text("torch<=2.12\n")
+    if where == "PIP_CONSTRAINT":
+        monkeypatch.setenv("PIP_CONSTRAINT", str(cap))
+    else:
+        config = tmp_path / "pip.conf"
+        config.write_text(f"[global]\nconstraint = {cap}\n")
+        monkeypatch.setenv("PIP_CONFIG_FILE", str(config))
+    download_environment.cache_clear()
+    try:
+        house = Wheelhouse(tmp_path / "wh")
+        found = house.ensure(request_for(variant("2.13"), ContainerPython()), python=sys.executable)
+    finally:
+        download_environment.cache_clear()
+    assert any(name.startswith("torch-2.13.0") for name, _ in found.wheels)
