@@ -492,12 +492,14 @@ def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path)
 @click.option("--dry-run", is_flag=True, help="Only list what would be removed.")
 def gc_command(wheelhouse: Path | None, matrix_path: Path, unused_days: float, dry_run: bool) -> None:
     """Remove the prepared build environments (torch and build tools, made once per image and
-    wheelhouse content) and the wheel sets (the downloads they were made from) that no build used
-    lately, and what a killed run left half-made. Run it when no build is running: a build
+    wheelhouse content), the wheel sets (the downloads they were made from) and the host's tool
+    environments (projects' build systems for the host engine) that no build used lately, and what
+    a killed run left half-made. Run it when no build is running: a build
     downloads and re-makes what it needs."""
     from wheelfactory.engines.choose import DEFAULT_CACHE
     from wheelfactory.engines.prepared_env import collect_garbage
     from wheelfactory.engines.wheelhouse import Wheelhouse
+    from wheelfactory.support.host_env import collect_garbage as collect_host_envs
 
     if wheelhouse is None:
         configured = load_matrix(matrix_path, load_table(), display=str(matrix_path)).build.wheelhouse \
@@ -506,11 +508,12 @@ def gc_command(wheelhouse: Path | None, matrix_path: Path, unused_days: float, d
     unused_for_s = unused_days * 86400
     envs = collect_garbage(wheelhouse / "envs", unused_for_s=unused_for_s, dry_run=dry_run)
     sets = Wheelhouse(wheelhouse).collect_garbage(unused_for_s=unused_for_s, dry_run=dry_run)
-    for item in (*envs, *sets):
+    tools = collect_host_envs(wheelhouse / "host-tools", unused_for_s=unused_for_s, dry_run=dry_run)
+    for item in (*envs, *sets, *tools):
         click.echo(f"{'would remove' if dry_run else 'removed'} {item.path} ({item.bytes / 1e6:.0f} MB)")
-    total = sum(item.bytes for item in (*envs, *sets)) / 1e9
-    click.echo(f"{len(envs)} prepared environment(s), {len(sets)} wheel set(s), {total:.2f} GB"
-               f"{' (dry run)' if dry_run else ''} under {wheelhouse}")
+    total = sum(item.bytes for item in (*envs, *sets, *tools)) / 1e9
+    click.echo(f"{len(envs)} prepared environment(s), {len(sets)} wheel set(s), {len(tools)} host tool "
+               f"environment(s), {total:.2f} GB{' (dry run)' if dry_run else ''} under {wheelhouse}")
 
 
 # [bake] (factory/ci/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.

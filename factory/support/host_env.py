@@ -21,7 +21,7 @@ from pathlib import Path
 
 from filelock import FileLock
 from wheelfactory.errors import EnvironmentProblem
-from wheelfactory.support.linkstore import PARTIAL_SUFFIX
+from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
 
 COMPLETE = ".complete"
@@ -43,11 +43,11 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
     """The directory holding ``request``'s packages (made now if needed); EnvironmentProblem
     naming the requirements when pip cannot install them."""
     target = root / request.key
-    if (target / COMPLETE).is_file():
+    if _reuse(target):
         return target
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f".{request.key}.lock")):
-        if (target / COMPLETE).is_file():
+        if _reuse(target):
             return target
         staged = root / f".{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
         shutil.rmtree(staged, ignore_errors=True)
@@ -72,3 +72,20 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
             shutil.rmtree(staged, ignore_errors=True)
             (root / f".{request.key}.constraints.txt").unlink(missing_ok=True)
     return target
+
+
+def _reuse(target: Path) -> bool:
+    """Whether ``target`` is complete; a reuse is its last use, what gc reads."""
+    try:
+        os.utime(target / COMPLETE)
+    except OSError:
+        return False
+    return True
+
+
+def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
+                    dry_run: bool = False) -> list[Removed]:
+    """Remove the tool environments under ``root`` no build used for ``unused_for_s`` seconds, and
+    what a killed install left half-made."""
+    return collect_unused_trees(root, None, marker=COMPLETE, unused_for_s=unused_for_s, now=now, dry_run=dry_run,
+                                lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))

@@ -12,10 +12,13 @@ import pytest
 from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest
 
 # Stands in for `python -m pip download --dest DIR ... REQ...`: one wheel per requirement, and
-# every set also gets the same `common` dependency (as torch's sets share nvidia-* wheels).
+# every set also gets the same `common` dependency (as torch's sets share nvidia-* wheels); and for
+# `python -m pip config list` (no configuration).
 FAKE_PIP = """#!{python}
 import sys, zipfile
 args = sys.argv[1:]
+if args[2:4] == ["config", "list"]:
+    sys.exit(0)
 dest = args[args.index("--dest") + 1]
 last_option = max(i for i, a in enumerate(args) if a == "--platform")  # requirements follow the options
 for name in args[last_option + 2:] + ["common"]:
@@ -99,3 +102,22 @@ def test_the_gc_command_collects_wheel_sets_beside_environments(tmp_path: Path, 
     out = capsys.readouterr().out
     assert f"removed {made.path}" in out and "1 wheel set(s)" in out, out
     assert not made.path.exists() and not list(house.store.iterdir())
+
+
+def test_the_gc_command_collects_host_tool_environments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The host engine's tool environments (a project's build system installed with the host's
+    pip) live beside the wheelhouse: one unused for the given days goes; a reused one stays."""
+    from testkit import run_cli
+    from wheelfactory.support.host_env import COMPLETE, HostEnvRequest, ensure_host_env
+
+    tools = tmp_path / "wh" / "host-tools"
+    old, used = HostEnvRequest(("old-tool",)), HostEnvRequest(("used-tool",))
+    for request in (old, used):
+        (tools / request.key).mkdir(parents=True)
+        (tools / request.key / COMPLETE).write_text("")
+        os.utime(tools / request.key / COMPLETE, (time.time() - 30 * 86400,) * 2)
+    assert ensure_host_env(tools, used) == tools / used.key  # reused: no install, and now its last use
+    assert run_cli("gc", "--wheelhouse", str(tmp_path / "wh"), "-m", str(tmp_path / "absent.toml")) == 0
+    out = capsys.readouterr().out
+    assert f"removed {tools / old.key}" in out and "1 host tool environment(s)" in out, out
+    assert not (tools / old.key).exists() and (tools / used.key).exists()
