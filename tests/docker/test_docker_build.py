@@ -129,10 +129,11 @@ def test_a_second_variant_of_the_same_torch_build_reuses_the_prepared_environmen
     log = (tmp_path / "dist" / str(entry["log"])).read_text()
     assert re.search(r"^# reusing prepared environment torch-\w+ ", log, re.MULTILINE), log[-3000:]
     assert re.search(r"^# reusing prepared environment tools-\w+ ", log, re.MULTILINE)
+    assert re.search(r"^# reusing prepared environment build-\w+ ", log, re.MULTILINE)  # the generated setup.py's
     assert "made prepared environment" not in log
     assert not re.search(r"pip install .*'?torch==", log)  # no torch install (the smoke installs the wheel only)
     assert re.search(r"pip install --no-index --no-deps .* /dist/fusedops-", log)
-    assert "PYTHONPATH=/opt/wheelfactory/tools:/opt/wheelfactory/torch" in log
+    assert "PYTHONPATH=/opt/wheelfactory/build:/opt/wheelfactory/tools:/opt/wheelfactory/torch" in log
 
 
 def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_build: Path, tmp_path: Path) -> None:
