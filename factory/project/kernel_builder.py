@@ -322,7 +322,8 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
         cxx11_abi=variant.key.cxx11_abi, python=python, arch=variant.key.arch, arch_list=archs,
         namespace=namespace, ops=(), library=library, stable_abi=variant.key.stable_abi,
         source_digest=tree_digest(spec.root, files))
-    setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds)
+    setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds,
+                         subpackages(spec, files))
     return KernelBuilderStage(spec, staged_variant, files, namespace, full_version, requires, unit_builds,
                               setup_py, record, tests)
 
@@ -384,8 +385,16 @@ def _union(base: tuple[str, ...], more: list[str]) -> tuple[str, ...]:
     return tuple(sorted(chosen.values(), key=order))
 
 
+def subpackages(spec: KernelBuilderSpec, files: tuple[Path, ...]) -> tuple[str, ...]:
+    """The packages under the Python package that hold Python files (kernels-community relu's
+    ``layers/``), dotted: ``relu.layers``; they ship in the wheel too."""
+    root = spec.python_package
+    found = {p.parent.relative_to(root) for p in files if p.suffix == ".py" and p.is_relative_to(root)}
+    return tuple(sorted(".".join((spec.general.python_name, *d.parts)) for d in found if d.parts))
+
+
 def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version: str, requires: tuple[str, ...],
-              sources: tuple[str, ...], units: tuple[UnitBuild, ...]) -> str:
+              sources: tuple[str, ...], units: tuple[UnitBuild, ...], subpackages: tuple[str, ...] = ()) -> str:
     backend = variant.key.backend.kind
     device = backend in ("cuda", "rocm")
     package = spec.general.python_name
@@ -448,9 +457,9 @@ class UnitsBuildExtension(BuildExtension):
 setup(
     name={spec.general.name!r},
     version={version!r},
-    packages=[{package!r}],
+    packages={[package, *subpackages]!r},
     package_dir={{{package!r}: {package_dir!r}}},
-    package_data={{{package!r}: {[BUILD_RECORD_FILE, *data]!r}}},
+    package_data={ {package: [BUILD_RECORD_FILE, *data], **{sub: data for sub in subpackages}}!r},
     include_package_data=False,
     python_requires=">=3.9",
     install_requires={list(requires)!r},

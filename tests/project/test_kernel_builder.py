@@ -321,3 +321,12 @@ def test_device_code_in_the_bindings_adds_the_matrixs_archs(tmp_path: Path, plan
     stage = plan_kernel_builder_stage(load_kernel_builder(root), planned["torch214-cxx11-cu130-x86_64-linux"],
                                       table=TABLE)
     assert stage.variant.arch_list == ("8.0", "9.0", "12.0")
+
+
+def test_subpackages_of_the_python_package_ship_in_the_wheel(planned: dict[str, Variant]) -> None:
+    """kernels-community relu (and Hugging Face's example kernel) keep ``layers`` as a subpackage
+    that its ``__init__`` imports: a wheel without it fails its smoke test on a circular import."""
+    spec = load_kernel_builder(REPO / "tests" / "fixtures" / "kb_rms_norm")
+    variants, _ = plan_for('[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\n', spec.root)
+    stage = plan_kernel_builder_stage(spec, variants["torch213-cxx11-cpu-x86_64-linux"], table=TABLE)
+    assert "packages=['kb_rms_norm', 'kb_rms_norm.layers']," in stage.setup_py
