@@ -173,7 +173,7 @@ def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_mean
     assert api.filters == {"label": "wheelfactory.owner=0123abcd"}
 
 
-def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Path) -> None:
+def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Path, variant: Variant) -> None:
     """CUDA_HOME, CUDACXX and nvcc on PATH for every project kind: a bring-your-own setup.py that
     calls CUDAExtension reads CUDA_HOME while `build` asks it for its build requirements."""
     from wheelfactory.engines.docker import cuda_home
@@ -193,15 +193,7 @@ def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Pat
     no_wheels = Variant(**{**cuda.__dict__, "toolkit_wheels": (), "toolkit_wheels_home": ""})
     assert cuda_home(no_wheels, ImageFacts("2.41", ("cp313-cp313",), nvcc="/usr/bin/nvcc"), torch_env) == "/usr"
     assert cuda_home(no_wheels, facts, torch_env) is None
-    assert cuda_home(variant_cpu(), facts, torch_env) is None
-
-
-def variant_cpu() -> Variant:
-    table = load_table()
-    matrix = parse_matrix(TomlDocument.from_text('[matrix]\ntorch = "2.13"\ncxx11_abi = true\n', "m.toml"), table,
-                          base_dir=REPO)
-    (only,) = expand(matrix, table).variants
-    return only
+    assert cuda_home(variant, facts, torch_env) is None  # the CPU variant
 
 
 def test_the_project_build_system_comes_first_on_pythonpath(tmp_path: Path, variant: Variant) -> None:

@@ -226,13 +226,19 @@ def test_a_different_stable_target_in_the_matrix_is_one_line() -> None:
     assert "\n" not in message and "matrix.stable_abi" in message and "stable-abi targets 2.10" in message
 
 
-def test_per_backend_stable_targets_must_agree(tmp_path: Path) -> None:
+def stable_with_cuda(tmp_path: Path, stable_abi: str) -> Path:
+    """kb_stable as an edition-5 project with a CUDA unit too, its stable-abi line replaced."""
     root = tmp_path / "kb"
     shutil.copytree(STABLE, root)
     text = (root / "build.toml").read_text().replace('backends = ["cpu"]', 'edition = 5\nbackends = ["cpu", "cuda"]')
-    text = text.replace('stable-abi = "2.10"', 'stable-abi = { cpu = "2.10", cuda = "2.11" }')
+    text = text.replace('stable-abi = "2.10"\n', stable_abi)
     text += '\n[kernel.scale_cuda]\nbackend = "cuda"\nsrc = ["scale_cpu/scale.cpp"]\ndepends = ["torch"]\n'
     (root / "build.toml").write_text(text)
+    return root
+
+
+def test_per_backend_stable_targets_must_agree(tmp_path: Path) -> None:
+    root = stable_with_cuda(tmp_path, 'stable-abi = { cpu = "2.10", cuda = "2.11" }\n')
     with pytest.raises(ConfigError) as info:
         load_kernel_builder(root)
     assert "torch.stable-abi" in str(info.value) and "2.10, 2.11" in str(info.value)
@@ -242,12 +248,7 @@ def test_a_per_backend_stable_abi_leaves_the_other_backends_per_release(tmp_path
     """kernels-community activation: [torch.stable-abi] names cuda and rocm only; its CPU units
     (<ATen/cpu/vec/vec.h>, <torch/all.h>) cannot build with TORCH_TARGET_VERSION, so the CPU
     variants are planned per torch release and only CUDA collapses into one stable-ABI variant."""
-    root = tmp_path / "kb"
-    shutil.copytree(STABLE, root)
-    text = (root / "build.toml").read_text().replace('backends = ["cpu"]', 'edition = 5\nbackends = ["cpu", "cuda"]')
-    text = text.replace('stable-abi = "2.10"\n', "\n[torch.stable-abi]\ncuda = \"2.10\"\nrocm = \"2.10\"\n")
-    text += '\n[kernel.scale_cuda]\nbackend = "cuda"\nsrc = ["scale_cpu/scale.cpp"]\ndepends = ["torch"]\n'
-    (root / "build.toml").write_text(text)
+    root = stable_with_cuda(tmp_path, '\n[torch.stable-abi]\ncuda = "2.10"\nrocm = "2.10"\n')
     variants, reasons = plan_for('[matrix]\ntorch = ["2.12", "2.13"]\nbackends = ["cpu", "cu130"]\n', root)
     assert sorted(variants) == ["torch-stable-abi210-cu130-x86_64-linux", "torch212-cxx11-cpu-x86_64-linux",
                                 "torch213-cxx11-cpu-x86_64-linux"]
