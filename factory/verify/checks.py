@@ -180,12 +180,20 @@ def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path,
     if not passed:
         first = next((line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
                      excerpt.splitlines()[-1] if excerpt else "no output")
-        raise error(f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}")
+        needs_gpu = any(sign in output for sign in NO_GPU)
+        raise error(f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}"
+                    + ("; they ask for a GPU, which the build machine has not: leave these variants out of the "
+                       "tests with matrix.toml [test] skip (e.g. skip = [\"*\"] where every test needs one)"
+                       if needs_gpu else ""))
 
 
 # What the offline Hub loader says of a test that needs a kernel this build did not make
 # (project/hub_offline_plugin.py), as pytest's -rs summary lists it.
 NOT_RUN = "not run: needs the Hub kernel"
+
+
+# What torch says when a test asks for a GPU on a machine without one (the build machines).
+NO_GPU = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available")
 
 
 def not_run(output: str) -> list[str]:

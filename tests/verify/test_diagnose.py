@@ -57,3 +57,23 @@ def test_a_recognised_failure_becomes_the_engines_error_and_others_pass_through(
     with pytest.raises(CommandFailed):
         with diagnosed(stage, log, HostEngineError):
             raise CommandFailed(["python", "-m", "build"], 1, "", log)
+
+
+def test_tests_that_ask_for_a_gpu_are_told_how_to_leave_them_out(tmp_path: Path,
+                                                                  plan_of: Callable[[str], Plan]) -> None:
+    """kernels-community activation's tests run on cuda:0 only: on a build machine every one fails
+    with torch's "not compiled with CUDA"; the variant's error says what to set."""
+    from wheelfactory.errors import HostEngineError
+    from wheelfactory.plan.project_tests import ProjectTests
+    from wheelfactory.project.bring_your_own import ByoProject, ByoStage
+    from wheelfactory.support.timeline import Timeline
+    from wheelfactory.verify.checks import run_project_tests
+
+    stage = ByoStage(ByoProject(tmp_path, "x", (), (), ()), plan_of('[matrix]\ntorch = "2.13"\n').variants[0])
+    output = ("E   AssertionError: Torch not compiled with CUDA enabled\n=== short test summary info ===\n"
+              "FAILED tests/test_activation.py::test_silu[cuda:0] - AssertionError: Torch not compiled with CUDA\n")
+    with pytest.raises(HostEngineError) as info:
+        run_project_tests(stage, ProjectTests("pytest"), tmp_path / "x.whl", tmp_path / "log",
+                          lambda tests, wheel: (False, output), Timeline(tmp_path / "log"), HostEngineError)
+    message = str(info.value)
+    assert "FAILED tests/test_activation.py::test_silu[cuda:0]" in message and "[test] skip" in message
