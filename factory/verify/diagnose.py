@@ -28,6 +28,12 @@ def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
         return (f"{variant.id}: this project compiles CUDA code whatever the variant (its build asked torch for a "
                 "CUDA extension, and a CPU build has no CUDA toolkit): it builds no CPU wheel; drop \"cpu\" from "
                 "[matrix] backends, or exclude it ([[exclude]] backend = \"cpu\")")
+    # CMake wraps its messages: compare with the whitespace folded
+    if variant.key.backend.kind == "cpu" and "Caffe2 version uses CUDA but I cannot find the CUDA" in " ".join(output.split()):
+        return (f"{variant.id}: the torch this CPU variant builds against is a CUDA build (the one its index "
+                "serves), and CMake's find_package(Torch) asks for that build's CUDA toolkit even for CPU code: "
+                "take CPU torch builds for CPU variants ([build] torch_index = \"pytorch\", whose cpu index has "
+                "them), or have the project find torch's headers and libraries without torch's CMake config")
     missing = _MISSING.search(output)
     if missing:
         names = ", ".join(line.strip() for line in missing.group(1).splitlines() if line.strip())

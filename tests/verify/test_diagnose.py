@@ -77,3 +77,11 @@ def test_tests_that_ask_for_a_gpu_are_told_how_to_leave_them_out(tmp_path: Path,
                           lambda tests, wheel: (False, output), Timeline(tmp_path / "log"), HostEngineError)
     message = str(info.value)
     assert "FAILED tests/test_activation.py::test_silu[cuda:0]" in message and "[test] skip" in message
+
+
+def test_find_package_torch_against_a_cuda_torch_on_a_cpu_variant(plan_of: Callable[[str], Plan]) -> None:
+    cpu = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
+    output = ("CMake Error at /opt/wheelfactory/torch/torch/share/cmake/Caffe2/Caffe2Config.cmake:90 (message):\n"
+              "  Your installed Caffe2 version uses CUDA but I cannot find the CUDA\n  libraries.  Please set the proper\n")
+    message = diagnosis(cpu, output, declared_in="p/pyproject.toml [build-system]")
+    assert message is not None and "find_package(Torch)" in message and 'torch_index = "pytorch"' in message
