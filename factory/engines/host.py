@@ -104,8 +104,8 @@ def probe(python: str) -> HostEnvironment:
 class HostEngine:
     name = "host"
 
-    def __init__(self, environment: HostEnvironment, jobs_per_build: int = 0, glibc_floor: str | None = None,
-                 tools: Path = Path.home() / ".cache" / "wheelfactory" / "wheelhouse" / "host-tools") -> None:
+    def __init__(self, environment: HostEnvironment, *, tools: Path, jobs_per_build: int = 0,
+                 glibc_floor: str | None = None) -> None:
         self.environment = environment
         self.tools = tools  # the host tool environments (support/host_env.py): the projects' build systems
         self.glibc_floor = glibc_floor

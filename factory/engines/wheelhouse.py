@@ -201,12 +201,13 @@ def download_environment(python: str) -> dict[str, str]:
     own configuration), but none of the host's settings for its own environment. pip reads no
     configuration file (PIP_CONFIG_FILE=/dev/null); what the files said, less those settings,
     comes as PIP_* variables, below any the caller set."""
+    def variable(key: str) -> str:
+        return f"PIP_{key.upper().replace('-', '_')}"
+
     listing = run([python, "-m", "pip", "config", "list"])
-    settings = {key: value for key, value in parse_pip_config(listing).items() if key not in HOST_ENVIRONMENT_SETTINGS}
-    env = {f"PIP_{key.upper().replace('-', '_')}": value for key, value in settings.items()}
-    env = {name: value for name, value in env.items() if name not in os.environ}
-    cleared = {f"PIP_{key.upper().replace('-', '_')}": "" for key in HOST_ENVIRONMENT_SETTINGS
-               if f"PIP_{key.upper().replace('-', '_')}" in os.environ}
+    env = {variable(key): value for key, value in parse_pip_config(listing).items()
+           if key not in HOST_ENVIRONMENT_SETTINGS and variable(key) not in os.environ}
+    cleared = {variable(key): "" for key in HOST_ENVIRONMENT_SETTINGS if variable(key) in os.environ}
     return {**env, **cleared, "PIP_CONFIG_FILE": os.devnull}
 
 
@@ -272,8 +273,8 @@ class Wheelhouse:
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
+        constraints = tmp.parent / f"{tmp.name}.constraints.txt"  # beside the download, gone with it
         if request.constraints:
-            constraints = tmp.parent / f"{tmp.name}.constraints.txt"
             constraints.write_text("".join(f"{c}\n" for c in request.constraints))
             command += ["--constraint", str(constraints)]
         for platform in request.python.platforms():
@@ -287,7 +288,7 @@ class Wheelhouse:
                 run(command + wanted, log=log, env=download_environment(python))
             except CommandFailed as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
-                tmp.parent.joinpath(f"{tmp.name}.constraints.txt").unlink(missing_ok=True)
+                constraints.unlink(missing_ok=True)
                 where = " and ".join(("the host's pip index", *request.extra_index_urls))
                 raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
                                       f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
@@ -313,5 +314,5 @@ class Wheelhouse:
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staged, target)
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.parent.joinpath(f"{tmp.name}.constraints.txt").unlink(missing_ok=True)
+        constraints.unlink(missing_ok=True)
         return WheelSet(target, tuple(wheels), True)

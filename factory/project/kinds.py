@@ -13,7 +13,7 @@ from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
-from wheelfactory.project.build_system import read_build_system
+from wheelfactory.project.build_system import BuildSystem, read_build_system
 from wheelfactory.project.build_toml import is_kernel_builder_project
 from wheelfactory.project.kernel_toml import is_native_project
 
@@ -34,16 +34,20 @@ def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
     build front end's check); None where nothing declared limits the plan (kernel.toml)."""
     kind = resolve_kind(config)
     if kind == "setuptools":
-        system = read_build_system(config.path)
-        if not system.torch_specifier:
-            return None
-        return ProjectConstraints(declared_in=system.declared_in, backends=BUILDABLE_BACKENDS,
-                                  torch=SpecifierSet(system.torch_specifier), torch_bounds_key="requires")
+        return build_system_constraints(read_build_system(config.path))
     if kind != "kernel-builder":
         return None
     from wheelfactory.project import kernel_builder
 
     return kernel_builder.project_constraints(kernel_builder.load_kernel_builder(config.path))
+
+
+def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
+    """A bring-your-own project's bounds on torch in its [build-system] requires; None: none."""
+    if not system.torch_specifier:
+        return None
+    return ProjectConstraints(declared_in=system.declared_in, backends=BUILDABLE_BACKENDS,
+                              torch=SpecifierSet(system.torch_specifier), torch_bounds_key="requires")
 
 
 def project_plan(matrix: Matrix, table: CompatTable) -> Plan:

@@ -25,7 +25,7 @@ from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
 from wheelfactory.project.kernel_builder import load_kernel_builder, plan_kernel_builder_stage
 from wheelfactory.project.kernel_builder import project_constraints as kernel_builder_constraints
 from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.kinds import project_constraints, resolve_kind
+from wheelfactory.project.kinds import build_system_constraints, resolve_kind
 from wheelfactory.project.stage import Stage, plan_stage
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
@@ -96,9 +96,9 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
         stage_for = partial(plan_kernel_builder_stage, kernel, table=table, tests=spec.test,
                             torch_requirement=spec.build.torch_requirement)
     else:
-        stage_for = partial(plan_byo_stage, load_byo(project, str(matrix), partial(run_version_probe, host_tools(spec))),
-                            tests=spec.test, torch_requirement=spec.build.torch_requirement)
-        constraints = project_constraints(project)
+        byo = load_byo(project, str(matrix), partial(run_version_probe, host_tools(spec)))
+        stage_for = partial(plan_byo_stage, byo, tests=spec.test, torch_requirement=spec.build.torch_requirement)
+        constraints = build_system_constraints(byo.build_system)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             native=kind != "setuptools", matrix_file=str(matrix),
