@@ -2,7 +2,7 @@
 # A CUDA toolkit layer from Debian's non-free archive (nvidia-cuda-toolkit), for CUDA variants
 # whose toolkit NVIDIA does not publish as wheels (12.x) when the base is made from Debian
 # ([build] debian_base): trixie packages 12.4. Debian's nvcc picks its supported gcc itself;
-# CUDA_HOME is /usr (Debian's layout). Rendered by factory/images/dockerfiles.py (render_image).
+# CUDA_HOME is /usr (Debian's layout). Rendered by factory/wheelfactory/images/dockerfiles.py (render_image).
 FROM {{base}}
 RUN printf 'deb %s %s main contrib non-free non-free-firmware\n' '{{debian_mirror}}' '{{debian_suite}}' \
       > /etc/apt/sources.list \

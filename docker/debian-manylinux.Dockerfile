@@ -1,6 +1,6 @@
 # wheelfactory-network: host
 # An offline manylinux-layout base on a Debian rootfs made by debootstrap and imported into the
-# engine (wheelfactory base-image). Rendered by factory/images/base_image.py; the apt step needs the network.
+# engine (wheelfactory base-image). Rendered by factory/wheelfactory/images/base_image.py; the apt step needs the network.
 FROM {{rootfs}}
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8 LC_ALL=C.UTF-8
 RUN apt-get update -qq \

@@ -41,7 +41,7 @@ class ToolCheck(NamedTuple):
     fix: str = ""
 
 
-# The toolkit facts come from the factory's compatibility table (factory/data/compat.toml), written
+# The toolkit facts come from the factory's compatibility table (factory/wheelfactory/data/compat.toml), written
 # at staging as _runtime/_toolkits.json: this module keeps no table of its own.
 TOOLKITS_FILE = "_toolkits.json"
 TOOLKITS_SCHEMA = 1

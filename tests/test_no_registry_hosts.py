@@ -1,5 +1,5 @@
 """No registry host name in the tracked files: package indexes and Debian mirrors come from the
-user's configuration, by alias (factory/plan/indexes.py), never from names written into the code,
+user's configuration, by alias (factory/wheelfactory/plan/indexes.py), never from names written into the code,
 data, docs or tests. The patterns are built from parts, so that this file does not name a host."""
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def tracked(root: Path) -> list[str]:
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="not a git checkout")
 def test_tracked_files_name_no_registry_host() -> None:
     names = tracked(REPO)
-    assert "factory/data/compat.toml" in names and "README.md" in names  # the list is the real one
+    assert "factory/wheelfactory/data/compat.toml" in names and "README.md" in names  # the list is the real one
     found = findings(REPO, names)
-    assert not found, ("registry host names (configure them instead, see factory/plan/indexes.py):\n"
+    assert not found, ("registry host names (configure them instead, see factory/wheelfactory/plan/indexes.py):\n"
                        + "\n".join(found))
 
 

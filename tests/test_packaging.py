@@ -24,8 +24,8 @@ def test_a_wheel_install_finds_templates_and_runtime(tmp_path: Path) -> None:
                    "wheelfactory/engines/docker.py", "wheelfactory/data/compat.toml", "wheelfactory/py.typed"):
         assert needed in names, needed
     # every subpackage of the source folder is in the wheel (pyproject.toml lists them by hand)
-    for init in (REPO / "factory").rglob("__init__.py"):
-        member = "wheelfactory/" + init.relative_to(REPO / "factory").as_posix()
+    for init in (REPO / "factory" / "wheelfactory").rglob("__init__.py"):
+        member = "wheelfactory/" + init.relative_to(REPO / "factory" / "wheelfactory").as_posix()
         assert member in names, f"{member}: add its package to [tool.setuptools] packages in pyproject.toml"
     assert not any(name.startswith("factory/") for name in names)
     site = tmp_path / "site"

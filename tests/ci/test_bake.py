@@ -1,4 +1,4 @@
-"""factory/ci/bake.py: the buildx bake file (pure: no Docker, no buildx; its shape is checked here
+"""factory/wheelfactory/ci/bake.py: the buildx bake file (pure: no Docker, no buildx; its shape is checked here
 against a schema of the bake-file subset we write)."""
 
 from __future__ import annotations

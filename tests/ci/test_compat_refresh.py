@@ -120,7 +120,7 @@ def test_bad_input_is_one_line_exit_2(http_index: tuple[Path, str]) -> None:
     (root / "junk" / "simple" / "torch" / "index.html").write_bytes(b"\xff\xfe\x00")
     write_index(root / "empty", "html", ["numpy-2.0.0-cp312-cp312-manylinux_2_28_x86_64.whl"])
     table = root / "table.toml"
-    table.write_text((REPO / "factory" / "data" / "compat.toml").read_text())
+    table.write_text((REPO / "factory" / "wheelfactory" / "data" / "compat.toml").read_text())
     write_index(root / "new", "html", FILES)
     cases = {
         "missing": ("--index", f"{base}/nowhere/simple"),
@@ -136,7 +136,7 @@ def test_bad_input_is_one_line_exit_2(http_index: tuple[Path, str]) -> None:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("wheelfactory: ") and "Traceback" not in result.stderr, \
             (name, result.stderr)
-    assert table.read_text() == (REPO / "factory" / "data" / "compat.toml").read_text()  # untouched
+    assert table.read_text() == (REPO / "factory" / "wheelfactory" / "data" / "compat.toml").read_text()  # untouched
 
 
 METADATA = "Metadata-Version: 2.1\nName: torch\nVersion: 2.16.0\nRequires-Dist: filelock\n" \

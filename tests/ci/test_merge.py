@@ -1,4 +1,4 @@
-"""factory/ci/merge.py and `wheelfactory merge`: build output directories (CI artifacts) combined
+"""factory/wheelfactory/ci/merge.py and `wheelfactory merge`: build output directories (CI artifacts) combined
 into one dist, which `wheelfactory index` then accepts. The parts are synthetic: small but valid
 wheel zips (METADATA, WHEEL, RECORD, the build record) and manifests written by wheelfactory.runner.manifest."""
 

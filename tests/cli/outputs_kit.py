@@ -36,7 +36,7 @@ def make_repo(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "matrix.toml").write_text(MATRIX)
     (root / "kernels").symlink_to(REPO / "kernels")
-    (root / "compat.toml").write_bytes((REPO / "factory/data/compat.toml").read_bytes())
+    (root / "compat.toml").write_bytes((REPO / "factory/wheelfactory/data/compat.toml").read_bytes())
     dist = root / "dist"
     (dist / VID).mkdir(parents=True)
     (dist / VID / "build.log").write_text("the build log\n")

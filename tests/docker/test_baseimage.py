@@ -1,4 +1,4 @@
-"""factory/images/base_image.py and `wheelfactory base-image`: rendering (pure), the rootfs tar stream,
+"""factory/wheelfactory/images/base_image.py and `wheelfactory base-image`: rendering (pure), the rootfs tar stream,
 the suite table against auditwheel, and the real bookworm image (made once, then reused)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""factory/images/dockerfiles.py: rendering (pure, no engine) and ensure_image's reuse (real engine)."""
+"""factory/wheelfactory/images/dockerfiles.py: rendering (pure, no engine) and ensure_image's reuse (real engine)."""
 
 from __future__ import annotations
 

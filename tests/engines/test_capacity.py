@@ -1,4 +1,4 @@
-"""Parallel builds from cores, free memory, -j and --max-memory (factory/engines/capacity.py)."""
+"""Parallel builds from cores, free memory, -j and --max-memory (factory/wheelfactory/engines/capacity.py)."""
 
 from __future__ import annotations
 

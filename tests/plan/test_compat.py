@@ -8,7 +8,7 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Backend
 
-BUNDLED = REPO / "factory" / "data" / "compat.toml"
+BUNDLED = REPO / "factory" / "wheelfactory" / "data" / "compat.toml"
 
 
 def test_bundled_table_covers_2_4_to_2_15() -> None:

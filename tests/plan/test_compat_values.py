@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from testkit import REPO, run_cli
 
-BUNDLED = REPO / "factory" / "data" / "compat.toml"
+BUNDLED = REPO / "factory" / "wheelfactory" / "data" / "compat.toml"
 FIRST = '[torch."2.4"]'
 
 

@@ -1,7 +1,7 @@
 """Pure toolkit checks: nvcc vs torch's CUDA, arch selection, gencode flags, build tools.
 
 The toolkit facts (CUDA minor groups, default arch lists, arch ranges) are not the runtime's: they
-come from factory/data/compat.toml, shipped at staging as ``_runtime/_toolkits.json``. These tests
+come from factory/wheelfactory/data/compat.toml, shipped at staging as ``_runtime/_toolkits.json``. These tests
 feed the runtime that file as staging writes it, and check that the runtime follows it.
 """
 

@@ -35,7 +35,7 @@ Status = Literal["built", "cached", "failed", "missing", "pruned"]
 STATUSES: tuple[Status, ...] = ("built", "cached", "failed", "missing", "pruned")
 HTML_NAME = "report.html"
 SVG_NAME = "report.svg"
-INDEX_DIR = "index"  # dist/index, as factory/publish/index.py writes it
+INDEX_DIR = "index"  # dist/index, as factory/wheelfactory/publish/index.py writes it
 
 # (fill, border, text) per status: the HTML page and the SVG use the same colours.
 COLOURS: dict[Status, tuple[str, str, str]] = {

@@ -35,7 +35,7 @@ class Engine(Protocol):
 
     def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
         """Parallel compiles inside one build (MAX_JOBS) and the memory limit of one build's
-        container (None: unlimited), from factory/engines/capacity.py."""
+        container (None: unlimited), from factory/wheelfactory/engines/capacity.py."""
 
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""

@@ -1,4 +1,4 @@
-"""The compatibility table: which torch builds exist (factory/data/compat.toml), as typed data.
+"""The compatibility table: which torch builds exist (factory/wheelfactory/data/compat.toml), as typed data.
 
 Loaded and validated once; the planner asks it questions and never reads the TOML itself.
 """
@@ -18,7 +18,7 @@ from wheelfactory.plan.identity import Backend, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import PYPI, IndexRef, InvalidIndexRef
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 
-BUNDLED_TABLE = "factory/data/compat.toml"
+BUNDLED_TABLE = "factory/wheelfactory/data/compat.toml"
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ def _index_ref(table: Table, key: str, default: str) -> IndexRef:
         return IndexRef.parse(text)
     except InvalidIndexRef as exc:
         table.error(key, str(exc), "name an index alias; its URL comes from [indexes] in matrix.toml or "
-                                   "WHEELFACTORY_INDEX_<ALIAS> (factory/plan/indexes.py)")
+                                   "WHEELFACTORY_INDEX_<ALIAS> (factory/wheelfactory/plan/indexes.py)")
 
 
 _MAJOR_MINOR = re.compile(r"\d+\.\d+")

@@ -131,7 +131,7 @@ class DockerEngine:
     torch_indexes: dict[str, str | None] = field(default_factory=dict)
     python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
-    compile_cache: CompileCache | None = None  # shared by all variants (factory/engines/compile_cache.py)
+    compile_cache: CompileCache | None = None  # shared by all variants (factory/wheelfactory/engines/compile_cache.py)
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
     # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
     debian_base: Callable[[str], str] | None = None

@@ -181,7 +181,7 @@ OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Pa
                           default=Path("dist"), show_default=True, help="The output directory of `wheelfactory build`.")
 
 
-# [index] (factory/publish/index.py): PEP 503 indexes, find-links pages and variant metadata over dist/.
+# [index] (factory/wheelfactory/publish/index.py): PEP 503 indexes, find-links pages and variant metadata over dist/.
 @cli.command("index")
 @OUT_OPTION
 @click.option("--base-url", default=None, metavar="URL",
@@ -216,7 +216,7 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
                       f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
 
 
-# [report] (factory/publish/report.py): the matrix report, dist/report.html and an SVG of the grid.
+# [report] (factory/wheelfactory/publish/report.py): the matrix report, dist/report.html and an SVG of the grid.
 @cli.command("report")
 @click.option("-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="The matrix, for pruned combinations and planned variants not built yet "
@@ -409,7 +409,7 @@ def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> 
         server.server_close()
 
 
-# [rocm-check] (factory/verify/rocm_device_code.py): hipify + hipcc for the gfx targets, where no ROCm torch is reachable.
+# [rocm-check] (factory/wheelfactory/verify/rocm_device_code.py): hipify + hipcc for the gfx targets, where no ROCm torch is reachable.
 DEFAULT_GFX = ("gfx90a", "gfx940")  # MI200 and the newest Instinct target Debian's hipcc 5.2 (clang 15) knows
 
 
@@ -448,7 +448,7 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
         raise BuildFailed("the device code does not compile for every target")
 
 
-# [base-image] (factory/images/base_image.py): an offline manylinux-layout base image from Debian packages.
+# [base-image] (factory/wheelfactory/images/base_image.py): an offline manylinux-layout base image from Debian packages.
 @cli.command("base-image")
 @click.option("--suite", type=click.Choice(list(SUITES)), default="bookworm", show_default=True,
               help="Debian release: " + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}"
@@ -481,7 +481,7 @@ def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path)
     click.echo(f"{image.tag} {image.id}")
 
 
-# [gc] (factory/engines/prepared_env.py, wheelhouse.py): the disk the Docker engine's wheelhouse holds.
+# [gc] (factory/wheelfactory/engines/prepared_env.py, wheelhouse.py): the disk the Docker engine's wheelhouse holds.
 @cli.command("gc")
 @click.option("--wheelhouse", "wheelhouse", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="The wheelhouse to collect (default: [build] wheelhouse of -m when that file exists, else "
@@ -516,7 +516,7 @@ def gc_command(wheelhouse: Path | None, matrix_path: Path, unused_days: float, d
                f"environment(s), {total:.2f} GB{' (dry run)' if dry_run else ''} under {wheelhouse}")
 
 
-# [bake] (factory/ci/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.
+# [bake] (factory/wheelfactory/ci/bake.py): the plan's build images as a `docker buildx bake` file, for any BuildKit builder.
 @cli.command("bake")
 @MATRIX_OPTION
 @COMPAT_OPTION
@@ -556,7 +556,7 @@ def bake_command(matrix_path: Path, compat_path: Path | None, bake_file: Path | 
                   f"`docker buildx bake -f {bake_file}`", markup=False, highlight=False)
 
 
-# [ci] (factory/ci/github.py): a GitHub Actions workflow generated from the plan.
+# [ci] (factory/wheelfactory/ci/github.py): a GitHub Actions workflow generated from the plan.
 @cli.group("ci")
 def ci_group() -> None:
     """Generate CI workflows that build the plan."""
@@ -634,7 +634,7 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
                   markup=False, highlight=False)
 
 
-# [merge] (factory/ci/merge.py): build output directories (CI artifacts) combined into one.
+# [merge] (factory/wheelfactory/ci/merge.py): build output directories (CI artifacts) combined into one.
 @cli.command("merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
 @OUT_OPTION
@@ -655,7 +655,7 @@ def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
                       f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
 
 
-# [new] (factory/project/scaffold.py): a kernel library to start from.
+# [new] (factory/wheelfactory/project/scaffold.py): a kernel library to start from.
 @cli.command("new")
 @click.argument("name")
 @click.option("--path", "path", type=click.Path(path_type=Path), default=None,

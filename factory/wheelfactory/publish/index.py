@@ -18,7 +18,7 @@ Layout of a generation (URLs are relative to what ``wheelfactory serve`` serves)
     <variant>/simple/<project>/<wheel>.intoto.json   its provenance record, where the build wrote one
     <variant>/requirements.txt              name==version --hash=sha256:... (pip --require-hashes)
     whl/torch-<torch>+<backend>[-cxx98].html   find-links pages (PyG / mmcv style)
-    variants/...                            wheel-variant metadata (factory/publish/variant_metadata.py)
+    variants/...                            wheel-variant metadata (factory/wheelfactory/publish/variant_metadata.py)
 """
 
 from __future__ import annotations

@@ -225,7 +225,7 @@ def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, ab
     release = ".".join(env.torch_release.split(".")[:2])
     if table.release(release) is None:
         raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
-                          f"(known: {table.known_versions()})", hint="add it to factory/data/compat.toml")
+                          f"(known: {table.known_versions()})", hint="add it to factory/wheelfactory/data/compat.toml")
     backend = Backend.parse(env.build_name)
     single = replace(
         matrix,

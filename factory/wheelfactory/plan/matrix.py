@@ -36,7 +36,7 @@ DEFAULT_BASE_IMAGES = {
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
 }
 
-DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/images/base_image.py describes each
+DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/wheelfactory/images/base_image.py describes each
 
 
 def default_compile_cache() -> CompileCache:
@@ -141,14 +141,14 @@ class BuildConfig:
     out: str = "dist"
     base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
     # overrides the table's torch index: an index alias ("pypi": the host's pip index; "pytorch";
-    # any alias of [indexes]) or an index URL used as written. See factory/plan/indexes.py.
+    # any alias of [indexes]) or an index URL used as written. See factory/wheelfactory/plan/indexes.py.
     torch_index: str | None = None
     wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
     # Build the base image here from Debian packages (wheelfactory base-image) instead of
     # pulling base_image: for engines that reach no container registry.
     debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
     debian_mirror: str | None = None  # None: the mirror the host's apt sources use (plan/indexes.py)
-    # The compile cache every variant's container shares (factory/engines/compile_cache.py); None: none.
+    # The compile cache every variant's container shares (factory/wheelfactory/engines/compile_cache.py); None: none.
     compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
     glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
     # The wheels' Requires-Dist on torch: "pinned" to the release line built for (plan/torch_pin.py)

@@ -81,7 +81,7 @@ class BuildView:
         from rich.live import Live
 
         self.out = out
-        self.title = title  # the run's parallelism and memory (factory/engines/capacity.py)
+        self.title = title  # the run's parallelism and memory (factory/wheelfactory/engines/capacity.py)
         self.rows = {vid: _Row() for vid in variant_ids}
         self.rows.update({vid: _Row(NOT_BUILT, why) for vid, why in (not_built or {}).items()})
         self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
