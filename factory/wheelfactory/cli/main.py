@@ -10,6 +10,7 @@ from typing import cast
 import click
 from rich.console import Console
 from rich.markup import escape
+
 from wheelfactory import __version__
 from wheelfactory.cli.compat_cli import compat_group
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan

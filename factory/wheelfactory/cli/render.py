@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
 from wheelfactory.plan.expand import Plan
 
 if TYPE_CHECKING:

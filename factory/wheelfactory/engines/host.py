@@ -111,8 +111,10 @@ class HostEngine:
         self.glibc_floor = glibc_floor
         self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
 
-    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
-        self.jobs_per_build = compile_jobs  # no container here: a memory cap only lowers parallelism
+    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
+        # no container here: a memory cap only lowers parallelism
+        return HostEngine(self.environment, tools=self.tools, jobs_per_build=compile_jobs,
+                          glibc_floor=self.glibc_floor)
 
     def identity(self, variant: Variant) -> str:
         env = self.environment

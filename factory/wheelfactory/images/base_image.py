@@ -39,7 +39,7 @@ from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import NullProgress, Progress
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 BASE_REPOSITORY = "wheelfactory/base"
 ROOTFS_REPOSITORY = "wheelfactory/rootfs"
@@ -137,7 +137,7 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
 
 
-def ensure_base_image(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
+def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
                       progress: Progress | None = None) -> BaseImage:
     """The base image for ``spec``: reused when its tag exists, else made (see the module doc)."""
     progress = progress or NullProgress()
@@ -156,7 +156,7 @@ def ensure_base_image(client: docker.DockerClient, spec: BaseImageSpec, *, cache
     return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
 
 
-def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
+def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
                    progress: Progress, timings: list[tuple[str, float]]) -> None:
     import docker
 

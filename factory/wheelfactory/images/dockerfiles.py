@@ -29,7 +29,7 @@ from wheelfactory.support.progress import NullProgress, Progress
 from wheelfactory.support.resources import templates_dir
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 BUILD_REPOSITORY = "wheelfactory/build"
 CONTENT_LABEL = "wheelfactory.content"  # full sha256 of what the tag's 12 hex abbreviate
@@ -158,7 +158,7 @@ def _context(dockerfile: str) -> io.BytesIO:
     return buffer
 
 
-def find_image(client: docker.DockerClient, rendered: RenderedImage) -> ImageRef | None:
+def find_image(client: DockerClient, rendered: RenderedImage) -> ImageRef | None:
     """The image under ``rendered.tag`` if it holds this rendering (its content label matches)."""
     import docker
 
@@ -171,7 +171,7 @@ def find_image(client: docker.DockerClient, rendered: RenderedImage) -> ImageRef
     return ImageRef(rendered.tag, str(image.id), built=False)
 
 
-def ensure_image(client: docker.DockerClient, rendered: RenderedImage, *, log: Path,
+def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
                  progress: Progress | None = None) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
     (classic builder, network only when the template asks for it), its log appended to ``log``."""
@@ -224,7 +224,7 @@ NO_REGISTRY_HINT = ("no registry reachable? set [build] debian_base = \"bookworm
                     "packages here, or name an image this engine has")
 
 
-def resolve_base(client: docker.DockerClient, name: str, *, log: Path, progress: Progress | None = None) -> str:
+def resolve_base(client: DockerClient, name: str, *, log: Path, progress: Progress | None = None) -> str:
     """The id of base image ``name``, pulled first when the engine lacks it. A build image records
     this id (BASE_ID_LABEL), so re-pulling a moved tag (manylinux images are republished under the
     same name) gives a new build image instead of silently reusing one made from the old base."""

@@ -13,6 +13,7 @@ from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.compile_cache_settings import (
     TOOLS,

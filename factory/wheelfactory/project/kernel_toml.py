@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 

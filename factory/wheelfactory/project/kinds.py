@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from packaging.specifiers import SpecifierSet
+
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan

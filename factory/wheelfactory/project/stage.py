@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.version import Version
+
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor

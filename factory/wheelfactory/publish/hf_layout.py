@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
+
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256

@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, read_build_record

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
@@ -63,8 +64,8 @@ class PreparedBuild:
         if self.engine is None or not self.variants:
             return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
                                not_built=self.not_built)
-        self.engine.use_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
-        outcomes = run_matrix(self.stage_for, self.variants, self.engine, self.out, jobs=self.capacity.jobs,
+        engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
+        outcomes = run_matrix(self.stage_for, self.variants, engine, self.out, jobs=self.capacity.jobs,
                               **({"observe": observe} if observe is not None else {}))
         return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
 

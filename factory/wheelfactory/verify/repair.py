@@ -11,6 +11,7 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+
 from wheelfactory.project.build_system import LEGACY
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB

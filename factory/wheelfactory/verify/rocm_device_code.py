@@ -32,7 +32,7 @@ from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.support.proc import CommandFailed, run
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 TEMPLATE = "rocm-check.Dockerfile"
 REPOSITORY = "wheelfactory/rocm-check"
@@ -100,7 +100,7 @@ def hipified_path(relative: Path) -> Path:
     return Path(*parts) / (relative.stem + (".hip" if relative.suffix == ".cu" else relative.suffix))
 
 
-def check_device_code(client: docker.DockerClient, base: str, kernel: KernelSpec, targets: Sequence[str], *,
+def check_device_code(client: DockerClient, base: str, kernel: KernelSpec, targets: Sequence[str], *,
                       torch_include: Path, work: Path, log: Path) -> RocmCheck:
     if kernel.device_check is None:
         raise ConfigError(f"{kernel.root / 'kernel.toml'} names no device unit to check",
