@@ -88,7 +88,7 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
           only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
-    from wheelfactory.cli.render import BuildView, print_build_summary
+    from wheelfactory.cli.render import BuildView, EventRenderer, print_build_summary
     from wheelfactory.engines.capacity import parse_size
     from wheelfactory.errors import VariantsNotBuilt
     from wheelfactory.runner.session import prepare_build
@@ -101,14 +101,17 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         _setup_engine(out_console, choice)
     if _build_noarch(out_console, matrix_path, compat_path, out_dir):
         return
+    shown = EventRenderer(out_console)  # the progress channel, rendered
     prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
-                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, console=out_console)
+                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, progress=shown)
     out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
     if prepared.engine is not None and prepared.variants:
         with BuildView(out_console, [v.id for v in prepared.variants], title=prepared.capacity.describe(),
                        not_built=not_built) as view:
-            result = prepared.run(observe=view)
+            shown.view = view
+            result = prepared.run(progress=shown)
+        shown.view = None
     else:
         result = prepared.run()
     outcomes = list(result.outcomes)
@@ -422,7 +425,8 @@ DEFAULT_GFX = ("gfx90a", "gfx940")  # MI200 and the newest Instinct target Debia
               help="gfx targets (default: [rocm] gfx_targets of the matrix, else gfx90a and gfx940).")
 def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Path, gfx: tuple[str, ...]) -> None:
     """Hipify the kernel's CUDA sources and compile its device code with hipcc for gfx targets."""
-    from wheelfactory.engines.choose import _debian_bases
+    from wheelfactory.cli.render import EventRenderer
+    from wheelfactory.engines.choose import debian_bases
     from wheelfactory.images.containers import docker_client
     from wheelfactory.project.kernel_toml import load_kernel
     from wheelfactory.verify.rocm_device_code import check_device_code
@@ -433,7 +437,7 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
     targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
     client = docker_client()
     out_console = console()
-    base = (_debian_bases(client, matrix, out_console)(matrix.build.debian_base) if matrix.build.debian_base
+    base = (debian_bases(client, matrix, EventRenderer(out_console))(matrix.build.debian_base) if matrix.build.debian_base
             else matrix.build.base_image("x86_64"))
     import torch  # its headers give c10's element types to the device unit
 
@@ -464,13 +468,13 @@ def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path)
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
     from wheelfactory.plan.indexes import debian_mirror
-    from wheelfactory.support.progress import ConsoleProgress
+    from wheelfactory.cli.render import EventRenderer
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
     spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag)
     try:
-        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=ConsoleProgress(err))
+        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err))
     except ImageBuildFailed as exc:
         if exc.tail:
             err.print(exc.tail, markup=False, highlight=False)

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
 
 from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
@@ -25,6 +24,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Engine as EngineChoice
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.support.progress import Listener, ToolOutput, ignore
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 START_ENGINE = "wheelfactory engine start"  # installs (as root, on Debian/Ubuntu) and starts one
@@ -76,7 +76,7 @@ def owner_of(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
 
 
-def choose_engine(request: EngineRequest, console: Console, *, connect: Callable[[], DockerClient] | None = None,
+def choose_engine(request: EngineRequest, progress: Listener = ignore, *, connect: Callable[[], DockerClient] | None = None,
                   probe_host: Callable[[str], HostEnvironment] = probe) -> Chosen:
     """``connect`` returns a Docker client or raises DockerUnavailable (default: the engine named
     by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch. Both are parameters so
@@ -89,7 +89,7 @@ def choose_engine(request: EngineRequest, console: Console, *, connect: Callable
         if request.choice == "docker":
             raise
         return _host_fallback(request, str(exc), probe_host)
-    return _docker(client, request, console)
+    return _docker(client, request, progress)
 
 
 def _connect() -> DockerClient:
@@ -98,7 +98,7 @@ def _connect() -> DockerClient:
     return docker_client(hint="")
 
 
-def _docker(client: DockerClient, request: EngineRequest, console: Console) -> Chosen:
+def _docker(client: DockerClient, request: EngineRequest, progress: Listener) -> Chosen:
     from wheelfactory.engines.docker import DockerEngine, DockerOptions
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
@@ -108,7 +108,7 @@ def _docker(client: DockerClient, request: EngineRequest, console: Console) -> C
     base_images = dict(build.base_images)
     debian_base = None
     if build.debian_base:
-        debian_base = _debian_bases(client, matrix, console)
+        debian_base = debian_bases(client, matrix, progress)
         base_images = _debian_base(matrix, variants, debian_base, matrix_file=matrix_file)
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
@@ -155,18 +155,17 @@ def _mirror(matrix: Matrix) -> str:
     return debian_mirror(matrix.build.debian_mirror)
 
 
-def _debian_bases(client: DockerClient, matrix: Matrix, console: Console) -> Callable[[str], str]:
+def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str], str]:
     """suite -> the tag of its offline Debian base, made on first use (reused: content-tagged)."""
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
-    from wheelfactory.support.progress import ConsoleProgress
 
     def make(suite: str) -> str:
         try:
             image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix)),
-                                      cache_dir=DEFAULT_CACHE, progress=ConsoleProgress(console))
+                                      cache_dir=DEFAULT_CACHE, progress=progress)
         except ImageBuildFailed as exc:
             if exc.tail:
-                console.print(exc.tail, markup=False, highlight=False)
+                progress(ToolOutput(exc.tail))
             raise
         return image.tag
 

@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
@@ -30,9 +29,10 @@ from wheelfactory.project.kinds import build_system_constraints, resolve_kind
 from wheelfactory.project.stage import Stage, plan_stage
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
-from wheelfactory.runner.run import Observer, Outcome, run_matrix
+from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.progress import Listener, ignore
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,22 +60,22 @@ class PreparedBuild:
     stage_for: Callable[[Variant], Stage]
     not_built: tuple[NotBuilt, ...] = ()
 
-    def run(self, observe: Observer | None = None) -> BuildResult:
+    def run(self, progress: Listener = ignore) -> BuildResult:
         if self.engine is None or not self.variants:
             return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
                                not_built=self.not_built)
         engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
         outcomes = run_matrix(self.stage_for, self.variants, engine, self.out, jobs=self.capacity.jobs,
-                              **({"observe": observe} if observe is not None else {}))
+                              progress=progress)
         return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
 
 
 def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
                   engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
                   shard: tuple[int, int] | None = None, jobs: int | None = None,
-                  max_memory: int | None = None, console: Console | None = None) -> PreparedBuild:
+                  max_memory: int | None = None, progress: Listener = ignore) -> PreparedBuild:
     """Read the matrix and the project, choose the engine (building or reusing its images: progress
-    goes to ``console``) and the parallelism. Raises the errors in wheelfactory.errors."""
+    goes to ``progress``) and the parallelism. Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
     spec = load_matrix(matrix, table, display=str(matrix))
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
@@ -104,7 +104,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             native=kind != "setuptools", matrix_file=str(matrix),
                             constraints=constraints)
-    chosen = choose_engine(request, console or Console(quiet=True))
+    chosen = choose_engine(request, progress)
     capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
