@@ -464,11 +464,11 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
               show_default=True, help="Where the temporary rootfs and the logs go.")
 def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
+    from wheelfactory.cli.render import EventRenderer
     from wheelfactory.errors import ImageBuildFailed
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
     from wheelfactory.plan.indexes import debian_mirror
-    from wheelfactory.cli.render import EventRenderer
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")

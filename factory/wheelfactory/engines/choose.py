@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError

@@ -24,8 +24,8 @@ from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
-from wheelfactory.support.resources import runtime_dir
 from wheelfactory.support.progress import Listener, VariantPhase, ignore
+from wheelfactory.support.resources import runtime_dir
 from wheelfactory.support.timeline import Timeline
 
 WORK_DIR = ".work"
