@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -101,20 +101,20 @@ def probe(python: str) -> HostEnvironment:
                            info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())))
 
 
+@dataclass(frozen=True)
 class HostEngine:
-    name = "host"
+    """Builds with this machine's interpreter and its torch; settled when chosen, read only after."""
 
-    def __init__(self, environment: HostEnvironment, *, tools: Path, jobs_per_build: int = 0,
-                 glibc_floor: str | None = None) -> None:
-        self.environment = environment
-        self.tools = tools  # the host tool environments (support/host_env.py): the projects' build systems
-        self.glibc_floor = glibc_floor
-        self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
+    environment: HostEnvironment
+    _: KW_ONLY
+    tools: Path  # the host tool environments (support/host_env.py): the projects' build systems
+    glibc_floor: str | None = None
+    jobs_per_build: int = field(default_factory=lambda: os.cpu_count() or 1)  # MAX_JOBS
+    name: str = "host"
 
     def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
         # no container here: a memory cap only lowers parallelism
-        return HostEngine(self.environment, tools=self.tools, jobs_per_build=compile_jobs,
-                          glibc_floor=self.glibc_floor)
+        return replace(self, jobs_per_build=compile_jobs)
 
     def identity(self, variant: Variant) -> str:
         env = self.environment
