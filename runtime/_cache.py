@@ -80,6 +80,12 @@ def check_private_dir(path: Path, env_var: str) -> None:
 
 def ensure_private_dir(path: Path, env_var: str) -> None:
     """Create ``path`` (mode 0700) if needed, then refuse it unless only we can write to it."""
+    longest = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+    if len(os.fsencode(str(path))) >= longest:  # os.makedirs would recurse past Python's limit
+        raise UnsafeCacheDirError(
+            f"cache directory path is {len(os.fsencode(str(path)))} bytes long, over this system's limit "
+            f"of {longest}. Fix: set {env_var} to a shorter path"
+        )
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:

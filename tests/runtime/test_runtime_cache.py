@@ -322,3 +322,9 @@ def test_a_lock_path_that_is_a_directory_is_one_clear_error(tmp_path: Path) -> N
     with pytest.raises(UnsafeCacheDirError, match="Fix: remove it"):
         FileLock(tmp_path / "j.lock").acquire()
     assert not (tmp_path / "elsewhere").exists()  # the link was not followed to create its target
+
+
+def test_a_cache_path_past_the_systems_limit_is_one_clear_error(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*["a"] * 2500)
+    with pytest.raises(UnsafeCacheDirError, match=r"cache directory path is \d+ bytes long.*Fix: set X_CACHE_DIR"):
+        ensure_private_dir(deep, "X_CACHE_DIR")
