@@ -97,8 +97,8 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     memory_cap = parse_size(max_memory) if max_memory else None
     out_console = console()
     if setup:
-        choice = engine or load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build.engine
-        _setup_engine(out_console, choice)
+        settings = load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build
+        _setup_engine(out_console, engine or settings.engine, debian_base=bool(settings.debian_base))
     if _build_noarch(out_console, matrix_path, compat_path, out_dir):
         return
     shown = EventRenderer(out_console)  # the progress channel, rendered
@@ -141,14 +141,17 @@ def _build_noarch(out_console: Console, matrix_path: Path, compat_path: Path | N
     return True
 
 
-def _setup_engine(out_console: Console, choice: str) -> None:
+def _setup_engine(out_console: Console, choice: str, *, debian_base: bool) -> None:
     """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
-    from wheelfactory.engines.dockerd import start_engine
+    from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, start_engine
 
     if choice == "host":
         out_console.print("setup: --engine host needs no Docker engine; nothing to set up", markup=False)
         return
-    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False))
+    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False),
+                          route=DEBIAN_BASE_PACKAGES if debian_base else {})
+    if result.warning:
+        out_console.print(f"setup: {result.warning}", markup=False, highlight=False)
     if not result.ready:
         then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
         out_console.print(f"setup: no Docker engine here: {result.detail}; {then}", markup=False, highlight=False)
@@ -177,6 +180,8 @@ def engine_start(no_install: bool, log: Path, wait_s: int) -> None:
     result = start_engine(install=not no_install, log=log, wait_s=wait_s, say=click.echo)
     if not result.ready:
         raise DockerUnavailable(result.detail)
+    if result.warning:
+        click.echo(f"engine: {result.warning}", err=True)
     done = "; ".join(result.done) or "nothing to do"
     click.echo(f"engine: {result.detail} ready ({done}; {time.monotonic() - started:.1f} s)")
 
