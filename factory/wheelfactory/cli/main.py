@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -384,6 +385,10 @@ def _check_interpreter(python: str) -> None:
         raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 @cli.command("serve")
 @OUT_OPTION
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0: every interface).")
@@ -410,11 +415,14 @@ def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> 
     for variant in variants:
         click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
     sys.stdout.flush()
+    # A terminated server stops like an interrupted one: its queued log lines are written first.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:
+        server.log_line.flush()
         server.server_close()
 
 

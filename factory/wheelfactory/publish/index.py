@@ -412,6 +412,14 @@ def current_generation(dist: Path) -> Path | None:
     return link.resolve() if link.is_symlink() else None
 
 
+def _remove_leftover(path: Path) -> None:
+    """A killed run's temp name: a link (never followed) or file is unlinked, a directory removed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     """Publish ``plan`` as ``dist/index``; returns (generation directory, changed)."""
     link = dist / INDEX_LINK
@@ -425,7 +433,7 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     generations = dist / GENERATIONS
     generations.mkdir(parents=True, exist_ok=True)
     for leftover in generations.glob(".tmp-*"):  # a killed run's half generation (we hold the lock)
-        shutil.rmtree(leftover, ignore_errors=True)
+        _remove_leftover(leftover)
     name = f"g{time.time_ns()}"
     temp = generations / f".tmp-{name}"
     temp.mkdir()
@@ -448,7 +456,8 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     # Not support/atomic.py: the target is a symlink, replaced by a symlink (atomic.py refuses to
     # replace one with a file). The per-process name is enough: we hold the output directory's lock.
     swap = dist / f".{INDEX_LINK}.{os.getpid()}.tmp"
-    swap.unlink(missing_ok=True)
+    for leftover in dist.glob(f".{INDEX_LINK}.*.tmp"):  # ours, and any a killed run left between link and rename
+        _remove_leftover(leftover)
     os.symlink(os.path.relpath(generation, dist), swap)
     os.replace(swap, link)  # the atomic step: readers switch from one complete index to the other
     for old in sorted(p for p in generations.iterdir() if p.name.startswith("g"))[:-KEEP_GENERATIONS]:

@@ -171,7 +171,8 @@ def _phase_line(seconds: float, phases: dict[str, float]) -> str:
 def _clean_partials(out: Path) -> None:
     """Leftovers of a killed run (we hold the lock): temp wheel copies and manifest temp files are
     never valid. ``.partial`` is the name older versions gave a wheel's temp copy."""
-    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and d.name != WORK_DIR)):
+    # never through a symlink: what a link out of the output directory points at is not ours
+    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != WORK_DIR)):
         for leftover in atomic.leftovers(directory):
             leftover.unlink(missing_ok=True)
     for partial in out.glob("*/.*.partial"):
