@@ -52,11 +52,15 @@ def source_date_epoch(root: Path, *, runner: Runner = run) -> int:
     given = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if given.isdigit():
         return int(given)
-    return _git_epoch(root.resolve(), runner)
+    return _git_epoch(root.resolve()) if runner is run else _epoch_from_git(root.resolve(), runner)
 
 
 @functools.cache
-def _git_epoch(root: Path, runner: Runner) -> int:
+def _git_epoch(root: Path) -> int:
+    return _epoch_from_git(root, run)  # one git call per project and process
+
+
+def _epoch_from_git(root: Path, runner: Runner) -> int:
     try:
         found = runner(["git", "-C", str(root), "log", "-1", "--format=%ct", "--", "."], timeout=30)
     except (OSError, CommandFailed, TimeoutExpired):
