@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,21 @@ def test_the_request_is_frozen_and_keyword_only(request_for: Callable[..., Engin
         request.choice = "docker"  # type: ignore[misc]
     with pytest.raises(TypeError):
         EngineRequest(request.matrix, request.table)  # type: ignore[misc]
+
+
+def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
+    """The host probe's last printed line is its answer; an interpreter without torch is one line."""
+    from wheelfactory.engines.host import probe
+
+    facts = {"python": "3.11", "executable": "/opt/py/bin/python", "arch": "x86_64", "site_packages": [],
+             "torch": "2.13.0+cpu", "cuda": None, "hip": None, "cxx11_abi": True}
+    seen: list[str] = []
+
+    def interpreter(command: Sequence[str], **_: object) -> str:
+        seen.append(command[0])
+        return "a banner line\n" + json.dumps(facts) + "\n"
+
+    assert probe("/opt/py/bin/python", runner=interpreter) == HOST and seen == ["/opt/py/bin/python"]
+    facts["torch"] = None
+    with pytest.raises(EnvironmentProblem, match="has no torch installed"):
+        probe("/opt/py/bin/python", runner=interpreter)

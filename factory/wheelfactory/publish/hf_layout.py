@@ -38,7 +38,7 @@ from packaging.version import Version
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, read_build_record
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, wheel_build_record
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
@@ -150,7 +150,7 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
                 mode = (archive.getinfo(member).external_attr >> 16) & 0o777
                 if mode:
                     path.chmod(mode)
-            record = read_build_record(archive, f"{package}/_build.json", wheel.source)
+            record = wheel_build_record(archive, package, wheel.source)
             headers = _metadata_headers(archive)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source),

@@ -40,6 +40,8 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
 
+from wheelfactory._runtime._errors import RecordError
+from wheelfactory._runtime._record import load_record_json, partial_record, record_member
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
@@ -199,28 +201,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def read_build_record(archive: zipfile.ZipFile, name: str, wheel: Path) -> dict[str, object] | None:
-    """The wheel's build record (``<package>/_build.json``; None: it has none), checked: a JSON
-    object whose ``namespace`` is a string and ``arch_list`` a list of strings. ConfigError naming
-    the wheel otherwise. Raises what ZIP_ERRORS lists when the archive is damaged."""
+def wheel_build_record(archive: zipfile.ZipFile, package: str, wheel: Path) -> dict[str, object] | None:
+    """The build record of the wheel's package ``package`` (None: it has none), read and checked
+    by the runtime's reader (``partial_record``); ConfigError naming the wheel otherwise. Raises
+    what ZIP_ERRORS lists when the archive is damaged."""
+    name = record_member(package)
     if name not in archive.namelist():
         return None
     try:
-        record = json.loads(archive.read(name).decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"{name} is not JSON ({_one_line(exc)})", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`") from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"{name} is not a JSON object", file=str(wheel), hint="rebuild it with `wheelfactory build`")
-    namespace = record.get("namespace")
-    archs = record.get("arch_list")
-    if namespace is not None and not isinstance(namespace, str):
-        raise ConfigError(f"{name}: namespace: expected a string", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise ConfigError(f"{name}: arch_list: expected a list of strings", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
-    return record
+        return partial_record(load_record_json(archive.read(name), name), name)
+    except RecordError as exc:
+        raise ConfigError(str(exc), file=str(wheel), hint="rebuild it with `wheelfactory build`") from None
 
 
 def _requires_python(wheel: Path) -> str | None:
@@ -235,7 +226,7 @@ def _requires_python(wheel: Path) -> str | None:
             text = archive.read(metadata).decode("utf-8", errors="replace")
             tops = {n.split("/", 1)[0] for n in names if "/" in n}
             for top in sorted(tops):
-                read_build_record(archive, f"{top}/_build.json", wheel)
+                wheel_build_record(archive, top, wheel)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({_one_line(exc)})", file=str(wheel)) from None
     requires = HeaderParser().parsestr(text).get("Requires-Python")

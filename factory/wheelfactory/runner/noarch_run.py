@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -26,6 +25,7 @@ from wheelfactory.project.kinds import project_plan, resolve_kind
 from wheelfactory.project.noarch import layout_metadata, plan_noarch, write_noarch_wheel
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
+from wheelfactory.support.proc import call
 
 RECORD = "noarch.json"
 SCHEMA = 1
@@ -71,9 +71,8 @@ def build_noarch(spec: KernelBuilderSpec, matrix: Matrix, table: CompatTable, ou
 def _check_installs(wheel: Path, package: str) -> None:
     """pip itself installs it (the wheel format, RECORD's hashes) and the package is there."""
     with tempfile.TemporaryDirectory(prefix="wheelfactory-noarch-") as target:
-        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                                 "--disable-pip-version-check", "--target", target, str(wheel)],
-                                capture_output=True, text=True, check=False)
+        result = call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                       "--disable-pip-version-check", "--target", target, str(wheel)])
         if result.returncode != 0 or not (Path(target) / package / "__init__.py").is_file():
             tail = (result.stderr or result.stdout).strip().splitlines()
             raise VariantBuildError(f"{wheel.name} does not install: {tail[-1] if tail else 'no package'}")
