@@ -107,6 +107,10 @@ def test_the_readme_keeps_the_command_ci_runs() -> None:
     commands = re.findall(r"```bash\n(.*?)```", markdown_section(README, "## The two commands"), re.S)
     assert len(commands) == 2 and commands[1].strip() == "python -m pytest -q"
     assert '# README.md, "The two commands", command 2:\npython -m pytest -q\n' in (REPO / ".ci" / "run").read_text()
+    # docs/getting-started.md says more of the same two commands
+    described = re.findall(r"```bash\n(.*?)```", markdown_section(docs_text("getting-started.md"), "## The two commands"),
+                           re.S)
+    assert [c.strip() for c in described] == [c.strip() for c in commands]
 
 
 def test_the_python_the_readme_names_is_the_one_the_project_requires() -> None:
@@ -172,3 +176,11 @@ def test_the_layout_names_the_folders_of_the_checkout() -> None:
     for link, target in (("_docker", "docker"), ("_runtime", "runtime")):  # README's Architecture line
         assert (REPO / top / link).resolve() == (REPO / target).resolve()
     assert "the source is `factory/wheelfactory/`" in README
+
+
+def test_no_page_indents_a_code_fence() -> None:
+    """mkdocs' Markdown renders a fence indented into a list item as plain text: keep fences at the margin."""
+    indented = [f"{page.relative_to(REPO)}:{number}" for page in sorted((REPO / "docs").rglob("*.md"))
+                for number, line in enumerate(page.read_text().splitlines(), start=1)
+                if line.startswith(" ") and line.lstrip().startswith("```")]
+    assert not indented, indented
