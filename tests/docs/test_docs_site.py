@@ -74,6 +74,9 @@ def test_a_page_left_out_of_the_nav_fails_the_build(site_copy: Path, tmp_path: P
 def test_ci_builds_the_site_in_strict_mode() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     assert re.search(r"^\.venv/bin/python -m mkdocs build --strict ", ci, re.M)
+    # README: mkdocs comes with the test extra, which .ci/run installs
+    assert re.search(r'^ *"mkdocs>=1\.6",', (REPO / "pyproject.toml").read_text(), re.M)
+    assert "pip install -e '.[test]'" in README and "pip install -q -e '.[test]'" in ci
 
 
 # --- README.md --------------------------------------------------------------------------------
