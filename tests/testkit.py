@@ -135,3 +135,28 @@ engine = "host"
     assert entry["status"] in ("built", "cached"), entry
     log = (workdir / "dist" / entry["log"]).read_text()
     return workdir / "dist" / entry["wheel"], entry, log
+
+
+def docs_text(*pages: str) -> str:
+    """The text of README.md's reference pages, ``docs/<page>`` (e.g. ``"reference/matrix.md"``),
+    joined: the tests that check a documented claim read it where it is written."""
+    return "\n".join((REPO / "docs" / page).read_text() for page in pages)
+
+
+def markdown_section(text: str, heading: str) -> str:
+    """The section of ``text`` under the heading line ``heading`` (``"## [build]"``), up to the next
+    heading of the same or a higher level outside code blocks; KeyError when there is no such heading."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = text.splitlines()
+    if heading not in lines:
+        raise KeyError(f"no heading {heading!r}")
+    start = lines.index(heading)
+    fenced = False
+    for end in range(start + 1, len(lines)):
+        line = lines[end]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        depth = len(line) - len(line.lstrip("#"))
+        if not fenced and 0 < depth <= level and line[depth:].startswith(" "):
+            return "\n".join(lines[start:end])
+    return "\n".join(lines[start:])
