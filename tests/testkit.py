@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,11 +17,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
+from repo_paths import TEST_CACHE as TEST_CACHE
 
-REPO = Path(__file__).resolve().parents[1]
-# Where the slow tiers keep what they build (images are the engine's; wheels, wheelhouse, caches
-# here): persistent across runs, WHEELFACTORY_TEST_CACHE moves it (a CI clone starts empty).
-TEST_CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 DEFAULT_TAG = "cp39-abi3-manylinux_2_28_x86_64"
 
 
