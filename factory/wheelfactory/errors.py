@@ -14,8 +14,10 @@ codes are part of the interface (README, "Exit codes"); each means one thing:
     7  PublishError: dist/ cannot be published as asked (a conflict, a missing or foreign file)
     8  WorkflowStale: `ci github --check` found the committed workflow out of date
     9  EnvironmentProblem: the machine lacks something a build needs (a wheel the registry does
-       not serve, a host interpreter without torch, room or permission to write an output file)
+       not serve, a host interpreter without torch, room or permission to write an output file,
+       standard output included)
   130  interrupted (Ctrl-C)
+  141  standard output was closed by its reader (`| head`): output stops quietly, as a Unix tool's
 """
 
 from __future__ import annotations

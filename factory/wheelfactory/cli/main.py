@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import signal
 import sys
 import time
@@ -15,7 +17,14 @@ from rich.markup import escape
 from wheelfactory import __version__
 from wheelfactory.cli.compat_cli import compat_group
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
-from wheelfactory.errors import BuildFailed, ConfigError, UsageError, WheelfactoryError, WorkflowStale
+from wheelfactory.errors import (
+    BuildFailed,
+    ConfigError,
+    UsageError,
+    WheelfactoryError,
+    WorkflowStale,
+    WriteFailed,
+)
 from wheelfactory.images.base_image import SUITES  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, parse_shard
@@ -688,20 +697,71 @@ def new_command(name: str, path: Path | None) -> None:
 cli.add_command(compat_group)
 
 
+# errno values of a write to standard output or error that cannot go on: the disk or device is full
+# or failing. A closed pipe (EPIPE) is not an error: the reader has what it wanted.
+OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG)
+CLOSED_PIPE_EXIT = 141  # 128 + SIGPIPE: what a Unix tool killed by the closed pipe exits with
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI; turn known failures into one line on stderr and an exit code."""
+    for stream in (sys.stdout, sys.stderr):  # a name the locale cannot encode is printed escaped
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
-        cli.main(args=argv, prog_name="wheelfactory", standalone_mode=False)
+        try:
+            # make_context + invoke is click's main without its handlers: a closed pipe reaches ours
+            # (click's would exit 1, the code of a failed build)
+            with cli.make_context("wheelfactory", args) as context:
+                cli.invoke(context)
+        finally:
+            sys.stdout.flush()  # a full or closed standard output fails here, inside the handlers below
     except WheelfactoryError as exc:
         label = "config error" if isinstance(exc, ConfigError) else "error"
-        click.echo(f"wheelfactory: {label}: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("wheelfactory: interrupted", err=True)
-        sys.exit(130)
+        _say_and_exit(f"wheelfactory: {label}: {exc}", exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt, EOFError):
+        _say_and_exit("wheelfactory: interrupted", 130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        _silence_output()
+        sys.exit(CLOSED_PIPE_EXIT)
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            shown = str(exc.filename or "a path")
+            shown = shown if len(shown) <= 80 else shown[:80] + "..."
+            _say_and_exit(f"wheelfactory: error: {shown}: a name longer than the filesystem allows; use a shorter "
+                          "path or name", UsageError.exit_code)
+        if exc.errno not in OUTPUT_ERRNOS:
+            raise
+        where = exc.filename or "standard output"
+        _silence_output()
+        _say_and_exit(f"wheelfactory: error: cannot write {where}: {exc.strerror}", WriteFailed.exit_code)
     sys.exit(0)
+
+
+def _silence_output() -> None:
+    """Point standard output at /dev/null: what is still buffered for a full or closed output is
+    dropped instead of failing again when the interpreter exits."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+
+
+def _say_and_exit(line: str, code: int) -> None:
+    """The one line on standard error, where it can be written at all; then the exit code."""
+    try:  # not click.echo: its stream prints what the locale cannot encode as "?", ours escapes it
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # standard error is gone too: the exit code is all that is left to say it
+    sys.exit(code)

@@ -22,10 +22,17 @@ if TYPE_CHECKING:
     from wheelfactory.runner.run import Outcome
 
 
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich exits 1 on a closed pipe; the entry point (cli/main.py) exits as Unix tools do."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console(stderr: bool = False) -> Console:
     # Piped output keeps long rows whole instead of wrapping to 80 columns.
-    probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=220, soft_wrap=True)
+    probe = _Console(stderr=stderr)
+    return probe if probe.is_terminal else _Console(stderr=stderr, width=220, soft_wrap=True)
 
 
 def plan_json(plan: Plan) -> str:

@@ -29,11 +29,12 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE
 
 def parse_size(text: str) -> int:
     """``8G``, ``8GiB``, ``512M``, ``1.5g``, a plain number of bytes."""
-    found = _SIZE.match(text)
+    found = _SIZE.match(text) if len(text) <= 40 else None
     if not found:
-        raise UsageError(f"--max-memory {text!r} is not a size: use e.g. 8G, 16GiB or 512M")
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise UsageError(f"--max-memory {shown!r} is not a size: use e.g. 8G, 16GiB or 512M")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": GIB, "t": 1 << 40}[found.group(2).lower()]
-    size = int(float(found.group(1)) * scale)
+    size = int(float(found.group(1)) * scale) if float(found.group(1)) * scale < 1 << 62 else 1 << 62
     if size < 256 << 20:
         raise UsageError(f"--max-memory {text!r} is below 256 MiB: no compile fits in it")
     return size

@@ -61,8 +61,9 @@ class Plan:
 
 def parse_shard(text: str) -> tuple[int, int]:
     parts = text.split("/")
-    if len(parts) != 2 or not all(p.strip().isdigit() for p in parts):
-        raise UsageError(f"--shard {text!r}: expected I/N, e.g. 2/4")
+    if len(parts) != 2 or not all(p.strip().isdigit() and len(p.strip()) <= 9 for p in parts):
+        raise UsageError(f"--shard {text[:40]!r}{'...' if len(text) > 40 else ''}: expected I/N with numbers "
+                         "below a billion, e.g. 2/4")
     index, count = int(parts[0]), int(parts[1])
     if count < 1 or not 1 <= index <= count:
         raise UsageError(f"--shard {text}: shard {index} of {count} does not exist; use 1/{count} to "

@@ -23,6 +23,7 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 from wheelfactory.errors import ConfigError
+from wheelfactory.support.inputs import read_input
 
 KeyPath = tuple[str | int, ...]
 
@@ -124,7 +125,7 @@ class TomlDocument:
     def load(cls, path: Path, *, display: str | None = None) -> TomlDocument:
         shown = display or str(path)
         try:
-            raw = path.read_bytes()
+            raw = read_input(path)
         except FileNotFoundError:
             raise ConfigError("file not found", file=shown,
                               hint="pass the right path with -m/--matrix") from None

@@ -50,6 +50,7 @@ from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
 from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, subject_sha256
 from wheelfactory.support import paths
+from wheelfactory.support.inputs import read_input
 
 INDEX_LINK = "index"  # dist/index: the current generation (a symlink)
 GENERATIONS = ".index"  # dist/.index/<generation>/
@@ -388,7 +389,7 @@ def read_listing(dist: Path) -> dict[str, object]:
     (publish/which.py ``check_listing``): ConfigError naming the file when corrupt or wrong-shaped."""
     path = dist / INDEX_LINK / "index.json"
     try:
-        raw = path.read_bytes()
+        raw = read_input(path)
     except OSError as exc:
         raise ConfigError(f"cannot read it ({exc.strerror or exc})", file=str(path),
                           hint=f"run `wheelfactory index -o {dist}` again") from None

@@ -19,6 +19,7 @@ from filelock import FileLock, Timeout
 
 from wheelfactory.errors import ConfigError, OutputLocked
 from wheelfactory.support import atomic
+from wheelfactory.support.inputs import read_input
 
 MANIFEST = "manifest.json"
 LOCK = ".wheelfactory.lock"
@@ -67,7 +68,7 @@ def read(out: Path) -> dict[str, Entry]:
     path = out / MANIFEST
     shown = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_input(path).decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,0 +1,92 @@
+"""Every subcommand's output where it cannot be written: standard output on a full device
+(/dev/full), a pipe its reader closed (`| head -c0`), and a locale that cannot encode the names
+printed (LC_ALL=C without UTF-8 mode). Each ends with one line (or, for a closed pipe, quietly, as
+Unix tools do) and its exit code, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import click
+import pytest
+from testkit import REPO
+
+from wheelfactory.cli.main import CLOSED_PIPE_EXIT, cli
+from wheelfactory.errors import WriteFailed
+
+
+def leaf_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found: list[tuple[str, ...]] = []
+    for name, command in sorted(group.commands.items()):
+        found += leaf_commands(command, (*prefix, name)) if isinstance(command, click.Group) else [(*prefix, name)]
+    return found
+
+
+COMMANDS = leaf_commands(cli)
+MATRIX = str(REPO / "matrix.toml")
+# What prints: each command's help, and the plan in each format (the largest output there is).
+INVOCATIONS = [[*command, "--help"] for command in COMMANDS] + [
+    ["plan", "-m", MATRIX], ["plan", "-m", MATRIX, "--format", "json"], ["plan", "-m", MATRIX, "--format", "github"],
+    ["plan", "-m", MATRIX, "--explain"], ["--help"], ["--version"],
+]
+
+
+def run(args: list[str], stdout: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """(exit code, standard error) of ``wheelfactory ARGS`` with standard output ``full``, ``closed``
+    (a pipe whose reader is gone before the first write) or ``capture``."""
+    command = [sys.executable, "-m", "wheelfactory", *args]
+    environ = {**os.environ, **(env or {})}
+    if stdout == "full":
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, env=environ, timeout=120, check=False)
+        return done.returncode, done.stderr.decode(errors="replace")
+    if stdout == "closed":
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            done = subprocess.run(command, stdout=write, stderr=subprocess.PIPE, env=environ, timeout=120, check=False)
+        finally:
+            os.close(write)
+        return done.returncode, done.stderr.decode(errors="replace")
+    done = subprocess.run(command, capture_output=True, env=environ, timeout=120, check=False)
+    return done.returncode, done.stderr.decode(errors="replace") + done.stdout.decode(errors="replace")
+
+
+def test_every_subcommand_is_tried() -> None:
+    assert len(COMMANDS) >= 16 and ("plan",) in COMMANDS and ("compat", "refresh") in COMMANDS
+
+
+@pytest.mark.slow
+def test_a_full_standard_output_is_one_line_and_exit_9() -> None:
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda args: (args, *run(args, "full")), INVOCATIONS))
+    for args, code, err in results:
+        assert "Traceback" not in err, (args, err)
+        assert code == WriteFailed.exit_code, (args, code, err)
+        assert err.strip() == "wheelfactory: error: cannot write standard output: No space left on device", (args, err)
+
+
+@pytest.mark.slow
+def test_a_closed_pipe_ends_quietly_as_unix_tools_do() -> None:
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda args: (args, *run(args, "closed")), INVOCATIONS))
+    for args, code, err in results:
+        assert code == CLOSED_PIPE_EXIT and err == "", (args, code, err)
+
+
+@pytest.mark.slow
+def test_a_locale_that_cannot_encode_a_name_prints_it_escaped(tmp_path: Path) -> None:
+    """LC_ALL=C with UTF-8 mode off: standard output is ASCII, and an output path holds a non-ASCII
+    name; the message prints it escaped instead of failing to."""
+    out = tmp_path / "dïst"
+    ascii_only = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    code, said = run(["index", "-o", str(out)], "capture", ascii_only)
+    assert "Traceback" not in said and code == 2, said
+    assert "d\\xefst" in said or "d\\udcc3\\udcafst" in said, said
+    for args in (["plan", "-m", MATRIX], ["new", "--help"]):
+        code, said = run(args, "capture", ascii_only)
+        assert code == 0 and "Traceback" not in said, (args, said)
