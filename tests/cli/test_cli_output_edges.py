@@ -14,7 +14,6 @@ from pathlib import Path
 import click
 import pytest
 from testkit import REPO
-
 from wheelfactory.cli.main import CLOSED_PIPE_EXIT, cli
 from wheelfactory.errors import WriteFailed
 
