@@ -30,7 +30,10 @@ from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 
 Engine = Literal["auto", "docker", "host"]
 ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
-PROJECT_KINDS = ("auto", "native", "kernel-builder", "setuptools")
+# [project] kind (project/kinds.py is the table of kinds): "setuptools" is the old spelling of
+# bring-your-own, accepted and not suggested.
+PROJECT_KINDS = ("auto", "native", "kernel-builder", "bring-your-own")
+OLD_PROJECT_KINDS = ("setuptools",)
 DEFAULT_BASE_IMAGES = {
     "x86_64": "quay.io/pypa/manylinux_2_28_x86_64",
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
@@ -570,7 +573,7 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
         table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
                     "point it at a kernel project directory")
     kind = table.string("kind", "auto")
-    if kind not in PROJECT_KINDS:
+    if kind not in PROJECT_KINDS + OLD_PROJECT_KINDS:
         table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")
     import_name = table.string("import_name")
     if import_name is not None and not all(part.isidentifier() for part in import_name.split(".")):

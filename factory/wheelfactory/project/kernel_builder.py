@@ -41,6 +41,7 @@ from wheelfactory.project.bring_your_own import IGNORED
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
 from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
@@ -168,8 +169,8 @@ class KernelBuilderStage:
         return self.spec.general.python_name
 
     @property
-    def project_kind(self) -> str:
-        return "kernel-builder"
+    def kind(self) -> KindFacts:
+        return KERNEL_BUILDER
 
     @property
     def source_date_epoch(self) -> int:
@@ -180,15 +181,11 @@ class KernelBuilderStage:
         return GENERATED
 
     @property
-    def native(self) -> bool:
-        return False
-
-    @property
     def checks(self) -> WheelChecks:
         if self.tests is not None:
-            return WheelChecks(self.spec.root, self.package, tests=self.tests)
+            return WheelChecks(self.spec.root, self.package, tests=self.tests, op_namespace=self.namespace)
         tests = default_tests(self.spec.root)
-        return WheelChecks(self.spec.root, self.package, tests=tests,
+        return WheelChecks(self.spec.root, self.package, tests=tests, op_namespace=self.namespace,
                            support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else ())
 
     def build_env(self) -> dict[str, str]:
