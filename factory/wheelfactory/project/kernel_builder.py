@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -113,10 +114,18 @@ def stable_target(spec: KernelBuilderSpec) -> str | None:
 
 
 def project_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
-    """What build.toml allows: its backends (with compiled units, unless noarch), its torch and
+    """What build.toml allows a compiled kernel: the backends with compiled units, its torch and
     CUDA bounds, its stable-ABI target. Pure."""
-    backends = spec.declared_backends() if spec.noarch else spec.compiled_backends()
-    target = None if spec.noarch else stable_target(spec)
+    return _constraints(spec, spec.compiled_backends(), stable_target(spec))
+
+
+def noarch_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
+    """What build.toml allows a noarch kernel (project/kinds.py): every backend it declares, its
+    torch and CUDA bounds; nothing compiled, so no stable-ABI target. Pure."""
+    return _constraints(spec, spec.declared_backends(), None)
+
+
+def _constraints(spec: KernelBuilderSpec, backends: Sequence[str], target: str | None) -> ProjectConstraints:
     stable = spec.torch.stable_abi
     # A per-backend table: the backends it does not name build for each torch release.
     per_backend = None if stable is None or stable.every_backend is not None else \

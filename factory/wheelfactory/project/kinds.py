@@ -100,6 +100,10 @@ def _kernel_builder(context: LoadContext) -> LoadedProject:
                          stage_for=stage_for)
 
 
+def _noarch_constraints(config: ProjectConfig) -> ProjectConstraints:
+    return kernel_builder.noarch_constraints(kernel_builder.load_kernel_builder(config.path))
+
+
 def _is_noarch(path: Path) -> bool:
     return is_kernel_builder_project(path) and load_build_toml(path).noarch
 
@@ -107,7 +111,7 @@ def _is_noarch(path: Path) -> bool:
 def _kernel_builder_noarch(context: LoadContext) -> LoadedProject:
     """One build per backend kind the plan keeps (build.toml's backends, the matrix's choice)."""
     kernel = kernel_builder.load_kernel_builder(context.matrix.project.path)
-    constraints = kernel_builder.project_constraints(kernel)
+    constraints = kernel_builder.noarch_constraints(kernel)
     backends = sorted({v.key.backend.kind for v in project_expand(context.matrix, context.table, constraints).variants})
     builds = plan_noarch(kernel, backends)
     if not builds:
@@ -139,7 +143,7 @@ KINDS: tuple[ProjectKind, ...] = (
     ProjectKind(facts=NATIVE, named=("native",), detect=is_native_project,
                 constraints=lambda _: None, load=_native),
     ProjectKind(facts=KERNEL_BUILDER_NOARCH, named=("kernel-builder",), detect=_is_noarch,
-                constraints=_kernel_builder_constraints, load=_kernel_builder_noarch),
+                constraints=_noarch_constraints, load=_kernel_builder_noarch),
     ProjectKind(facts=KERNEL_BUILDER, named=("kernel-builder",), detect=is_kernel_builder_project,
                 constraints=_kernel_builder_constraints, load=_kernel_builder),
     ProjectKind(facts=BRING_YOUR_OWN, named=("bring-your-own", "setuptools"), detect=lambda _: True,
