@@ -18,8 +18,8 @@ from wheelfactory import __version__
 from wheelfactory.engines import Engine
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.plan.identity import Variant
-from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
+from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
