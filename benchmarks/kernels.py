@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "kernels")]  # testkit, fusedops_build
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "kernels")]  # repo_paths, fusedops_build (no pytest)
 
 from fusedops_build import TEST_NAMESPACE, build_cpu_library  # noqa: E402
 

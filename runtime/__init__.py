@@ -17,7 +17,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+# The build record's file name, beside the library it describes. Here, not in _record: the lean
+# check (_prebuilt) reads it too, and importing _record is what that check avoids.
+BUILD_RECORD_FILE = "_build.json"
+
 __all__ = [
+    "BUILD_RECORD_FILE",
     "LOAD_MODES",
     "BuildRecord",
     "CudaArch",

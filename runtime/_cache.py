@@ -36,7 +36,9 @@ __all__ = [
     "clean_stale_entries",
     "discard_entry",
     "ensure_private_dir",
+    "entry_dir_problem",
     "new_temp_dir",
+    "open_private_file",
     "private_dir_problem",
     "publish_entry",
     "sha256_file",
@@ -78,6 +80,12 @@ def check_private_dir(path: Path, env_var: str) -> None:
 
 def ensure_private_dir(path: Path, env_var: str) -> None:
     """Create ``path`` (mode 0700) if needed, then refuse it unless only we can write to it."""
+    longest = os.pathconf("/", "PC_PATH_MAX") if hasattr(os, "pathconf") else 4096
+    if len(os.fsencode(str(path))) >= longest:  # os.makedirs would recurse past Python's limit
+        raise UnsafeCacheDirError(
+            f"cache directory path is {len(os.fsencode(str(path)))} bytes long, over this system's limit "
+            f"of {longest}. Fix: set {env_var} to a shorter path"
+        )
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
     except OSError as exc:
@@ -95,7 +103,17 @@ class FileLock:
         self._fd: int | None = None
 
     def acquire(self, blocking: bool = True) -> bool:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+        except OSError as exc:
+            raise UnsafeCacheDirError(
+                f"cannot use the lock file {self.path} ({exc.strerror}). Fix: remove it; the next load makes it again"
+            ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UnsafeCacheDirError(
+                f"the lock path {self.path} is not a regular file. Fix: remove it; the next load makes it again"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
         except OSError as exc:
@@ -129,6 +147,85 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+RECORD_SIZE_CAP = 64 * 1024  # a completion record is ~300 bytes: more is not one of ours
+
+
+class UnsafeEntryFile(Exception):
+    """A file in a cache entry that is not a plain, private file of ours: never read, never loaded."""
+
+
+def _safe_mode_problem(st: os.stat_result) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"owned by uid {st.st_uid}, not by this user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def open_private_file(path: Path) -> int:
+    """An fd of ``path`` read-only, when it is a regular file of ours that only we can write; raises
+    UnsafeEntryFile otherwise. Never follows a symlink and never blocks: a FIFO or a device (or a
+    link to /dev/zero) is refused by what it is, before a byte is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeEntryFile(f"{path} is a symlink") from None
+        raise UnsafeEntryFile(f"{path} cannot be opened ({exc.strerror})") from None
+    problem = _safe_mode_problem(os.fstat(fd))
+    if problem is not None:
+        os.close(fd)
+        raise UnsafeEntryFile(f"{path} is {problem}")
+    return fd
+
+
+def read_private_file(path: Path, cap: int) -> bytes:
+    """The bytes of a private regular file (see open_private_file), at most ``cap`` of them."""
+    fd = open_private_file(path)
+    try:
+        if os.fstat(fd).st_size > cap:
+            raise UnsafeEntryFile(f"{path} is larger than {cap} bytes")
+        return os.read(fd, cap + 1)[:cap]
+    finally:
+        os.close(fd)
+
+
+def _sha256_fd(fd: int) -> str:
+    digest = hashlib.sha256()
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            return digest.hexdigest()
+        digest.update(block)
+
+
+def entry_dir_problem(entry: Path) -> str | None:
+    """Why a cache entry directory must not be trusted (as the cache root: a real directory of ours
+    that only we can write), or None."""
+    try:
+        st = os.lstat(entry)
+    except OSError as exc:
+        return f"the entry cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "the entry is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "the entry is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"the entry is owned by uid {st.st_uid}, not by this user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"the entry is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def plain_library_name(name: str) -> bool:
+    """A record's library: one plain file name inside its entry (not ".", "..", a path, or empty)."""
+    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name and name != COMPLETE_FILE
+
+
 class CompletionRecord(NamedTuple):
     """Written last into a finished build: what a later load verifies before dlopen."""
 
@@ -149,7 +246,7 @@ class CompletionRecord(NamedTuple):
 
     @classmethod
     def read(cls, directory: Path) -> CompletionRecord:
-        data = json.loads((directory / COMPLETE_FILE).read_text(encoding="utf-8"))
+        data = json.loads(read_private_file(directory / COMPLETE_FILE, RECORD_SIZE_CAP).decode("utf-8"))
         if not isinstance(data, dict) or data.get("schema") != COMPLETION_SCHEMA:
             raise ValueError(f"unknown completion record schema in {directory / COMPLETE_FILE}")
         return cls(
@@ -163,23 +260,38 @@ class CompletionRecord(NamedTuple):
 
 
 def verify_entry(entry: Path, key: str, namespace: str) -> tuple[CompletionRecord | None, str]:
-    """(record, "") when ``entry`` holds a finished, intact build of ``key``; else (None, why not)."""
+    """(record, "") when ``entry`` holds a finished, intact build of ``key``; else (None, why not).
+    Everything is checked as the cache root is (a private directory, private regular files, never
+    through a symlink) and nothing read can block: a hostile entry is a stale one, rebuilt."""
+    problem = entry_dir_problem(entry)
+    if problem is not None:
+        return None, problem
     try:
         record = CompletionRecord.read(entry)
     except FileNotFoundError:
         return None, "no completion record"
+    except UnsafeEntryFile as exc:
+        return None, f"unsafe completion record: {exc}"
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return None, f"corrupt completion record: {exc}"
-    if record.key != key or record.namespace != namespace or "/" in record.library:
+    if not plain_library_name(record.library):
+        return None, f"the completion record names {record.library!r}, not a library file in the entry"
+    if record.key != key or record.namespace != namespace:
         return None, f"completion record is for {record.key}/{record.namespace}, expected {key}/{namespace}"
     library = entry / record.library
     try:
-        size = library.stat().st_size
-    except OSError:
+        fd = open_private_file(library)
+    except FileNotFoundError:
         return None, f"the library {library} is missing"
-    if size != record.size:
-        return None, f"the library is {size} bytes, its record says {record.size} (truncated or replaced)"
-    digest = sha256_file(library)
+    except UnsafeEntryFile as exc:
+        return None, f"unsafe library: {exc}"
+    try:
+        size = os.fstat(fd).st_size
+        if size != record.size:
+            return None, f"the library is {size} bytes, its record says {record.size} (truncated or replaced)"
+        digest = _sha256_fd(fd)
+    finally:
+        os.close(fd)
     if digest != record.sha256:
         return (
             None,
@@ -218,11 +330,14 @@ def discard_entry(entry: Path) -> None:
 
     Processes that already mapped its library keep their mapping: unlinking does not change it.
     """
-    if not entry.exists():
+    if not os.path.lexists(entry):
         return
     doomed = entry.with_name(f"{entry.name}.stale-{os.getpid()}-{os.urandom(4).hex()}")
     os.rename(entry, doomed)
-    shutil.rmtree(doomed, ignore_errors=True)
+    if os.path.islink(doomed) or not os.path.isdir(doomed):
+        os.unlink(doomed)  # a link (never followed) or a file in the entry's place
+    else:
+        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def clean_stale_entries(root: Path, held_key: str) -> list[Path]:

@@ -367,6 +367,8 @@ def ensure_jit_library(
 ) -> JitResult:
     """A verified JIT library for this environment: from the cache, or built now. Raises JitUnavailable."""
     planned, env = _plan(package, package_dir, env, settings, record_archs)
+    if settings.cache_problem is not None:
+        raise JitUnavailable(settings.cache_problem)
     root = settings.cache_dir / CACHE_SUBDIR
     try:
         ensure_private_dir(settings.cache_dir, settings.cache_var)
@@ -389,7 +391,7 @@ def ensure_jit_library(
         )
 
     rejected = ""
-    if entry.exists():
+    if os.path.lexists(entry):
         record, rejected = verify_entry(entry, planned.key, planned.namespace)
         if record is not None:
             return result(record, "hit", f"cache hit {planned.key} in {root}", 0.0)
@@ -398,12 +400,15 @@ def ensure_jit_library(
     _check_toolchain(env, settings)
     lock = FileLock(root / f"{planned.key}.lock")
     started = time.monotonic()
-    if not lock.acquire(blocking=False):
-        logger.info("waiting for another process building %s (lock %s)", planned.key, lock.path)
-        lock.acquire()
+    try:
+        if not lock.acquire(blocking=False):
+            logger.info("waiting for another process building %s (lock %s)", planned.key, lock.path)
+            lock.acquire()
+    except PermissionError as exc:  # UnsafeCacheDirError: the lock path is not a plain file
+        raise JitUnavailable(str(exc)) from exc
     waited = time.monotonic() - started
     try:
-        if entry.exists():  # re-check under the lock: another process may have finished it
+        if os.path.lexists(entry):  # re-check under the lock: another process may have finished it
             record, problem = verify_entry(entry, planned.key, planned.namespace)
             if record is not None:
                 return result(

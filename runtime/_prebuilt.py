@@ -29,6 +29,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import BUILD_RECORD_FILE as RECORD_FILE
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from types import ModuleType
@@ -54,8 +56,7 @@ __all__ = [
 ]
 
 # The full rule's constants, repeated (importing their modules is what this one avoids); the
-# agreement test compares them: _record.BUILD_RECORD_FILE, _fit.ABI3_MIN_PYTHON and machine aliases.
-RECORD_FILE = "_build.json"
+# agreement test compares them: _fit.ABI3_MIN_PYTHON and machine aliases.
 LEAN_MODES = ("auto", "prebuilt")  # <PKG>_LOAD values that try the lean path
 ABI3_MIN_PYTHON = (3, 9)
 MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}

@@ -16,14 +16,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from . import BUILD_RECORD_FILE
 from ._decision import Decision
-from ._env import Environment
 from ._errors import InvalidArch, InvalidVersion, RecordError
 from ._fit import FitBuild, FitEnv, check_fit, normalize_machine
 from ._versions import BACKENDS, Backend, MajorMinor
 
 if TYPE_CHECKING:
     from ._arch import CudaArch
+    from ._env import Environment  # annotations only: the factory imports this module without torch
 
 __all__ = [
     "BUILD_RECORD_FILE",
@@ -33,11 +34,13 @@ __all__ = [
     "decide_prebuilt",
     "fit_build",
     "fit_env",
+    "load_record_json",
     "parse_build_record",
+    "partial_record",
     "read_build_record",
+    "record_member",
 ]
 
-BUILD_RECORD_FILE = "_build.json"
 RECORD_SCHEMA = 1
 
 # Patterns are compiled on first use (re's cache), not at import: a source-only install never needs them.
@@ -116,8 +119,41 @@ def _require(data: Mapping[str, object], key: str, kind: type, source: str) -> o
 def str_list(value: object, key: str, source: str) -> tuple[str, ...]:
     """A JSON list of strings from a record or spec file, or RecordError naming the file and key."""
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise RecordError(f"{source}: key {key!r} must be a list of strings, got {value!r}")
+        raise RecordError(f"{source}: {key}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+def record_member(package: str) -> str:
+    """Where a wheel holds the build record of its top-level package ``package``."""
+    return f"{package}/{BUILD_RECORD_FILE}"
+
+
+def load_record_json(raw: str | bytes, source: str) -> dict[str, object]:
+    """The JSON object a build record's text holds (bytes: UTF-8), or RecordError naming ``source``.
+
+    The one reader of a record's text: the runtime's (``build_record_from_text``, then the full
+    rule ``parse_build_record``) and the factory's, which reads the records of wheels it indexes,
+    exports and checks (``partial_record``)."""
+    try:
+        data = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise RecordError(f"{source} is not JSON ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"{source} is not a JSON object")
+    return data
+
+
+def partial_record(data: dict[str, object], source: str) -> dict[str, object]:
+    """``data`` checked for what the factory reads from any wheel's record, a partial one too (it
+    lists wheels whatever their records lack): ``namespace`` a string and ``arch_list`` a list of
+    strings, where present; RecordError naming ``source`` otherwise. The full rule is
+    ``parse_build_record``."""
+    namespace = data.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise RecordError(f"{source}: namespace: expected a string")
+    if data.get("arch_list") is not None:
+        str_list(data["arch_list"], "arch_list", source)
+    return data
 
 
 def _optional_str(data: Mapping[str, object], key: str, source: str) -> str | None:
@@ -218,9 +254,11 @@ def build_record_from_text(package_dir: Path, text: str) -> BuildRecord | Record
     """``read_build_record`` for the text already read from ``<package_dir>/_build.json``."""
     path = package_dir / BUILD_RECORD_FILE
     try:
-        record = parse_build_record(json.loads(text), source=str(path))
-    except json.JSONDecodeError as exc:
-        return RecordUnavailable(f"build record {path} is corrupt: {exc}")
+        data = load_record_json(text, str(path))
+    except RecordError as exc:
+        return RecordUnavailable(f"build record is corrupt: {exc}")
+    try:
+        record = parse_build_record(data, source=str(path))
     except RecordError as exc:
         return RecordUnavailable(f"build record unusable: {exc}")
     if not (package_dir / record.library).is_file():

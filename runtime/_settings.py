@@ -37,6 +37,7 @@ class Settings(NamedTuple):
     rocm_home: str | None
     torch_cuda_arch_list: str | None
     pytorch_rocm_arch: str | None
+    cache_problem: str | None = None  # why there is no usable cache directory (the JIT refuses, saying it)
 
     @property
     def load_var(self) -> str:
@@ -65,21 +66,12 @@ def read_settings(package: str, environ: Mapping[str, str] | None = None) -> Set
             f"{prefix}_LOAD={env.get(f'{prefix}_LOAD')!r} is not one of {', '.join(LOAD_MODES)}"
         )
     custom_cache = _nonempty(env, f"{prefix}_CACHE_DIR")
-    home_var = _nonempty(env, "HOME")
-    home = Path(home_var) if home_var else Path.home()
-    if custom_cache is not None:
-        cache_dir = (
-            home / custom_cache[2:]
-            if custom_cache == "~" or custom_cache.startswith("~/")
-            else Path(custom_cache)
-        )
-    else:
-        cache_dir = home / ".cache" / package
+    cache_dir, cache_problem = _cache_dir(package, prefix, custom_cache, _nonempty(env, "HOME"))
     return Settings(
         package=package,
         prefix=prefix,
         load_mode=mode,
-        cache_dir=Path(os.path.abspath(cache_dir)),
+        cache_dir=cache_dir,
         cache_dir_from_env=custom_cache is not None,
         cxx=_nonempty(env, "CXX"),
         path=env.get("PATH"),
@@ -87,4 +79,28 @@ def read_settings(package: str, environ: Mapping[str, str] | None = None) -> Set
         rocm_home=_nonempty(env, "ROCM_HOME", "ROCM_PATH"),
         torch_cuda_arch_list=_nonempty(env, "TORCH_CUDA_ARCH_LIST"),
         pytorch_rocm_arch=_nonempty(env, "PYTORCH_ROCM_ARCH"),
+        cache_problem=cache_problem,
     )
+
+
+def _cache_dir(package: str, prefix: str, custom: str | None, home_var: str | None) -> tuple[Path, str | None]:
+    """The JIT cache's directory, absolute, and None; or a placeholder and why there is none: a
+    cache that would follow the current directory (a relative path, a relative HOME) or a ``~user``
+    that names nobody is refused, in one line, when the JIT needs it (a prebuilt load never does)."""
+    var = f"{prefix}_CACHE_DIR"
+    if custom is not None and custom.startswith("~") and not (custom == "~" or custom.startswith("~/")):
+        expanded = os.path.expanduser(custom)
+        if expanded == custom:
+            return Path(custom), f"{var}={custom!r} names a user this machine does not know. Fix: an absolute path"
+        custom = expanded
+    if custom is not None and not (custom == "~" or custom.startswith("~/")):
+        if not os.path.isabs(custom):
+            return Path(custom), (f"{var}={custom!r} is relative: the cache would move with the current "
+                                  "directory. Fix: an absolute path (or ~/...)")
+        return Path(os.path.abspath(custom)), None
+    if home_var is not None and not os.path.isabs(home_var):
+        return Path(home_var), (f"HOME={home_var!r} is not absolute: the cache would move with the current "
+                                f"directory. Fix: set HOME to an absolute path, or {var}")
+    home = Path(home_var) if home_var else Path.home()
+    below = custom[2:] if custom is not None else os.path.join(".cache", package)
+    return Path(os.path.abspath(home / below)), None

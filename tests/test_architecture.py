@@ -28,16 +28,18 @@ def test_import_contracts_hold() -> None:
 
 def test_the_contracts_catch_a_planted_violation(tmp_path: Path) -> None:
     """The same contracts over a copy where planning imports the Docker engine and the runtime
-    imports the factory: all three break (a contract that cannot break checks nothing)."""
+    imports the factory and an engine imports rich: all four break (a contract that cannot break checks nothing)."""
     shutil.copytree(REPO / "factory" / "wheelfactory", tmp_path / "wheelfactory", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "runtime", tmp_path / "runtime", ignore=shutil.ignore_patterns("__pycache__"))
     with open(tmp_path / "wheelfactory" / "plan" / "expand.py", "a") as planted:
         planted.write("\nimport wheelfactory.engines.docker  # planted\n")
     with open(tmp_path / "runtime" / "_env.py", "a") as planted:
         planted.write("\nfrom wheelfactory import errors  # planted\n")
+    with open(tmp_path / "wheelfactory" / "engines" / "host.py", "a") as planted:
+        planted.write("\nfrom rich.console import Console  # planted\n")
     result = lint_imports(tmp_path)  # the copy comes first on sys.path (the working directory)
     assert result.returncode != 0
-    assert result.stdout.count("BROKEN") >= 3, result.stdout[-4000:]
+    assert result.stdout.count("BROKEN") >= 4, result.stdout[-4000:]
     assert "wheelfactory.plan.expand -> wheelfactory.engines.docker" in result.stdout
 
 

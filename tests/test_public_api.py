@@ -1,5 +1,5 @@
-"""The public API README shows: the example runs as written, the exports exist and are typed, and
-README's exit-code table is the one errors.py defines."""
+"""The public API docs/api.md shows: the example runs as written, the exports exist and are typed, and
+the exit-code tables (README.md's and docs/commands.md's) are the one errors.py defines."""
 
 from __future__ import annotations
 
@@ -8,21 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import wheelfactory
-from testkit import REPO
+from testkit import REPO, docs_text, markdown_section
 from wheelfactory import errors
 
 README = (REPO / "README.md").read_text()
-
-
-def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
+API_PAGE = docs_text("api.md")
+EXIT_CODE_TABLES = {"README.md": markdown_section(README, "## Exit codes"),
+                    "docs/commands.md": markdown_section(docs_text("commands.md"), "## Exit codes")}
 
 
 def test_readme_example_runs_from_outside_the_checkout(tmp_path: Path) -> None:
-    (example,) = re.findall(r"```python\n(.*?)```", section("Python API"), re.S)
+    (example,) = re.findall(r"```python\n(.*?)```", API_PAGE, re.S)
     (tmp_path / "matrix.toml").write_text((REPO / "matrix.toml").read_text().replace(
         'path = "kernels/fusedops"', f'path = "{REPO / "kernels" / "fusedops"}"'))
     result = subprocess.run([sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True,
@@ -54,8 +52,9 @@ def test_load_plan_takes_another_table_and_reports_bad_input_as_config_error(tmp
         raise AssertionError("a misspelt key planned")
 
 
-def test_readme_exit_code_table_is_the_error_tree() -> None:
-    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", section("Exit codes"), re.M)
+@pytest.mark.parametrize("page", sorted(EXIT_CODE_TABLES))
+def test_readme_exit_code_table_is_the_error_tree(page: str) -> None:
+    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", EXIT_CODE_TABLES[page], re.M)
     documented = {name.strip("` "): int(code) for code, names in rows for name in names.split(",") if name.strip()}
     defined = {name: cls.exit_code for name, cls in vars(errors).items()
                if isinstance(cls, type) and issubclass(cls, errors.WheelfactoryError)
@@ -65,3 +64,12 @@ def test_readme_exit_code_table_is_the_error_tree() -> None:
     codes = {cls.exit_code for cls in vars(errors).values()
              if isinstance(cls, type) and issubclass(cls, errors.WheelfactoryError)}
     assert codes <= {int(code) for code, _ in rows}
+
+
+def test_the_readme_and_the_docs_show_one_exit_code_table() -> None:
+    def rows(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("|")]
+
+    assert len(rows(EXIT_CODE_TABLES["README.md"])) >= 12
+    assert rows(EXIT_CODE_TABLES["README.md"]) == rows(EXIT_CODE_TABLES["docs/commands.md"])
+

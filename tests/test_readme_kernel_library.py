@@ -1,4 +1,4 @@
-"""README, "Writing a kernel library": each claim checked against the code it describes.
+"""docs/reference/kernel-toml.md, "Writing a kernel library": each claim checked against the code it describes.
 
 The kernel.toml table against the parser (every key it accepts, each default, required keys), the
 scaffold's file list, matrix and `_runtime` snippet against what `wheelfactory new` writes, and the
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from testkit import REPO
+from testkit import REPO, docs_text, markdown_section
 from wheelfactory import load_plan
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
@@ -37,23 +37,14 @@ if sys.version_info >= (3, 11):
 else:  # the package's own fallback (plan/tomlsource.py)
     import tomli as tomllib
 
-README = (REPO / "README.md").read_text()
-
-
-def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
-
-
-SECTION = section("Writing a kernel library")
+SECTION = docs_text("reference/kernel-toml.md")  # the page "Writing a kernel library: kernel.toml"
 
 
 def kernel_rows() -> list[tuple[str, str, str, str]]:
     """(``table.key``, type, default, meaning) per key of the kernel.toml table; a row naming two keys
     (`[stable_abi] cpu`, `cuda`) gives two."""
     rows = []
-    for line in SECTION.split("### kernel.toml", 1)[1].splitlines():
+    for line in markdown_section(SECTION, "## kernel.toml").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != 4 or not cells[0].startswith("`["):
             continue
@@ -212,7 +203,7 @@ def test_the_file_list_is_what_new_writes() -> None:
     for path in documented:
         assert path in files or any(f.startswith(path) for f in files), path
     for path in files:
-        assert any(path == d or path.startswith(d) for d in documented), f"{path} is not in README's list"
+        assert any(path == d or path.startswith(d) for d in documented), f"{path} is not in the page's list"
 
 
 def test_the_matrix_is_as_documented(project: Path) -> None:
@@ -234,7 +225,7 @@ def test_the_matrix_is_as_documented(project: Path) -> None:
 
 
 def test_the_runtime_snippet_is_the_scaffolds(project: Path) -> None:
-    snippet = SECTION.split("**The `_runtime` contract.**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    snippet = markdown_section(SECTION, "## The `_runtime` contract").split("```python\n", 1)[1].split("```", 1)[0]
     init_lines = set((project / "python" / "demo" / "__init__.py").read_text().replace('"demo"', '"NAME"').splitlines())
     lines = [line for line in snippet.splitlines() if line.strip()]
     assert len(lines) >= 8

@@ -1,18 +1,20 @@
-"""README, "The two commands": what it says of the release matrix (its torch range and how many
+"""README.md and docs/getting-started.md, "The two commands": what they say of the release matrix (its torch range and how many
 variants it plans) is what `wheelfactory plan` makes of matrix.toml with the bundled table."""
 
 from __future__ import annotations
 
 import re
 
+import pytest
 from testkit import REPO
 from wheelfactory import load_plan
 
 
-def test_readme_names_the_release_matrixs_torch_range_and_variant_count() -> None:
-    text = " ".join((REPO / "README.md").read_text().split())
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_readme_names_the_release_matrixs_torch_range_and_variant_count(page: str) -> None:
+    text = " ".join((REPO / page).read_text().split())
     found = re.search(r"CPU and CUDA for torch (\d+\.\d+) to (\d+\.\d+), (\d+) variants", text)
-    assert found, "README no longer describes the release matrix"
+    assert found, f"{page} no longer describes the release matrix"
     plan = load_plan(REPO / "matrix.toml")
     torches = sorted({v.key.torch for v in plan.variants}, key=lambda t: tuple(map(int, t.split("."))))
     assert (found.group(1), found.group(2), int(found.group(3))) == (torches[0], torches[-1], len(plan.variants))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -18,11 +17,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
+from repo_paths import TEST_CACHE as TEST_CACHE
 
-REPO = Path(__file__).resolve().parents[1]
-# Where the slow tiers keep what they build (images are the engine's; wheels, wheelhouse, caches
-# here): persistent across runs, WHEELFACTORY_TEST_CACHE moves it (a CI clone starts empty).
-TEST_CACHE = Path(os.environ.get("WHEELFACTORY_TEST_CACHE", REPO / ".cache" / "tests"))
 DEFAULT_TAG = "cp39-abi3-manylinux_2_28_x86_64"
 
 
@@ -135,3 +132,28 @@ engine = "host"
     assert entry["status"] in ("built", "cached"), entry
     log = (workdir / "dist" / entry["log"]).read_text()
     return workdir / "dist" / entry["wheel"], entry, log
+
+
+def docs_text(*pages: str) -> str:
+    """The text of README.md's reference pages, ``docs/<page>`` (e.g. ``"reference/matrix.md"``),
+    joined: the tests that check a documented claim read it where it is written."""
+    return "\n".join((REPO / "docs" / page).read_text() for page in pages)
+
+
+def markdown_section(text: str, heading: str) -> str:
+    """The section of ``text`` under the heading line ``heading`` (``"## [build]"``), up to the next
+    heading of the same or a higher level outside code blocks; KeyError when there is no such heading."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = text.splitlines()
+    if heading not in lines:
+        raise KeyError(f"no heading {heading!r}")
+    start = lines.index(heading)
+    fenced = False
+    for end in range(start + 1, len(lines)):
+        line = lines[end]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        depth = len(line) - len(line.lstrip("#"))
+        if not fenced and 0 < depth <= level and line[depth:].startswith(" "):
+            return "\n".join(lines[start:end])
+    return "\n".join(lines[start:])

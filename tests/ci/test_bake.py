@@ -253,9 +253,9 @@ def test_engine_and_bake_render_the_same_spec(repo_matrix: Matrix, table: Compat
         return ImageRef(rendered.tag, "sha256:" + rendered.content, built=True)
 
     monkeypatch.setattr(docker_engine, "ensure_image", ensure)
-    engine = docker_engine.DockerEngine(None, {"x86_64": debian_tag("bookworm")}, Wheelhouse(tmp_path / "wh"),
-                                        tmp_path / "images.log", debian_base=debian_tag,
-                                        debian_mirror=HOST_MIRROR)
+    engine = docker_engine.DockerEngine(None, Wheelhouse(tmp_path / "wh"), docker_engine.DockerOptions(
+        base_images={"x86_64": debian_tag("bookworm")}, image_log=tmp_path / "images.log", debian_base=debian_tag,
+        debian_mirror=HOST_MIRROR))
     plan, variants = baked(repo_matrix, table)
     for target in plan.targets:
         for vid in target.variants:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,29 @@ def test_the_default_build_is_read_from_the_wheels_metadata_where_the_index_serv
 ])
 def test_build_of_metadata(text: str, expected: tuple[str, str] | None) -> None:
     assert build_of_metadata(text) == expected
+
+
+def test_pips_index_is_asked_from_pip_through_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PIP_INDEX_URL: pip's configuration first, else pip's own default, else a one-line
+    error; a fake runner stands for pip (its stderr noise comes before what it prints)."""
+    from wheelfactory.ci.compat_refresh import pip_index_url
+    from wheelfactory.errors import ConfigError
+    from wheelfactory.support.proc import CommandFailed
+
+    monkeypatch.delenv("PIP_INDEX_URL", raising=False)
+    answers: dict[str, str | None] = {}
+
+    def pip(command: Sequence[str], **_: object) -> str:
+        answer = answers["config" if "config" in command else "default"]
+        if answer is None:
+            raise CommandFailed(command, 1, "", None)
+        return answer
+
+    answers.update(config="global.timeout='60'\nglobal.index-url='http://mirror.example.invalid/simple'\n",
+                   default="http://default.example.invalid/simple\n")
+    assert pip_index_url("python", runner=pip) == "http://mirror.example.invalid/simple"
+    answers.update(config=None, default="WARNING: a deprecation\nhttp://default.example.invalid/simple\n")
+    assert pip_index_url("python", runner=pip) == "http://default.example.invalid/simple"
+    answers.update(default=None)
+    with pytest.raises(ConfigError, match="no package index is configured for pip"):
+        pip_index_url("python", runner=pip)

@@ -153,7 +153,7 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     log = tmp_path / "build.log"
     original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
         variant, ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2])),
-        torch_index=engine.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))
+        torch_index=engine.options.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))
     assert not original.downloaded
     before = engine.prepared(variant, image, python, original, log)
     assert not any(env.created for env in before)  # the fixture's build made them

@@ -14,7 +14,7 @@ import pytest
 from wheelfactory.engines import socketpipe
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import RELAY_SCRIPT
-from wheelfactory.engines.docker import DockerEngine, ImageFacts
+from wheelfactory.engines.docker import DockerEngine, DockerOptions, ImageFacts
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
 
@@ -121,8 +121,9 @@ def test_an_unreachable_redis_builds_without_the_cache_and_says_why(tmp_path: Pa
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         dead = parse_redis(f"redis://127.0.0.1:{probe.getsockname()[1]}/0")
-    engine = DockerEngine(None, {"x86_64": "base"}, Wheelhouse(tmp_path / "wh"), tmp_path / "images.log",
-                          compile_cache=CompileCache("sccache", tmp_path / "store", dead))
+    engine = DockerEngine(None, Wheelhouse(tmp_path / "wh"), DockerOptions(
+        base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
+        compile_cache=CompileCache("sccache", tmp_path / "store", dead)))
     cache, note = engine._cache_for(ImageFacts("2.36", ("cp311-cp311",), None))
     assert cache is None and "does not answer" in note and note.endswith("building without the compile cache")
     again, note_again = engine._cache_for(ImageFacts("2.36", ("cp311-cp311",), None))

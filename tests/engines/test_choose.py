@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from wheelfactory.engines.choose import START_ENGINE, EngineRequest, choose_engine
 from wheelfactory.engines.host import HostEngine, HostEnvironment
 from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
@@ -48,7 +48,7 @@ def request_for(parse: Callable[[str], Matrix], table: CompatTable, tmp_path: Pa
 
 def test_auto_without_docker_builds_the_hosts_variant_and_lists_the_rest(
         request_for: Callable[..., EngineRequest]) -> None:
-    chosen = choose_engine(request_for(), Console(quiet=True), connect=no_docker, probe_host=host_probe)
+    chosen = choose_engine(request_for(), connect=no_docker, probe_host=host_probe)
     assert isinstance(chosen.engine, HostEngine)
     assert [v.id for v in chosen.variants] == [OWN]
     assert sorted(n.variant.id for n in chosen.not_built) == ["torch26-cxx11-cpu-x86_64-linux",
@@ -61,7 +61,7 @@ def test_auto_without_docker_builds_the_hosts_variant_and_lists_the_rest(
 
 def test_auto_without_docker_and_the_hosts_variant_not_selected_builds_nothing(
         request_for: Callable[..., EngineRequest]) -> None:
-    chosen = choose_engine(request_for(only=("torch26-cxx98-*",)), Console(quiet=True), connect=no_docker,
+    chosen = choose_engine(request_for(only=("torch26-cxx98-*",)), connect=no_docker,
                            probe_host=host_probe)
     assert chosen.variants == ()
     assert [n.variant.id for n in chosen.not_built] == ["torch26-cxx98-cpu-x86_64-linux"]
@@ -71,7 +71,7 @@ def test_auto_without_docker_or_a_usable_host_lists_everything(request_for: Call
     def no_torch(python: str) -> HostEnvironment:
         raise EnvironmentProblem(f"{python} has no torch installed")
 
-    chosen = choose_engine(request_for(), Console(quiet=True), connect=no_docker, probe_host=no_torch)
+    chosen = choose_engine(request_for(), connect=no_docker, probe_host=no_torch)
     assert chosen.engine is None and chosen.variants == ()
     assert len(chosen.not_built) == 3
     assert all("has no torch installed" in n.reason and NO_ENGINE in n.reason for n in chosen.not_built)
@@ -79,14 +79,14 @@ def test_auto_without_docker_or_a_usable_host_lists_everything(request_for: Call
 
 def test_docker_asked_for_by_name_stays_an_error(request_for: Callable[..., EngineRequest]) -> None:
     with pytest.raises(DockerUnavailable, match="no Docker engine answers"):
-        choose_engine(request_for(choice="docker"), Console(quiet=True), connect=no_docker, probe_host=host_probe)
+        choose_engine(request_for(choice="docker"), connect=no_docker, probe_host=host_probe)
 
 
 def test_host_by_name_never_asks_docker(request_for: Callable[..., EngineRequest]) -> None:
     def fail() -> object:
         raise AssertionError("--engine host must not connect to Docker")
 
-    chosen = choose_engine(request_for(choice="host"), Console(quiet=True), connect=fail, probe_host=host_probe)
+    chosen = choose_engine(request_for(choice="host"), connect=fail, probe_host=host_probe)
     assert [v.id for v in chosen.variants] == [OWN] and chosen.not_built == ()
 
 
@@ -96,3 +96,21 @@ def test_the_request_is_frozen_and_keyword_only(request_for: Callable[..., Engin
         request.choice = "docker"  # type: ignore[misc]
     with pytest.raises(TypeError):
         EngineRequest(request.matrix, request.table)  # type: ignore[misc]
+
+
+def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
+    """The host probe's last printed line is its answer; an interpreter without torch is one line."""
+    from wheelfactory.engines.host import probe
+
+    facts = {"python": "3.11", "executable": "/opt/py/bin/python", "arch": "x86_64", "site_packages": [],
+             "torch": "2.13.0+cpu", "cuda": None, "hip": None, "cxx11_abi": True}
+    seen: list[str] = []
+
+    def interpreter(command: Sequence[str], **_: object) -> str:
+        seen.append(command[0])
+        return "a banner line\n" + json.dumps(facts) + "\n"
+
+    assert probe("/opt/py/bin/python", runner=interpreter) == HOST and seen == ["/opt/py/bin/python"]
+    facts["torch"] = None
+    with pytest.raises(EnvironmentProblem, match="has no torch installed"):
+        probe("/opt/py/bin/python", runner=interpreter)

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from wheelfactory.engines.choose import EngineRequest, choose_engine, host_abi3
 from wheelfactory.engines.host import HostEnvironment
 from wheelfactory.plan.compat import CompatTable
@@ -43,13 +42,13 @@ def test_host_abi3(request_for: Callable[..., EngineRequest], python: str, gener
 
 
 def test_the_host_builds_a_byo_abi3_variant(request_for: Callable[..., EngineRequest]) -> None:
-    chosen = choose_engine(request_for('["abi3"]', choice="host"), Console(quiet=True), probe_host=lambda _: HOST)
+    chosen = choose_engine(request_for('["abi3"]', choice="host"), probe_host=lambda _: HOST)
     assert [v.id for v in chosen.variants] == ["torch213-cxx11-cpu-x86_64-linux"]
-    chosen = choose_engine(request_for('["3.11"]', choice="host"), Console(quiet=True), probe_host=lambda _: HOST)
+    chosen = choose_engine(request_for('["3.11"]', choice="host"), probe_host=lambda _: HOST)
     assert [v.id for v in chosen.variants] == ["torch213-cxx11-cpu-x86_64-linux-cp311"]
 
 
 def test_docker_plans_byo_abi3_variants(request_for: Callable[..., EngineRequest]) -> None:
-    chosen = choose_engine(request_for('["abi3"]', choice="docker"), Console(quiet=True), connect=lambda: object())
+    chosen = choose_engine(request_for('["abi3"]', choice="docker"), connect=lambda: object())
     assert [v.id for v in chosen.variants] == ["torch213-cxx11-cpu-x86_64-linux"]
     assert chosen.variants[0].key.python == "abi3"

@@ -8,7 +8,7 @@ import pytest
 from testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
-from wheelfactory.engines.docker import DockerEngine, ImageFacts
+from wheelfactory.engines.docker import DockerEngine, DockerOptions, ImageFacts
 from wheelfactory.engines.prepared_env import PreparedEnv
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
@@ -31,9 +31,10 @@ def variant() -> Variant:
     return only
 
 
-def engine(tmp_path: Path, **kw: object) -> DockerEngine:
-    return DockerEngine(None, {"x86_64": "base"}, Wheelhouse(tmp_path / "wh"), tmp_path / "images.log",
-                        owner="0123abcd", **kw)  # type: ignore[arg-type]
+def engine(tmp_path: Path, client: object = None, **kw: object) -> DockerEngine:
+    return DockerEngine(client, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
+                        DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
+                                      owner="0123abcd", **kw))
 
 
 def test_containers_are_offline_and_labelled_with_the_run_owner(tmp_path: Path, variant: Variant) -> None:
@@ -166,8 +167,7 @@ class ListingApi:
 
 def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_meanwhile(tmp_path: Path) -> None:
     api = ListingApi()
-    eng = engine(tmp_path)
-    eng.client = type("Client", (), {"api": api})()  # type: ignore[assignment]
+    eng = engine(tmp_path, client=type("Client", (), {"api": api})())  # the client is handed in, not patched
     assert eng.reclaim() == ["cibuildwheel-left"]
     assert api.removed == ["a1"]
     assert api.filters == {"label": "wheelfactory.owner=0123abcd"}

@@ -53,7 +53,7 @@ def setup(fake: FakeMachine, tmp_path: Path, **options: object) -> tuple[EngineS
 
 
 def test_an_engine_that_answers_is_left_alone(tmp_path: Path) -> None:
-    fake = FakeMachine(programs=("apt-get", "dockerd"))
+    fake = FakeMachine(programs=("apt-get", "dockerd", "debootstrap"))
     fake.started = True
     fake.answers_after = 1
     result, said = setup(fake, tmp_path)
@@ -101,3 +101,29 @@ def test_a_dockerd_that_dies_is_reported_with_its_log(tmp_path: Path) -> None:
     assert not result.ready and "did not answer" in result.detail
     assert any("failed to start daemon" in line for line in said)
     assert [c[0] for c in fake.commands] == ["sh"]  # nothing to install
+
+
+def test_an_engine_that_answers_still_gets_what_the_route_needs(tmp_path: Path) -> None:
+    """Most machines already run Docker; few have debootstrap, which [build] debian_base needs."""
+    fake = FakeMachine(programs=("apt-get", "dockerd"))
+    fake.started, fake.answers_after = True, 1
+    result, said = setup(fake, tmp_path)
+    assert result.ready and result.warning == ""
+    assert fake.commands == [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "debootstrap"]]
+    assert result.done == ("installed debootstrap",)
+    assert said[0] == "engine: Docker 20.10.24 already answers; the build also needs debootstrap"
+
+
+def test_a_route_part_that_cannot_be_installed_is_a_warning_naming_the_fix(tmp_path: Path) -> None:
+    fake = FakeMachine(root=False, programs=("apt-get", "dockerd"))
+    fake.started, fake.answers_after = True, 1
+    result, _ = setup(fake, tmp_path)
+    assert result.ready and fake.commands == []
+    assert "debootstrap is missing" in result.warning and "apt-get install -y debootstrap" in result.warning
+
+
+def test_a_route_without_debian_base_installs_nothing_beside_the_engine(tmp_path: Path) -> None:
+    fake = FakeMachine(programs=("apt-get", "dockerd"))
+    fake.started, fake.answers_after = True, 1
+    result, _ = setup(fake, tmp_path, route={})
+    assert result.ready and fake.commands == [] and result.done == ()

@@ -34,7 +34,7 @@ def test_auto_builds_the_hosts_variant_and_lists_the_other_exit_5(tmp_path: Path
     assert f"why: no Docker engine answers at unix://{tmp_path}/no-engine.sock" in result.stdout
 
     entries = json.loads((out / "manifest.json").read_text())["variants"]
-    assert list(entries) == [OWN]  # a variant not built here is not recorded (see README)
+    assert list(entries) == [OWN]  # a variant not built here is not recorded (docs/engines.md, auto)
     assert entries[OWN]["status"] == "built" and (out / entries[OWN]["wheel"]).is_file()
     log = (out / entries[OWN]["log"]).read_text()
     # The host engine runs the Docker engine's checks: abi3audit, then the smoke test in a fresh venv.

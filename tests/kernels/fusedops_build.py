@@ -18,7 +18,7 @@ import functools
 import os
 from pathlib import Path
 
-from testkit import REPO
+from repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 from wheelfactory.project.stage import LIMITED_API
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from testkit import REPO
+from testkit import docs_text, markdown_section
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
@@ -73,8 +73,8 @@ def test_bad_values_are_one_line_naming_the_key(parse: Callable[[str], Matrix], 
 
 
 def test_readme_documents_the_key_with_its_values_and_default() -> None:
-    readme = (REPO / "README.md").read_text()
-    row = next(line for line in readme.splitlines() if line.startswith("| `[build] torch_requirement` |"))
+    build_table = markdown_section(docs_text("reference/matrix.md"), "## [build]")
+    row = next(line for line in build_table.splitlines() if line.startswith("| `torch_requirement` |"))
     assert all(f'`"{value}"`' in row for value in TORCH_REQUIREMENTS) and row.endswith('| `"pinned"` |')
     assert "`torch>=2.13,<2.14`" in row and "`torch>=2.10`" in row
-    assert Version("2.13.0+cpu") in Requirement("torch>=2.13,<2.14").specifier  # the README's example
+    assert Version("2.13.0+cpu") in Requirement("torch>=2.13,<2.14").specifier  # the page's example

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
-from wheelfactory.engines.docker import DockerEngine
+from wheelfactory.engines.docker import DockerEngine, DockerOptions
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.compat import load_table
@@ -53,7 +53,8 @@ def test_env_and_cuda_env_override_the_switches() -> None:
 
 def test_the_switches_reach_the_docker_build_and_change_the_key() -> None:
     cuda = stage("cu124")
-    engine = DockerEngine(None, {"x86_64": "base"}, Wheelhouse(REPO / "nowhere"), REPO / "nowhere.log")
+    engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),
+                          DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
     env = engine._cibuildwheel_env(cuda.variant, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO,
                                    cuda.build_env())
     for switch in ("FORCE_CUDA=1", "WITH_CUDA=1", "USE_CUDA=1"):

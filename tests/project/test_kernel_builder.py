@@ -294,7 +294,7 @@ def test_the_tests_loader_plugin_knows_which_repositories_are_this_build(tmp_pat
 
 
 def test_bullseye_serves_torch_up_to_2_8() -> None:
-    """README: bullseye's Python (3.9) takes torch up to 2.8; newer torch needs another base."""
+    """docs/reference/build-toml.md: bullseye's Python (3.9) takes torch up to 2.8; newer torch needs another base."""
     from wheelfactory.images.base_image import SUITES
 
     python = SUITES["bullseye"].python

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,21 @@ def test_the_callers_epoch_wins_and_a_project_without_history_gets_the_zip_epoch
     assert source_date_epoch(tmp_path) == 1234567890
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "yesterday")  # not a number: ignored, as bdist_wheel would fail on it
     assert source_date_epoch(tmp_path) == DEFAULT_SOURCE_DATE_EPOCH
+
+
+def test_the_git_epoch_is_read_through_the_runner_it_is_given(tmp_path: Path) -> None:
+    """A fake runner stands for git: its last line is the commit time; a failure gives the zip epoch."""
+    from wheelfactory.support.proc import CommandFailed
+
+    seen: list[list[str]] = []
+
+    def git(command: Sequence[str], **_: object) -> str:
+        seen.append(list(command))
+        return "warning: unable to access a config file\n1700000123\n"
+
+    def no_history(command: Sequence[str], **_: object) -> str:
+        raise CommandFailed(command, 128, "fatal: not a git repository", None)
+
+    assert source_date_epoch(tmp_path, runner=git) == 1_700_000_123
+    assert seen == [["git", "-C", str(tmp_path.resolve()), "log", "-1", "--format=%ct", "--", "."]]
+    assert source_date_epoch(tmp_path / "other", runner=no_history) == DEFAULT_SOURCE_DATE_EPOCH

@@ -155,3 +155,21 @@ def test_the_workflows_attest_step_signs_exactly_the_wheels_the_index_publishes(
     assert [v["id"] for v in listing["variants"]] == ["torch213-cxx11-cpu-x86_64-linux"]
     assert signed == {v["wheel"] for v in listing["variants"]} | labelled
     assert len(labelled) == 1 and all((tmp_path / "site" / p).is_file() for p in signed)
+
+
+def test_a_killed_runs_swap_links_and_half_generations_are_swept(tmp_path: Path) -> None:
+    """A SIGKILL between the swap link's creation and its rename (another pid's name), a half
+    generation, and either as a symlink out of dist: the next index removes the names, never what
+    a link points at."""
+    make_dist(tmp_path)
+    index(tmp_path)
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("keep")
+    (tmp_path / f".{INDEX_LINK}.99999.tmp").symlink_to(os.path.relpath(tmp_path / GENERATIONS, tmp_path))
+    (tmp_path / f".{INDEX_LINK}.99998.tmp").symlink_to(outside)
+    (tmp_path / GENERATIONS / ".tmp-g1").mkdir()
+    (tmp_path / GENERATIONS / ".tmp-g2").symlink_to(outside)
+    index(tmp_path, base_url="http://example.test:7")
+    assert not list(tmp_path.glob(f".{INDEX_LINK}.*.tmp")) and not list((tmp_path / GENERATIONS).glob(".tmp-*"))
+    assert (outside / "keep.txt").read_text() == "keep"

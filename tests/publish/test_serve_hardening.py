@@ -69,6 +69,7 @@ def test_log_lines_escape_control_characters(served: Served) -> None:
     _, server, lines = served
     answer = raw(server, b"GET /\x1b[2J\x1b]0;owned\x07\x9b HTTP/1.0\r\n\r\n")
     assert answer.startswith(b"HTTP/1.0 400 ")
+    server.log_line.flush()  # the log is written by its own thread
     assert not any(re.search(r"[\x00-\x1f\x7f-\x9f]", line) for line in lines), lines
     logged = "\n".join(lines)
     assert "\\x1b[2J" in logged and "\\x07" in logged
@@ -87,6 +88,7 @@ def test_malformed_paths_get_a_short_400(served: Served, path: str) -> None:
     status, body = get(server, path)
     assert status == 400, body
     assert len(body) < 200 and b"Traceback" not in body and body.startswith(b"400 ")
+    server.log_line.flush()
     assert not any("Traceback" in line or "request failed" in line for line in lines), lines
 
 
@@ -164,6 +166,7 @@ def test_a_failing_request_logs_one_escaped_line(served: Served, capsys: pytest.
         raise ValueError("embedded null byte \x00\x1b[2J")
     except ValueError:
         server.handle_error(None, ("127.0.0.1", 1))
+    server.log_line.flush()
     assert lines == ["('127.0.0.1', 1): request failed: ValueError: embedded null byte \\x00\\x1b[2J"]
     assert capsys.readouterr().err == ""
 
@@ -206,3 +209,31 @@ def test_a_redis_password_is_masked_in_the_error(parse: Callable[[str], Matrix])
 ])
 def test_mask_password(url: str, shown: str) -> None:
     assert mask_password(url) == shown
+
+
+def test_a_log_nobody_reads_never_stops_the_answers(tmp_path: Path) -> None:
+    """stderr a pipe nobody reads: writing the log blocks. The server answers everyone anyway, and
+    the lines it could not queue are counted and reported once the log is read again."""
+    make_dist(tmp_path)
+    index(tmp_path)
+    reading = threading.Event()
+    written: list[str] = []
+
+    def stuck(line: str) -> None:
+        reading.wait()
+        written.append(line)
+
+    server = open_server(tmp_path, "127.0.0.1", 0, stuck, log_lines=3)  # a small queue fills in few requests
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        for _ in range(12):
+            status, _body = get(server, "/index.html")
+            assert status == 200
+        assert server.log_line.dropped > 0
+        reading.set()
+        get(server, "/index.html")
+        server.log_line.flush()
+        assert any("log line(s) dropped: the log was not being read" in line for line in written), written
+    finally:
+        reading.set()
+        stop(server)

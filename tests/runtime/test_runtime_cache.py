@@ -215,3 +215,116 @@ def test_clean_stale_entries_spares_builds_in_progress(tmp_path: Path) -> None:
         removed = clean_stale_entries(tmp_path, held_key="mine")
     assert sorted(removed) == sorted([ours, abandoned, stale])
     assert in_progress.exists() and finished.exists()
+
+
+# Hostile entries (issue: the runtime reads only regular files it owns). Each check must end, not
+# block: run under a guard that fails the test if the call is still inside after 20 s.
+def verdict(entry: Path, key: str = "k", namespace: str = "_x_jit_k") -> tuple[CompletionRecord | None, str]:
+    import threading
+
+    found: list[tuple[CompletionRecord | None, str]] = []
+    worker = threading.Thread(target=lambda: found.append(verify_entry(entry, key, namespace)), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), f"verify_entry blocked on {entry}"
+    return found[0]
+
+
+def rewrite_record(entry: Path, **fields: object) -> None:
+    import json
+
+    data = json.loads((entry / "complete.json").read_text())
+    data.update(fields)
+    (entry / "complete.json").write_text(json.dumps(data))
+
+
+def test_a_fifo_or_a_dev_zero_link_as_the_record_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo_entry = make_entry(tmp_path / "a")
+    (fifo_entry / "complete.json").unlink()
+    os.mkfifo(fifo_entry / "complete.json")
+    record, problem = verdict(fifo_entry)
+    assert record is None and "unsafe completion record" in problem and "not a regular file" in problem
+    zero_entry = make_entry(tmp_path / "b")
+    (zero_entry / "complete.json").unlink()
+    (zero_entry / "complete.json").symlink_to("/dev/zero")
+    record, problem = verdict(zero_entry)
+    assert record is None and "is a symlink" in problem
+
+
+def test_a_fifo_library_is_refused_without_blocking(tmp_path: Path) -> None:
+    entry = make_entry(tmp_path)
+    (entry / "lib.so").unlink()
+    os.mkfifo(entry / "lib.so")
+    record, problem = verdict(entry)
+    assert record is None and "unsafe library" in problem and "not a regular file" in problem
+
+
+def test_a_library_linked_to_a_matching_file_outside_the_cache_is_refused(tmp_path: Path) -> None:
+    entry = make_entry(tmp_path / "cache")
+    outside = tmp_path / "elsewhere.so"
+    outside.write_bytes((entry / "lib.so").read_bytes())  # same bytes: the record matches it
+    (entry / "lib.so").unlink()
+    (entry / "lib.so").symlink_to(outside)
+    record, problem = verdict(entry)
+    assert record is None and "unsafe library" in problem and "symlink" in problem
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_an_entry_others_can_write_is_refused_like_the_root(tmp_path: Path, mode: int) -> None:
+    entry = make_entry(tmp_path)
+    entry.chmod(mode)
+    record, problem = verdict(entry)
+    assert record is None and "writable by others" in problem
+
+
+def test_an_entry_that_is_a_symlink_is_refused_and_discarding_it_spares_its_target(tmp_path: Path) -> None:
+    target = make_entry(tmp_path / "real")
+    link = tmp_path / "cache" / "k"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    record, problem = verdict(link)
+    assert record is None and "the entry is a symlink" in problem
+    discard_entry(link)
+    assert not os.path.lexists(link) and (target / "lib.so").is_file()
+
+
+@pytest.mark.parametrize(("library", "words"), [
+    (".", "names '.', not a library file"),
+    ("..", "names '..', not a library file"),
+    ("", "names '', not a library file"),
+    ("sub/lib.so", "names 'sub/lib.so', not a library file"),
+    ("complete.json", "names 'complete.json', not a library file"),
+    ("build.log", "bytes, its record says"),  # a plain file of the entry, but not the library built
+])
+def test_a_record_naming_no_library_file_is_a_stale_entry(tmp_path: Path, library: str, words: str) -> None:
+    entry = make_entry(tmp_path)
+    (entry / "build.log").write_text("log\n")
+    rewrite_record(entry, library=library)
+    record, problem = verdict(entry)
+    assert record is None and words in problem
+    discard_entry(entry)  # what the loader does with a stale entry before it rebuilds
+    assert not os.path.lexists(entry)
+
+
+def test_an_oversized_record_is_refused_unread(tmp_path: Path) -> None:
+    entry = make_entry(tmp_path)
+    with open(entry / "complete.json", "a") as handle:
+        handle.write(" " * (1 << 20))
+    record, problem = verdict(entry)
+    assert record is None and "larger than" in problem
+
+
+def test_a_lock_path_that_is_a_directory_is_one_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "k.lock").mkdir()
+    with pytest.raises(UnsafeCacheDirError, match=r"the lock file .*k\.lock .*Fix: remove it"):
+        FileLock(tmp_path / "k.lock").acquire()
+    (tmp_path / "j.lock").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeCacheDirError, match="Fix: remove it"):
+        FileLock(tmp_path / "j.lock").acquire()
+    assert not (tmp_path / "elsewhere").exists()  # the link was not followed to create its target
+
+
+def test_a_cache_path_past_the_systems_limit_is_one_clear_error(tmp_path: Path) -> None:
+    deep = tmp_path.joinpath(*["a"] * 2500)
+    with pytest.raises(UnsafeCacheDirError, match=r"cache directory path is \d+ bytes long.*Fix: set X_CACHE_DIR"):
+        ensure_private_dir(deep, "X_CACHE_DIR")

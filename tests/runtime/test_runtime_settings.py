@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -61,3 +62,24 @@ def test_toolchain_variables() -> None:
     assert (settings.cxx, settings.cuda_home, settings.rocm_home) == ("clang++", "/opt/cuda", "/opt/rocm")
     assert (settings.torch_cuda_arch_list, settings.path) == ("9.0", "/bin")
     assert read_settings("x", {"CUDA_HOME": "/a", "CUDA_PATH": "/b"}).cuda_home == "/a"
+
+
+@pytest.mark.parametrize(("env", "words"), [
+    ({"FUSEDOPS_CACHE_DIR": "~no-such-user-here/c", "HOME": "/home/a"}, "names a user this machine does not know"),
+    ({"FUSEDOPS_CACHE_DIR": "relative/cache", "HOME": "/home/a"}, "is relative"),
+    ({"HOME": "relative-home"}, "HOME='relative-home' is not absolute"),
+])
+def test_a_cache_that_would_follow_the_current_directory_is_refused_when_needed(env: dict[str, str],
+                                                                               words: str) -> None:
+    """Refused in one line by the JIT, which needs the cache; a prebuilt load never reads it."""
+    settings = read_settings("fusedops", env)
+    assert settings.cache_problem is not None and words in settings.cache_problem
+    assert "Fix:" in settings.cache_problem and "\n" not in settings.cache_problem
+
+
+def test_a_known_users_home_and_an_absolute_cache_are_used() -> None:
+    root = os.path.expanduser("~root")
+    settings = read_settings("fusedops", {"FUSEDOPS_CACHE_DIR": "~root/kc", "HOME": "/home/a"})
+    assert settings.cache_problem is None and settings.cache_dir == Path(root) / "kc"
+    assert read_settings("fusedops", {"FUSEDOPS_CACHE_DIR": "/abs/c"}).cache_dir == Path("/abs/c")
+    assert read_settings("fusedops", {"HOME": "/home/a"}).cache_dir == Path("/home/a/.cache/fusedops")

@@ -225,3 +225,18 @@ def test_a_name_too_long_and_a_file_for_a_directory_are_one_line(tmp_path: Path)
     assert str(caught.value) == (f"cannot write the report {under}: Not a directory; {under.parent} is not a "
                                  "directory: write somewhere else")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_leftovers_include_a_killed_writers_symlinks_and_never_follow_them(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    work = tmp_path / "dist"
+    work.mkdir()
+    (work / ".index.4242.tmp").symlink_to(outside)
+    (work / ".manifest.json.x.tmp").symlink_to(outside / "keep")
+    found = atomic.leftovers(work)
+    assert found == [work / ".index.4242.tmp", work / ".manifest.json.x.tmp"]
+    for leftover in found:
+        leftover.unlink()
+    assert (outside / "keep").read_text() == "keep"

@@ -65,3 +65,20 @@ def test_run_returns_only_this_commands_output_after_non_ascii_log_lines(tmp_pat
     log = tmp_path / "build.log"
     log.write_text("✓ progress ━━━━ done ✓\n" * 50)  # 3-byte characters before this command
     assert run([sys.executable, "-c", "print('sm_80')"], log=log) == "sm_80\n"
+
+
+def test_call_returns_how_a_command_ended_with_its_streams_apart() -> None:
+    from wheelfactory.support.proc import call
+
+    done = call([sys.executable, "-c", "import sys; print(sys.stdin.read() or 'closed'); "
+                                       "sys.stderr.write('warned'); sys.exit(4)"])
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (4, "closed", "warned")  # stdin: nothing
+    fed = call([sys.executable, "-c", "import sys; print(sys.stdin.read().upper())"], input="fed")
+    assert (fed.returncode, fed.stdout.strip()) == (0, "FED")
+
+
+def test_call_untied_raises_for_a_program_that_cannot_run(tmp_path: Path) -> None:
+    from wheelfactory.support.proc import call
+
+    with pytest.raises(FileNotFoundError):
+        call([str(tmp_path / "missing")], tied=False)

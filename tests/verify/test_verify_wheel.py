@@ -76,3 +76,14 @@ def test_every_planned_variant_has_its_own_namespace() -> None:
     kernel = load_kernel(REPO / "kernels" / "fusedops")
     namespaces = {namespace_for(kernel, v) for v in variants}
     assert len(variants) > 100 and len(namespaces) == len(variants)
+
+
+def test_a_build_record_that_is_not_json_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    library = compile_library(tmp_path, NEEDS_2_25)
+    platform = f"manylinux_{str(required_glibc(library)).replace('.', '_')}_x86_64"
+    broken = make_wheel(tmp_path, "tiny", "0.1", tag=f"cp39-abi3-{platform}",
+                        files={"tiny/_C.abi3.so": library, "tiny/_build.json": "{not json"})
+    assert any("the build record is unusable: tiny/_build.json is not JSON" in p
+               for p in check_wheel(broken, package="tiny", abi3=True))
+    missing = make_wheel(tmp_path, "tiny", "0.1", tag=f"cp39-abi3-{platform}", files={"tiny/_C.abi3.so": library})
+    assert "the build record _build.json is missing" in check_wheel(missing, package="tiny", abi3=True)

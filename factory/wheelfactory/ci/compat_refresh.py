@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import ssl
-import subprocess
 import sys
 import urllib.error
 import urllib.request
@@ -38,6 +37,7 @@ from wheelfactory.plan.torch_releases import (
     torch_files,
 )
 from wheelfactory.support import atomic
+from wheelfactory.support.proc import CommandFailed, Runner, run
 
 PROJECT = "torch"
 PAGE_LIMIT = 64 << 20  # torch's page lists a few thousand files: far less than this
@@ -108,23 +108,29 @@ def _tls() -> ssl.SSLContext:
         ssl.create_default_context()
 
 
-def pip_index_url(python: str = sys.executable) -> str:
+def pip_index_url(python: str = sys.executable, *, runner: Runner = run) -> str:
     """The index pip uses on this host: PIP_INDEX_URL, else pip's configuration, else pip's default
     (asked from pip itself: no registry host is written here)."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"].split()[0]
-    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True, timeout=60,
-                            check=False).stdout
-    for line in listed.splitlines():
+    for line in _output_of(runner, [python, "-m", "pip", "config", "list"]).splitlines():
         key, _, value = line.partition("=")
         if key.strip().endswith(".index-url") and value.strip().strip("'\""):
             return value.strip().strip("'\"").split()[0]
-    default = subprocess.run([python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
-                             capture_output=True, text=True, timeout=60, check=False).stdout.strip()
+    printed = _output_of(runner, [python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"])
+    default = printed.strip().rpartition("\n")[2].strip()  # the last line: a warning on stderr may come first
     if not is_url(default):
         raise ConfigError("no package index is configured for pip on this host and pip names no default",
                           hint="pass --index URL")
     return default
+
+
+def _output_of(runner: Runner, command: list[str]) -> str:
+    """What ``command`` printed; "" when it failed (pip without a configuration, no pip at all)."""
+    try:
+        return runner(command, timeout=60)
+    except CommandFailed:
+        return ""
 
 
 def default_indexes(table: CompatTable, indexes: Indexes) -> tuple[list[str], list[str]]:

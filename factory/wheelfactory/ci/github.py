@@ -42,6 +42,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import yaml
+
 from wheelfactory import __version__
 from wheelfactory.ci import watch_torch
 from wheelfactory.errors import UsageError, WriteFailed

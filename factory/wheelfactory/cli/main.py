@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import cast
 import click
 from rich.console import Console
 from rich.markup import escape
+
 from wheelfactory import __version__
 from wheelfactory.cli.compat_cli import compat_group
 from wheelfactory.cli.render import console, github_json, plan_json, print_plan
@@ -87,7 +89,7 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
           only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
-    from wheelfactory.cli.render import BuildView, print_build_summary
+    from wheelfactory.cli.render import BuildView, EventRenderer, print_build_summary
     from wheelfactory.engines.capacity import parse_size
     from wheelfactory.errors import VariantsNotBuilt
     from wheelfactory.runner.session import prepare_build
@@ -96,15 +98,18 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     memory_cap = parse_size(max_memory) if max_memory else None
     out_console = console()
     if setup:
-        choice = engine or load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build.engine
-        _setup_engine(out_console, choice)
+        settings = load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build
+        _setup_engine(out_console, engine or settings.engine, debian_base=bool(settings.debian_base))
+    shown = EventRenderer(out_console)  # the progress channel, rendered
     prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
-                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, console=out_console)
+                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, progress=shown)
     out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
     if prepared.build_ids:
         with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built) as view:
-            result = prepared.run(observe=view)
+            shown.view = view
+            result = prepared.run(progress=shown)
+        shown.view = None
     else:
         result = prepared.run()
     outcomes = list(result.outcomes)
@@ -117,14 +122,17 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
                                f"variant(s) not built here ({first.reason}); to build them: {first.action}")
 
 
-def _setup_engine(out_console: Console, choice: str) -> None:
+def _setup_engine(out_console: Console, choice: str, *, debian_base: bool) -> None:
     """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
-    from wheelfactory.engines.dockerd import start_engine
+    from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, start_engine
 
     if choice == "host":
         out_console.print("setup: --engine host needs no Docker engine; nothing to set up", markup=False)
         return
-    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False))
+    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False),
+                          route=DEBIAN_BASE_PACKAGES if debian_base else {})
+    if result.warning:
+        out_console.print(f"setup: {result.warning}", markup=False, highlight=False)
     if not result.ready:
         then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
         out_console.print(f"setup: no Docker engine here: {result.detail}; {then}", markup=False, highlight=False)
@@ -153,6 +161,8 @@ def engine_start(no_install: bool, log: Path, wait_s: int) -> None:
     result = start_engine(install=not no_install, log=log, wait_s=wait_s, say=click.echo)
     if not result.ready:
         raise DockerUnavailable(result.detail)
+    if result.warning:
+        click.echo(f"engine: {result.warning}", err=True)
     done = "; ".join(result.done) or "nothing to do"
     click.echo(f"engine: {result.detail} ready ({done}; {time.monotonic() - started:.1f} s)")
 
@@ -299,9 +309,8 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
 @click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
 def which_command(index: str | None, python: str, quiet: bool) -> None:
     """Print the pip command for the variant that fits an environment's torch, or say why none does."""
-    import subprocess
-
     from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
+    from wheelfactory.support.proc import call
 
     # The script the index serves as select.py (standard library only, the runtime's fit rule
     # embedded), fed to the target interpreter on stdin as `curl URL/select.py | python -` does:
@@ -309,7 +318,7 @@ def which_command(index: str | None, python: str, quiet: bool) -> None:
     _check_interpreter(python)
     command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
     try:
-        code = subprocess.run(command, input=select_script(DEFAULT_BASE_URL), text=True, check=False).returncode
+        code = call(command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False).returncode
     except OSError as exc:
         raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
     if code:
@@ -324,26 +333,29 @@ def _check_interpreter(python: str) -> None:
     """``which --python``: the program must be a Python 3 interpreter, else one line (UsageError)
     naming it. Without this, a program that ignores its arguments (/bin/echo, a wrapper that
     prints something and exits 0) would be taken for an answer."""
-    import subprocess
+    from wheelfactory.support.proc import TimeoutExpired, call
 
     hint = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
     probe = f"import sys; sys.stdout.write('{_PROBE} %d' % sys.version_info[0])"
     try:
-        done = subprocess.run([python, "-c", probe], stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=_PROBE_SECONDS, check=False)
-    except subprocess.TimeoutExpired:
+        done = call([python, "-c", probe], timeout=_PROBE_SECONDS, tied=False)
+    except TimeoutExpired:
         raise UsageError(f"--python {python}: no answer to a one-line Python test in {_PROBE_SECONDS} s; "
                          f"{hint}") from None
     except (OSError, ValueError) as exc:  # not found, not executable; ValueError: a NUL in the name
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"--python {python}: cannot run it ({reason}); {hint}") from None
-    said = done.stdout.decode("utf-8", "replace").strip()
+    said = done.stdout.strip()
     if done.returncode != 0:
         raise UsageError(f"--python {python}: exited {done.returncode} on a one-line Python test, so it is "
                          f"not a working Python interpreter; {hint}")
     if said != f"{_PROBE} 3":
         shown = " ".join(said.split())[:60] or "nothing"
         raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @cli.command("serve")
@@ -372,11 +384,14 @@ def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> 
     for variant in variants:
         click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
     sys.stdout.flush()
+    # A terminated server stops like an interrupted one: its queued log lines are written first.
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         click.echo("stopped", err=True)
     finally:
+        server.log_line.flush()
         server.server_close()
 
 
@@ -392,7 +407,8 @@ DEFAULT_GFX = ("gfx90a", "gfx940")  # MI200 and the newest Instinct target Debia
               help="gfx targets (default: [rocm] gfx_targets of the matrix, else gfx90a and gfx940).")
 def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Path, gfx: tuple[str, ...]) -> None:
     """Hipify the kernel's CUDA sources and compile its device code with hipcc for gfx targets."""
-    from wheelfactory.engines.choose import _debian_bases
+    from wheelfactory.cli.render import EventRenderer
+    from wheelfactory.engines.choose import debian_bases
     from wheelfactory.images.containers import docker_client
     from wheelfactory.project.kernel_toml import load_kernel
     from wheelfactory.verify.rocm_device_code import check_device_code
@@ -403,15 +419,12 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
     targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
     client = docker_client()
     out_console = console()
-    base = (_debian_bases(client, matrix, out_console)(matrix.build.debian_base) if matrix.build.debian_base
+    base = (debian_bases(client, matrix, EventRenderer(out_console))(matrix.build.debian_base) if matrix.build.debian_base
             else matrix.build.base_image("x86_64"))
-    import torch  # its headers give c10's element types to the device unit
-
     out = out_dir.resolve()
     log = out / "rocm-check.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    result = check_device_code(client, base, kernel, targets, torch_include=Path(torch.__file__).parent / "include",
-                               work=out / ".work" / "rocm-check", log=log)
+    result = check_device_code(client, base, kernel, targets, work=out / ".work" / "rocm-check", log=log)
     out_console.print(f"{kernel.name} device code, hipified: {result.describe()} (log: {log})", markup=False)
     out_console.print("Verified: the hipified kernels compile for these targets. Not verified here: linking "
                       "against a ROCm torch (none is reachable) and running.", markup=False)
@@ -430,17 +443,17 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
               show_default=True, help="Where the temporary rootfs and the logs go.")
 def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
+    from wheelfactory.cli.render import EventRenderer
     from wheelfactory.errors import ImageBuildFailed
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
     from wheelfactory.plan.indexes import debian_mirror
-    from wheelfactory.support.progress import ConsoleProgress
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
     spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag)
     try:
-        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=ConsoleProgress(err))
+        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err))
     except ImageBuildFailed as exc:
         if exc.tail:
             err.print(exc.tail, markup=False, highlight=False)

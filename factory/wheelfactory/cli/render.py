@@ -1,4 +1,5 @@
-"""Presentation of plans: rich tables for people, JSON for machines. No logic lives here."""
+"""Presentation: rich tables for people, JSON for machines, and the progress channel's events
+(support/progress.py) as lines or a live table. No logic lives here; nothing else imports rich."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
 from wheelfactory.plan.expand import Plan
+from wheelfactory.support.progress import CommandRun, Event, StepDone, StepStarted, ToolOutput, VariantPhase
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -113,7 +116,8 @@ class BuildView:
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
 
-    def __call__(self, variant_id: str, phase: str, detail: str) -> None:
+    def show(self, event: VariantPhase) -> None:
+        variant_id, phase, detail = event.variant, event.phase, event.detail
         if variant_id not in self.rows:  # about the run, not a variant (e.g. reclaimed containers)
             self.out.print(f"{phase}: {detail}", markup=False)
             return
@@ -125,6 +129,32 @@ class BuildView:
             self.live.update(self._table())
         else:
             self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
+
+
+class EventRenderer:
+    """The progress channel as a person reads it: steps in bold, commands dimmed behind ``$``,
+    results in green, a failed tool's output as it printed it; a variant's phases go to the build
+    view while one is open (``view``), else one line each."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.view: BuildView | None = None
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, VariantPhase):
+            if self.view is not None:
+                self.view.show(event)
+            else:
+                self.out.print(f"{event.variant}: {event.phase}" + (f" ({event.detail})" if event.detail else ""),
+                               markup=False)
+        elif isinstance(event, StepStarted):
+            self.out.print(f"[bold]==> {escape(event.title)}[/bold]")
+        elif isinstance(event, CommandRun):
+            self.out.print(f"[dim]  $ {escape(event.command)}[/dim]", soft_wrap=True)
+        elif isinstance(event, StepDone):
+            self.out.print(f"[green]  {escape(event.text)}[/green]")
+        elif isinstance(event, ToolOutput):
+            self.out.print(event.text, markup=False, highlight=False)
 
 
 def compile_share(outcomes: Sequence[Outcome]) -> str:

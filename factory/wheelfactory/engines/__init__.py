@@ -25,7 +25,9 @@ class BuildInputs:
 
 
 class Engine(Protocol):
-    name: str
+    @property
+    def name(self) -> str:
+        """docker, host: what the summary and the manifest call it."""
 
     def identity(self, variant: Variant) -> str:
         """What about the engine changes this variant's wheel (interpreter + torch, image id): in the cache key."""
@@ -33,9 +35,9 @@ class Engine(Protocol):
     def image_id(self, variant: Variant) -> str | None:
         """The id of the image the variant builds in (None where no image is used)."""
 
-    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
-        """Parallel compiles inside one build (MAX_JOBS) and the memory limit of one build's
-        container (None: unlimited), from factory/wheelfactory/engines/capacity.py."""
+    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> Engine:
+        """The same engine with parallel compiles inside one build (MAX_JOBS) and the memory limit
+        of one build's container (None: unlimited), from engines/capacity.py."""
 
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""

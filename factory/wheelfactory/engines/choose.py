@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
 from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
+from wheelfactory.images.containers import DockerClient
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import ProjectConstraints, project_expand, project_matrix
 from wheelfactory.plan.expand import Plan, select
@@ -23,6 +23,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Engine as EngineChoice
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.support.progress import Listener, ToolOutput, ignore
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 START_ENGINE = "wheelfactory engine start"  # installs (as root, on Debian/Ubuntu) and starts one
@@ -75,7 +76,7 @@ def owner_of(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
 
 
-def choose_engine(request: EngineRequest, console: Console, *, connect: Callable[[], object] | None = None,
+def choose_engine(request: EngineRequest, progress: Listener = ignore, *, connect: Callable[[], DockerClient] | None = None,
                   probe_host: Callable[[str], HostEnvironment] = probe) -> Chosen:
     """``connect`` returns a Docker client or raises DockerUnavailable (default: the engine named
     by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch. Both are parameters so
@@ -88,17 +89,17 @@ def choose_engine(request: EngineRequest, console: Console, *, connect: Callable
         if request.choice == "docker":
             raise
         return _host_fallback(request, str(exc), probe_host)
-    return _docker(client, request, console)
+    return _docker(client, request, progress)
 
 
-def _connect() -> object:
+def _connect() -> DockerClient:
     from wheelfactory.images.containers import docker_client
 
     return docker_client(hint="")
 
 
-def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
-    from wheelfactory.engines.docker import DockerEngine
+def _docker(client: DockerClient, request: EngineRequest, progress: Listener) -> Chosen:
+    from wheelfactory.engines.docker import DockerEngine, DockerOptions
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
     matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
@@ -107,18 +108,18 @@ def _docker(client: object, request: EngineRequest, console: Console) -> Chosen:
     base_images = dict(build.base_images)
     debian_base = None
     if build.debian_base:
-        debian_base = _debian_bases(client, matrix, console)
+        debian_base = debian_bases(client, matrix, progress)
         base_images = _debian_base(matrix, variants, debian_base, matrix_file=matrix_file)
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
-    engine = DockerEngine(client, base_images, Wheelhouse(wheelhouse), out / "images.log",
-                          torch_indexes=urls, python_support={r.minor: r.python for r in table.releases},
-                          owner=owner_of(out), compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
-                          debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
-                          refusals=refusals)
+    options = DockerOptions(base_images=base_images, image_log=out / "images.log", torch_indexes=urls,
+                            python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),
+                            compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
+                            debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
+                            refusals=refusals)
+    engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
-    refused = (f"; {len(engine.refusals)} of them cannot get their torch (they fail at once)"
-               if engine.refusals else "")
+    refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "")
     return Chosen(engine, variants,
                   f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}")
 
@@ -154,18 +155,17 @@ def _mirror(matrix: Matrix) -> str:
     return debian_mirror(matrix.build.debian_mirror)
 
 
-def _debian_bases(client: object, matrix: Matrix, console: Console) -> Callable[[str], str]:
+def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str], str]:
     """suite -> the tag of its offline Debian base, made on first use (reused: content-tagged)."""
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
-    from wheelfactory.support.progress import ConsoleProgress
 
     def make(suite: str) -> str:
         try:
-            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix)),  # type: ignore[arg-type]
-                                      cache_dir=DEFAULT_CACHE, progress=ConsoleProgress(console))
+            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix)),
+                                      cache_dir=DEFAULT_CACHE, progress=progress)
         except ImageBuildFailed as exc:
             if exc.tail:
-                console.print(exc.tail, markup=False, highlight=False)
+                progress(ToolOutput(exc.tail))
             raise
         return image.tag
 

@@ -21,11 +21,12 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
+
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
@@ -40,7 +41,7 @@ from wheelfactory.engines.wheelhouse import (
     runtime_requirements,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
-from wheelfactory.images.containers import Container
+from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
@@ -120,92 +121,129 @@ class ImageFacts:
         return wanted[0], have[wanted[0]]
 
 
-@dataclass
-class DockerEngine:
-    client: object  # docker.DockerClient; typed loosely so the module imports without the SDK
-    base_images: dict[str, str]  # arch -> base image
-    wheelhouse: Wheelhouse
+@dataclass(frozen=True, kw_only=True)
+class DockerOptions:
+    """Everything a Docker run is configured with, resolved once before its first variant (as
+    cibuildwheel's BuildOptions): the engine only reads it."""
+
+    base_images: Mapping[str, str]  # arch -> base image
     image_log: Path  # image builds are shared by variants: their log is the run's, not a variant's
     # variant id -> the URL of the index that serves its torch (plan/indexes.py Indexes.torch_url);
     # None or missing: the index pip is configured with on the host
-    torch_indexes: dict[str, str | None] = field(default_factory=dict)
-    python_support: dict[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
+    torch_indexes: Mapping[str, str | None] = field(default_factory=dict)
+    python_support: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # torch minor -> Pythons
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
-    compile_cache: CompileCache | None = None  # shared by all variants (factory/wheelfactory/engines/compile_cache.py)
+    compile_cache: CompileCache | None = None  # shared by all variants (engines/compile_cache.py)
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
     # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
     debian_base: Callable[[str], str] | None = None
     debian_mirror: str | None = None  # Debian toolkit layers: [build] debian_mirror, else the host's apt mirror
     # variant id -> why the torch index cannot serve it (wheelhouse.pypi_refusal): fails at once
-    refusals: dict[str, str] = field(default_factory=dict)
+    refusals: Mapping[str, str] = field(default_factory=dict)
     compile_jobs: int = field(default_factory=lambda: os.cpu_count() or 2)  # MAX_JOBS in each build
     container_memory: int | None = None  # docker --memory of each build container (--max-memory)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return {OWNER_LABEL: self.owner} if self.owner else {}
+
+
+@dataclass
+class _RunCaches:
+    """What a run learns once and every variant reuses: images, their facts, the compile cache's
+    relay, each variant's build inputs. The one mutable part of the engine, behind its lock."""
+
+    images: dict[str, ImageRef] = field(default_factory=dict)
+    facts: dict[str, ImageFacts] = field(default_factory=dict)
+    base_ids: dict[str, str] = field(default_factory=dict)  # base name -> image id, resolved once a run
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    relay: RedisRelay | None = None  # started on the first build that needs it
+    relay_problem: str | None = None
+    inputs: dict[str, BuildInputs] = field(default_factory=dict)  # variant id -> its build's inputs
+
+
+@dataclass(frozen=True)
+class _VariantSets:
+    """The wheel sets one variant's build takes from the wheelhouse."""
+
+    torch: WheelSet  # torch, the build tools (and CUDA 13's toolkit wheels)
+    build_system: WheelSet  # the project's [build-system] requires
+    tests: WheelSet | None  # the project tests' requirements; None: no tests or none needed
+    test_requires: tuple[str, ...] = ()  # [test] requires
+
+
+@dataclass(frozen=True)
+class _VariantEnvs:
+    """The prepared environments one variant's build mounts."""
+
+    torch: PreparedEnv
+    tools: PreparedEnv
+    build_system: PreparedEnv
+    tests: PreparedEnv | None
+
+
+@dataclass(frozen=True)
+class DockerEngine:
+    client: DockerClient
+    wheelhouse: Wheelhouse
+    options: DockerOptions
     name: str = "docker"
-    _images: dict[str, ImageRef] = field(default_factory=dict)
-    _facts: dict[str, ImageFacts] = field(default_factory=dict)
-    _base_ids: dict[str, str] = field(default_factory=dict)  # base name -> image id, resolved once a run
-    _image_lock: threading.Lock = field(default_factory=threading.Lock)
-    _relay: RedisRelay | None = None  # started on the first build that needs it
-    _relay_problem: str | None = None
-    _inputs: dict[str, BuildInputs] = field(default_factory=dict)  # variant id -> its build's inputs
+    _caches: _RunCaches = field(default_factory=_RunCaches, compare=False, repr=False)
+
+    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> DockerEngine:
+        return replace(self, options=replace(self.options, compile_jobs=compile_jobs,
+                                             container_memory=container_memory))
 
     def identity(self, variant: Variant) -> str:
         """Part of the cache key: the image id pins the toolchain exactly."""
         image = self.image_for(variant)
-        return f"docker:{image.id}:index={self.torch_indexes.get(variant.id) or 'pip-config'}"
+        return f"docker:{image.id}:index={self.options.torch_indexes.get(variant.id) or 'pip-config'}"
 
     def image_id(self, variant: Variant) -> str | None:
         return self.image_for(variant).id
 
     def build_inputs(self, variant: Variant) -> BuildInputs | None:
-        return self._inputs.get(variant.id)
+        return self._caches.inputs.get(variant.id)
 
     def image_for(self, variant: Variant) -> ImageRef:
         """The variant's build image, built once per content tag: the base as it is, or for a
         CUDA variant whose toolkit has no wheels, on a Debian base, the suite that packages it
         plus Debian's toolkit (docker/build-cuda.Dockerfile). One at a time: parallel variants
         wait for an image another one is making instead of making it twice."""
-        with self._image_lock:
-            spec = image_spec(variant, self.base_images, debian_base=self.debian_base,
-                              debian_mirror=self.debian_mirror)
-            if spec.base not in self._base_ids:
-                self._base_ids[spec.base] = resolve_base(self.client, spec.base,  # type: ignore[arg-type]
-                                                         log=self.image_log)
+        with self._caches.lock:
+            spec = image_spec(variant, self.options.base_images, debian_base=self.options.debian_base,
+                              debian_mirror=self.options.debian_mirror)
+            if spec.base not in self._caches.base_ids:
+                self._caches.base_ids[spec.base] = resolve_base(self.client, spec.base,
+                                                         log=self.options.image_log)
             # The base's image id is a label, so a re-pulled base gives a new tag. `wheelfactory
             # bake` renders the same spec without it (it knows no engine): its tags differ.
-            rendered = spec.render(labels={BASE_ID_LABEL: self._base_ids[spec.base]})
-            if rendered.tag not in self._images:
-                self._images[rendered.tag] = ensure_image(self.client, rendered,  # type: ignore[arg-type]
-                                                          log=self.image_log)
-            return self._images[rendered.tag]
+            rendered = spec.render(labels={BASE_ID_LABEL: self._caches.base_ids[spec.base]})
+            if rendered.tag not in self._caches.images:
+                self._caches.images[rendered.tag] = ensure_image(self.client, rendered,
+                                                          log=self.options.image_log)
+            return self._caches.images[rendered.tag]
 
     def facts(self, image: ImageRef) -> ImageFacts:
-        if image.id not in self._facts:
-            with Container(self.client, image.id, labels=self.labels) as box:  # type: ignore[arg-type]
+        if image.id not in self._caches.facts:
+            with Container(self.client, image.id, labels=self.options.labels) as box:
                 data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
-            self._facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
+            self._caches.facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
                                                data.get("nvcc"))
-        return self._facts[image.id]
-
-    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
-        self.compile_jobs, self.container_memory = compile_jobs, container_memory
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {OWNER_LABEL: self.owner} if self.owner else {}
+        return self._caches.facts[image.id]
 
     def reclaim(self) -> list[str]:
         """Remove the containers a killed run on the same output directory left behind (its
         cibuildwheel container may still be compiling). Called with the output lock held, so no
         live run owns them."""
-        if not self.owner:
+        if not self.options.owner:
             return []
         import docker.errors
 
         # The low-level listing: the high-level one inspects each container it lists, and a
         # container that goes away in between (one run with --rm ending) fails the whole listing.
-        api = self.client.api  # type: ignore[attr-defined]
-        stale = api.containers(all=True, filters={"label": f"{OWNER_LABEL}={self.owner}"})
+        api = self.client.api
+        stale = api.containers(all=True, filters={"label": f"{OWNER_LABEL}={self.options.owner}"})
         removed = []
         for container in stale:
             try:
@@ -216,46 +254,74 @@ class DockerEngine:
         return sorted(removed)
 
     def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
+        """One variant, phase by phase: its image, its wheel sets, its prepared environments, the
+        staged source, cibuildwheel's build and repair, then the checks."""
         variant = stage.variant
-        if variant.id in self.refusals:
-            raise DockerBuildError(self.refusals[variant.id])
+        if variant.id in self.options.refusals:
+            raise DockerBuildError(self.options.refusals[variant.id])
         with timeline.phase("image"):
             image = self.image_for(variant)
             facts = self.facts(image)
-        version, python = facts.python_for(variant, self.python_support.get(variant.key.torch, ()))
-        glibc = ".".join(facts.glibc.split(".")[:2])
+        version, python = facts.python_for(variant, self.options.python_support.get(variant.key.torch, ()))
         if variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and not facts.nvcc:
             raise DockerBuildError(
                 f"{variant.id}: CUDA {variant.toolkit} is not published as complete wheels (only CUDA 13 is) and "
                 f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
-        tests = stage.checks.tests_for(variant.id)
-        test_requires = tests.requires if tests is not None else ()
-        container_python = ContainerPython(version, variant.key.arch, glibc)
+        container_python = ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2]))
         with timeline.phase("wheelhouse"):
-            wheels = self.wheelhouse.ensure(
-                request_for(variant, container_python, torch_index=self.torch_indexes.get(variant.id),
-                            extra=(*variant.toolkit_wheels, *self._cache_requirements())),
-                log=log)
-            # The project's build system is a set of its own too: one torch set serves every project.
-            build_wheels = self._build_system_set(stage, container_python, log)
-            # The tests' requirements are a set of their own: adding pytest to torch's set would
-            # make a new torch set, and download GBs of torch again.
-            test_wheels = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), container_python),
-                                                 log=log) if test_requires else None
-        self._inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag,
-                                               (*wheels.wheels, *build_wheels.wheels), _driver_versions())
+            sets = self._wheel_sets(stage, container_python, log)
+        self._caches.inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag,
+                                                      (*sets.torch.wheels, *sets.build_system.wheels),
+                                                      _driver_versions())
         with timeline.phase("environment"):
-            torch_env, tools_env = self.prepared(variant, image, python, wheels, log)
-            build_env = self._ensure_env(EnvRequest("build", image.id, python,
-                                                    stage.build_system.environment_requirements(),
-                                                    build_wheels.wheels), image, python, build_wheels, log)
-            test_env = None if test_wheels is None else self.prepared_test_env(image, python, test_wheels,
-                                                                                test_requires, log)
+            envs = self._environments(stage, image, python, sets, log)
         source, output = workdir / "src", workdir / "out"
         with timeline.phase("stage"):
             shutil.rmtree(output, ignore_errors=True)
             stage.write(source)
+        repaired = self._cibuildwheel(stage, image, facts, python, sets, envs, source, output, workdir, log,
+                                      timeline)
+        wheel = stage.finish(repaired, workdir / "final")
+        with timeline.phase("environment"):
+            deps_env = self.prepared_deps_env(variant, image, python, container_python, wheel, sets.torch, log)
+        self.verify(stage, image, envs.torch, wheel, log, timeline, test_env=envs.tests, workdir=workdir,
+                    deps_env=deps_env)
+        return wheel
+
+    def _wheel_sets(self, stage: Stage, python: ContainerPython, log: Path) -> _VariantSets:
+        """torch's set (shared by every project), the project's build system's, and the tests'."""
+        variant = stage.variant
+        torch = self.wheelhouse.ensure(
+            request_for(variant, python, torch_index=self.options.torch_indexes.get(variant.id),
+                        extra=(*variant.toolkit_wheels, *self._cache_requirements())),
+            log=log)
+        # The project's build system is a set of its own too: one torch set serves every project.
+        build_system = self._build_system_set(stage, python, log)
+        # The tests' requirements are a set of their own: adding pytest to torch's set would
+        # make a new torch set, and download GBs of torch again.
+        tests = stage.checks.tests_for(variant.id)
+        test_requires = tests.requires if tests is not None else ()
+        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python),
+                                          log=log) if test_requires else None
+        return _VariantSets(torch, build_system, test_set, test_requires)
+
+    def _environments(self, stage: Stage, image: ImageRef, python: str, sets: _VariantSets,
+                      log: Path) -> _VariantEnvs:
+        torch_env, tools_env = self.prepared(stage.variant, image, python, sets.torch, log)
+        build_env = self._ensure_env(EnvRequest("build", image.id, python,
+                                                stage.build_system.environment_requirements(),
+                                                sets.build_system.wheels), image, python, sets.build_system, log)
+        test_env = None if sets.tests is None else self.prepared_test_env(image, python, sets.tests,
+                                                                          sets.test_requires, log)
+        return _VariantEnvs(torch_env, tools_env, build_env, test_env)
+
+    def _cibuildwheel(self, stage: Stage, image: ImageRef, facts: ImageFacts, python: str, sets: _VariantSets,
+                      envs: _VariantEnvs, source: Path, output: Path, workdir: Path, log: Path,
+                      timeline: Timeline) -> Path:
+        """cibuildwheel's build and repair of the staged source, with the compile cache wired in;
+        the repaired wheel."""
+        variant = stage.variant
         cache, cache_note = self._cache_for(facts)
         stats_dir = workdir / "cache-stats"
         shutil.rmtree(stats_dir, ignore_errors=True)
@@ -263,12 +329,12 @@ class DockerEngine:
         wired = None
         if cache is not None:
             wired = wiring(cache, variant.id, stats_dir=stats_dir,
-                           relay_dir=self._relay.directory if self._relay else None,
+                           relay_dir=self._caches.relay.directory if self._caches.relay else None,
                            nvcc=variant.key.backend.kind == "cuda")
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
-        env = self._cibuildwheel_env(variant, image, python, wheels.path, stage.build_env(), wired,
-                                     envs=(build_env, tools_env, torch_env), epoch=stage.source_date_epoch,
-                                     cuda_home=cuda_home(variant, facts, torch_env))
+        env = self._cibuildwheel_env(variant, image, python, sets.torch.path, stage.build_env(), wired,
+                                     envs=(envs.build_system, envs.tools, envs.torch), epoch=stage.source_date_epoch,
+                                     cuda_home=cuda_home(variant, facts, envs.torch))
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             if cache_note:
                 sink.write(f"# {cache_note}\n")
@@ -289,12 +355,7 @@ class DockerEngine:
                 sink.write(f"# compile cache ({cache.describe()}): "
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
-        wheel = stage.finish(repaired, workdir / "final")
-        with timeline.phase("environment"):
-            deps_env = self.prepared_deps_env(variant, image, python, container_python, wheel, wheels, log)
-        self.verify(stage, image, torch_env, wheel, log, timeline, test_env=test_env, workdir=workdir,
-                    deps_env=deps_env)
-        return wheel
+        return repaired
 
     def _build_system_set(self, stage: Stage, python: ContainerPython, log: Path) -> WheelSet:
         """The project's build system (its [build-system] requires, less torch, plus what its backend
@@ -356,7 +417,7 @@ class DockerEngine:
         def install(request: EnvRequest, target: Path) -> None:
             with log.open("a", encoding="utf-8") as sink:
                 sink.write(f"# preparing the {request.role} environment {request.key}: {' '.join(request.requirements)}\n")
-            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+            with Container(self.client, image.id, network="none", labels=self.options.labels,
                            volumes={wheels.path: "/wheelhouse:ro", target: request.mount}) as box:
                 interpreter = f"/opt/python/{python}/bin/python"
                 # pip --target installs into a temporary directory and then moves: one on the
@@ -387,27 +448,27 @@ class DockerEngine:
         return env
 
     def _cache_requirements(self) -> tuple[str, ...]:
-        cache = self.compile_cache
+        cache = self.options.compile_cache
         return (SCCACHE_REQUIREMENT,) if cache is not None and cache.tool == "sccache" else ()
 
     def _cache_for(self, facts: ImageFacts) -> tuple[CompileCache | None, str]:
         """The cache this build uses, and a note for its log when it is not the configured one."""
-        cache = self.compile_cache
+        cache = self.options.compile_cache
         if cache is None:
             return None, ""
         if cache.tool == "ccache" and not facts.ccache:
             return None, "no ccache in the build image: building without the compile cache"
         if cache.redis is not None:
-            with self._image_lock:
-                if self._relay is None and self._relay_problem is None:
+            with self._caches.lock:
+                if self._caches.relay is None and self._caches.relay_problem is None:
                     try:
                         ping(cache.redis)
-                        self._relay = RedisRelay(cache.redis)
-                        atexit.register(self._relay.close)
+                        self._caches.relay = RedisRelay(cache.redis)
+                        atexit.register(self._caches.relay.close)
                     except RedisUnreachable as exc:
-                        self._relay_problem = str(exc)
-            if self._relay is None:  # a cache outage must not fail the build
-                return None, f"{self._relay_problem}: building without the compile cache"
+                        self._caches.relay_problem = str(exc)
+            if self._caches.relay is None:  # a cache outage must not fail the build
+                return None, f"{self._caches.relay_problem}: building without the compile cache"
         return cache, ""
 
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
@@ -420,13 +481,13 @@ class DockerEngine:
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
                        *(f"-v {env.path}:{env.mount}:ro" for env in envs),
-                       *(f"--label {k}={v}" for k, v in self.labels.items())]
-        if self.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
-            create_args.append(f"--memory {self.container_memory} --memory-swap {self.container_memory}")
+                       *(f"--label {k}={v}" for k, v in self.options.labels.items())]
+        if self.options.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
+            create_args.append(f"--memory {self.options.container_memory} --memory-swap {self.options.container_memory}")
         # SOURCE_DATE_EPOCH: the wheel's file times (setuptools' bdist_wheel and auditwheel's repack
         # both read it). The compile itself is path-independent here: cibuildwheel builds in
         # /project whatever the host's directory is.
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.compile_jobs),
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.options.compile_jobs),
                      "SOURCE_DATE_EPOCH": str(epoch)}
         if envs:
             build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
@@ -475,13 +536,13 @@ class DockerEngine:
         read-only) and the wheel (installed into its own directory, --no-deps), run from an empty
         directory."""
         variant = stage.variant
-        _, python = self.facts(image).python_for(variant, self.python_support.get(variant.key.torch, ()))
+        _, python = self.facts(image).python_for(variant, self.options.python_support.get(variant.key.torch, ()))
         interpreter = f"/opt/python/{python}/bin/python"
         envs = [env for env in (deps_env, torch_env) if env is not None]
         mounts = {env.path: f"{env.mount}:ro" for env in envs}
 
         def smoke(code: str, log: Path) -> str:
-            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+            with Container(self.client, image.id, network="none", labels=self.options.labels,
                            volumes={**mounts, wheel.parent: "/dist:ro"}) as box:
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
                          "-q", "--target", "/tmp/smoke", f"/dist/{wheel.name}"], log=log)
@@ -497,7 +558,7 @@ class DockerEngine:
             tested = [e for e in (deps_env, test_env, torch_env) if e is not None]
             paths = ["/tmp/wheel", *(e.mount for e in tested)]
             volumes = {**{e.path: f"{e.mount}:ro" for e in tested}, wheel.parent: "/dist:ro", project: "/project"}
-            with Container(self.client, image.id, network="none", labels=self.labels,  # type: ignore[arg-type]
+            with Container(self.client, image.id, network="none", labels=self.options.labels,
                            volumes=volumes) as box:
                 box.run([interpreter, "-m", "pip", "install", "--no-index", "--no-deps", "--disable-pip-version-check",
                          "-q", "--target", "/tmp/wheel", f"/dist/{wheel.name}"], log=log)
@@ -509,5 +570,5 @@ class DockerEngine:
                                                       "/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"})
             return project_test_verdict(output)
 
-        verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.glibc_floor, error=DockerBuildError,
+        verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.options.glibc_floor, error=DockerBuildError,
                      timeline=timeline, run_tests=run_tests)

@@ -14,7 +14,7 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,7 +25,10 @@ DOCKERD_ARGS = ("--bridge=none", "--iptables=false")
 DEFAULT_LOG = Path("/tmp/dockerd.log")
 DEFAULT_WAIT_S = 60
 # Debian package -> the program it brings (what tells us it is missing)
-PACKAGES = {"docker.io": "dockerd", "debootstrap": "debootstrap"}
+ENGINE_PACKAGES = {"docker.io": "dockerd"}
+# What a build route needs besides the engine: debootstrap makes [build] debian_base's image. Also
+# installed when an engine already answers (most machines run Docker, few have debootstrap).
+DEBIAN_BASE_PACKAGES = {"debootstrap": "debootstrap"}
 APT_TIMEOUT_S = 900
 
 Say = Callable[[str], None]
@@ -74,29 +77,51 @@ class EngineSetup:
     ready: bool
     detail: str  # ready: "Docker 20.10.24"; otherwise why no engine answers and what to do
     done: tuple[str, ...] = field(default=())  # what was done, for the summary ("installed docker.io")
+    warning: str = ""  # ready, but a part the route needs is missing: what and how to get it
+
+
+def _install(m: Machine, packages: Sequence[str], say: Say) -> str | None:
+    """apt-get install ``packages``; None, or why it failed (the command, its exit code, its last line)."""
+    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *packages]):
+        say(f"+ {shlex.join(command)}")
+        try:
+            m.command(command)
+        except CommandFailed as exc:
+            last = exc.tail.strip().splitlines()[-1:] or [""]
+            return f"`{shlex.join(command)}` failed with exit code {exc.returncode}: {last[0]}"
+    return None
 
 
 def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int = DEFAULT_WAIT_S,
-                 say: Say = lambda line: None, machine: Machine | None = None) -> EngineSetup:
-    """Make a Docker engine answer here where that can be done: install the packages (``install``,
-    root, apt-get), start dockerd (root). Each step is told to ``say`` before it runs."""
+                 say: Say = lambda line: None, machine: Machine | None = None,
+                 route: Mapping[str, str] = DEBIAN_BASE_PACKAGES) -> EngineSetup:
+    """Make a Docker engine answer here where that can be done, with what the build ``route`` needs
+    (package -> its program): install the packages (``install``, root, apt-get), start dockerd
+    (root). Each step is told to ``say`` before it runs."""
     m = machine or Machine()
     version = m.answers()
-    if version is not None:
-        say(f"engine: Docker {version} already answers")
-        return EngineSetup(True, f"Docker {version}")
     root = m.euid() == 0
+    route_missing = [package for package, program in route.items() if m.which(program) is None]
+    if version is not None:
+        if not route_missing:
+            say(f"engine: Docker {version} already answers")
+            return EngineSetup(True, f"Docker {version}")
+        say(f"engine: Docker {version} already answers; the build also needs {' '.join(route_missing)}")
+        if install and root and m.which("apt-get"):
+            failed = _install(m, route_missing, say)
+            if failed is None:
+                return EngineSetup(True, f"Docker {version}", (f"installed {' '.join(route_missing)}",))
+        else:
+            failed = "installing it needs root and apt-get" if install else "--no-install"
+        return EngineSetup(True, f"Docker {version}", warning=(
+            f"{' '.join(route_missing)} is missing ({failed}): install it (Debian/Ubuntu: "
+            f"apt-get install -y {' '.join(route_missing)})"))
     done: list[str] = []
-    missing = [package for package, program in PACKAGES.items() if m.which(program) is None]
+    missing = [package for package, program in ENGINE_PACKAGES.items() if m.which(program) is None] + route_missing
     if missing and install and root and m.which("apt-get"):
-        for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *missing]):
-            say(f"+ {shlex.join(command)}")
-            try:
-                m.command(command)
-            except CommandFailed as exc:
-                last = exc.tail.strip().splitlines()[-1:] or [""]
-                return EngineSetup(False, f"`{shlex.join(command)}` failed with exit code {exc.returncode}: "
-                                          f"{last[0]}", tuple(done))
+        failed = _install(m, missing, say)
+        if failed is not None:
+            return EngineSetup(False, failed, tuple(done))
         done.append(f"installed {' '.join(missing)}")
     dockerd = m.which("dockerd")
     if dockerd is None:

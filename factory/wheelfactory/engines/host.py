@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
-from wheelfactory.support.proc import run
+from wheelfactory.support.proc import Runner, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -91,8 +91,8 @@ def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) ->
     return flags
 
 
-def probe(python: str) -> HostEnvironment:
-    output = run([python, "-c", _PROBE])
+def probe(python: str, *, runner: Runner = run) -> HostEnvironment:
+    output = runner([python, "-c", _PROBE])
     info = json.loads(output.strip().splitlines()[-1])
     if not info.get("torch"):
         raise EnvironmentProblem(f"{python} has no torch installed: the host engine builds for the torch of "
@@ -101,18 +101,21 @@ def probe(python: str) -> HostEnvironment:
                            info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())))
 
 
+@dataclass(frozen=True)
 class HostEngine:
-    name = "host"
+    """Builds with this machine's interpreter and its torch; settled when chosen, read only after."""
 
-    def __init__(self, environment: HostEnvironment, *, tools: Path, jobs_per_build: int = 0,
-                 glibc_floor: str | None = None) -> None:
-        self.environment = environment
-        self.tools = tools  # the host tool environments (support/host_env.py): the projects' build systems
-        self.glibc_floor = glibc_floor
-        self.jobs_per_build = jobs_per_build or (os.cpu_count() or 1)
+    environment: HostEnvironment
+    _: KW_ONLY
+    tools: Path  # the host tool environments (support/host_env.py): the projects' build systems
+    glibc_floor: str | None = None
+    jobs_per_build: int = field(default_factory=lambda: os.cpu_count() or 1)  # MAX_JOBS
+    runner: Runner = run  # every command of a build, a test run and a smoke
+    name: str = "host"
 
-    def use_capacity(self, compile_jobs: int, container_memory: int | None) -> None:
-        self.jobs_per_build = compile_jobs  # no container here: a memory cap only lowers parallelism
+    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
+        # no container here: a memory cap only lowers parallelism
+        return replace(self, jobs_per_build=compile_jobs)
 
     def identity(self, variant: Variant) -> str:
         env = self.environment
@@ -161,11 +164,11 @@ class HostEngine:
         env.update(dict(stage.variant.settings.env))
         with timeline.phase("compile"):
             with diagnosed(stage, log, HostEngineError):
-                run([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw), str(source)],
-                    env=env, log=log)
+                self.runner([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw),
+                             str(source)], env=env, log=log)
         (wheel,) = raw.glob("*.whl")
         with timeline.phase("repair"):
-            run(auditwheel_command(python, wheel, repaired), env=env, log=log)
+            self.runner(auditwheel_command(python, wheel, repaired), env=env, log=log)
             (repaired_wheel,) = repaired.glob("*.whl")
             fixed = stage.finish(repaired_wheel, workdir / "final")
         verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
@@ -191,9 +194,10 @@ class HostEngine:
         clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **TEST_TERMINAL,
                  "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
         if tests.requires:
-            run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean, log=log)
-        return project_test_verdict(run(["sh", "-c", project_test_shell(tests, str(project))], cwd=project,
-                                        env=clean, log=log))
+            self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean,
+                        log=log)
+        return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))], cwd=project,
+                                                env=clean, log=log))
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
         """Run ``code`` in a fresh venv of the host interpreter that sees its torch and has only the
@@ -202,7 +206,7 @@ class HostEngine:
         shutil.rmtree(directory, ignore_errors=True)
         venv, cwd = directory / "venv", directory / "cwd"
         cwd.mkdir(parents=True)
-        run([env.executable, "-m", "venv", "--system-site-packages", str(venv)], log=log)
+        self.runner([env.executable, "-m", "venv", "--system-site-packages", str(venv)], log=log)
         # --system-site-packages gives the base interpreter's packages; when the host interpreter is
         # itself a venv, its torch is in its own site-packages: a .pth file adds them (after the
         # venv's own, so the wheel installed here comes first).
@@ -210,13 +214,14 @@ class HostEngine:
         (site_dir / "_wheelfactory_host_torch.pth").write_text("".join(f"{p}\n" for p in env.site_packages))
         python = str(venv / "bin" / "python")
         clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=clean, log=log)
+        self.runner([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=clean,
+                    log=log)
         # What the wheel requires besides torch, from the host's pip index (the host engine is not
         # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
         requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
         if requires:
-            run([python, "-m", "pip", "install", "-q", *requires], env=clean, log=log)
-        return run([python, "-c", code], cwd=cwd, env=clean, log=log)
+            self.runner([python, "-m", "pip", "install", "-q", *requires], env=clean, log=log)
+        return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 
 def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:

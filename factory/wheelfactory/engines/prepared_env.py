@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
+
 from wheelfactory.project.keys import json_digest
 from wheelfactory.support.linkstore import Removed, collect_unused_trees, share_identical_files
 

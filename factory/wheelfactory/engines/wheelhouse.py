@@ -23,6 +23,7 @@ from pathlib import Path
 from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
+
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant

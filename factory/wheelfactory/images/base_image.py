@@ -36,10 +36,10 @@ from wheelfactory.images.dockerfiles import (
     load_template,
 )
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.progress import NullProgress, Progress
+from wheelfactory.support.progress import CommandRun, Listener, StepDone, StepStarted, ignore
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 BASE_REPOSITORY = "wheelfactory/base"
 ROOTFS_REPOSITORY = "wheelfactory/rootfs"
@@ -137,27 +137,26 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
 
 
-def ensure_base_image(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
-                      progress: Progress | None = None) -> BaseImage:
+def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
+                      progress: Listener = ignore) -> BaseImage:
     """The base image for ``spec``: reused when its tag exists, else made (see the module doc)."""
-    progress = progress or NullProgress()
     rendered = render_base(spec)
     log = cache_dir / "logs" / f"base-{rendered.tag.rsplit(':', 1)[-1]}.log"
-    progress.step(f"base image {rendered.tag} (Debian {spec.suite.name} from {spec.mirror})")
+    progress(StepStarted(f"base image {rendered.tag} (Debian {spec.suite.name} from {spec.mirror})"))
     found = find_image(client, rendered)
     if found is not None:
-        progress.result(f"exists: reused ({found.id})")
+        progress(StepDone(f"exists: reused ({found.id})"))
         return BaseImage(found.tag, found.id, spec.suite, True, log)
     timings: list[tuple[str, float]] = []
     _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings)
-    progress.step(f"apt layer and manylinux layout (docker/{rendered.template})")
+    progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
     ref = ensure_image(client, rendered, log=log, progress=progress)
     timings.append(("build", ref.seconds))
     return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
 
 
-def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
-                   progress: Progress, timings: list[tuple[str, float]]) -> None:
+def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
+                   progress: Listener, timings: list[tuple[str, float]]) -> None:
     import docker
 
     tag = spec.rootfs_tag
@@ -166,8 +165,8 @@ def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_di
     except docker.errors.ImageNotFound:
         pass
     else:
-        progress.step(f"rootfs {tag}")
-        progress.result(f"exists: reused ({image.id})")
+        progress(StepStarted(f"rootfs {tag}"))
+        progress(StepDone(f"exists: reused ({image.id})"))
         return
     if shutil.which("debootstrap") is None:
         raise ImageBuildFailed("debootstrap is not installed: apt-get install -y debootstrap")
@@ -180,8 +179,8 @@ def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_di
     try:
         rootfs = work / "rootfs"
         command = ["debootstrap", "--variant=minbase", spec.suite.name, str(rootfs), spec.mirror]
-        progress.step(f"debootstrap {spec.suite.name} (log: {log})")
-        progress.command(shlex.join(command))
+        progress(StepStarted(f"debootstrap {spec.suite.name} (log: {log})"))
+        progress(CommandRun(shlex.join(command)))
         start = time.monotonic()
         try:
             run(command, log=log, timeout=DEBOOTSTRAP_TIMEOUT_S)
@@ -191,11 +190,11 @@ def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_di
                 f"answers ({spec.mirror}/dists/{spec.suite.name}/Release) or pass another with --mirror",
                 tail=exc.tail) from exc
         timings.append(("debootstrap", round(time.monotonic() - start, 3)))
-        progress.result(f"rootfs made in {timings[-1][1]:.1f} s ({_size_mb(rootfs)} MB)")
+        progress(StepDone(f"rootfs made in {timings[-1][1]:.1f} s ({_size_mb(rootfs)} MB)"))
 
-        progress.step(f"import rootfs as {tag}")
+        progress(StepStarted(f"import rootfs as {tag}"))
         # The SDK call is `docker import`'s request; the tar is streamed, never written to disk.
-        progress.command(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  (through the SDK)")
+        progress(CommandRun(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  (through the SDK)"))
         start = time.monotonic()
         repository, name = tag.rsplit(":", 1)
         try:
@@ -205,11 +204,11 @@ def _ensure_rootfs(client: docker.DockerClient, spec: BaseImageSpec, *, cache_di
             raise ImageBuildFailed(f"importing the {spec.suite.name} rootfs into the engine failed: {exc}; "
                                    "check the engine's log (e.g. /tmp/dockerd.log) and its free disk") from exc
         timings.append(("import", round(time.monotonic() - start, 3)))
-        progress.result(f"imported {tag} ({image.id}) in {timings[-1][1]:.1f} s")
+        progress(StepDone(f"imported {tag} ({image.id}) in {timings[-1][1]:.1f} s"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if work.exists():
-            progress.result(f"warning: could not remove {work}")
+            progress(StepDone(f"warning: could not remove {work}"))
 
 
 class _Sink(io.RawIOBase):

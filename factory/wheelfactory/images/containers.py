@@ -13,14 +13,17 @@ import socket
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, final
+from typing import TYPE_CHECKING, Literal, Protocol, final
 
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.support.proc import TAIL_LINES, CommandFailed
 
 if TYPE_CHECKING:
     import docker
+    from docker.api.client import APIClient
     from docker.models.containers import Container as SdkContainer
+    from docker.models.containers import ContainerCollection
+    from docker.models.images import ImageCollection
 
 DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock"
 CLIENT_TIMEOUT_S = 600  # per socket read: a large import or a quiet build step may take minutes
@@ -29,6 +32,20 @@ PROBE_API_VERSION = "1.24"  # the oldest the SDK speaks; /version answers unvers
 NO_ENGINE_HINT = "start one (`wheelfactory engine start`) or use --engine host"
 
 Network = Literal["none", "host"]
+
+
+class DockerClient(Protocol):
+    """What the factory uses of the Docker SDK's client (``docker.DockerClient`` is one): typed, so
+    every caller is checked, and a test can hand in its own without the SDK."""
+
+    @property
+    def images(self) -> ImageCollection: ...
+
+    @property
+    def containers(self) -> ContainerCollection: ...
+
+    @property
+    def api(self) -> APIClient: ...
 
 
 def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_ENGINE_HINT) -> docker.DockerClient:
@@ -85,7 +102,7 @@ class Container:
     in ``self.name``); the caller decides when, e.g. from a --keep-container flag.
     """
 
-    def __init__(self, client: docker.DockerClient, image: str, *, network: Network = "none",
+    def __init__(self, client: DockerClient, image: str, *, network: Network = "none",
                  volumes: Mapping[Path, str] | None = None, environment: Mapping[str, str] | None = None,
                  workdir: str | None = None, keep: bool = False, labels: Mapping[str, str] | None = None) -> None:
         self.client = client

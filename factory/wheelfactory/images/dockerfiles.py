@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 from wheelfactory.errors import ConfigError, ImageBuildFailed
 from wheelfactory.images.containers import Network
 from wheelfactory.support.proc import tail_of
-from wheelfactory.support.progress import NullProgress, Progress
+from wheelfactory.support.progress import CommandRun, Listener, StepDone, ignore
 from wheelfactory.support.resources import templates_dir
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 BUILD_REPOSITORY = "wheelfactory/build"
 CONTENT_LABEL = "wheelfactory.content"  # full sha256 of what the tag's 12 hex abbreviate
@@ -158,7 +158,7 @@ def _context(dockerfile: str) -> io.BytesIO:
     return buffer
 
 
-def find_image(client: docker.DockerClient, rendered: RenderedImage) -> ImageRef | None:
+def find_image(client: DockerClient, rendered: RenderedImage) -> ImageRef | None:
     """The image under ``rendered.tag`` if it holds this rendering (its content label matches)."""
     import docker
 
@@ -171,23 +171,22 @@ def find_image(client: docker.DockerClient, rendered: RenderedImage) -> ImageRef
     return ImageRef(rendered.tag, str(image.id), built=False)
 
 
-def ensure_image(client: docker.DockerClient, rendered: RenderedImage, *, log: Path,
-                 progress: Progress | None = None) -> ImageRef:
+def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
+                 progress: Listener = ignore) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
     (classic builder, network only when the template asks for it), its log appended to ``log``."""
     import docker
 
-    progress = progress or NullProgress()
     found = find_image(client, rendered)
     if found is not None:
-        progress.result(f"{rendered.tag} exists: reused ({found.id})")
+        progress(StepDone(f"{rendered.tag} exists: reused ({found.id})"))
         return found
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     # What the CLI would be; the SDK call below is the same request without the CLI.
     shown = f"docker build --network {rendered.network} --label {CONTENT_LABEL}=... -t {rendered.tag} - " \
             f"(docker/{rendered.template}, through the SDK)"
-    progress.command(shown)
+    progress(CommandRun(shown))
     error = ""
     with log.open("a", encoding="utf-8") as sink:
         sink.write(f"$ {shown}\n{rendered.dockerfile}\n")
@@ -202,7 +201,7 @@ def ensure_image(client: docker.DockerClient, rendered: RenderedImage, *, log: P
                     sink.write(text)
                     sink.flush()
                     if text.startswith("Step "):
-                        progress.command(text.strip())
+                        progress(CommandRun(text.strip()))
                 if "error" in chunk:
                     error = str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).strip()
                     sink.write(f"error: {error}\n")
@@ -215,7 +214,7 @@ def ensure_image(client: docker.DockerClient, rendered: RenderedImage, *, log: P
                                tail=tail_of(log))
     image = client.images.get(rendered.tag)
     seconds = time.monotonic() - start
-    progress.result(f"built {rendered.tag} ({image.id}) in {seconds:.1f} s")
+    progress(StepDone(f"built {rendered.tag} ({image.id}) in {seconds:.1f} s"))
     return ImageRef(rendered.tag, str(image.id), built=True, seconds=round(seconds, 3))
 
 
@@ -224,18 +223,17 @@ NO_REGISTRY_HINT = ("no registry reachable? set [build] debian_base = \"bookworm
                     "packages here, or name an image this engine has")
 
 
-def resolve_base(client: docker.DockerClient, name: str, *, log: Path, progress: Progress | None = None) -> str:
+def resolve_base(client: DockerClient, name: str, *, log: Path, progress: Listener = ignore) -> str:
     """The id of base image ``name``, pulled first when the engine lacks it. A build image records
     this id (BASE_ID_LABEL), so re-pulling a moved tag (manylinux images are republished under the
     same name) gives a new build image instead of silently reusing one made from the old base."""
     import docker
 
-    progress = progress or NullProgress()
     try:
         return str(client.images.get(name).id)
     except docker.errors.ImageNotFound:
         pass
-    progress.command(f"docker pull {name}")
+    progress(CommandRun(f"docker pull {name}"))
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         image = client.images.pull(name)

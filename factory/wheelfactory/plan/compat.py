@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory._runtime._toolkit import CudaFacts, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor

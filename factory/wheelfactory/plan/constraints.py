@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import Plan, Pruned, expand

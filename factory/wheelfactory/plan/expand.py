@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.identity import Backend, BuildSettings, Variant, VariantId

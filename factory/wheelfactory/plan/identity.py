@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory.plan.indexes import IndexRef
 
 BackendKind = Literal["cpu", "cuda", "rocm"]

@@ -14,9 +14,26 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from wheelfactory.plan.toml_model import NONBLANK, Key, Section, Text, TextList
 from wheelfactory.plan.tomlsource import Table
 
-TEST_KEYS = {"command", "requires", "sources", "skip"}
+# [test] as matrix.toml and kernel.toml declare it (plan/toml_model.py): the parser's keys, the schema's.
+TEST_SECTION = Section(
+    description="the project's own tests, run against every built wheel",
+    may_be_empty=True,
+    keys=(
+        Key("command", Text(pattern=NONBLANK, examples=("python -m pytest -q {project}/tests",)),
+            "a shell command run from a copy of the test sources; {project} and {package} become its path",
+            required=True),
+        Key("requires", TextList(item=Text(examples=("pytest",))),
+            "what the tests need besides torch and the wheel, as pip requirements"),
+        Key("sources", TextList(item=Text(examples=("tests",))),
+            "files and directories of the project the tests need, relative to the project"),
+        Key("skip", TextList(item=Text(examples=("*-cu*",))),
+            "variant id patterns (fnmatch) whose wheels are not tested"),
+    ),
+)
+TEST_KEYS = TEST_SECTION.names()
 # cibuildwheel's placeholders: {project} is the project's copy in the container (here, the
 # directory holding ``sources``), {package} the same (a project is its own package here).
 PLACEHOLDERS = ("project", "package")

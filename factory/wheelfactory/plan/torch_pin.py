@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Literal
 
 from packaging.version import Version
+
 from wheelfactory.plan.identity import Variant
 
 TorchRequirement = Literal["pinned", "unpinned"]

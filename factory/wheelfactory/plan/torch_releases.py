@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 
 JSON_CONTENT = "application/vnd.pypi.simple.v1+json"

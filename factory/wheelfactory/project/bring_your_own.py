@@ -17,6 +17,7 @@ from pathlib import Path
 
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig

@@ -31,6 +31,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
+
 from wheelfactory.errors import ConfigError
 
 PYPROJECT = "pyproject.toml"

@@ -62,6 +62,7 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
 

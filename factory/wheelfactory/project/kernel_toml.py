@@ -7,13 +7,63 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
-from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
+
+from wheelfactory.plan.project_tests import TEST_SECTION, ProjectTests, parse_test_table
+from wheelfactory.plan.toml_model import Key, Section, Text, TextList
 from wheelfactory.plan.tomlsource import Table, TomlDocument
 
 DECLARATION = "kernel.toml"
-_NAME = re.compile(r"^[a-z_][a-z0-9_]*$", re.ASCII)
-_OP = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$", re.ASCII)
+NAME = r"^[a-z_][a-z0-9_]*$"
+OP = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_NAME = re.compile(NAME, re.ASCII)
+_OP = re.compile(OP, re.ASCII)
 SOURCE_BACKENDS = ("cpu", "cuda")
+
+# The keys of kernel.toml, declared once (plan/toml_model.py): parse_kernel refuses every other key,
+# and plan/schema.py writes the file's JSON Schema from these. Paths are relative to kernel.toml;
+# that they exist is the parser's check, not the schema's.
+_SOURCE_LISTS = {
+    "cpu": Key("cpu", TextList(item=Text(examples=("csrc/cpu/ops.cpp",)), nonempty=True),
+               "C++ sources every variant compiles", required=True),
+    "cuda": Key("cuda", TextList(item=Text(examples=("csrc/cuda/ops.cu",))),
+                "CUDA sources a CUDA variant adds (hipified for ROCm)"),
+}
+KERNEL_FILE = Section(
+    description="wheelfactory's kernel.toml: a factory-native kernel project's declaration",
+    keys=(
+        Key("kernel", Section((
+            Key("name", Text(pattern=NAME, examples=("mykernels",)),
+                "the import name of the package (a lower-case Python identifier)", required=True),
+            Key("version", Text(examples=("0.1.0",)),
+                "a PEP 440 version without a local label (the factory adds one per variant)", required=True),
+            Key("description", Text(examples=("Fused ops for LLM inference",)), "one line", default=""),
+            Key("python_package", Text(examples=("python/mykernels",)),
+                "the directory of the hand-written Python package", required=True),
+            Key("namespace_macro", Text(examples=("MYKERNELS_NAMESPACE",)),
+                "the macro the sources use as the TORCH_LIBRARY namespace; default <NAME>_NAMESPACE"),
+            Key("ops", TextList(item=Text(pattern=OP, examples=("my_op",)), lone=False, nonempty=True),
+                "the op names registered with TORCH_LIBRARY", required=True),
+            Key("sample_inputs", Text(examples=("_samples:sample_inputs",)),
+                '"module:function" in the Python package returning sample inputs per op'),
+        )), "the package", required=True),
+        Key("sources", Section((
+            Key("include_dirs", TextList(item=Text(examples=("csrc",))), "header directories"),
+            *(_SOURCE_LISTS[backend] for backend in SOURCE_BACKENDS),
+            Key("device_check", Text(examples=("csrc/cuda/device_check.cu",)),
+                "a .cu instantiating every kernel with c10's types only, for the device-code compile check"),
+        )), "what the builds compile", required=True),
+        Key("stable_abi", Section(tuple(
+            Key(backend, TextList(item=Text(examples=(f"csrc/stable/ops.{'cu' if backend == 'cuda' else 'cpp'}",))),
+                f"{backend} sources written against torch's stable ABI only")
+            for backend in SOURCE_BACKENDS)), "what a stable-ABI variant compiles instead of [sources]"),
+        Key("flags", Section((
+            Key("cxx", TextList(item=Text(examples=("-O3",))), "C++ compiler flags"),
+            Key("nvcc", TextList(item=Text(examples=("-O3",))), "nvcc flags"),
+        )), "compiler flags"),
+        Key("test", TEST_SECTION, "the kernel's own tests, run against every built wheel (a matrix.toml [test] "
+            "replaces it)"),
+    ),
+)
 # Files only a device build reads: a CPU variant neither ships nor hashes them, so editing a
 # .cu file rebuilds the CUDA/ROCm variants and leaves the CPU ones cached.
 DEVICE_SUFFIXES = frozenset({".cu", ".cuh", ".hip"})
@@ -85,10 +135,9 @@ def load_kernel(root: Path) -> KernelSpec:
 
 def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     top = doc.root()
-    top.reject_unknown({"kernel", "sources", "flags", "stable_abi", "test"})
+    top.reject_unknown(KERNEL_FILE.names())
     kernel = top.table("kernel")
-    kernel.reject_unknown({"name", "version", "description", "python_package", "namespace_macro", "ops",
-                           "sample_inputs"})
+    kernel.reject_unknown(KERNEL_FILE.section("kernel").names())
     name = kernel.string("name")
     if name is None or not _NAME.fullmatch(name):
         kernel.error("name", f"must be a lower-case Python identifier, got {name!r}")
@@ -109,7 +158,7 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     python_package = _existing_dir(kernel, "python_package", root, required=True)
 
     sources = top.table("sources")
-    sources.reject_unknown({"include_dirs", "device_check", *SOURCE_BACKENDS})
+    sources.reject_unknown(KERNEL_FILE.section("sources").names())
     include_dirs = tuple(_existing_dir(sources, "include_dirs", root, value=v)
                          for v in sources.string_list("include_dirs", ()))
     per_backend: list[tuple[str, tuple[Path, ...]]] = []
@@ -121,13 +170,13 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         sources.error("cpu", "names no source", "the CPU sources are built for every variant")
 
     stable = top.table("stable_abi")
-    stable.reject_unknown(set(SOURCE_BACKENDS))
+    stable.reject_unknown(KERNEL_FILE.section("stable_abi").names())
     stable_sources = tuple(
         (backend, tuple(_existing_file(stable, backend, root, v) for v in stable.string_list(backend, ())))
         for backend in SOURCE_BACKENDS if stable.has(backend))
 
     flags = top.table("flags")
-    flags.reject_unknown({"cxx", "nvcc"})
+    flags.reject_unknown(KERNEL_FILE.section("flags").names())
     return KernelSpec(
         root=root,
         name=name,

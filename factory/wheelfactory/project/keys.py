@@ -8,6 +8,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
+from wheelfactory.support.proc import CommandFailed, Runner, TimeoutExpired, run
+
 
 def tree_digest(root: Path, files: Iterable[Path]) -> str:
     """sha256 over (relative path, content) of each file, in sorted order."""
@@ -39,7 +41,7 @@ def file_sha256(path: Path) -> str:
 DEFAULT_SOURCE_DATE_EPOCH = 315532800
 
 
-def source_date_epoch(root: Path) -> int:
+def source_date_epoch(root: Path, *, runner: Runner = run) -> int:
     """SOURCE_DATE_EPOCH for the wheels of the project at ``root`` (every file in a wheel gets this
     time, so two builds of the same sources give the same bytes): the environment's, where the
     caller set one; else the time of the last git commit that touched the project (the same in
@@ -50,17 +52,18 @@ def source_date_epoch(root: Path) -> int:
     given = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if given.isdigit():
         return int(given)
-    return _git_epoch(root.resolve())
+    return _git_epoch(root.resolve()) if runner is run else _epoch_from_git(root.resolve(), runner)
 
 
 @functools.cache
 def _git_epoch(root: Path) -> int:
-    import subprocess
+    return _epoch_from_git(root, run)  # one git call per project and process
 
+
+def _epoch_from_git(root: Path, runner: Runner) -> int:
     try:
-        found = subprocess.run(["git", "-C", str(root), "log", "-1", "--format=%ct", "--", "."],
-                               capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return DEFAULT_SOURCE_DATE_EPOCH  # no git: no history to read
-    text = found.stdout.strip()
-    return int(text) if found.returncode == 0 and text.isdigit() else DEFAULT_SOURCE_DATE_EPOCH
+        found = runner(["git", "-C", str(root), "log", "-1", "--format=%ct", "--", "."], timeout=30)
+    except (OSError, CommandFailed, TimeoutExpired):
+        return DEFAULT_SOURCE_DATE_EPOCH  # no git, or no history to read
+    text = found.strip().rpartition("\n")[2]  # the last line: a warning on stderr may come first
+    return int(text) if text.isdigit() else DEFAULT_SOURCE_DATE_EPOCH

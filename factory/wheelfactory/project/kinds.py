@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
@@ -34,9 +35,20 @@ from wheelfactory.plan.matrix import Matrix, ProjectConfig
 from wheelfactory.project import kernel_builder
 from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
 from wheelfactory.project.build_system import BuildSystem, read_build_system
-from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, is_kernel_builder_project, load_build_toml
+from wheelfactory.project.build_toml import (
+    DECLARATION,
+    KernelBuilderSpec,
+    is_kernel_builder_project,
+    load_build_toml,
+)
 from wheelfactory.project.kernel_toml import is_native_project, load_kernel
-from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KERNEL_BUILDER, KERNEL_BUILDER_NOARCH, NATIVE, KindFacts
+from wheelfactory.project.kind_facts import (
+    BRING_YOUR_OWN,
+    KERNEL_BUILDER,
+    KERNEL_BUILDER_NOARCH,
+    NATIVE,
+    KindFacts,
+)
 from wheelfactory.project.noarch import NoarchBuild, plan_noarch
 from wheelfactory.project.stage import Stage, plan_stage
 from wheelfactory.project.vcs_version import ProbeRunner

@@ -39,6 +39,7 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec
 from wheelfactory.support import atomic

@@ -183,8 +183,8 @@ def _fill(text: str, values: Mapping[str, str]) -> str:
 
 _KERNEL_TOML = '''\
 # The kernel's declaration: what wheelfactory reads to package, build, verify, test and JIT it.
-# Paths are relative to this file. Every key is described in wheelfactory's README, section
-# "Writing a kernel library".
+# Paths are relative to this file. Every key is described in wheelfactory's docs,
+# docs/reference/kernel-toml.md.
 
 [kernel]
 name = "@name@"
@@ -222,7 +222,7 @@ sources = ["tests"]
 
 _MATRIX_TOML = '''\
 # What to build: `wheelfactory plan` lists the variants (--explain: and what was left out, why).
-# Every key is described in wheelfactory's README, section "matrix.toml reference".
+# Every key is described in wheelfactory's docs, page docs/reference/matrix.md.
 
 [project]
 path = "."                         # kernel.toml is beside this file

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from packaging.version import Version
+
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor
@@ -24,8 +25,8 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.kernel_toml import KernelSpec
-from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
+from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.resources import runtime_dir
 

@@ -30,6 +30,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_system import PYPROJECT, VCS_TOOLS, BuildSystem
 

@@ -36,10 +36,11 @@ from pathlib import Path, PurePosixPath
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, read_build_record
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, wheel_build_record
 from wheelfactory.runner import manifest
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
@@ -152,7 +153,7 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
                 mode = (archive.getinfo(member).external_attr >> 16) & 0o777
                 if mode:
                     path.chmod(mode)
-            record = read_build_record(archive, f"{package}/_build.json", wheel.source)
+            record = wheel_build_record(archive, package, wheel.source)
             headers = _metadata_headers(archive)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source),

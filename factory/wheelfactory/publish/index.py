@@ -39,6 +39,9 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion
+
+from wheelfactory._runtime._errors import RecordError
+from wheelfactory._runtime._record import load_record_json, partial_record, record_member
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
@@ -201,28 +204,17 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def read_build_record(archive: zipfile.ZipFile, name: str, wheel: Path) -> dict[str, object] | None:
-    """The wheel's build record (``<package>/_build.json``; None: it has none), checked: a JSON
-    object whose ``namespace`` is a string and ``arch_list`` a list of strings. ConfigError naming
-    the wheel otherwise. Raises what ZIP_ERRORS lists when the archive is damaged."""
+def wheel_build_record(archive: zipfile.ZipFile, package: str, wheel: Path) -> dict[str, object] | None:
+    """The build record of the wheel's package ``package`` (None: it has none), read and checked
+    by the runtime's reader (``partial_record``); ConfigError naming the wheel otherwise. Raises
+    what ZIP_ERRORS lists when the archive is damaged."""
+    name = record_member(package)
     if name not in archive.namelist():
         return None
     try:
-        record = json.loads(archive.read(name).decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"{name} is not JSON ({_one_line(exc)})", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`") from None
-    if not isinstance(record, dict):
-        raise ConfigError(f"{name} is not a JSON object", file=str(wheel), hint="rebuild it with `wheelfactory build`")
-    namespace = record.get("namespace")
-    archs = record.get("arch_list")
-    if namespace is not None and not isinstance(namespace, str):
-        raise ConfigError(f"{name}: namespace: expected a string", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
-    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
-        raise ConfigError(f"{name}: arch_list: expected a list of strings", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
-    return record
+        return partial_record(load_record_json(archive.read(name), name), name)
+    except RecordError as exc:
+        raise ConfigError(str(exc), file=str(wheel), hint="rebuild it with `wheelfactory build`") from None
 
 
 def _requires_python(wheel: Path) -> str | None:
@@ -237,7 +229,7 @@ def _requires_python(wheel: Path) -> str | None:
             text = archive.read(metadata).decode("utf-8", errors="replace")
             tops = {n.split("/", 1)[0] for n in names if "/" in n}
             for top in sorted(tops):
-                read_build_record(archive, f"{top}/_build.json", wheel)
+                wheel_build_record(archive, top, wheel)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({_one_line(exc)})", file=str(wheel)) from None
     requires = HeaderParser().parsestr(text).get("Requires-Python")
@@ -414,6 +406,14 @@ def current_generation(dist: Path) -> Path | None:
     return link.resolve() if link.is_symlink() else None
 
 
+def _remove_leftover(path: Path) -> None:
+    """A killed run's temp name: a link (never followed) or file is unlinked, a directory removed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     """Publish ``plan`` as ``dist/index``; returns (generation directory, changed)."""
     link = dist / INDEX_LINK
@@ -427,7 +427,7 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     generations = dist / GENERATIONS
     generations.mkdir(parents=True, exist_ok=True)
     for leftover in generations.glob(".tmp-*"):  # a killed run's half generation (we hold the lock)
-        shutil.rmtree(leftover, ignore_errors=True)
+        _remove_leftover(leftover)
     name = f"g{time.time_ns()}"
     temp = generations / f".tmp-{name}"
     temp.mkdir()
@@ -450,7 +450,8 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     # Not support/atomic.py: the target is a symlink, replaced by a symlink (atomic.py refuses to
     # replace one with a file). The per-process name is enough: we hold the output directory's lock.
     swap = dist / f".{INDEX_LINK}.{os.getpid()}.tmp"
-    swap.unlink(missing_ok=True)
+    for leftover in dist.glob(f".{INDEX_LINK}.*.tmp"):  # ours, and any a killed run left between link and rename
+        _remove_leftover(leftover)
     os.symlink(os.path.relpath(generation, dist), swap)
     os.replace(swap, link)  # the atomic step: readers switch from one complete index to the other
     for old in sorted(p for p in generations.iterdir() if p.name.startswith("g"))[:-KEEP_GENERATIONS]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.version import Version
+
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.plan.expand import Plan, Pruned
 from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, VariantId, minor_of

@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import re
 import sys
+import threading
+import time
 from collections.abc import Callable
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
@@ -31,6 +34,7 @@ _RAW_PATH_CHARS = re.compile(r"[!-~]*")  # what a request target may hold unenco
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+LOG_QUEUE_LINES = 1000  # log lines waiting for a slow reader; more are dropped (and counted)
 
 
 def escape_log(text: str) -> str:
@@ -135,8 +139,8 @@ class IndexServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, root: Path, host: str, port: int, log_line: Callable[[str], None],
-                 base_url: str | None = None) -> None:
-        self.log_line = log_line
+                 base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> None:
+        self.log_line = QueuedLog(log_line, log_lines)  # a request never waits on the log's reader
         self.base_url = base_url
         super().__init__((host, port), functools.partial(_Handler, directory=str(root)))
 
@@ -162,14 +166,55 @@ class IndexServer(ThreadingHTTPServer):
         self.log_line(escape_log(f"{client_address}: request failed: {type(exc).__name__}: {exc}"))
 
 
+class QueuedLog:
+    """The server's log, written by a thread of its own through a bounded queue: a request never
+    waits on the log's reader (stderr a pipe nobody reads would otherwise stop every answer). When
+    the queue is full lines are dropped and counted; the next line written says how many."""
+
+    def __init__(self, sink: Callable[[str], None], capacity: int = LOG_QUEUE_LINES) -> None:
+        self.sink = sink
+        self.dropped = 0
+        self._queue: queue.Queue[str] = queue.Queue(capacity)
+        self._lock = threading.Lock()
+        threading.Thread(target=self._write, name="serve-log", daemon=True).start()
+
+    def __call__(self, line: str) -> None:
+        try:
+            self._queue.put_nowait(line)
+        except queue.Full:
+            with self._lock:
+                self.dropped += 1
+
+    def _write(self) -> None:
+        while True:
+            line = self._queue.get()
+            with self._lock:
+                dropped, self.dropped = self.dropped, 0
+            try:
+                if dropped:
+                    self.sink(f"({dropped} log line(s) dropped: the log was not being read)")
+                self.sink(line)
+            except (OSError, ValueError):
+                pass  # the log's reader is gone: the server goes on answering
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait (at most ``timeout`` s) until every queued line is written."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks and time.monotonic() < deadline:
+                self._queue.all_tasks_done.wait(deadline - time.monotonic())
+
+
 def open_server(dist: Path, host: str, port: int, log_line: Callable[[str], None],
-                base_url: str | None = None) -> IndexServer:
+                base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> IndexServer:
     root = dist / INDEX_LINK
     if not (root / "index.html").is_file():
         raise UsageError(f"{root} holds no index: run `wheelfactory index -o {dist}` first")
     fixed = check_base_url(base_url) if base_url is not None else None
     try:
-        return IndexServer(root, host, port, log_line, fixed)
+        return IndexServer(root, host, port, log_line, fixed, log_lines=log_lines)
     except OSError as exc:
         raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
                          "(0 picks a free one)") from None

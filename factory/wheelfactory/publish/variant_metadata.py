@@ -45,9 +45,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.version import Version
+
 from wheelfactory.errors import ConfigError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, read_build_record
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, wheel_build_record
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
@@ -76,7 +77,7 @@ def _archs(wheel: IndexedWheel) -> list[str]:
     """The CUDA archs or gfx targets the wheel's build record lists (bring-your-own: none)."""
     try:
         with zipfile.ZipFile(wheel.source) as archive:
-            record = read_build_record(archive, f"{wheel.project}/_build.json", wheel.source)
+            record = wheel_build_record(archive, wheel.project, wheel.source)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)) from None
     listed = (record or {}).get("arch_list")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from filelock import FileLock, Timeout
+
 from wheelfactory.errors import ConfigError, OutputLocked
 from wheelfactory.support import atomic
 

@@ -8,7 +8,6 @@ like any other (its id the layout directory, ``torch-cpu``), with the Hub layout
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,12 +20,14 @@ from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.project.kinds import PurePythonBuilds
 from wheelfactory.project.noarch import NoarchBuild, layout_metadata, write_noarch_wheel
 from wheelfactory.runner import manifest
-from wheelfactory.runner.run import Observer, Outcome
+from wheelfactory.runner.run import Outcome
 from wheelfactory.support import paths
 from wheelfactory.support.paths import safe_member
+from wheelfactory.support.proc import call
+from wheelfactory.support.progress import Listener, VariantPhase, ignore
 
 
-def build_noarch(project: PurePythonBuilds, out: Path, observe: Observer = lambda *_: None) -> list[Outcome]:
+def build_noarch(project: PurePythonBuilds, out: Path, progress: Listener = ignore) -> list[Outcome]:
     """Write and check each build's wheel under ``out/<variant>/``; each one's manifest entry is
     written as it finishes. A wheel that does not install fails its variant, not the others."""
     out = out.resolve()
@@ -35,7 +36,7 @@ def build_noarch(project: PurePythonBuilds, out: Path, observe: Observer = lambd
         recorder = manifest.ManifestRecorder(out)
         outcomes = []
         for build in project.builds:
-            outcome = _build_one(project, build, out, observe)
+            outcome = _build_one(project, build, out, progress)
             recorder.record(build.id, outcome.entry)
             outcomes.append(outcome)
         return outcomes
@@ -43,22 +44,22 @@ def build_noarch(project: PurePythonBuilds, out: Path, observe: Observer = lambd
         held.release()
 
 
-def _build_one(project: PurePythonBuilds, build: NoarchBuild, out: Path, observe: Observer) -> Outcome:
+def _build_one(project: PurePythonBuilds, build: NoarchBuild, out: Path, progress: Listener) -> Outcome:
     spec = project.spec
     start = time.monotonic()
     metadata = layout_metadata(build, spec)  # a failed entry has it too: it says the entry is pure Python
-    observe(build.id, "building", "")
+    progress(VariantPhase(build.id, "building", ""))
     try:
         wheel = write_noarch_wheel(build, spec, out / build.variant_name)
         _check_installs(wheel, spec.general.python_name)
     except (VariantBuildError, OSError) as exc:
-        observe(build.id, "failed", str(exc))
+        progress(VariantPhase(build.id, "failed", str(exc)))
         return Outcome(build, manifest.Entry(status="failed", wheel=None, sha256=None,
                                              seconds=round(time.monotonic() - start, 1), key="", log=None,
                                              error=str(exc), hub_metadata=metadata))
     sha256 = file_sha256(wheel)
     relative = str(wheel.relative_to(out))
-    observe(build.id, "built", relative)
+    progress(VariantPhase(build.id, "built", relative))
     # Rebuilt every run (it takes no compiler, and the wheel is reproducible): the key is its content.
     key = json_digest({"factory": __version__, "variant": build.id, "wheel": sha256})
     return Outcome(build, manifest.Entry(status="built", wheel=relative, sha256=sha256,
@@ -69,9 +70,8 @@ def _build_one(project: PurePythonBuilds, build: NoarchBuild, out: Path, observe
 def _check_installs(wheel: Path, package: str) -> None:
     """pip itself installs it (the wheel format, RECORD's hashes) and the package is there."""
     with tempfile.TemporaryDirectory(prefix="wheelfactory-noarch-") as target:
-        result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
-                                 "--disable-pip-version-check", "--target", target, str(wheel)],
-                                capture_output=True, text=True, check=False)
+        result = call([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                       "--disable-pip-version-check", "--target", target, str(wheel)])
         if result.returncode != 0 or not (Path(target) / package / "__init__.py").is_file():
             tail = (result.stderr or result.stdout).strip().splitlines()
             raise VariantBuildError(f"{wheel.name} does not install: {tail[-1] if tail else 'no package'}")

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion
+
 from wheelfactory import __version__
 from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.identity import Variant

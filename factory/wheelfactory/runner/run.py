@@ -25,12 +25,12 @@ from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
+from wheelfactory.support.progress import Listener, VariantPhase, ignore
 from wheelfactory.support.resources import runtime_dir
 from wheelfactory.support.timeline import Timeline
 
 WORK_DIR = ".work"
 LOG_NAME = "build.log"
-Observer = Callable[[str, str, str], None]  # (variant id, phase, detail)
 
 
 @dataclass(frozen=True)
@@ -54,17 +54,17 @@ def cache_key(stage: Stage, engine: Engine) -> str:
 
 
 def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
-               jobs: int = 1, observe: Observer = lambda *_: None) -> list[Outcome]:
+               jobs: int = 1, progress: Listener = ignore) -> list[Outcome]:
     out = out.resolve()
     held = manifest.lock(out)
     try:
         recorder = manifest.ManifestRecorder(out)
         _clean_partials(out)
         for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
-            observe("*", "reclaimed", name)
+            progress(VariantPhase("*", "reclaimed", name))
 
         def one(variant: Variant) -> Outcome:
-            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), observe)
+            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), progress)
             recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
             return outcome
 
@@ -90,19 +90,19 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
 
 
 def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
-               previous: manifest.Entry | None, observe: Observer) -> Outcome:
+               previous: manifest.Entry | None, progress: Listener) -> Outcome:
     start = time.monotonic()
     facts = (variant.torch_version, variant.toolkit)
     variant_dir = out / variant.id
     variant_dir.mkdir(parents=True, exist_ok=True)
     log = variant_dir / LOG_NAME
-    timeline = Timeline(None, lambda phase: observe(variant.id, phase, ""))
+    timeline = Timeline(None, lambda phase: progress(VariantPhase(variant.id, phase)))
     try:
         stage = stage_for(variant)
         with timeline.phase("image"):
             key = cache_key(stage, engine)  # may build the variant's image
     except WheelfactoryError as exc:
-        observe(variant.id, "failed", str(exc))
+        progress(VariantPhase(variant.id, "failed", str(exc)))
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None,
                                                seconds=round(time.monotonic() - start, 1), key="", log=None,
                                                error=str(exc), engine=engine.name, image=None,
@@ -111,7 +111,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
         wheel = out / previous.wheel
         if wheel.is_file() and file_sha256(wheel) == previous.sha256:
-            observe(variant.id, "cached", previous.wheel)
+            progress(VariantPhase(variant.id, "cached", previous.wheel))
             return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
                                             image=engine.image_id(variant), torch_version=facts[0],
                                             toolkit=facts[1], size=wheel.stat().st_size, phases=None))
@@ -120,7 +120,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
     workdir = out / WORK_DIR / variant.id
     started = time.time()
-    observe(variant.id, "building", "")
+    progress(VariantPhase(variant.id, "building", ""))
     timeline.attach(log)
     try:
         built = engine.build(stage, workdir, log, timeline)
@@ -141,7 +141,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         seconds = round(time.monotonic() - start, 1)
         with log.open("a") as sink:
             sink.write(f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}")
-        observe(variant.id, "failed", str(exc))
+        progress(VariantPhase(variant.id, "failed", str(exc)))
         tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
                                                log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
@@ -151,7 +151,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     seconds = round(time.monotonic() - start, 1)
     with log.open("a") as sink:
         sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
-    observe(variant.id, "built", final.name)
+    progress(VariantPhase(variant.id, "built", final.name))
     return Outcome(variant, manifest.Entry(status="built", wheel=str(final.relative_to(out)),
                                            sha256=sha256, seconds=seconds, key=key,
                                            log=str(log.relative_to(out)), error=None, engine=engine.name,
@@ -172,7 +172,8 @@ def _phase_line(seconds: float, phases: dict[str, float]) -> str:
 def _clean_partials(out: Path) -> None:
     """Leftovers of a killed run (we hold the lock): temp wheel copies and manifest temp files are
     never valid. ``.partial`` is the name older versions gave a wheel's temp copy."""
-    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and d.name != WORK_DIR)):
+    # never through a symlink: what a link out of the output directory points at is not ours
+    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != WORK_DIR)):
         for leftover in atomic.leftovers(directory):
             leftover.unlink(missing_ok=True)
     for partial in out.glob("*/.*.partial"):

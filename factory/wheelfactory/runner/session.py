@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
@@ -24,9 +23,10 @@ from wheelfactory.project.stage import Stage
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.noarch_run import build_noarch
-from wheelfactory.runner.run import Observer, Outcome, run_matrix
+from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.progress import Listener, ignore
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,26 +67,25 @@ class PreparedBuild:
         """The run's parallelism and memory, for the live view; "" where no engine runs."""
         return self.capacity.describe() if self.engine is not None else ""
 
-    def run(self, observe: Observer | None = None) -> BuildResult:
-        events = {"observe": observe} if observe is not None else {}
+    def run(self, progress: Listener = ignore) -> BuildResult:
         if self.pure_python is not None:
-            outcomes = build_noarch(self.pure_python, self.out, **events)
+            outcomes = build_noarch(self.pure_python, self.out, progress)
             return BuildResult(out=self.out, engine="none", outcomes=tuple(outcomes))
         if self.engine is None or self.stage_for is None or not self.variants:
             return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
                                not_built=self.not_built)
-        self.engine.use_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
-        outcomes = run_matrix(self.stage_for, self.variants, self.engine, self.out, jobs=self.capacity.jobs,
-                              **events)
+        engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
+        outcomes = run_matrix(self.stage_for, self.variants, engine, self.out, jobs=self.capacity.jobs,
+                              progress=progress)
         return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
 
 
 def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
                   engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
                   shard: tuple[int, int] | None = None, jobs: int | None = None,
-                  max_memory: int | None = None, console: Console | None = None) -> PreparedBuild:
+                  max_memory: int | None = None, progress: Listener = ignore) -> PreparedBuild:
     """Read the matrix and the project (through its kind, project/kinds.py), choose the engine
-    (building or reusing its images: progress goes to ``console``) and the parallelism. A project
+    (building or reusing its images: progress goes to ``progress``) and the parallelism. A project
     that compiles nothing needs no engine. Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
     spec = load_matrix(matrix, table, display=str(matrix))
@@ -105,7 +104,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             generated_packaging=loaded.facts.generated_packaging, matrix_file=str(matrix),
                             constraints=loaded.constraints)
-    chosen = choose_engine(request, console or Console(quiet=True))
+    chosen = choose_engine(request, progress)
     capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
@@ -129,8 +128,8 @@ def run_version_probe(tools: Path, probe: VersionProbe) -> str:
 def build_matrix(matrix: Path, *, compat: Path | None = None, out: Path | None = None, engine: str | None = None,
                  python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
                  jobs: int | None = None, max_memory: int | None = None,
-                 observe: Observer | None = None) -> BuildResult:
-    """prepare_build + run, as `wheelfactory build` does, without its live view (``observe``
+                 progress: Listener = ignore) -> BuildResult:
+    """prepare_build + run, as `wheelfactory build` does, without its live view (``progress``
     receives the same events)."""
     return prepare_build(matrix, compat=compat, out=out, engine=engine, python=python, only=only, shard=shard,
-                         jobs=jobs, max_memory=max_memory).run(observe)
+                         jobs=jobs, max_memory=max_memory, progress=progress).run(progress)

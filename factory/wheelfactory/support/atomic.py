@@ -114,10 +114,11 @@ def check_replaceable(path: Path, *, what: str | None = None) -> int:
 
 def leftovers(directory: Path) -> list[Path]:
     """Temp files a killed writer left in ``directory`` (never a finished file: they are dot-names
-    ending in .tmp). Remove them only while holding the lock of whatever writes there."""
+    ending in .tmp), symlinks included (unlinking one never touches what it points at). Remove them
+    only while holding the lock of whatever writes there."""
     if not directory.is_dir():
         return []
-    return sorted(p for p in directory.glob(f".*{TEMP_SUFFIX}") if p.is_file() and not p.is_symlink())
+    return sorted(p for p in directory.glob(f".*{TEMP_SUFFIX}") if p.is_symlink() or p.is_file())
 
 
 def _sync_file(temp: Path) -> None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
+
 from wheelfactory.errors import EnvironmentProblem
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run

@@ -1,5 +1,8 @@
-"""Every subprocess the factory runs goes through ``run``: the command is written to the log
-first, output is captured to the log, and a failure raises with the log's tail."""
+"""Every subprocess the factory runs goes through this module: ``run`` writes the command to the
+log first, captures the output there, and a failure raises with the log's tail; ``call`` is for
+the few commands whose exit code or separate streams are the answer (a probe, a command the
+user sees). Code that tests fake takes a ``runner: Runner = run`` parameter (pypa/build's
+``runner=``), so a test passes a function instead of patching this module."""
 
 from __future__ import annotations
 
@@ -10,9 +13,15 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from subprocess import TimeoutExpired  # re-exported: callers catch it without importing subprocess
+from typing import Protocol
 
 from wheelfactory.errors import WheelfactoryError
+
+__all__ = ["TAIL_LINES", "CommandFailed", "Finished", "Runner", "TimeoutExpired", "call", "excerpt", "run",
+           "tail_of"]
 
 TAIL_LINES = 30
 
@@ -62,10 +71,22 @@ def tail_of(path: Path, lines: int = TAIL_LINES) -> str:
     return excerpt(text, lines)
 
 
+class Runner(Protocol):
+    """What runs a command for the code that tests fake: ``run``'s signature and contract (the
+    output, stdout and stderr together; CommandFailed on a non-zero exit)."""
+
+    def __call__(self, command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+                 log: Path | None = None, timeout: float | None = None) -> str: ...
+
+
+def _full_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    return {**os.environ, **env} if env is not None else None
+
+
 def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
         log: Path | None = None, timeout: float | None = None) -> str:
     """Run ``command``; return its output (stdout and stderr together)."""
-    full_env = {**os.environ, **env} if env is not None else None
+    full_env = _full_env(env)
     tied = [*_pdeathsig_prefix(), *command]
     if log is None:
         result = subprocess.run(tied, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
@@ -88,3 +109,29 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
     if logged.returncode != 0:
         raise CommandFailed(command, logged.returncode, tail_of(log), log)
     return output
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a command ``call`` ran ended: its exit code and what it wrote ("" where not captured)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def call(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
+         timeout: float | None = None, input: str | None = None, capture: bool = True,
+         tied: bool = True) -> Finished:
+    """Run ``command`` and return how it ended, whatever its exit code (``run`` raises instead).
+
+    ``capture``: stdout and stderr apart (decoded as UTF-8, bad bytes replaced); else they go to
+    the factory's own. The child reads ``input``, or nothing: never the factory's stdin.
+    ``tied=False`` runs the program itself, not through setpriv, so a missing or unrunnable
+    program raises OSError (setpriv would report it as exit code 127 or 126). A command that
+    runs past ``timeout`` raises TimeoutExpired."""
+    prefix = _pdeathsig_prefix() if tied else ()
+    done = subprocess.run([*prefix, *command], cwd=cwd, env=_full_env(env), input=input,
+                          stdin=subprocess.DEVNULL if input is None else None, capture_output=capture,
+                          encoding="utf-8", errors="replace", timeout=timeout, check=False)
+    return Finished(done.returncode, done.stdout or "", done.stderr or "")

@@ -1,47 +1,55 @@
-"""Progress events of long side-effecting steps (image builds): library code reports them through
-``Progress``; the CLI decides how they look (``ConsoleProgress``), tests pass ``NullProgress``."""
+"""One progress channel: what long side-effecting work reports (image builds, the engine choice,
+each variant's phases) as typed events handed to a ``Listener``. Library code only emits; the CLI
+decides how events look (cli/render.py), a caller of the API passes its own listener or none.
+Nothing below cli/ prints."""
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from rich.console import Console
-from rich.markup import escape
+from collections.abc import Callable
+from dataclasses import dataclass
 
 
-class Progress(Protocol):
-    def step(self, title: str) -> None:
-        """A new step begins (e.g. "debootstrap bookworm")."""
+@dataclass(frozen=True)
+class StepStarted:
+    """A new step begins (e.g. "debootstrap bookworm")."""
 
-    def command(self, command: str) -> None:
-        """A command (already quoted) or a build instruction runs now."""
-
-    def result(self, text: str) -> None:
-        """A step ended; ``text`` says what it gave and how long it took."""
+    title: str
 
 
-class NullProgress:
-    def step(self, title: str) -> None:
-        pass
+@dataclass(frozen=True)
+class CommandRun:
+    """A command (already quoted) or a build instruction runs now."""
 
-    def command(self, command: str) -> None:
-        pass
-
-    def result(self, text: str) -> None:
-        pass
+    command: str
 
 
-class ConsoleProgress:
-    """One line an event: steps in bold, commands dimmed behind ``$``, results in green."""
+@dataclass(frozen=True)
+class StepDone:
+    """A step ended: what it gave and how long it took."""
 
-    def __init__(self, out: Console) -> None:
-        self.out = out
+    text: str
 
-    def step(self, title: str) -> None:
-        self.out.print(f"[bold]==> {escape(title)}[/bold]")
 
-    def command(self, command: str) -> None:
-        self.out.print(f"[dim]  $ {escape(command)}[/dim]", soft_wrap=True)
+@dataclass(frozen=True)
+class ToolOutput:
+    """Output of a tool that failed, as it printed it: what a person reads to see why."""
 
-    def result(self, text: str) -> None:
-        self.out.print(f"[green]  {escape(text)}[/green]")
+    text: str
+
+
+@dataclass(frozen=True)
+class VariantPhase:
+    """A variant enters a phase (building, repairing, built, failed, cached ...); ``variant`` "*" is
+    about the run itself (e.g. containers a killed run left, reclaimed)."""
+
+    variant: str
+    phase: str
+    detail: str = ""
+
+
+Event = StepStarted | CommandRun | StepDone | ToolOutput | VariantPhase
+Listener = Callable[[Event], None]
+
+
+def ignore(event: Event) -> None:
+    """The listener of a caller that wants no progress."""

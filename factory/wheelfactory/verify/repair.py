@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import re
 import zipfile
 from pathlib import Path
@@ -11,6 +10,10 @@ from pathlib import Path
 from packaging.tags import Tag
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
+
+from wheelfactory._runtime import BUILD_RECORD_FILE
+from wheelfactory._runtime._errors import RecordError
+from wheelfactory._runtime._record import load_record_json, record_member
 from wheelfactory.project.build_system import LEGACY
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
@@ -90,12 +93,16 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         libraries = {n: archive.read(n) for n in names if n.endswith(".so") or ".so." in Path(n).name}
-        record = json.loads(archive.read(f"{package}/_build.json")) if f"{package}/_build.json" in names else None
+        member = record_member(package)
+        raw_record = archive.read(member) if member in names else None
     problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)
-    if native and record is not None:
-        problems += _namespace_problems(record, libraries, package)
-    if native and f"{package}/_build.json" not in names:
-        problems.append("the build record _build.json is missing")
+    if native and raw_record is not None:
+        try:
+            problems += _namespace_problems(load_record_json(raw_record, member), libraries, package)
+        except RecordError as exc:
+            problems.append(f"the build record is unusable: {exc}")
+    if native and raw_record is None:
+        problems.append(f"the build record {BUILD_RECORD_FILE} is missing")
     if native and not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
         problems.append("the compiled library _C is missing")
     if not any(n.endswith(".so") for n in names):

@@ -32,7 +32,7 @@ from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.support.proc import CommandFailed, run
 
 if TYPE_CHECKING:
-    import docker
+    from wheelfactory.images.containers import DockerClient
 
 TEMPLATE = "rocm-check.Dockerfile"
 REPOSITORY = "wheelfactory/rocm-check"
@@ -100,14 +100,20 @@ def hipified_path(relative: Path) -> Path:
     return Path(*parts) / (relative.stem + (".hip" if relative.suffix == ".cu" else relative.suffix))
 
 
-def check_device_code(client: docker.DockerClient, base: str, kernel: KernelSpec, targets: Sequence[str], *,
-                      torch_include: Path, work: Path, log: Path) -> RocmCheck:
+def check_device_code(client: DockerClient, base: str, kernel: KernelSpec, targets: Sequence[str], *,
+                      work: Path, log: Path, torch_include: Path | None = None) -> RocmCheck:
+    """hipify the kernel and compile its device unit for each target; ``torch_include``: torch's
+    headers (default: this interpreter's torch), for c10's element types."""
     if kernel.device_check is None:
         raise ConfigError(f"{kernel.root / 'kernel.toml'} names no device unit to check",
                           key="sources.device_check", hint="a .cu that instantiates every kernel, with no torch")
     bad = [t for t in targets if not _TARGET.match(t)]
     if bad:
         raise ConfigError(f"not gfx targets: {', '.join(bad)}", hint="e.g. gfx90a, gfx940")
+    if torch_include is None:
+        import torch
+
+        torch_include = Path(torch.__file__).parent / "include"
     tree = hipify_tree(kernel, work / "src", log=log)
     unit = hipified_path(kernel.device_check)
     image = ensure_image(client, render_check_image(base), log=log)
