@@ -11,7 +11,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+import wheelfactory as wheelfactory_api
 from testkit import REPO
+from wheelfactory.runner import manifest
 
 FIXTURE = REPO / "tests" / "fixtures" / "kb_noarch"
 
@@ -33,6 +35,17 @@ def test_one_wheel_per_backend_then_the_hub_layout_loads(tmp_path: Path) -> None
     with zipfile.ZipFile(tmp_path / "dist" / wheels[0]) as archive:
         assert "kb_noarch/_ops.py" in archive.namelist()
         assert not any(n.endswith(".so") for n in archive.namelist())
+    entries = manifest.read(tmp_path / "dist")  # one manifest for every kind: each wheel a variant
+    assert sorted(entries) == ["torch-cpu", "torch-cuda"] and not (tmp_path / "dist" / "noarch.json").exists()
+    assert [entries[v].wheel for v in sorted(entries)] == wheels
+
+    # The API builds what the CLI builds: the same wheels, byte for byte, and the same manifest variants.
+    result = wheelfactory_api.build(FIXTURE / "matrix.toml", out=tmp_path / "api")
+    assert result.engine == "none" and not result.failed and result.not_built == ()
+    assert [o.variant.id for o in result.outcomes] == ["torch-cpu", "torch-cuda"]
+    from_api = manifest.read(tmp_path / "api")
+    assert {v: (e.wheel, e.sha256, e.hub_metadata) for v, e in from_api.items()} == \
+        {v: (e.wheel, e.sha256, e.hub_metadata) for v, e in entries.items()}
 
     layout = tmp_path / "hub"
     exported = wheelfactory("export", "-o", "dist", "--hf-layout", str(layout), cwd=tmp_path)
@@ -53,9 +66,11 @@ def test_one_wheel_per_backend_then_the_hub_layout_loads(tmp_path: Path) -> None
     assert loaded.stdout.split() == [metadata["id"], "[2.0,", "3.0,", "4.0]"]  # x + alpha * y
 
 
-def test_a_damaged_noarch_record_is_a_one_line_error(tmp_path: Path) -> None:
+def test_a_damaged_noarch_entry_is_a_one_line_error(tmp_path: Path) -> None:
     (tmp_path / "dist").mkdir()
-    (tmp_path / "dist" / "noarch.json").write_text('{"schema": 1, "wheels": [{"wheel": "../../etc/passwd"}]}')
+    (tmp_path / "dist" / "manifest.json").write_text(
+        '{"schema": 1, "variants": {"torch-cpu": {"status": "built", "wheel": "../../etc/passwd", "sha256": "00", '
+        '"seconds": 0, "key": "", "log": null, "hub_metadata": {}}}}')
     result = wheelfactory("export", "-o", "dist", "--hf-layout", str(tmp_path / "hub"), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1 and "noarch.json" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "manifest.json" in result.stderr, result.stderr

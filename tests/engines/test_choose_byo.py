@@ -25,20 +25,20 @@ def matrix_text(python: str) -> str:
 def request_for(parse: Callable[[str], Matrix], table: CompatTable, tmp_path: Path) -> Callable[..., EngineRequest]:
     def make(python: str, **changes: object) -> EngineRequest:
         fields: dict[str, object] = {"matrix": parse(matrix_text(python)), "table": table, "out": tmp_path / "dist",
-                                     "python": HOST.executable, "native": False, **changes}
+                                     "python": HOST.executable, "generated_packaging": False, **changes}
         return EngineRequest(**fields)  # type: ignore[arg-type]
     return make
 
 
-@pytest.mark.parametrize("python, native, abi3", [
+@pytest.mark.parametrize("python, generated, abi3", [
     ('["abi3"]', False, True),
     ('["3.11"]', False, False),
     ('["abi3", "3.11"]', False, False),  # the host's own Python is listed: build for it
     ('["abi3", "3.12"]', False, True),
     ('["3.11"]', True, True),  # a factory-native project is always abi3
 ])
-def test_host_abi3(request_for: Callable[..., EngineRequest], python: str, native: bool, abi3: bool) -> None:
-    assert host_abi3(request_for(python, native=native), HOST) is abi3
+def test_host_abi3(request_for: Callable[..., EngineRequest], python: str, generated: bool, abi3: bool) -> None:
+    assert host_abi3(request_for(python, generated_packaging=generated), HOST) is abi3
 
 
 def test_the_host_builds_a_byo_abi3_variant(request_for: Callable[..., EngineRequest]) -> None:

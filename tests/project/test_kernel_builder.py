@@ -50,10 +50,15 @@ def planned() -> dict[str, Variant]:
 
 
 def test_auto_finds_build_toml_after_kernel_toml(tmp_path: Path) -> None:
-    assert resolve_kind(ProjectConfig(FIXTURE)) == "kernel-builder"
-    assert resolve_kind(ProjectConfig(REPO / "kernels" / "fusedops")) == "native"
-    assert resolve_kind(ProjectConfig(REPO / "tests" / "fixtures" / "byo_ext")) == "setuptools"
-    assert resolve_kind(ProjectConfig(tmp_path, kind="kernel-builder")) == "kernel-builder"
+    assert resolve_kind(ProjectConfig(FIXTURE)).name == "kernel-builder"
+    assert resolve_kind(ProjectConfig(REPO / "kernels" / "fusedops")).name == "native"
+    assert resolve_kind(ProjectConfig(REPO / "tests" / "fixtures" / "byo_ext")).name == "bring-your-own"
+    assert resolve_kind(ProjectConfig(tmp_path, kind="kernel-builder")).name == "kernel-builder"
+    assert resolve_kind(ProjectConfig(REPO / "tests" / "fixtures" / "kb_noarch")).name == "kernel-builder-noarch"
+    assert resolve_kind(ProjectConfig(REPO / "tests" / "fixtures" / "kb_noarch", kind="kernel-builder")).name \
+        == "kernel-builder-noarch"
+    # "setuptools": the old spelling of bring-your-own, still accepted in matrix.toml
+    assert resolve_kind(ProjectConfig(REPO / "kernels" / "fusedops", kind="setuptools")).name == "bring-your-own"
 
 
 def test_build_toml_prunes_backends_and_bounds_with_reasons() -> None:

@@ -145,15 +145,18 @@ def test_noarch_unpack_refuses_a_wheel_whose_members_leave_dest(tmp_path: Path, 
 
 @pytest.mark.parametrize(("field", "value"), [("wheel", "../../elsewhere/x.whl"), ("wheel", "/abs/x.whl"),
                                               ("variant", "../../elsewhere"), ("variant", "a/b")])
-def test_a_noarch_record_naming_paths_outside_dist_is_refused(tmp_path: Path, field: str, value: str) -> None:
-    import json
+def test_a_noarch_entry_naming_paths_outside_dist_is_refused(tmp_path: Path, field: str, value: str) -> None:
+    """A pure-Python (noarch) build's manifest entry: its wheel and its variant id (the layout
+    directory) must stay inside dist/ and the layout."""
+    from wheelfactory.runner import manifest
 
     dist = tmp_path / "work" / "dist"
     dist.mkdir(parents=True)
-    record = {"variant": "torch-cpu", "backend": "cpu", "wheel": "torch-cpu/tiny-0.1.0-py3-none-any.whl",
-              "sha256": "0" * 64, "package": "tiny", "metadata": {}, field: value}
-    (dist / "noarch.json").write_text(json.dumps({"schema": 1, "wheels": [record]}))
+    record = {"variant": "torch-cpu", "wheel": "torch-cpu/tiny-0.1.0-py3-none-any.whl", field: value}
+    manifest.write(dist, {record["variant"]: manifest.Entry(
+        status="built", wheel=record["wheel"], sha256="0" * 64, seconds=0.1, key="k", log=None,
+        hub_metadata={"id": "_tiny_0", "backend": {"type": "cpu"}})})
     before = tree(tmp_path)
     result = wheelfactory("export", "-o", "dist", "--hf-layout", "hub", cwd=tmp_path / "work")
-    assert_one_line(result, 2, str(dist / "noarch.json"), repr(value))
+    assert_one_line(result, 2, str(dist / "manifest.json"), repr(value))
     assert tree(tmp_path) == before

@@ -16,6 +16,7 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.kind_facts import NATIVE
 from wheelfactory.project.stage import Stage
 from wheelfactory.publish.report import build_report, render_html
 from wheelfactory.runner import manifest
@@ -34,8 +35,8 @@ def cuda_variant() -> Variant:
 
 class FakeStage:
     def __init__(self, variant: Variant) -> None:
-        self.variant, self.package, self.native = variant, "multi_ext", False
-        self.project_kind, self.source_date_epoch = "native", 315532800
+        self.variant, self.package = variant, "multi_ext"
+        self.kind, self.source_date_epoch = NATIVE, 315532800
 
     def key_material(self) -> object:
         return self.variant.id

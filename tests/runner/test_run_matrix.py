@@ -17,6 +17,7 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
+from wheelfactory.project.kind_facts import NATIVE
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
 from wheelfactory.runner.run import run_matrix
@@ -34,8 +35,7 @@ class FakeStage:
     def __init__(self, variant: Variant) -> None:
         self.variant = variant
         self.package = "fake"
-        self.native = True
-        self.project_kind, self.source_date_epoch = "native", 315532800
+        self.kind, self.source_date_epoch = NATIVE, 315532800
 
     def key_material(self) -> object:
         return self.variant.id

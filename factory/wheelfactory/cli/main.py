@@ -109,16 +109,13 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     if setup:
         settings = load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build
         _setup_engine(out_console, engine or settings.engine, debian_base=bool(settings.debian_base))
-    if _build_noarch(out_console, matrix_path, compat_path, out_dir):
-        return
     shown = EventRenderer(out_console)  # the progress channel, rendered
     prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
                              shard=shard_spec, jobs=jobs, max_memory=memory_cap, progress=shown)
     out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
-    if prepared.engine is not None and prepared.variants:
-        with BuildView(out_console, [v.id for v in prepared.variants], title=prepared.capacity.describe(),
-                       not_built=not_built) as view:
+    if prepared.build_ids:
+        with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built) as view:
             shown.view = view
             result = prepared.run(progress=shown)
         shown.view = None
@@ -132,23 +129,6 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         first = result.not_built[0]
         raise VariantsNotBuilt(f"{len(result.not_built)} of {len(result.not_built) + len(outcomes)} selected "
                                f"variant(s) not built here ({first.reason}); to build them: {first.action}")
-
-
-def _build_noarch(out_console: Console, matrix_path: Path, compat_path: Path | None, out_dir: Path | None) -> bool:
-    """A noarch kernel-builder project: its wheels, no engine. False for every other project."""
-    from wheelfactory.runner.noarch_run import build_noarch, noarch_project
-
-    table = load_table(compat_path)
-    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    spec = noarch_project(matrix)
-    if spec is None:
-        return False
-    out = (out_dir or (matrix_path.resolve().parent / matrix.build.out)).resolve()
-    out_console.print(f"noarch kernel {spec.general.name}: pure Python, one wheel per backend (no engine)",
-                      markup=False)
-    for made in build_noarch(spec, matrix, table, out):
-        out_console.print(f"{made.variant}: built ({made.wheel})", markup=False)
-    return True
 
 
 def _setup_engine(out_console: Console, choice: str, *, debian_base: bool) -> None:
@@ -299,20 +279,12 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
     Every library must pass the Hub's checker (kernel-abi-check: manylinux_2_28, Python 3.9 abi3);
     a variant that fails is not exported and the command exits 7 after writing the others."""
     from wheelfactory.errors import PublishError
-    from wheelfactory.publish.hf_layout import export_hf_layout, export_noarch
-    from wheelfactory.publish.index import collect
+    from wheelfactory.publish.hf_layout import export_dist
     from wheelfactory.runner import manifest
 
     out = out_dir.resolve()
     out_console = console()
-    noarch = export_noarch(out, hf_layout.resolve())
-    for item in noarch:
-        out_console.print(f"{item.variant_id}: {item.path}", markup=False)
     entries = manifest.read(out)
-    if noarch and not entries:  # a noarch kernel: nothing compiled, nothing for kernel-abi-check
-        out_console.print(f"{len(noarch)} variant(s) in {hf_layout}; load with "
-                          f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
-        return
     if not entries:
         raise UsageError(f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first")
     if skip_abi_check:
@@ -320,13 +292,12 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
                                    "kernel-abi-check; the Hub would reject any that fail it", highlight=False)
     held = manifest.lock(out)
     try:
-        wheels, skipped = collect(out, entries)
-        result = export_hf_layout(wheels, hf_layout.resolve(), abi_check=not skip_abi_check)
+        result = export_dist(out, entries, hf_layout.resolve(), abi_check=not skip_abi_check)
     finally:
         held.release()
     for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
-    for skip in [*skipped, *result.skipped]:
+    for skip in result.skipped:
         out_console.print(f"[yellow]not exported[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False)
     for refusal in result.refused:
         out_console.print(f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False)

@@ -40,7 +40,8 @@ class EngineRequest:
     choice: EngineChoice = "auto"
     only: tuple[str, ...] = ()  # --only patterns
     shard: tuple[int, int] | None = None  # --shard I/N
-    native: bool = True  # a factory-native project (kernel.toml); False: bring your own
+    # The factory writes the project's packaging (project/kind_facts.py): its host build is abi3.
+    generated_packaging: bool = True
     matrix_file: str = "matrix.toml"  # for messages
     constraints: ProjectConstraints | None = None  # what the project's build.toml rules out
 
@@ -232,11 +233,11 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
 
 
 def host_abi3(request: EngineRequest, environment: HostEnvironment) -> bool:
-    """Whether the host builds its variant as abi3: a factory-native project always; a
-    bring-your-own one (which must build abi3 itself) when the matrix asks for abi3 and does not
-    list the host's Python."""
+    """Whether the host builds its variant as abi3: a project whose packaging the factory writes
+    always; a bring-your-own one (which must build abi3 itself) when the matrix asks for abi3 and
+    does not list the host's Python."""
     python = request.matrix.python
-    return request.native or ("abi3" in python and environment.python not in python)
+    return request.generated_packaging or ("abi3" in python and environment.python not in python)
 
 
 def _host_can_build(candidate: Variant, own: Variant, environment: HostEnvironment) -> bool:

@@ -44,7 +44,10 @@ from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 
 Engine = Literal["auto", "docker", "host"]
 ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
-PROJECT_KINDS = ("auto", "native", "kernel-builder", "setuptools")
+# [project] kind (project/kinds.py is the table of kinds): "setuptools" is the old spelling of
+# bring-your-own, accepted and not suggested.
+PROJECT_KINDS = ("auto", "native", "kernel-builder", "bring-your-own")
+OLD_PROJECT_KINDS = ("setuptools",)
 DEFAULT_BASE_IMAGES = {
     "x86_64": "quay.io/pypa/manylinux_2_28_x86_64",
     "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
@@ -277,8 +280,9 @@ MATRIX_FILE = Section(
         Key("project", Section((
             Key("path", Text(pattern=NONBLANK, examples=(".", "kernels/mykernels")),
                 "the kernel project directory, relative to matrix.toml", default="."),
-            Key("kind", Text(choices=PROJECT_KINDS), "native has kernel.toml, kernel-builder a build.toml, "
-                "setuptools its own setup.py/pyproject.toml; auto looks for them in that order", default="auto"),
+            Key("kind", Text(choices=PROJECT_KINDS + OLD_PROJECT_KINDS), "native has kernel.toml, kernel-builder a "
+                "build.toml, bring-your-own its own setup.py/pyproject.toml (setuptools: its old spelling); auto "
+                "looks for them in that order", default="auto"),
             Key("import_name", Text(examples=("my_ext",)), "bring-your-own: the module the smoke test imports"),
             Key("env", TextMap(), "bring-your-own: variables its build reads, for every variant"),
             Key("cpu_env", TextMap(), "bring-your-own: variables its build reads, for CPU variants"),
@@ -714,7 +718,7 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
         table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
                     "point it at a kernel project directory")
     kind = table.string("kind", "auto")
-    if kind not in PROJECT_KINDS:
+    if kind not in PROJECT_KINDS + OLD_PROJECT_KINDS:
         table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")
     import_name = table.string("import_name")
     if import_name is not None and not all(part.isidentifier() for part in import_name.split(".")):

@@ -25,6 +25,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import LEGACY, BuildSystem, read_build_system
 from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KindFacts
 from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
@@ -90,12 +91,8 @@ class ByoStage:
         return WheelChecks(self.project.root, self.project.import_name, tests=self.tests)
 
     @property
-    def native(self) -> bool:
-        return False
-
-    @property
-    def project_kind(self) -> str:
-        return "setuptools"
+    def kind(self) -> KindFacts:
+        return BRING_YOUR_OWN
 
     @property
     def source_date_epoch(self) -> int:

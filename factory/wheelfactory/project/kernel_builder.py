@@ -25,6 +25,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from wheelfactory.project.bring_your_own import IGNORED
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
 from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
@@ -113,10 +115,18 @@ def stable_target(spec: KernelBuilderSpec) -> str | None:
 
 
 def project_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
-    """What build.toml allows: its backends (with compiled units, unless noarch), its torch and
+    """What build.toml allows a compiled kernel: the backends with compiled units, its torch and
     CUDA bounds, its stable-ABI target. Pure."""
-    backends = spec.declared_backends() if spec.noarch else spec.compiled_backends()
-    target = None if spec.noarch else stable_target(spec)
+    return _constraints(spec, spec.compiled_backends(), stable_target(spec))
+
+
+def noarch_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
+    """What build.toml allows a noarch kernel (project/kinds.py): every backend it declares, its
+    torch and CUDA bounds; nothing compiled, so no stable-ABI target. Pure."""
+    return _constraints(spec, spec.declared_backends(), None)
+
+
+def _constraints(spec: KernelBuilderSpec, backends: Sequence[str], target: str | None) -> ProjectConstraints:
     stable = spec.torch.stable_abi
     # A per-backend table: the backends it does not name build for each torch release.
     per_backend = None if stable is None or stable.every_backend is not None else \
@@ -169,8 +179,8 @@ class KernelBuilderStage:
         return self.spec.general.python_name
 
     @property
-    def project_kind(self) -> str:
-        return "kernel-builder"
+    def kind(self) -> KindFacts:
+        return KERNEL_BUILDER
 
     @property
     def source_date_epoch(self) -> int:
@@ -181,15 +191,11 @@ class KernelBuilderStage:
         return GENERATED
 
     @property
-    def native(self) -> bool:
-        return False
-
-    @property
     def checks(self) -> WheelChecks:
         if self.tests is not None:
-            return WheelChecks(self.spec.root, self.package, tests=self.tests)
+            return WheelChecks(self.spec.root, self.package, tests=self.tests, op_namespace=self.namespace)
         tests = default_tests(self.spec.root)
-        return WheelChecks(self.spec.root, self.package, tests=tests,
+        return WheelChecks(self.spec.root, self.package, tests=tests, op_namespace=self.namespace,
                            support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else ())
 
     def build_env(self) -> dict[str, str]:

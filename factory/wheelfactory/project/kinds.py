@@ -1,46 +1,145 @@
-"""Which kind a project is, and what its own declaration does to the plan.
+"""The project kinds: one table, consulted once per build, as cibuildwheel's platforms/__init__.py
+chooses a platform module. Nothing outside this module and project/kind_facts.py asks which kind
+a project is (tests/project/test_kinds_table.py checks it): the session loads the project through
+its kind, the stages carry their kind's facts, and verify/ and engines/ read those.
 
-Three kinds: factory-native (kernel.toml), kernel-builder (a Hugging Face build.toml) and
-bring-your-own (setup.py / pyproject.toml). ``[project] kind = "auto"`` looks in that order.
+=====================  ===============================  ============================================
+kind                   the project                      what it builds
+=====================  ===============================  ============================================
+native                 kernel.toml                      one compiled wheel per variant (an engine)
+kernel-builder-noarch  build.toml, no [kernel.*] table  one pure-Python wheel per backend (no engine)
+kernel-builder         build.toml                       one compiled wheel per variant (an engine)
+bring-your-own         setup.py / pyproject.toml        one compiled wheel per variant (an engine)
+=====================  ===============================  ============================================
+
+``[project] kind = "auto"`` takes the first row whose project is there; a kind named in
+matrix.toml takes its row ("kernel-builder": the noarch row when build.toml compiles nothing;
+"setuptools": the old spelling of bring-your-own).
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 
 from packaging.specifiers import SpecifierSet
 
+from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
+from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
+from wheelfactory.project import kernel_builder
+from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
 from wheelfactory.project.build_system import BuildSystem, read_build_system
-from wheelfactory.project.build_toml import is_kernel_builder_project
-from wheelfactory.project.kernel_toml import is_native_project
+from wheelfactory.project.build_toml import (
+    DECLARATION,
+    KernelBuilderSpec,
+    is_kernel_builder_project,
+    load_build_toml,
+)
+from wheelfactory.project.kernel_toml import is_native_project, load_kernel
+from wheelfactory.project.kind_facts import (
+    BRING_YOUR_OWN,
+    KERNEL_BUILDER,
+    KERNEL_BUILDER_NOARCH,
+    NATIVE,
+    KindFacts,
+)
+from wheelfactory.project.noarch import NoarchBuild, plan_noarch
+from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.project.vcs_version import ProbeRunner
 
-ProjectKind = Literal["native", "kernel-builder", "setuptools"]
+
+@dataclass(frozen=True, kw_only=True)
+class LoadContext:
+    """What loading a project for a build needs besides its path."""
+    matrix: Matrix
+    table: CompatTable
+    matrix_file: str  # for messages
+    run_probe: ProbeRunner  # computes a git version (a bring-your-own build that reads git)
 
 
-def resolve_kind(config: ProjectConfig) -> ProjectKind:
-    if config.kind == "native" or config.kind == "auto" and is_native_project(config.path):
-        return "native"
-    if config.kind == "kernel-builder" or config.kind == "auto" and is_kernel_builder_project(config.path):
-        return "kernel-builder"
-    return "setuptools"
+@dataclass(frozen=True, kw_only=True)
+class PurePythonBuilds:
+    """A project whose wheels need no compiler: each build is written directly (runner/noarch_run.py)."""
+    spec: KernelBuilderSpec
+    builds: tuple[NoarchBuild, ...]  # one per backend the plan keeps, each a manifest variant
 
 
-def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
-    """build.toml's backends and bounds for a kernel-builder project; a bring-your-own project's
-    bounds on torch in its [build-system] requires (a build for another torch would stop at the
-    build front end's check); None where nothing declared limits the plan (kernel.toml)."""
-    kind = resolve_kind(config)
-    if kind == "setuptools":
-        return build_system_constraints(read_build_system(config.path))
-    if kind != "kernel-builder":
-        return None
-    from wheelfactory.project import kernel_builder
+@dataclass(frozen=True, kw_only=True)
+class LoadedProject:
+    """A project read once for a build: what its declaration rules out and how a variant is staged."""
+    facts: KindFacts
+    constraints: ProjectConstraints | None  # None: nothing it declares limits the plan
+    stage_for: Callable[[Variant], Stage] | None = None  # what an engine compiles; None: nothing
+    pure_python: PurePythonBuilds | None = None  # the wheels built without an engine
 
+
+@dataclass(frozen=True, kw_only=True)
+class ProjectKind:
+    facts: KindFacts
+    named: tuple[str, ...]  # the matrix.toml [project] kind values that ask for it
+    detect: Callable[[Path], bool]  # [project] kind = "auto": is the project at this path of this kind
+    constraints: Callable[[ProjectConfig], ProjectConstraints | None]  # for a plan, without loading it all
+    load: Callable[[LoadContext], LoadedProject]  # for a build
+
+    @property
+    def name(self) -> str:
+        return self.facts.name
+
+
+def _native(context: LoadContext) -> LoadedProject:
+    spec = context.matrix
+    stage_for = partial(plan_stage, load_kernel(spec.project.path), table=context.table, tests=spec.test,
+                        torch_requirement=spec.build.torch_requirement)
+    return LoadedProject(facts=NATIVE, constraints=None, stage_for=stage_for)
+
+
+def _kernel_builder_constraints(config: ProjectConfig) -> ProjectConstraints:
     return kernel_builder.project_constraints(kernel_builder.load_kernel_builder(config.path))
+
+
+def _kernel_builder(context: LoadContext) -> LoadedProject:
+    spec = context.matrix
+    kernel = kernel_builder.load_kernel_builder(spec.project.path)
+    stage_for = partial(kernel_builder.plan_kernel_builder_stage, kernel, table=context.table, tests=spec.test,
+                        torch_requirement=spec.build.torch_requirement)
+    return LoadedProject(facts=KERNEL_BUILDER, constraints=kernel_builder.project_constraints(kernel),
+                         stage_for=stage_for)
+
+
+def _noarch_constraints(config: ProjectConfig) -> ProjectConstraints:
+    return kernel_builder.noarch_constraints(kernel_builder.load_kernel_builder(config.path))
+
+
+def _is_noarch(path: Path) -> bool:
+    return is_kernel_builder_project(path) and load_build_toml(path).noarch
+
+
+def _kernel_builder_noarch(context: LoadContext) -> LoadedProject:
+    """One build per backend kind the plan keeps (build.toml's backends, the matrix's choice)."""
+    kernel = kernel_builder.load_kernel_builder(context.matrix.project.path)
+    constraints = kernel_builder.noarch_constraints(kernel)
+    backends = sorted({v.key.backend.kind for v in project_expand(context.matrix, context.table, constraints).variants})
+    builds = plan_noarch(kernel, backends)
+    if not builds:
+        raise ConfigError(f"the matrix selects no backend {kernel.root / DECLARATION} declares "
+                          f"({', '.join(kernel.general.backends)})", key="matrix.backends",
+                          hint="add one of them to [matrix] backends")
+    return LoadedProject(facts=KERNEL_BUILDER_NOARCH, constraints=constraints,
+                         pure_python=PurePythonBuilds(spec=kernel, builds=builds))
+
+
+def _bring_your_own(context: LoadContext) -> LoadedProject:
+    spec = context.matrix
+    byo = load_byo(spec.project, context.matrix_file, context.run_probe)
+    stage_for = partial(plan_byo_stage, byo, tests=spec.test, torch_requirement=spec.build.torch_requirement)
+    return LoadedProject(facts=BRING_YOUR_OWN, constraints=build_system_constraints(byo.build_system),
+                         stage_for=stage_for)
 
 
 def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
@@ -49,6 +148,36 @@ def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
         return None
     return ProjectConstraints(declared_in=system.declared_in, backends=BUILDABLE_BACKENDS,
                               torch=SpecifierSet(system.torch_specifier), torch_bounds_key="requires")
+
+
+# The table, in the order "auto" looks (bring-your-own last: any other project is one).
+KINDS: tuple[ProjectKind, ...] = (
+    ProjectKind(facts=NATIVE, named=("native",), detect=is_native_project,
+                constraints=lambda _: None, load=_native),
+    ProjectKind(facts=KERNEL_BUILDER_NOARCH, named=("kernel-builder",), detect=_is_noarch,
+                constraints=_noarch_constraints, load=_kernel_builder_noarch),
+    ProjectKind(facts=KERNEL_BUILDER, named=("kernel-builder",), detect=is_kernel_builder_project,
+                constraints=_kernel_builder_constraints, load=_kernel_builder),
+    ProjectKind(facts=BRING_YOUR_OWN, named=("bring-your-own", "setuptools"), detect=lambda _: True,
+                constraints=lambda config: build_system_constraints(read_build_system(config.path)),
+                load=_bring_your_own),
+)
+
+
+def resolve_kind(config: ProjectConfig) -> ProjectKind:
+    """The project's kind: the first row whose project is there ("auto"), or among the rows
+    matrix.toml names the first whose project is there, else the last (its load says what is missing)."""
+    if config.kind == "auto":
+        return next(kind for kind in KINDS if kind.detect(config.path))
+    named = [kind for kind in KINDS if config.kind in kind.named]
+    return next((kind for kind in named if kind.detect(config.path)), named[-1])
+
+
+def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
+    """build.toml's backends and bounds for a kernel-builder project; a bring-your-own project's
+    bounds on torch in its [build-system] requires (a build for another torch would stop at the
+    build front end's check); None where nothing declared limits the plan (kernel.toml)."""
+    return resolve_kind(config).constraints(config)
 
 
 def project_plan(matrix: Matrix, table: CompatTable) -> Plan:

@@ -90,6 +90,11 @@ class NoarchBuild:
     archs: tuple[str, ...] = ()  # [torch-noarch] cuda_capabilities / rocm_archs for this backend
 
     @property
+    def id(self) -> str:
+        """Its variant id in dist/manifest.json: the layout directory's name."""
+        return self.variant_name
+
+    @property
     def wheel_name(self) -> str:
         name = canonicalize_name(self.distribution).replace("-", "_")
         return f"{name}-{self.version}-{WHEEL_TAG}.whl"

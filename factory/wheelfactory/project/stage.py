@@ -26,6 +26,7 @@ from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.kernel_toml import KernelSpec
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
+from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.resources import runtime_dir
 
@@ -39,7 +40,7 @@ LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
 
 
 class Stage(Protocol):
-    """What an engine needs to build one variant of a project, native or bring-your-own."""
+    """What an engine needs to build one variant of a project, whichever its kind."""
 
     @property
     def variant(self) -> Variant: ...
@@ -49,12 +50,8 @@ class Stage(Protocol):
         """The import name the smoke test imports."""
 
     @property
-    def native(self) -> bool:
-        """Factory-native: the wheel has a build record and must load "prebuilt"."""
-
-    @property
-    def project_kind(self) -> str:
-        """native, kernel-builder or setuptools (bring your own): which smoke check applies."""
+    def kind(self) -> KindFacts:
+        """What the project's kind does (project/kind_facts.py): its smoke program, wheel layout."""
 
     @property
     def checks(self) -> WheelChecks:
@@ -107,12 +104,8 @@ class StagePlan:
                            self.tests if self.tests is not None else kernel.test)
 
     @property
-    def native(self) -> bool:
-        return True
-
-    @property
-    def project_kind(self) -> str:
-        return "native"
+    def kind(self) -> KindFacts:
+        return NATIVE
 
     @property
     def source_date_epoch(self) -> int:

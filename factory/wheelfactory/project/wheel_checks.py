@@ -28,6 +28,9 @@ class WheelChecks:
     # Files the factory adds to the tests' copy (name -> text): a kernel-builder project's offline
     # Hub loader (project/hub_offline_plugin.py) and its settings.
     support_files: tuple[tuple[str, str], ...] = ()
+    # The op namespace the library registers under (a kernel-builder build's ``_ops.ops``); left out
+    # of key_material: the build record, part of every stage's key, holds it.
+    op_namespace: str | None = None
 
     def tests_for(self, variant_id: str) -> ProjectTests | None:
         return self.tests if self.tests is not None and self.tests.runs_for(variant_id) else None

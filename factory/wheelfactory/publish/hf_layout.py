@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import HeaderParser
@@ -38,7 +40,8 @@ from packaging.version import Version
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, wheel_build_record
+from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, wheel_build_record
+from wheelfactory.runner import manifest
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
@@ -195,30 +198,67 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
     return ExportResult(tuple(exported), tuple(skipped), tuple(refused))
 
 
-def export_noarch(dist: Path, dest: Path) -> tuple[Exported, ...]:
-    """A noarch kernel's wheels (dist/noarch.json) as ``dest/build/torch-<backend>/``: the package
-    unpacked from the wheel ``wheelfactory build`` made, beside the metadata recorded with it.
-    Pure Python: nothing for kernel-abi-check. A wheel whose sha256 changed is refused."""
-    from wheelfactory.project.keys import file_sha256
-    from wheelfactory.runner.noarch_run import read_record, unpack_package
+# A pure-Python build's variant id is its layout directory: torch-cpu, torch-universal.
+PURE_PYTHON_VARIANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
+
+def export_dist(dist: Path, entries: Mapping[str, manifest.Entry], dest: Path, *,
+                abi_check: bool = True) -> ExportResult:
+    """Every exportable variant of ``dist``'s manifest under ``dest/build/``: the pure-Python builds
+    (entries with ``hub_metadata``) as ``wheelfactory build`` made them, the compiled ones through
+    collect's checks and ``export_hf_layout`` (kernel-abi-check only where something is compiled)."""
+    compiled = {vid: entry for vid, entry in entries.items() if entry.hub_metadata is None}
+    if compiled and abi_check:
+        require_checker()  # before anything is written
+    exported, skipped = export_pure_python(dist, {vid: entry for vid, entry in entries.items()
+                                                  if entry.hub_metadata is not None}, dest)
+    if not compiled:
+        return ExportResult(exported, skipped, ())
+    wheels, not_collected = collect(dist, compiled)
+    result = export_hf_layout(wheels, dest, abi_check=abi_check)
+    return ExportResult(exported + result.exported, skipped + tuple(not_collected) + result.skipped, result.refused)
+
+
+def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],
+                       dest: Path) -> tuple[tuple[Exported, ...], tuple[Skipped, ...]]:
+    """A noarch kernel's wheels (the manifest's entries with ``hub_metadata``) as
+    ``dest/build/torch-<backend>/``: the package unpacked from the wheel ``wheelfactory build``
+    made, beside the metadata recorded with it. Pure Python: nothing for kernel-abi-check. Every
+    entry is checked before anything is written: a variant id that is not one directory name, a
+    wheel outside ``dist`` or one whose sha256 changed is a ConfigError naming the manifest."""
+    from wheelfactory.project.keys import file_sha256
+    from wheelfactory.runner.noarch_run import unpack_package
+
+    listed = str(dist / manifest.MANIFEST)
+    built: list[tuple[str, Path, dict[str, object]]] = []
+    skipped: list[Skipped] = []
+    for vid, entry in sorted(entries.items()):
+        if not PURE_PYTHON_VARIANT.fullmatch(vid):
+            raise ConfigError(f"variant {vid!r} is not a layout directory name (e.g. torch-cpu)", file=listed,
+                              hint="rebuild with `wheelfactory build`")
+        if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
+            skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
+            continue
+        wheel = paths.inside(dist, entry.wheel, what="the wheel", file=listed)
+        if not wheel.is_file() or file_sha256(wheel) != entry.sha256:
+            raise ConfigError(f"{entry.wheel} is missing or does not match its sha256", file=listed,
+                              hint="rebuild with `wheelfactory build`")
+        built.append((vid, wheel, entry.hub_metadata or {}))
     exported = []
     build = dest / BUILD_DIR
-    for made in read_record(dist):
-        wheel = paths.inside(dist, made.wheel, what="the wheel", file=str(dist / "noarch.json"))
-        if not wheel.is_file() or file_sha256(wheel) != made.sha256:
-            raise ConfigError(f"{made.wheel} is missing or does not match its sha256", file=str(dist / "noarch.json"),
-                              hint="rebuild with `wheelfactory build`")
+    for vid, wheel, metadata in built:
         build.mkdir(parents=True, exist_ok=True)
-        target = build / made.variant
-        temp = build / f".{made.variant}.tmp-{os.getpid()}"
+        target = build / vid
+        temp = build / f".{vid}.tmp-{os.getpid()}"
         shutil.rmtree(temp, ignore_errors=True)
         try:
-            unpack_package(wheel, made.package, temp)
-            (temp / METADATA).write_text(json.dumps(made.metadata, indent=2) + "\n")
+            with zipfile.ZipFile(wheel) as archive:
+                package, _ = _package_files(archive, wheel)
+            unpack_package(wheel, package, temp)
+            (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
         atomic.swap_directory(temp, target)
-        exported.append(Exported(made.variant, target))
-    return tuple(exported)
+        exported.append(Exported(vid, target))
+    return tuple(exported), tuple(skipped)

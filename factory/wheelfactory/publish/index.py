@@ -125,6 +125,9 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
     wheels: list[IndexedWheel] = []
     skipped: list[Skipped] = []
     for vid, entry in sorted(entries.items()):
+        if entry.hub_metadata is not None:
+            skipped.append(Skipped(vid, "a pure-Python (noarch) build: `wheelfactory export --hf-layout` lays it out"))
+            continue
         try:
             key = VariantId.parse(vid)
         except InvalidVariantId as exc:

@@ -52,6 +52,10 @@ class Entry:
     # What verification found that the user must see and that does not fail the build (e.g. a
     # bring-your-own CUDA wheel with no device code). None: nothing.
     warnings: list[str] | None = None
+    # A pure-Python build (a kernel-builder noarch kernel, runner/noarch_run.py): the Hugging Face
+    # layout's metadata.json, which `wheelfactory export --hf-layout` writes beside its package.
+    # None: a compiled variant (its layout metadata comes from the wheel's build record).
+    hub_metadata: dict[str, object] | None = None
 
     @property
     def compile_seconds(self) -> float | None:
@@ -123,6 +127,7 @@ _FIELD_TYPES: dict[str, str] = {
     "status": "status", "wheel": "str?", "sha256": "str?", "seconds": "float", "key": "str", "log": "str?",
     "error": "str?", "engine": "str?", "image": "str?", "torch_version": "str?", "toolkit": "str?",
     "size": "int?", "phases": "dict:float?", "tests": "dict:any?", "warnings": "list:str?",
+    "hub_metadata": "dict:any?",
 }
 
 

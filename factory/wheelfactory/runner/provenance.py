@@ -29,6 +29,7 @@ from packaging.version import InvalidVersion
 from wheelfactory import __version__
 from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.identity import Variant
+from wheelfactory.project.kind_facts import KindName
 from wheelfactory.support import atomic
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -46,7 +47,7 @@ class BuiltWheel:
     variant: Variant
     wheel: Path
     sha256: str
-    project_kind: str
+    project_kind: KindName
     package: str
     project_digest: str  # sha256 over the staged project's key material (sources, packaging, checks)
     source_date_epoch: int

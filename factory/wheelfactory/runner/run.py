@@ -19,6 +19,7 @@ from wheelfactory.engines import Engine
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
+from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
@@ -34,7 +35,7 @@ LOG_NAME = "build.log"
 
 @dataclass(frozen=True)
 class Outcome:
-    variant: Variant
+    variant: Variant | NoarchBuild  # a compiled variant, or a pure-Python build (runner/noarch_run.py)
     entry: manifest.Entry
     log_tail: str = ""
 
@@ -128,7 +129,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
                 shutil.copyfile(built, partial)
             sha256 = file_sha256(final)
-            write_provenance(BuiltWheel(variant, final, sha256, stage.project_kind, stage.package,
+            write_provenance(BuiltWheel(variant, final, sha256, stage.kind.name, stage.package,
                                         json_digest(stage.key_material()), stage.source_date_epoch, key,
                                         started, time.time()), engine.build_inputs(variant))
             for stale in variant_dir.glob("*.whl"):

@@ -9,9 +9,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
@@ -20,14 +18,11 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ENGINES, load_matrix
-from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
-from wheelfactory.project.kernel_builder import load_kernel_builder, plan_kernel_builder_stage
-from wheelfactory.project.kernel_builder import project_constraints as kernel_builder_constraints
-from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.kinds import build_system_constraints, resolve_kind
-from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.project.kinds import LoadContext, PurePythonBuilds, resolve_kind
+from wheelfactory.project.stage import Stage
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
+from wheelfactory.runner.noarch_run import build_noarch
 from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.proc import CommandFailed, run
@@ -52,15 +47,31 @@ class BuildResult:
 class PreparedBuild:
     """A session with every decision made (project, engine, variants, parallelism) and nothing built."""
     out: Path
-    engine: Engine | None  # None: no engine here builds any selected variant
+    engine: Engine | None  # None: no engine here builds any selected variant, or none is needed
     summary: str  # the engine decision in one line, what `wheelfactory build` prints first
-    variants: tuple[Variant, ...]
+    variants: tuple[Variant, ...]  # what the engine compiles
     capacity: Capacity
-    stage_for: Callable[[Variant], Stage]
+    stage_for: Callable[[Variant], Stage] | None  # None: the project compiles nothing
     not_built: tuple[NotBuilt, ...] = ()
+    pure_python: PurePythonBuilds | None = None  # the wheels written without an engine
+
+    @property
+    def build_ids(self) -> tuple[str, ...]:
+        """What ``run`` builds, by variant id (the rows of a live view)."""
+        if self.pure_python is not None:
+            return tuple(build.id for build in self.pure_python.builds)
+        return tuple(v.id for v in self.variants) if self.engine is not None else ()
+
+    @property
+    def title(self) -> str:
+        """The run's parallelism and memory, for the live view; "" where no engine runs."""
+        return self.capacity.describe() if self.engine is not None else ""
 
     def run(self, progress: Listener = ignore) -> BuildResult:
-        if self.engine is None or not self.variants:
+        if self.pure_python is not None:
+            outcomes = build_noarch(self.pure_python, self.out, progress)
+            return BuildResult(out=self.out, engine="none", outcomes=tuple(outcomes))
+        if self.engine is None or self.stage_for is None or not self.variants:
             return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
                                not_built=self.not_built)
         engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
@@ -73,41 +84,31 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                   engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
                   shard: tuple[int, int] | None = None, jobs: int | None = None,
                   max_memory: int | None = None, progress: Listener = ignore) -> PreparedBuild:
-    """Read the matrix and the project, choose the engine (building or reusing its images: progress
-    goes to ``progress``) and the parallelism. Raises the errors in wheelfactory.errors."""
+    """Read the matrix and the project (through its kind, project/kinds.py), choose the engine
+    (building or reusing its images: progress goes to ``progress``) and the parallelism. A project
+    that compiles nothing needs no engine. Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
     spec = load_matrix(matrix, table, display=str(matrix))
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
-    project = spec.project
-    stage_for: Callable[[Variant], Stage]
-    kind = resolve_kind(project)
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
-        check_sources(spec.test, project.path)
-    constraints = None
-    if kind == "native":
-        stage_for = partial(plan_stage, load_kernel(project.path), table=table, tests=spec.test,
-                            torch_requirement=spec.build.torch_requirement)
-    elif kind == "kernel-builder":
-        kernel = load_kernel_builder(project.path)
-        if kernel.noarch:  # nothing to compile: runner/noarch_run.py, which `wheelfactory build` calls
-            raise ConfigError("a noarch kernel (no [kernel.*] table) has no compiled variants", file=str(matrix),
-                              key="project.path", hint="build it with `wheelfactory build` (runner/noarch_run.py)")
-        constraints = kernel_builder_constraints(kernel)
-        stage_for = partial(plan_kernel_builder_stage, kernel, table=table, tests=spec.test,
-                            torch_requirement=spec.build.torch_requirement)
-    else:
-        byo = load_byo(project, str(matrix), partial(run_version_probe, host_tools(spec)))
-        stage_for = partial(plan_byo_stage, byo, tests=spec.test, torch_requirement=spec.build.torch_requirement)
-        constraints = build_system_constraints(byo.build_system)
+        check_sources(spec.test, spec.project.path)
+    kind = resolve_kind(spec.project)
+    loaded = kind.load(LoadContext(matrix=spec, table=table, matrix_file=str(matrix),
+                                   run_probe=lambda probe: run_version_probe(host_tools(spec), probe)))
+    if loaded.pure_python is not None:
+        capacity = machine_capacity("host", (), requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
+        return PreparedBuild(out=out_dir, engine=None, variants=(), capacity=capacity, stage_for=None,
+                             summary=f"noarch kernel {loaded.pure_python.spec.general.name}: pure Python, one wheel "
+                                     "per backend (no engine)", pure_python=loaded.pure_python)
     request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
-                            native=kind != "setuptools", matrix_file=str(matrix),
-                            constraints=constraints)
+                            generated_packaging=loaded.facts.generated_packaging, matrix_file=str(matrix),
+                            constraints=loaded.constraints)
     chosen = choose_engine(request, progress)
     capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
-                         capacity=capacity, stage_for=stage_for, not_built=chosen.not_built)
+                         capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built)
 
 
 def run_version_probe(tools: Path, probe: VersionProbe) -> str:
@@ -124,6 +125,11 @@ def run_version_probe(tools: Path, probe: VersionProbe) -> str:
             from None
 
 
-def build_matrix(matrix: Path, **options: Any) -> BuildResult:
-    """prepare_build + run, with no live view."""
-    return prepare_build(matrix, **options).run()
+def build_matrix(matrix: Path, *, compat: Path | None = None, out: Path | None = None, engine: str | None = None,
+                 python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
+                 jobs: int | None = None, max_memory: int | None = None,
+                 progress: Listener = ignore) -> BuildResult:
+    """prepare_build + run, as `wheelfactory build` does, without its live view (``progress``
+    receives the same events)."""
+    return prepare_build(matrix, compat=compat, out=out, engine=engine, python=python, only=only, shard=shard,
+                         jobs=jobs, max_memory=max_memory, progress=progress).run(progress)

@@ -21,12 +21,14 @@ import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from wheelfactory.errors import VariantBuildError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
-from wheelfactory.project.kernel_builder import KernelBuilderStage
+from wheelfactory.project.kind_facts import SmokeProgram
 from wheelfactory.project.stage import Stage
 from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
@@ -42,21 +44,72 @@ Smoke = Callable[[str, Path], str]
 TestRun = Callable[[ProjectTests, Path], tuple[bool, str]]
 
 
-def smoke_code(stage: Stage, modules: tuple[str, ...] = ()) -> str:
-    """A factory-native wheel: verify/native_smoke.py with what kernel.toml declares (no op name
-    of any kernel is written in the factory). A kernel-builder wheel: verify/kernel_builder_smoke.py
-    with its op namespace. Bring-your-own: importing it and each of its compiled ``modules``
-    (verify/byo_smoke.py)."""
-    if isinstance(stage, KernelBuilderStage):
-        return _program("kernel_builder_smoke.py", {
-            "package": stage.package, "namespace": stage.record.namespace,
-            "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"})
-    if not stage.native:
-        return byo_smoke.smoke_code(stage.package, modules)
+@dataclass(frozen=True)
+class SmokeCheck:
+    """One smoke program (project/kind_facts.py SmokeProgram): the code sent to the clean
+    environment, and what its JSON result must say (a failure, without the variant id; None: it
+    passed); ``note`` is what the log keeps of a passed run."""
+    code: Callable[[Stage, tuple[str, ...]], str]
+    failure: Callable[[Stage, dict[str, Any]], str | None]
+    note: Callable[[dict[str, Any]], str | None]
+
+
+def _declared_ops_code(stage: Stage, modules: tuple[str, ...]) -> str:
     checks = stage.checks
     return _program("native_smoke.py", {
         "package": checks.package, "ops": list(checks.declared_ops),
         "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None})
+
+
+def _declared_ops_failure(stage: Stage, result: dict[str, Any]) -> str | None:
+    if result.get("problems"):
+        return _failed_verification(result)
+    if result["mode"] != "prebuilt" or result["variant"] != stage.variant.id:
+        return f"smoke test loaded {result['variant']} in mode {result['mode']}, expected the prebuilt library"
+    return None
+
+
+def _op_namespace_code(stage: Stage, modules: tuple[str, ...]) -> str:
+    return _program("kernel_builder_smoke.py", {
+        "package": stage.package, "namespace": stage.checks.op_namespace,
+        "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"})
+
+
+def _op_namespace_note(result: dict[str, Any]) -> str:
+    keys = result.get("keys", {})
+    return (f"smoke: {len(result['ops'])} op(s) serving {result['dispatch_key']} under {result['namespace']}: "
+            + ", ".join(f"{op} ({keys.get(op, result['dispatch_key'])})" for op in result["ops"]))
+
+
+def _failed_verification(result: dict[str, Any]) -> str | None:
+    return f"the wheel failed verification: {'; '.join(result['problems'])}" if result.get("problems") else None
+
+
+# The smoke program of each kind (Stage.kind.smoke): a factory-native wheel runs
+# verify/native_smoke.py with what kernel.toml declares (no op name of any kernel is written in the
+# factory); a kernel-builder wheel verify/kernel_builder_smoke.py with its op namespace; a
+# bring-your-own wheel imports its package and each compiled module (verify/byo_smoke.py).
+SMOKES: dict[SmokeProgram, SmokeCheck] = {
+    "declared-ops": SmokeCheck(
+        _declared_ops_code, _declared_ops_failure,
+        lambda r: f"smoke: {r['ops']} declared op(s) registered and with references, "
+                  f"{r['samples']} sample input(s) matched their reference"),
+    "op-namespace": SmokeCheck(_op_namespace_code, lambda _, r: _failed_verification(r), _op_namespace_note),
+    "imports": SmokeCheck(lambda stage, modules: byo_smoke.smoke_code(stage.package, modules),
+                          lambda _, r: None, lambda r: None),
+}
+
+
+def smoke_check(stage: Stage) -> SmokeCheck:
+    if stage.kind.smoke is None:  # the runner never hands such a stage to an engine
+        raise VariantBuildError(f"{stage.variant.id}: a {stage.kind.describe} project compiles nothing to smoke-test")
+    return SMOKES[stage.kind.smoke]
+
+
+def smoke_code(stage: Stage, modules: tuple[str, ...] = ()) -> str:
+    """The code of the stage's smoke program; ``modules``: the wheel's compiled modules (what a
+    bring-your-own smoke imports)."""
+    return smoke_check(stage).code(stage, modules)
 
 
 def _program(name: str, request: dict[str, object]) -> str:
@@ -77,12 +130,12 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     variant = stage.variant
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
     with timeline.phase("verify"):
-        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.native, glibc_floor=glibc_floor,
-                               abi3_fix=stage.build_system.abi3_fix())
+        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.kind.factory_layout,
+                               glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
-        host_only = None if stage.project_kind != "setuptools" else \
-            cuda_binary.missing_device_code(variant.key.backend.kind, libs)
-        if host_only:  # a CPU-only fallback is a bring-your-own project's choice: said, not failed
+        host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
+            else None
+        if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
             timeline.warn(host_only)
             cuda = False
         note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
@@ -95,16 +148,17 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         with timeline.phase("audit"):
             if abi3:
                 abi3audit(wheel, tools_log)
-            return cuda_problems(variant, wheel, tools_log, libs, own_archs=stage.project_kind == "setuptools") \
+            return cuda_problems(variant, wheel, tools_log, libs, own_archs=stage.kind.own_arch_flags) \
                 if cuda else []
 
+    check = smoke_check(stage)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheelfactory-audit") as pool:
         audit = pool.submit(tool_checks) if abi3 or cuda else None
         smoke_failure: BaseException | None = None
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(smoke_code(stage, byo_smoke.extension_modules(libs)), log)
+                output = smoke(check.code(stage, byo_smoke.extension_modules(libs)), log)
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []
@@ -118,18 +172,12 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     if smoke_failure is not None:
         raise smoke_failure
     result = json.loads(output.strip().splitlines()[-1])
-    if stage.project_kind != "setuptools" and result.get("problems"):
-        raise error(f"{variant.id}: the wheel failed verification: {'; '.join(result['problems'])}")
-    if stage.native and (result["mode"] != "prebuilt" or result["variant"] != variant.id):
-        raise error(f"{variant.id}: smoke test loaded {result['variant']} in mode {result['mode']}, "
-                    "expected the prebuilt library")
-    if stage.project_kind == "kernel-builder":
-        keys = result.get("keys", {})
-        note(log, f"smoke: {len(result['ops'])} op(s) serving {result['dispatch_key']} under {result['namespace']}: "
-                  + ", ".join(f"{op} ({keys.get(op, result['dispatch_key'])})" for op in result["ops"]))
-    if stage.native:
-        note(log, f"smoke: {result['ops']} declared op(s) registered and with references, "
-                  f"{result['samples']} sample input(s) matched their reference")
+    failure = check.failure(stage, result)
+    if failure:
+        raise error(f"{variant.id}: {failure}")
+    said = check.note(result)
+    if said:
+        note(log, said)
     tests = stage.checks.tests_for(variant.id)
     if tests is not None:
         if run_tests is None:
