@@ -69,11 +69,12 @@ def load_plan(matrix: PathLike, compat: PathLike | None = None) -> Plan:
 def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | None = None,
           engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
           shard: tuple[int, int] | None = None, jobs: int | None = None,
-          max_memory: int | None = None) -> BuildResult:
+          max_memory: int | None = None, setup: bool = False) -> BuildResult:
     """Build the plan of ``matrix`` as ``wheelfactory build`` does, into ``out`` (default: the
     matrix's [build] out) with its ``manifest.json`` (engine "auto", "docker" or "host"; ``python``:
     the interpreter whose torch the host engine builds for; ``only`` fnmatch patterns on variant
-    ids; ``shard`` (i, n); ``max_memory`` in bytes). A pure-Python (noarch) kernel-builder project
+    ids; ``shard`` (i, n); ``max_memory`` in bytes; ``setup``: first make a Docker engine answer,
+    as ``--setup``). A pure-Python (noarch) kernel-builder project
     needs no engine: one wheel per backend, each a variant of the manifest (``torch-cpu``).
     Returns every variant's outcome (``result.outcomes``, ``result.failed``); a variant that fails
     does not raise. With engine "auto" and no Docker engine, the host builds what it can and
@@ -83,4 +84,4 @@ def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | N
 
     return build_matrix(Path(matrix), compat=Path(compat) if compat is not None else None,
                         out=Path(out) if out is not None else None, engine=engine, python=python, only=only,
-                        shard=shard, jobs=jobs, max_memory=max_memory)
+                        shard=shard, jobs=jobs, max_memory=max_memory, setup=setup)

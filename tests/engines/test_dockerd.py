@@ -127,3 +127,13 @@ def test_a_route_without_debian_base_installs_nothing_beside_the_engine(tmp_path
     fake.started, fake.answers_after = True, 1
     result, _ = setup(fake, tmp_path, route={})
     assert result.ready and fake.commands == [] and result.done == ()
+
+
+def test_build_setup_reports_through_the_progress_channel() -> None:
+    """--setup runs in the session (the API's build(setup=True) as the CLI's): its lines are events."""
+    from wheelfactory.runner.session import set_up_engine
+    from wheelfactory.support.progress import Notice
+
+    heard: list[object] = []
+    set_up_engine("host", debian_base=True, progress=heard.append)
+    assert heard == [Notice("setup: --engine host needs no Docker engine; nothing to set up")]

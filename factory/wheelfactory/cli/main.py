@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import cast
 
 import click
-from rich.console import Console
 from rich.markup import escape
 
 from wheelfactory import __version__
@@ -106,12 +105,9 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     shard_spec = parse_shard(shard) if shard else None
     memory_cap = parse_size(max_memory) if max_memory else None
     out_console = console()
-    if setup:
-        settings = load_matrix(matrix_path, load_table(compat_path), display=str(matrix_path)).build
-        _setup_engine(out_console, engine or settings.engine, debian_base=bool(settings.debian_base))
     shown = EventRenderer(out_console)  # the progress channel, rendered
     prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
-                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, progress=shown)
+                             shard=shard_spec, jobs=jobs, max_memory=memory_cap, setup=setup, progress=shown)
     out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
     if prepared.build_ids:
@@ -129,22 +125,6 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
         first = result.not_built[0]
         raise VariantsNotBuilt(f"{len(result.not_built)} of {len(result.not_built) + len(outcomes)} selected "
                                f"variant(s) not built here ({first.reason}); to build them: {first.action}")
-
-
-def _setup_engine(out_console: Console, choice: str, *, debian_base: bool) -> None:
-    """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
-    from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, start_engine
-
-    if choice == "host":
-        out_console.print("setup: --engine host needs no Docker engine; nothing to set up", markup=False)
-        return
-    result = start_engine(say=lambda line: out_console.print(line, markup=False, highlight=False),
-                          route=DEBIAN_BASE_PACKAGES if debian_base else {})
-    if result.warning:
-        out_console.print(f"setup: {result.warning}", markup=False, highlight=False)
-    if not result.ready:
-        then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
-        out_console.print(f"setup: no Docker engine here: {result.detail}; {then}", markup=False, highlight=False)
 
 
 @cli.group("engine")

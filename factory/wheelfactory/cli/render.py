@@ -13,7 +13,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from wheelfactory.plan.expand import Plan
-from wheelfactory.support.progress import CommandRun, Event, StepDone, StepStarted, ToolOutput, VariantPhase
+from wheelfactory.support.progress import (
+    CommandRun,
+    Event,
+    Notice,
+    StepDone,
+    StepStarted,
+    ToolOutput,
+    VariantPhase,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -160,7 +168,7 @@ class EventRenderer:
             self.out.print(f"[dim]  $ {escape(event.command)}[/dim]", soft_wrap=True)
         elif isinstance(event, StepDone):
             self.out.print(f"[green]  {escape(event.text)}[/green]")
-        elif isinstance(event, ToolOutput):
+        elif isinstance(event, (ToolOutput, Notice)):
             self.out.print(event.text, markup=False, highlight=False)
 
 

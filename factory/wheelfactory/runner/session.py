@@ -14,6 +14,7 @@ from pathlib import Path
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
+from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, start_engine
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
@@ -26,7 +27,7 @@ from wheelfactory.runner.noarch_run import build_noarch
 from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.progress import Listener, ignore
+from wheelfactory.support.progress import Listener, Notice, ignore
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,12 +84,17 @@ class PreparedBuild:
 def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
                   engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
                   shard: tuple[int, int] | None = None, jobs: int | None = None,
-                  max_memory: int | None = None, progress: Listener = ignore) -> PreparedBuild:
+                  max_memory: int | None = None, setup: bool = False, progress: Listener = ignore) -> PreparedBuild:
     """Read the matrix and the project (through its kind, project/kinds.py), choose the engine
     (building or reusing its images: progress goes to ``progress``) and the parallelism. A project
-    that compiles nothing needs no engine. Raises the errors in wheelfactory.errors."""
+    that compiles nothing needs no engine. ``setup``: first make a Docker engine answer where this
+    machine allows (engines/dockerd.py), with what the matrix's route needs; reported, never fatal.
+    Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
     spec = load_matrix(matrix, table, display=str(matrix))
+    choice = next((e for e in ENGINES if e == engine), spec.build.engine)
+    if setup:
+        set_up_engine(choice, debian_base=bool(spec.build.debian_base), progress=progress)
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
         check_sources(spec.test, spec.project.path)
@@ -100,7 +106,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
         return PreparedBuild(out=out_dir, engine=None, variants=(), capacity=capacity, stage_for=None,
                              summary=f"noarch kernel {loaded.pure_python.spec.general.name}: pure Python, one wheel "
                                      "per backend (no engine)", pure_python=loaded.pure_python)
-    request = EngineRequest(matrix=spec, table=table, choice=next((e for e in ENGINES if e == engine), spec.build.engine),
+    request = EngineRequest(matrix=spec, table=table, choice=choice,
                             python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
                             generated_packaging=loaded.facts.generated_packaging, matrix_file=str(matrix),
                             constraints=loaded.constraints)
@@ -109,6 +115,19 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
                          capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built)
+
+
+def set_up_engine(choice: str, *, debian_base: bool, progress: Listener) -> None:
+    """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
+    if choice == "host":
+        progress(Notice("setup: --engine host needs no Docker engine; nothing to set up"))
+        return
+    result = start_engine(say=lambda line: progress(Notice(line)), route=DEBIAN_BASE_PACKAGES if debian_base else {})
+    if result.warning:
+        progress(Notice(f"setup: {result.warning}"))
+    if not result.ready:
+        then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
+        progress(Notice(f"setup: no Docker engine here: {result.detail}; {then}"))
 
 
 def run_version_probe(tools: Path, probe: VersionProbe) -> str:
@@ -127,9 +146,9 @@ def run_version_probe(tools: Path, probe: VersionProbe) -> str:
 
 def build_matrix(matrix: Path, *, compat: Path | None = None, out: Path | None = None, engine: str | None = None,
                  python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
-                 jobs: int | None = None, max_memory: int | None = None,
+                 jobs: int | None = None, max_memory: int | None = None, setup: bool = False,
                  progress: Listener = ignore) -> BuildResult:
     """prepare_build + run, as `wheelfactory build` does, without its live view (``progress``
     receives the same events)."""
     return prepare_build(matrix, compat=compat, out=out, engine=engine, python=python, only=only, shard=shard,
-                         jobs=jobs, max_memory=max_memory, progress=progress).run(progress)
+                         jobs=jobs, max_memory=max_memory, setup=setup, progress=progress).run(progress)

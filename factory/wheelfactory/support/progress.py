@@ -38,6 +38,13 @@ class ToolOutput:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """One line of what a step found or decided (the engine set-up: "Docker 28.2.2 already answers")."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class VariantPhase:
     """A variant enters a phase (building, repairing, built, failed, cached ...); ``variant`` "*" is
     about the run itself (e.g. containers a killed run left, reclaimed)."""
@@ -47,7 +54,7 @@ class VariantPhase:
     detail: str = ""
 
 
-Event = StepStarted | CommandRun | StepDone | ToolOutput | VariantPhase
+Event = StepStarted | CommandRun | StepDone | ToolOutput | Notice | VariantPhase
 Listener = Callable[[Event], None]
 
 
