@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -147,6 +148,50 @@ def test_truncated_cached_library_is_rebuilt_not_loaded(
     rebuilt = json.loads((entry / "complete.json").read_text())
     assert library.stat().st_size == rebuilt["size"] == complete["size"]
     assert entries(warm_cache, ".stale-") == [] and entries(warm_cache, ".tmp-") == []
+
+
+def _fifo_record(entry: Path, complete: dict[str, object], outside: Path) -> None:
+    (entry / "complete.json").unlink()
+    os.mkfifo(entry / "complete.json")
+
+
+def _dev_zero_record(entry: Path, complete: dict[str, object], outside: Path) -> None:
+    (entry / "complete.json").unlink()
+    (entry / "complete.json").symlink_to("/dev/zero")
+
+
+def _outside_library(entry: Path, complete: dict[str, object], outside: Path) -> None:
+    library = entry / str(complete["library"])
+    shutil.copyfile(library, outside / library.name)  # the same bytes: its record matches them
+    library.unlink()
+    library.symlink_to(outside / library.name)
+
+
+def _open_entry(entry: Path, complete: dict[str, object], outside: Path) -> None:
+    entry.chmod(0o777)
+
+
+def _dot_library(entry: Path, complete: dict[str, object], outside: Path) -> None:
+    (entry / "complete.json").write_text(json.dumps({**complete, "library": "."}))
+
+
+@pytest.mark.parametrize("plant", [_fifo_record, _dev_zero_record, _outside_library, _open_entry, _dot_library],
+                         ids=lambda plant: plant.__name__.strip("_"))
+def test_a_hostile_cache_entry_is_healed_by_one_rebuild(
+    kernel: KernelSpec, jit_parent: Path, warm_cache: Path, tmp_path: Path, plant: object
+) -> None:
+    """What an attacker or a broken disk can leave in an entry is never read through, never blocks
+    and is never loaded: the load rebuilds the entry once and says why."""
+    entry = finished_entry(warm_cache)
+    complete = json.loads((entry / "complete.json").read_text())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    plant(entry, complete, outside)  # type: ignore[operator]
+    details = info(rt.run_probe(rt.child_env(kernel, jit_parent, cache_dir=warm_cache)))
+    assert details["mode"] == "jit" and details["jit"]["cache"] == "rebuilt", details  # type: ignore[index]
+    assert "the cached copy was rejected (" in str(details["reason"])
+    healed = entry / str(complete["library"])
+    assert healed.is_file() and not healed.is_symlink() and stat.S_IMODE(entry.stat().st_mode) & 0o022 == 0
 
 
 @pytest.mark.parametrize(
