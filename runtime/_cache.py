@@ -154,14 +154,17 @@ class UnsafeEntryFile(Exception):
     """A file in a cache entry that is not a plain, private file of ours: never read, never loaded."""
 
 
-def _safe_mode_problem(st: os.stat_result) -> str | None:
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+def _not_private(st: os.stat_result) -> str | None:
+    """Why a file or directory with this status is not ours alone to write, or None."""
     if st.st_uid != os.geteuid():
         return f"owned by uid {st.st_uid}, not by this user"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
+
+
+def _safe_mode_problem(st: os.stat_result) -> str | None:
+    return "not a regular file" if not stat.S_ISREG(st.st_mode) else _not_private(st)
 
 
 def open_private_file(path: Path) -> int:
@@ -214,11 +217,8 @@ def entry_dir_problem(entry: Path) -> str | None:
         return "the entry is a symlink"
     if not stat.S_ISDIR(st.st_mode):
         return "the entry is not a directory"
-    if st.st_uid != os.geteuid():
-        return f"the entry is owned by uid {st.st_uid}, not by this user"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"the entry is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
+    problem = _not_private(st)
+    return None if problem is None else f"the entry is {problem}"
 
 
 def plain_library_name(name: str) -> bool:
