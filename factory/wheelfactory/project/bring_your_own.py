@@ -10,7 +10,6 @@ project's sources are never edited.
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KindFacts
 from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version
 from wheelfactory.project.wheel_checks import WheelChecks
+from wheelfactory.support.project_copy import copy_project_tree, project_files
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 IGNORED = ("__pycache__", "*.egg-info", "build", "dist", ".git", ".tox", ".venv", "*.so", "*.o")
@@ -52,13 +52,11 @@ class ByoProject:
     vcs: VcsVersion | None = None  # the version the git checkout gives, where the build reads git
 
     def files(self) -> list[Path]:
-        ignored = shutil.ignore_patterns(*IGNORED)
-        found: list[Path] = []
-        for directory, dirs, names in os.walk(self.root):
-            skip = ignored(directory, dirs + names)
-            dirs[:] = [d for d in dirs if d not in skip]
-            found.extend(Path(directory, n).relative_to(self.root) for n in names if n not in skip)
-        return sorted(found)
+        """What a build copies (outputs, VCS and caches left out), inside symlinks followed; what
+        would take a file from outside the project is refused (support/project_copy.py)."""
+        if not self.root.is_dir():
+            return []  # nothing there to build from (load_byo refuses such a project first)
+        return project_files(self.root, ignore=shutil.ignore_patterns(*IGNORED))
 
 
 def load_byo(config: ProjectConfig, matrix_file: str, run_probe: ProbeRunner) -> ByoProject:
@@ -70,6 +68,7 @@ def load_byo(config: ProjectConfig, matrix_file: str, run_probe: ProbeRunner) ->
     if config.import_name is None:
         raise ConfigError("a bring-your-own project needs the module its wheel provides", file=matrix_file,
                           key="project.import_name", hint='e.g. import_name = "my_ext" (the smoke test imports it)')
+    project_files(config.path, ignore=shutil.ignore_patterns(*IGNORED))  # refused now, before any engine
     system = read_build_system(config.path)
     return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env, system,
                       vcs_version(config.path, system, run_probe))
@@ -121,7 +120,8 @@ class ByoStage:
     def write(self, dest: Path) -> None:
         if dest.exists():
             shutil.rmtree(dest)
-        shutil.copytree(self.project.root, dest, ignore=shutil.ignore_patterns(*IGNORED))
+        # Inside symlinks as what they point to (the stage is self-contained); the others refused.
+        copy_project_tree(self.project.root, ".", dest, ignore=shutil.ignore_patterns(*IGNORED))
         for name, text in (self.project.vcs.staged_files(self.package) if self.project.vcs else {}).items():
             (dest / name).write_text(text)
 

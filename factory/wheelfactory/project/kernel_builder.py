@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 from collections.abc import Sequence
@@ -47,6 +46,8 @@ from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
+from wheelfactory.support.project_copy import copy_project_file
+from wheelfactory.support.project_copy import project_files as copy_rule_files
 
 GENERATED_DIR = "_wheelfactory"  # in the staging copy: registration.h
 OPS_MODULE = "_ops.py"
@@ -209,10 +210,9 @@ class KernelBuilderStage:
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        for rel in self.files:
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(self.spec.root / rel, target)
+        declared_in = str(self.spec.root / DECLARATION)
+        for rel in self.files:  # inside symlinks as what they point to: the stage is self-contained
+            copy_project_file(self.spec.root, rel, dest / rel, declared_in=declared_in)
         (dest / GENERATED_DIR).mkdir(exist_ok=True)
         (dest / GENERATED_DIR / "registration.h").write_text(REGISTRATION_H)
         package = dest / self.spec.python_package
@@ -274,23 +274,10 @@ def _test_texts(root: Path) -> list[str]:
 
 
 def project_files(root: Path) -> tuple[Path, ...]:
-    """The project's files as a build sees them (build outputs, VCS and caches left out); a
-    symlink that leaves the project is refused: nothing outside the root is read."""
-    ignored = shutil.ignore_patterns(*IGNORED)
-    found: list[Path] = []
-    resolved_root = root.resolve()
-    for directory, dirs, names in os.walk(root):
-        skip = ignored(directory, dirs + names)
-        dirs[:] = sorted(d for d in dirs if d not in skip)
-        for name in names:
-            if name in skip:
-                continue
-            path = Path(directory, name)
-            if not path.resolve().is_relative_to(resolved_root):
-                raise ConfigError(f"{path} links outside the project ({path.resolve()})",
-                                  hint="copy the file into the project instead of linking it")
-            found.append(path.relative_to(root))
-    return tuple(sorted(found))
+    """The project's files as a build sees them (build outputs, VCS and caches left out), inside
+    symlinks followed; what would take a file from outside the project is refused
+    (support/project_copy.py): nothing outside the root is read."""
+    return tuple(copy_rule_files(root, ignore=shutil.ignore_patterns(*IGNORED), declared_in=str(root / DECLARATION)))
 
 
 def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, table: CompatTable,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,8 +12,10 @@ from packaging.version import InvalidVersion, Version
 from wheelfactory.plan.project_tests import TEST_SECTION, ProjectTests, parse_test_table
 from wheelfactory.plan.toml_model import Key, Section, Text, TextList
 from wheelfactory.plan.tomlsource import Table, TomlDocument
+from wheelfactory.support.project_copy import project_files
 
 DECLARATION = "kernel.toml"
+_PYCACHE = shutil.ignore_patterns("__pycache__")
 NAME = r"^[a-z_][a-z0-9_]*$"
 OP = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _NAME = re.compile(NAME, re.ASCII)
@@ -118,8 +121,8 @@ class KernelSpec:
         device = backend_kind in ("cuda", "rocm")
         files: set[Path] = set()
         for directory in (self.python_package, *self.include_dirs):
-            files.update(p.relative_to(self.root) for p in (self.root / directory).rglob("*")
-                         if p.is_file() and "__pycache__" not in p.parts)
+            # Refuses what may not leave the project (support/project_copy.py), follows inside links.
+            files.update(project_files(self.root, directory, ignore=_PYCACHE, declared_in=str(self.root / DECLARATION)))
         files = {p for p in files if p not in other and (device or p.suffix not in DEVICE_SUFFIXES)}
         return tuple(sorted(files | compiled))
 

@@ -50,7 +50,7 @@ from wheelfactory.project.kind_facts import (
     KindFacts,
 )
 from wheelfactory.project.noarch import NoarchBuild, plan_noarch
-from wheelfactory.project.stage import Stage, plan_stage
+from wheelfactory.project.stage import Stage, check_inputs, plan_stage
 from wheelfactory.project.vcs_version import ProbeRunner
 
 
@@ -94,7 +94,9 @@ class ProjectKind:
 
 def _native(context: LoadContext) -> LoadedProject:
     spec = context.matrix
-    stage_for = partial(plan_stage, load_kernel(spec.project.path), table=context.table, tests=spec.test,
+    kernel = load_kernel(spec.project.path)
+    check_inputs(kernel, spec.test)  # what leaves the project is refused now, before any engine
+    stage_for = partial(plan_stage, kernel, table=context.table, tests=spec.test,
                         torch_requirement=spec.build.torch_requirement)
     return LoadedProject(facts=NATIVE, constraints=None, stage_for=stage_for)
 
@@ -106,6 +108,7 @@ def _kernel_builder_constraints(config: ProjectConfig) -> ProjectConstraints:
 def _kernel_builder(context: LoadContext) -> LoadedProject:
     spec = context.matrix
     kernel = kernel_builder.load_kernel_builder(spec.project.path)
+    kernel_builder.project_files(kernel.root)  # what leaves the project is refused now, before any engine
     stage_for = partial(kernel_builder.plan_kernel_builder_stage, kernel, table=context.table, tests=spec.test,
                         torch_requirement=spec.build.torch_requirement)
     return LoadedProject(facts=KERNEL_BUILDER, constraints=kernel_builder.project_constraints(kernel),

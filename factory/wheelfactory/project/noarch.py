@@ -43,6 +43,7 @@ from packaging.version import Version
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec
 from wheelfactory.support import atomic
+from wheelfactory.support.project_copy import checked_file, project_files
 from wheelfactory.support.wheel_rewrite import record_hash
 
 UNIVERSAL = "universal"
@@ -63,6 +64,7 @@ DISTRIBUTION_NAMES = {"tvm-ffi": "apache-tvm-ffi", "onednn": "onednn-devel"}
 # The other way: the name the kernels loader's python-depends knows a distribution by.
 KERNEL_BUILDER_NAMES = {pypi: name for name, pypi in DISTRIBUTION_NAMES.items()}
 _HASH_DIGITS = 8
+_PYCACHE = shutil.ignore_patterns("__pycache__")
 
 _OPS_TEMPLATE = '''import torch
 
@@ -197,8 +199,8 @@ def _archs(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
 def package_files(spec: KernelBuilderSpec) -> tuple[PurePosixPath, ...]:
     """The files the package ships, relative to ``torch-ext/<python name>``: every .py/.pyi and
     every file with a ``pyext`` extension, never ``__pycache__``, plus ``_ops.py`` (generated).
-    A symlink is followed when it stays inside the project; one that leads outside (or nowhere)
-    is refused."""
+    A symlink is followed when it stays inside the project; what would take a file from outside
+    the project is refused (support/project_copy.py)."""
     package = spec.root / spec.python_package
     if not (package / "__init__.py").is_file():
         raise ConfigError(f"{spec.python_package.as_posix()}/__init__.py does not exist",
@@ -206,45 +208,12 @@ def package_files(spec: KernelBuilderSpec) -> tuple[PurePosixPath, ...]:
                           hint="a noarch kernel's Python package needs an __init__.py")
     extensions = set(_PYTHON_SOURCES) | set(spec.torch.pyext)
     found = {PurePosixPath(OPS_MODULE)}
-    for relative in _walk(spec, package, PurePosixPath()):
+    declared_in = str(spec.root / DECLARATION)
+    for path in project_files(spec.root, spec.python_package, ignore=_PYCACHE, declared_in=declared_in):
+        relative = PurePosixPath(path.relative_to(spec.python_package).as_posix())
         if relative.suffix[1:] in extensions:
             found.add(relative)
     return tuple(sorted(found))
-
-
-def _walk(spec: KernelBuilderSpec, directory: Path, relative: PurePosixPath,
-          seen: frozenset[Path] = frozenset()) -> Iterator[PurePosixPath]:
-    """Every file below ``directory`` (following symlinks that stay inside the project)."""
-    real = directory.resolve()
-    if real in seen:
-        return  # a symlink loop back to a directory being walked
-    for entry in sorted(directory.iterdir(), key=lambda p: p.name):
-        if entry.name == "__pycache__":
-            continue
-        path = relative / entry.name
-        if entry.is_symlink():
-            _inside_project(spec, entry)
-        if entry.is_dir():
-            yield from _walk(spec, entry, path, seen | {real})
-        elif entry.is_file():
-            yield path
-
-
-def _inside_project(spec: KernelBuilderSpec, path: Path) -> Path:
-    """``path`` resolved; a ConfigError when it leads outside the project root or nowhere."""
-    root = spec.root.resolve()
-    shown = path.relative_to(spec.root).as_posix() if path.is_relative_to(spec.root) else str(path)
-    try:
-        target = path.resolve(strict=True)
-    except (OSError, RuntimeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise ConfigError(f"{shown} cannot be read ({reason})", file=str(spec.root / DECLARATION),
-                          hint="fix or remove the broken link") from None
-    if target != root and root not in target.parents:
-        raise ConfigError(f"{shown} is a symlink that leads outside the project (to {target})",
-                          file=str(spec.root / DECLARATION),
-                          hint="copy the file into the project instead of linking to it")
-    return target
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,13 +264,12 @@ def wheel_file() -> str:
 
 def _contents(build: NoarchBuild, spec: KernelBuilderSpec) -> Iterator[tuple[PurePosixPath, bytes]]:
     """(path in the package, bytes) for every file of the build, in the plan's order."""
-    package = spec.root / spec.python_package
     for relative in build.files:
         if relative == PurePosixPath(OPS_MODULE):
             yield relative, ops_source(build).encode()
             continue
-        path = package / relative
-        _inside_project(spec, path)  # again: the tree may have changed since the plan
+        # Checked again: the tree may have changed since the plan.
+        path = checked_file(spec.root, spec.python_package / relative, declared_in=str(spec.root / DECLARATION))
         try:
             yield relative, path.read_bytes()
         except OSError as exc:

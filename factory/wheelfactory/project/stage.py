@@ -24,10 +24,16 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
-from wheelfactory.project.kernel_toml import KernelSpec
+from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
-from wheelfactory.project.wheel_checks import WheelChecks
+from wheelfactory.project.wheel_checks import WheelChecks, check_sources
+from wheelfactory.support.project_copy import (
+    checked_file,
+    copy_project_file,
+    copy_project_tree,
+    project_files,
+)
 from wheelfactory.support.resources import runtime_dir
 
 RECORD_FILE = BUILD_RECORD_FILE
@@ -152,6 +158,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
     wheel's Requires-Dist on torch (plan/torch_pin.py)."""
     toolkits = (table or _bundled_table()).toolkit_facts()
     backend = variant.key.backend.kind
+    check_inputs(kernel, tests)  # before any file is read for the digest: a FIFO would block it
     device = backend in ("cuda", "rocm")
     source_digest = tree_digest(kernel.root, kernel.files_for(backend))
     namespace = namespace_for(kernel, variant)
@@ -200,6 +207,21 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
                      tests)
 
 
+def check_inputs(kernel: KernelSpec, tests: ProjectTests | None = None) -> None:
+    """Every file a build of any backend reads, and the [test] sources, stay inside the project
+    (support/project_copy.py): a one-line ConfigError now, before any variant is staged."""
+    declared_in = str(kernel.root / DECLARATION)
+    project_files(kernel.root, kernel.python_package, declared_in=declared_in)
+    for backend in ("cpu", "cuda"):
+        for rel in kernel.files_for(backend):
+            checked_file(kernel.root, rel, declared_in=declared_in)
+    if kernel.device_check is not None:
+        checked_file(kernel.root, kernel.device_check, declared_in=declared_in)
+    for test in (tests, kernel.test):
+        if test is not None:
+            check_sources(test, kernel.root)
+
+
 def write_stage(plan: StagePlan, dest: Path) -> None:
     """Lay out the build directory: generated packaging, the Python package, the vendored
     runtime, the shipped sources for JIT and the build record. ``dest`` is made fresh for each
@@ -209,8 +231,10 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     package = dest / kernel.name
-    shutil.copytree(kernel.root / kernel.python_package, package,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE))
+    declared_in = str(kernel.root / DECLARATION)
+    # Inside symlinks are copied as what they point to (the stage is self-contained); others refused.
+    copy_project_tree(kernel.root, kernel.python_package, package,
+                      ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE), declared_in=declared_in)
     runtime = runtime_dir()
     for rel in python_files(runtime):
         target = package / RUNTIME_PACKAGE / rel
@@ -220,9 +244,7 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
     for rel in kernel.files_for(plan.variant.key.backend.kind):
         if rel.parts[0] == str(kernel.python_package.parts[0]) and rel.suffix == ".py":
             continue  # the Python package is shipped as itself, not as a JIT source
-        target = sources / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(kernel.root / rel, target)
+        copy_project_file(kernel.root, rel, sources / rel, declared_in=declared_in)
     (sources / "jit.json").write_text(json.dumps(plan.jit_spec, indent=2) + "\n")
     (package / RECORD_FILE).write_text(json.dumps(plan.record.to_json(), indent=2) + "\n")
     # One line: what the runtime needs from the compatibility table (no copy of it in runtime/).

@@ -16,6 +16,10 @@ from pathlib import Path
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.keys import tree_digest
+from wheelfactory.support.project_copy import copy_project_tree, project_files
+
+# Left out of the tests' copy (never read): caches and built libraries of a local run.
+COPY_IGNORED = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.so")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ def check_sources(tests: ProjectTests, root: Path) -> None:
         if not path.resolve().is_relative_to(real_root):
             raise ConfigError(f"{source!r} leads outside the project {root}", file=tests.declared_in,
                               key="test.sources", hint="list files or directories under the project root")
+        project_files(root, source, ignore=COPY_IGNORED, declared_in=tests.declared_in)  # nothing in it leads out
 
 
 def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> list[str]:
@@ -66,18 +71,8 @@ def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> l
     if dest.exists():
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
-    for source in tests.sources:
-        origin, target = checks.root / source, dest / source
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if origin.is_dir():
-            # symlinks are copied as links only when they stay inside the project (checked above
-            # for the top level; inside, a link out of the project is copied as what it points to
-            # would leak files: refuse those too)
-            shutil.copytree(origin, target, symlinks=True,
-                            ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.so"))
-            _refuse_links_out(target, checks.root.resolve(), origin, tests)
-        else:
-            shutil.copy2(origin, target)
+    for source in tests.sources:  # inside symlinks as what they point to: the copy is mounted alone
+        copy_project_tree(checks.root, source, dest / source, ignore=COPY_IGNORED, declared_in=tests.declared_in)
     for name, text in checks.support_files:
         (dest / name).write_text(text, encoding="utf-8")
     top = checks.package.split(".")[0]
@@ -94,20 +89,7 @@ def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> l
     return sorted(hidden)
 
 
-def _refuse_links_out(copy: Path, real_root: Path, origin: Path, tests: ProjectTests) -> None:
-    for base, dirs, files in os.walk(copy):
-        for name in (*dirs, *files):
-            path = Path(base) / name
-            if path.is_symlink():
-                pointed = (origin / path.relative_to(copy)).resolve()
-                if not pointed.is_relative_to(real_root):
-                    raise ConfigError(f"{path.relative_to(copy.parent)} is a symlink out of the project {real_root}",
-                                      file=tests.declared_in, key="test.sources",
-                                      hint="copy the file into the project, or leave it out of the test sources")
-
-
 def _files(root: Path, source: str) -> list[Path]:
-    path = root / source
-    if path.is_file():
-        return [path]
-    return sorted(p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts) if path.is_dir() else []
+    if not (root / source).exists():
+        return []
+    return [root / p for p in project_files(root, source, ignore=shutil.ignore_patterns("__pycache__"))]

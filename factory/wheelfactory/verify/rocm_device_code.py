@@ -28,8 +28,9 @@ from wheelfactory.images.dockerfiles import (
     label_block,
     load_template,
 )
-from wheelfactory.project.kernel_toml import KernelSpec
+from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
 from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.project_copy import copy_project_file, copy_project_tree
 
 if TYPE_CHECKING:
     from wheelfactory.images.containers import DockerClient
@@ -85,11 +86,12 @@ def hipify_tree(kernel: KernelSpec, dest: Path, *, python: str = sys.executable,
     returns ``dest``. Runs torch.utils.hipify with ``python`` (an interpreter with torch)."""
     if dest.exists():
         shutil.rmtree(dest)
-    for rel in {*kernel.include_dirs, *(p.parent for p in kernel.sources_for("cuda"))}:
-        shutil.copytree(kernel.root / rel, dest / rel, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    declared_in = str(kernel.root / DECLARATION)
+    for rel in sorted({*kernel.include_dirs, *(p.parent for p in kernel.sources_for("cuda"))}):
+        copy_project_tree(kernel.root, rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"),
+                          declared_in=declared_in)
     if kernel.device_check is not None:
-        (dest / kernel.device_check).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(kernel.root / kernel.device_check, dest / kernel.device_check)
+        copy_project_file(kernel.root, kernel.device_check, dest / kernel.device_check, declared_in=declared_in)
     run([python, "-c", HIPIFY, str(dest)], log=log)
     return dest
 
