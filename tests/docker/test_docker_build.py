@@ -149,7 +149,7 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     (variant,) = prepared.variants
     image = engine.image_for(variant)
     facts = engine.facts(image)
-    version, python = facts.python_for(variant, engine.python_support[variant.key.torch])
+    version, python = facts.python_for(variant, engine.options.python_support[variant.key.torch])
     log = tmp_path / "build.log"
     original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
         variant, ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2])),
