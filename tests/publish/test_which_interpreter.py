@@ -3,14 +3,13 @@ instead of taking whatever the program prints for an answer."""
 
 from __future__ import annotations
 
-import importlib
 import sys
 from pathlib import Path
 
 import pytest
 from testkit import run_cli
+from wheelfactory.publish import selector
 
-cli_main = importlib.import_module("wheelfactory.cli.main")  # the module; the package exports the function
 HINT = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
 
 
@@ -56,10 +55,10 @@ def test_a_program_that_does_not_exist_or_cannot_run(tmp_path: Path, capsys: pyt
 
 def test_a_hung_program_times_out(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_main, "_PROBE_SECONDS", 0.5)
+    monkeypatch.setattr(selector, "_PROBE_SECONDS", 0.5)
     hung = script(tmp_path, "hung", "#!/bin/sh\nexec sleep 30\n")
     assert "no answer to a one-line Python test in 0.5 s" in which_error(capsys, hung)
 
 
 def test_a_real_interpreter_passes_the_probe() -> None:
-    cli_main._check_interpreter(sys.executable)  # no error
+    selector.check_interpreter(sys.executable)  # no error

@@ -1,0 +1,46 @@
+"""`wheelfactory which`: the index's own selector (select.py) run by the interpreter of the
+environment a user installs into, as `curl URL/select.py | python -` does: it imports that
+interpreter's torch, so it sees exactly what the kernel's runtime will see."""
+
+from __future__ import annotations
+
+from wheelfactory.errors import UsageError
+from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
+from wheelfactory.support.proc import TimeoutExpired, call
+
+_PROBE = "wheelfactory-which-probe"
+_PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
+
+
+def run_selector(python: str, index: str | None, *, quiet: bool = False) -> int:
+    """Run select.py (standard library only, the runtime's fit rule embedded) with ``python`` on
+    ``index`` (default: a local `serve`); its output goes to ours; its exit code."""
+    check_interpreter(python)
+    command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
+    try:
+        return call(command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False).returncode
+    except OSError as exc:
+        raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
+
+
+def check_interpreter(python: str) -> None:
+    """The program must be a Python 3 interpreter, else one line (UsageError) naming it. Without
+    this, a program that ignores its arguments (/bin/echo, a wrapper that prints something and
+    exits 0) would be taken for an answer."""
+    hint = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
+    probe = f"import sys; sys.stdout.write('{_PROBE} %d' % sys.version_info[0])"
+    try:
+        done = call([python, "-c", probe], timeout=_PROBE_SECONDS, tied=False)
+    except TimeoutExpired:
+        raise UsageError(f"--python {python}: no answer to a one-line Python test in {_PROBE_SECONDS} s; "
+                         f"{hint}") from None
+    except (OSError, ValueError) as exc:  # not found, not executable; ValueError: a NUL in the name
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"--python {python}: cannot run it ({reason}); {hint}") from None
+    said = done.stdout.strip()
+    if done.returncode != 0:
+        raise UsageError(f"--python {python}: exited {done.returncode} on a one-line Python test, so it is "
+                         f"not a working Python interpreter; {hint}")
+    if said != f"{_PROBE} 3":
+        shown = " ".join(said.split())[:60] or "nothing"
+        raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
