@@ -46,7 +46,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.errors import ConfigError, IndexBuildError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, wheel_build_record
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
@@ -59,7 +59,7 @@ LABEL = re.compile(r"^[0-9a-z_.]+$")
 NAME = re.compile(r"^[a-z0-9_]+$")
 VALUE = re.compile(r"^[a-z0-9_.]+$")
 VARIANTS_DIR = "variants/simple"
-CACHE_DIR = ".index/variant-wheels"  # labelled copies, reused while their source wheel is unchanged
+CACHE_DIR = ".index/variant-wheels"  # labelled copies, made again from their source on every run
 
 Properties = dict[str, dict[str, list[str]]]
 
@@ -154,7 +154,7 @@ def check_document(doc: Mapping[str, object]) -> list[str]:
 def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
                      ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Path], ...]]:
     """Index pages and labelled wheel copies for every (project, public version). Copies are
-    made under ``dist/.index/variant-wheels/<source sha>/`` and reused while the source is unchanged."""
+    made under ``dist/.index/variant-wheels/<source sha>/``, again on every run (see below)."""
     pages: dict[str, str] = {}
     links: list[tuple[str, Path]] = []
     groups: dict[tuple[str, str], list[IndexedWheel]] = {}
@@ -184,16 +184,18 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
             label = label_of[wheel.variant_id]
             if dist is None:
                 continue
-            cache = dist / CACHE_DIR / wheel.sha256[:16]
+            cache = _cache_dir(dist, wheel.sha256[:16])
             own_doc = wheel_document(labelled, label)
             problems = check_document(own_doc)
             if problems:
                 raise WheelfactoryError(f"variant.json of {label} ({project} {version}) is malformed: {problems}")
             own = json.dumps(own_doc, indent=2).encode() + b"\n"
-            copy = next(cache.glob(f"*-{label}.whl"), None) if cache.is_dir() else None
-            if copy is None or _variant_json(copy) != own:  # new source, or this release's namespaces changed
-                copy = rewrite_wheel(wheel.source, cache, version=Version(version),
-                                     dist_info_files={"variant.json": own}, variant_label=label)
+            # Made again from its source (checked by collect) on every run, never reused as found:
+            # the cache is a directory anyone who can write dist/ can edit, and the index serves
+            # what it holds under a sha256 computed from its bytes. The rewrite is deterministic,
+            # so an unchanged source gives the same bytes (and the same index digest).
+            copy = rewrite_wheel(wheel.source, cache, version=Version(version),
+                                 dist_info_files={"variant.json": own}, variant_label=label)
             links.append((f"{folder}/{copy.name}", copy))
             sha = file_sha256(copy)
             anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
@@ -202,20 +204,39 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
         used = {w.sha256[:16] for w in wheels}
         for stale in (dist / CACHE_DIR).iterdir():
             if stale.name not in used:
-                shutil.rmtree(stale, ignore_errors=True)
+                _remove(stale)
     if groups:
         pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
             f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
     return tuple(sorted(pages.items())), tuple(links)
 
 
-def _variant_json(wheel: Path) -> bytes | None:
-    """The labelled copy's variant.json; None when it has none or is damaged (it is made again)."""
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            return next((archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/variant.json")), None)
-    except ZIP_ERRORS:
-        return None
+def _remove(path: Path) -> None:
+    """A cache entry: a link (never followed) or a file is unlinked, a directory removed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _cache_dir(dist: Path, name: str) -> Path:
+    """``dist/.index/variant-wheels/<name>/``, made of real directories: nothing under dist is
+    followed through a symlink. ``dist/.index`` being a link (it holds the index generations too)
+    stops the run; a link in the cache (ours to remake) is removed."""
+    generations = dist / CACHE_DIR.split("/")[0]
+    if generations.is_symlink():
+        raise IndexBuildError(f"{generations} is a symlink: the index is written only inside {dist}; "
+                              "remove the link")
+    cache = dist / CACHE_DIR
+    target = cache / name
+    for path in (cache, target):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            _remove(path)
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in target.iterdir():  # a planted link beside the copy is not ours either
+        if entry.is_symlink():
+            entry.unlink()
+    return target
 
 
 def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:
