@@ -206,7 +206,8 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     held = manifest.lock(out)
     try:
         wheels, skipped = collect(out, entries, allow_unattested=allow_unattested)
-        pages, links = variant_metadata(wheels, out)
+        tampered: list[str] = []
+        pages, links = variant_metadata(wheels, out, tampered=tampered)
         planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links)
         generation, changed = write_index(out, planned)
     finally:
@@ -225,8 +226,10 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s)"
                       f"{f', {len(refused)} refused' if refused else ''}; "
                       f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
+    for copy in tampered:
+        out_console.print(f"[red]refused[/] variant wheel {escape(copy)}", highlight=False)
     _unattested_warning(sum(w.provenance is None for w in planned.wheels), "listed")
-    _refused_error(refused, "wheelfactory index")
+    _refused_error(refused + [f"{len(tampered)} variant wheel copy(ies)"] * bool(tampered), "wheelfactory index")
 
 
 # [report] (factory/wheelfactory/publish/report.py): the matrix report, dist/report.html and an SVG of the grid.
