@@ -8,6 +8,8 @@ test modules cannot import a conftest. It imports nothing heavy (no torch, no do
 from __future__ import annotations
 
 import ast
+import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -41,14 +43,15 @@ def make_wheel(
     files: Mapping[str, str | bytes] | None = None,
     build_record: Mapping[str, object] | None = None,
     metadata: str = "",
-    record: str = "",
+    record: str | None = None,
 ) -> Path:
     """A small wheel zip ``<directory>/<name>-<version>-<tag>.whl``, made like the factory names them.
 
     It holds ``<name>/__init__.py`` (empty unless ``files`` gives it), the other ``files``
     (archive path -> content), ``<name>/_build.json`` when ``build_record`` is given, and a
     dist-info: METADATA (Name, Version, then the header lines in ``metadata``), WHEEL with the
-    tag, and RECORD with the text ``record`` (empty by default: no hashes)."""
+    tag, and RECORD: by default every member with its sha256 and size, as a real build writes it
+    (``record``: that text instead, "" for an empty one)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{name}-{version}-{tag}.whl"
     info = f"{name}-{version}.dist-info"
@@ -58,10 +61,28 @@ def make_wheel(
     contents[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
                                     + metadata)
     contents[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
+    if record is None:
+        lines = []
+        for member, data in contents.items():
+            raw = data.encode() if isinstance(data, str) else data
+            digest = base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
+            lines.append(f"{member},sha256={digest},{len(raw)}\n")
+        record = "".join(lines) + f"{info}/RECORD,,\n"
     contents[f"{info}/RECORD"] = record
     with zipfile.ZipFile(path, "w") as archive:
         for member, data in contents.items():
             archive.writestr(member, data)
+    return path
+
+
+def write_provenance(wheel: Path, variant_id: str) -> Path:
+    """``<wheel>.intoto.json``: a provenance record (runner/provenance.py's shape, its parts the
+    publishing commands read) naming the wheel's bytes and the variant it was built for."""
+    statement = {"_type": "https://in-toto.io/Statement/v1", "predicateType": "https://slsa.dev/provenance/v1",
+                 "subject": [{"name": wheel.name, "digest": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}}],
+                 "predicate": {"buildDefinition": {"externalParameters": {"variant": {"id": variant_id}}}}}
+    path = wheel.with_name(wheel.name + ".intoto.json")
+    path.write_text(json.dumps(statement, indent=2) + "\n")
     return path
 
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel, run_cli
+from testkit import make_wheel, run_cli, write_provenance
 from wheelfactory.ci.merge import apply_merge, plan_merge
 from wheelfactory.errors import WriteFailed
 from wheelfactory.project.keys import file_sha256
@@ -26,8 +26,10 @@ def variant_wheel(folder: Path, vid: str, payload: str = "") -> Path:
     """A wheel as the factory names and fills it (enough for the index and variants.json)."""
     local = LOCAL[vid]
     archs = ["8.0", "9.0", "12.0+PTX"] if "cu" in local else []
-    return make_wheel(folder, "fusedops", f"0.1.0+{local}", files={"fusedops/__init__.py": f"# {vid} {payload}\n"},
-                      build_record={"variant": vid, "arch_list": archs}, metadata="Requires-Python: >=3.9\n")
+    wheel = make_wheel(folder, "fusedops", f"0.1.0+{local}", files={"fusedops/__init__.py": f"# {vid} {payload}\n"},
+                       build_record={"variant": vid, "arch_list": archs}, metadata="Requires-Python: >=3.9\n")
+    write_provenance(wheel, vid)  # as a build writes it (runner/provenance.py); it travels with the wheel
+    return wheel
 
 
 def make_part(root: Path, results: dict[str, manifest.Status], *, payload: str = "") -> Path:
@@ -68,13 +70,14 @@ def test_merged_parts_are_indexed(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert run_cli("merge", str(one), str(two), "-o", str(out)) == 0
     printed = capsys.readouterr().out
     assert f"{CU130}: failed (from {two})" in printed
-    assert f"{out}: 3 variant(s) (2 built or cached, 1 failed) from 2 part(s), 5 file(s) copied" in printed
+    # 3 logs, 2 wheels and their 2 provenance records
+    assert f"{out}: 3 variant(s) (2 built or cached, 1 failed) from 2 part(s), 7 file(s) copied" in printed
     entries = manifest.read(out)
     assert entries == {**manifest.read(one), **manifest.read(two)}
     merged = files(out)
+    wheels = {f"{vid}/{Path(entries[vid].wheel or '').name}" for vid in (CPU213, CPU214)}
     assert set(merged) == {"manifest.json", f"{CPU213}/build.log", f"{CPU214}/build.log", f"{CU130}/build.log",
-                           f"{CPU213}/{Path(entries[CPU213].wheel or '').name}",
-                           f"{CPU214}/{Path(entries[CPU214].wheel or '').name}"}
+                           *wheels, *(f"{w}.intoto.json" for w in wheels)}
     for part in (one, two):
         for name, data in files(part).items():
             if name not in ("manifest.json", "images.log"):
@@ -120,11 +123,12 @@ def test_the_same_wheel_twice_is_one_wheel(tmp_path: Path) -> None:
     (two / CPU213).mkdir()
     wheel = manifest.read(one)[CPU213].wheel or ""
     (two / wheel).write_bytes((one / wheel).read_bytes())  # the same bytes, another log
+    write_provenance(two / wheel, CPU213)  # another run's record of the same bytes
     (two / CPU213 / "build.log").write_text("another log\n")
     manifest.write(two, {CPU213: manifest.read(one)[CPU213]})
     plan = plan_merge([one, two], tmp_path / "dist")
-    assert [c.origin for c in plan.choices] == [one]
-    assert [c.target for c in plan.copies] == [f"{CPU213}/build.log", wheel]
+    assert [c.origin for c in plan.choices] == [one] and plan.refused == ()
+    assert [c.target for c in plan.copies] == [f"{CPU213}/build.log", wheel, f"{wheel}.intoto.json"]
 
 
 def test_two_different_wheels_for_one_variant_are_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from testkit import make_wheel
+from testkit import make_wheel, write_provenance
+from wheelfactory.plan.identity import VariantId
 from wheelfactory.runner import manifest
 
 WHEELS = {
@@ -23,10 +24,15 @@ def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.En
                                           log=f"{vid}/build.log", error="boom", engine="docker", image=None,
                                           torch_version=torch, toolkit=toolkit)
             continue
+        key = VariantId.parse(vid)
+        # What a build writes (runtime/_record.py's fields that name the variant; runner/provenance.py)
         record = {"namespace": f"_tiny_{'cuda' if toolkit else 'cpu'}_{hashlib.sha256(vid.encode()).hexdigest()[:8]}",
-                  "arch_list": archs}
+                  "arch_list": archs, "variant": vid, "torch": key.torch, "built_with_torch": torch,
+                  "backend": key.backend.kind, "toolkit": toolkit, "cxx11_abi": key.cxx11_abi,
+                  "python": key.python, "arch": key.arch, "stable_abi": key.stable_abi}
         wheel = make_wheel(dist / vid, "tiny", version, files={"tiny/__init__.py": "VALUE = 1\n"},
                            build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+        write_provenance(wheel, vid)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}", sha256=digest, seconds=1.0,
                                       key="k", log=f"{vid}/build.log", error=None, engine="docker", image=None,

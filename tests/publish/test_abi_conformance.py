@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import make_wheel
+from testkit import make_wheel, write_provenance
 from wheelfactory.errors import PublishError
+from wheelfactory.plan.identity import VariantId
 from wheelfactory.publish.abi_conformance import (
     MANYLINUX_POLICY,
     PYTHON_ABI,
@@ -133,10 +134,12 @@ def dist_with_libraries(dist: Path, libraries: dict[str, bytes]) -> None:
     entries = {}
     for vid, library in libraries.items():
         torch = "2.6.0" if vid.startswith("torch26") else "2.13.0"
-        wheel = make_wheel(dist / vid, "tiny", "0.1.0", tag="cp39-abi3-manylinux_2_28_x86_64",
+        wheel = make_wheel(dist / vid, "tiny", f"0.1.0+{VariantId.parse(vid).local_label}",
+                           tag="cp39-abi3-manylinux_2_28_x86_64",
                            files={"tiny/__init__.py": "VALUE = 1\n", "tiny/_C.abi3.so": library},
                            build_record={"namespace": f"_tiny_cpu_{hashlib.sha256(vid.encode()).hexdigest()[:8]}"},
                            metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+        write_provenance(wheel, vid)
         entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}",
                                       sha256=hashlib.sha256(wheel.read_bytes()).hexdigest(), seconds=1.0, key="k",
                                       log=f"{vid}/build.log", error=None, engine="docker", image=None,

@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from testkit import make_wheel
+from testkit import make_wheel, write_provenance
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.publish import which
@@ -91,6 +91,7 @@ def good_dist(dist: Path) -> tuple[Path, dict[str, Any]]:
     wheel = make_wheel(dist / VID, "tiny", "0.1.0+cputorch2.13", files={"tiny/__init__.py": "VALUE = 1\n"},
                        build_record={"namespace": "_tiny_cpu_0123abcd", "arch_list": []},
                        metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+    write_provenance(wheel, VID)  # as a build writes it (runner/provenance.py)
     (dist / VID / "build.log").write_text("log\n")
     return wheel, {"schema": 1, "variants": {VID: good_entry(wheel, dist)}}
 
@@ -355,7 +356,7 @@ def test_a_non_zip_wheel_is_skipped_with_its_reason(capfd: pytest.CaptureFixture
     with sandbox() as (root, dist, out):
         wheel, document = good_dist(dist)
         replace_wheel(dist, wheel, document, b"not a zip")
-        assert check_commands(capfd, root, dist, out, ("index",)) == [0]
+        assert check_commands(capfd, root, dist, out, ("index",)) == [7]  # refused: the index is written, then exit 7
         listing = json.loads((dist / "index" / "index.json").read_text())
         assert listing["variants"] == []
         assert "is not a readable wheel" in listing["skipped"][0]["reason"]
@@ -367,7 +368,7 @@ def test_a_build_record_of_the_wrong_shape_is_skipped_with_its_reason(capfd: pyt
         record = json.dumps({"arch_list": "8.0"}).encode()
         replace_wheel(dist, wheel, document, zip_bytes({"tiny/__init__.py": b"", "tiny/_build.json": record,
                                                         **METADATA}))
-        assert check_commands(capfd, root, dist, out, ("index",)) == [0]
+        assert check_commands(capfd, root, dist, out, ("index",)) == [7]  # refused: the index is written, then exit 7
         reason = json.loads((dist / "index" / "index.json").read_text())["skipped"][0]["reason"]
         assert "tiny/_build.json: arch_list: expected a list of strings" in reason
 
@@ -402,8 +403,8 @@ def test_a_bad_provenance_record_keeps_its_wheel_out_and_is_not_a_traceback(
         write_manifest(dist, document)
         wheel.with_name(wheel.name + ".intoto.json").write_bytes(data)
         (code,) = check_commands(capfd, root, dist, out, (command,))
+        assert code == 7  # refused (PublishError): the rest is written, the command fails
         if command == "index":
-            assert code == 0
             assert json.loads((dist / "index" / "index.json").read_text())["variants"] == []  # none is about it
 
 

@@ -126,8 +126,9 @@ def test_cli_index_lists_and_reports(tmp_path: Path) -> None:
 
 def test_the_workflows_attest_step_signs_exactly_the_wheels_the_index_publishes(tmp_path: Path) -> None:
     """`ci github --attest`: the index job's own "Write the index" script, run in bash on a dist
-    with a failed and a tampered variant; the signing step's subject-path then matches every wheel
-    the index serves (per-variant and variant-labelled) and nothing it kept out."""
+    with a failed and a tampered variant: the tampered one is refused and the job fails (exit 7)
+    before anything is signed; with it restored, the signing step's subject-path matches every
+    wheel the index serves (per-variant and variant-labelled) and nothing it kept out (the failed one)."""
     import glob
 
     from wheelfactory.ci.github import ATTEST, GithubOptions, _index_job
@@ -140,9 +141,15 @@ def test_the_workflows_attest_step_signs_exactly_the_wheels_the_index_publishes(
     assert names.index("Write the index") < names.index(signing["name"]) < names.index("Upload the index")
     entries = make_dist(tmp_path / "dist", failed="torch26-cxx98-cpu-x86_64-linux")
     tampered = tmp_path / "dist" / str(entries["torch213-cxx11-cu130-x86_64-linux"].wheel)
-    tampered.write_bytes(tampered.read_bytes() + b"x")
+    original = tampered.read_bytes()
+    tampered.write_bytes(original + b"x")
     script = steps["Write the index"]["run"]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert "refused torch213-cxx11-cu130-x86_64-linux" in done.stdout and not (tmp_path / "site").exists()
+    tampered.write_bytes(original)
     done = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -152,9 +159,10 @@ def test_the_workflows_attest_step_signs_exactly_the_wheels_the_index_publishes(
     variant_page = (tmp_path / "site" / "variants" / "simple" / "tiny" / "index.html").read_text()
     labelled = {f"variants/simple/tiny/{href.split('#')[0]}" for href in re.findall(r'href="([^"]+\.whl[^"]*)"',
                                                                                       variant_page)}
-    assert [v["id"] for v in listing["variants"]] == ["torch213-cxx11-cpu-x86_64-linux"]
+    assert [v["id"] for v in listing["variants"]] == ["torch213-cxx11-cpu-x86_64-linux",
+                                                       "torch213-cxx11-cu130-x86_64-linux"]
     assert signed == {v["wheel"] for v in listing["variants"]} | labelled
-    assert len(labelled) == 1 and all((tmp_path / "site" / p).is_file() for p in signed)
+    assert len(labelled) == 2 and all((tmp_path / "site" / p).is_file() for p in signed)
 
 
 def test_a_killed_runs_swap_links_and_half_generations_are_swept(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel
+from testkit import make_wheel, write_provenance
 from wheelfactory.runner import manifest
 
 VID = "torch213-cxx11-cpu-x86_64-linux"
@@ -44,6 +44,7 @@ def make_one(dist: Path, *, files: dict[str, str | bytes] | None = None, wheel: 
     made = make_wheel(dist / VID, "tiny", VERSION, files={"tiny/__init__.py": "VALUE = 1\n", **(files or {})},
                       build_record={"namespace": "_tiny_cpu_12345678", "arch_list": []},
                       metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+    write_provenance(made, VID)  # as a build writes it (runner/provenance.py)
     digest = hashlib.sha256(made.read_bytes()).hexdigest()
     manifest.write(dist, {VID: manifest.Entry(status="built", wheel=wheel or f"{VID}/{made.name}", sha256=digest,
                                               seconds=1.0, key="k", log=f"{VID}/build.log", error=None,

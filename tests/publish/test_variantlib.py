@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from dist_fakes import make_dist
 from test_variants import SCHEMA_0_1_1
-from testkit import make_wheel
+from testkit import make_wheel, write_provenance
 from wheelfactory.publish.index import collect
 from wheelfactory.publish.variant_metadata import (
     PROVIDER,
@@ -33,9 +33,11 @@ def _add_rocm_wheel(dist: Path) -> None:
     """A ROCm build next to make_dist's CPU and CUDA ones: a release using all three namespaces."""
     entries = manifest.read(dist)
     vid = "torch213-cxx11-rocm64-x86_64-linux"
-    wheel = make_wheel(dist / vid, "tiny", "0.1.0+rocm6.4torch2.13", files={"tiny/__init__.py": "VALUE = 1\n"},
+    # The local label a build gives it (VariantId.local_label), and the provenance record it writes.
+    wheel = make_wheel(dist / vid, "tiny", "0.1.0+rocm64torch2.13", files={"tiny/__init__.py": "VALUE = 1\n"},
                        build_record={"namespace": "_tiny_rocm_0123abcd", "arch_list": ["gfx942"]},
                        metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+    write_provenance(wheel, vid)
     entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}",
                                   sha256=hashlib.sha256(wheel.read_bytes()).hexdigest(), seconds=1.0, key="k",
                                   log=f"{vid}/build.log", error=None, engine="docker", image=None,

@@ -88,12 +88,12 @@ def _record(dist: Path, entry: manifest.Entry, sha256: str | None = None) -> Pat
     return provenance_path(wheel)
 
 
-def _index(dist: Path) -> dict[str, object]:
+def _index(dist: Path, *flags: str, code: int = 0) -> dict[str, object]:
     from wheelfactory.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
-        main(["index", "-o", str(dist)])
-    assert exit_info.value.code in (0, None)
+        main(["index", "-o", str(dist), *flags])
+    assert (exit_info.value.code or 0) == code
     return json.loads((dist / "index" / "index.json").read_text())  # type: ignore[no-any-return]
 
 
@@ -101,7 +101,8 @@ def test_the_index_lists_and_serves_the_record_beside_the_wheel(tmp_path: Path) 
     entries = make_dist(tmp_path)
     with_record = "torch213-cxx11-cpu-x86_64-linux"
     record = _record(tmp_path, entries[with_record])
-    listing = _index(tmp_path)
+    provenance_path(tmp_path / str(entries["torch26-cxx98-cpu-x86_64-linux"].wheel)).unlink()  # an older build's
+    listing = _index(tmp_path, "--allow-unattested")  # which only the flag lists
     by_id = {v["id"]: v for v in listing["variants"]}  # type: ignore[attr-defined]
     published = by_id[with_record]["provenance"]
     assert published == by_id[with_record]["wheel"] + SUFFIX
@@ -122,7 +123,7 @@ def test_a_record_about_other_bytes_keeps_the_wheel_out_of_the_index(tmp_path: P
         path.mkdir()
     elif damage == "not-a-statement":
         path.write_text('{"subject": []}')
-    listing = _index(tmp_path)
+    listing = _index(tmp_path, code=7)  # refused: the rest is published, the command fails
     assert vid not in {v["id"] for v in listing["variants"]}  # type: ignore[attr-defined]
     (reason,) = [s["reason"] for s in listing["skipped"] if s["id"] == vid]  # type: ignore[attr-defined]
     assert path.name in reason and "rebuild it" in reason

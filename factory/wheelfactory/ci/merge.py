@@ -10,7 +10,10 @@ when it has one, comes first, then the parts in the order given. A built or cach
 over a failed one; between two failures the first is kept; two different wheels for one variant
 are an error, naming both. A file is never copied over a different file of the same name, except
 one that the output's own entry for that variant named and that entry is being replaced (the log
-of a failure that a part built). ``apply_merge`` copies the files (each to a hidden temp name,
+of a failure that a part built). A part's built entry whose wheel is not what the entry says
+(verify/wheel_identity.py: file name tags, local label, build record, RECORD) or that has no
+provenance record of its bytes is refused: left out, and the command fails after merging the
+rest. ``apply_merge`` copies the files (each to a hidden temp name,
 then renamed: a wheel appears only complete) and writes the manifest atomically; ``merge`` does
 both under the output directory's lock.
 """
@@ -23,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wheelfactory.errors import ConfigError, MergeConflict, UsageError
+from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
+from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, read_provenance
 from wheelfactory.support import atomic, paths
+from wheelfactory.verify.wheel_identity import wheel_identity_problems
 
 
 @dataclass(frozen=True)
@@ -47,11 +53,22 @@ class Choice:
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """A part's built entry left out of the merge: its wheel is not what the entry says it is."""
+
+    variant_id: str
+    part: Path
+    reason: str
+
+
+@dataclass(frozen=True)
 class MergePlan:
     out: Path
     choices: tuple[Choice, ...]  # sorted by variant id
     copies: tuple[Copy, ...]  # the files to copy; files already there with the same bytes are left out
     parts: tuple[Path, ...] = field(default=())
+    refused: tuple[Refusal, ...] = ()  # built entries of the parts not merged: a check failed
+    unattested: tuple[str, ...] = ()  # merged without a provenance record (allow_unattested)
 
     @property
     def entries(self) -> dict[str, manifest.Entry]:
@@ -88,8 +105,37 @@ def read_part(part: Path) -> dict[str, manifest.Entry]:
     return manifest.read(part)
 
 
-def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest.Entry] | None = None) -> MergePlan:
-    """What merging ``parts`` into ``out`` (whose manifest lists ``existing``) does."""
+def _refusal(part: Path, vid: str, entry: manifest.Entry, allow_unattested: bool) -> str | None:
+    """Why a part's built entry may not be merged (one line), None when it may: its wheel is not
+    what the entry says (verify/wheel_identity.py), or it has no provenance record of these bytes
+    for this variant (unless ``allow_unattested``). A missing wheel or another sha256 is left to
+    the copy plan (a MergeConflict, as before)."""
+    if entry.hub_metadata is not None or not entry.wheel or not entry.sha256:
+        return None  # a pure-Python (noarch) build: its id is a layout directory, not a variant
+    source = _inside(part, entry.wheel, vid)
+    if not source.is_file() or file_sha256(source) != entry.sha256:
+        return None
+    try:
+        key = VariantId.parse(vid)
+    except InvalidVariantId as exc:
+        return str(exc)
+    problems = wheel_identity_problems(source, key, entry.torch_version, entry.toolkit)
+    if problems:
+        return f"{entry.wheel} is not a wheel of {vid}: {'; '.join(problems)}"
+    try:
+        if read_provenance(source, entry.sha256, vid) is None and not allow_unattested:
+            return (f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
+                    "`wheelfactory build`, or pass --allow-unattested to merge it without one")
+    except InvalidProvenance as exc:
+        return f"{provenance_path(source).name}: {exc} (rebuild it)"
+    return None
+
+
+def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest.Entry] | None = None, *,
+               allow_unattested: bool = False) -> MergePlan:
+    """What merging ``parts`` into ``out`` (whose manifest lists ``existing``) does. A part's built
+    entry whose wheel fails a check is left out and listed in ``refused`` (the variant keeps what
+    the other parts or the output say of it, if anything)."""
     if not parts:
         raise UsageError("give at least one build output directory to merge")
     out = out.resolve()
@@ -101,10 +147,18 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
     candidates: dict[str, list[tuple[Path, manifest.Entry]]] = {}
     for vid, entry in existing.items():
         candidates.setdefault(vid, []).append((out, entry))
+    refused: list[Refusal] = []
     for part in resolved:
         for vid, entry in read_part(part).items():
+            reason = _refusal(part, vid, entry, allow_unattested) if _ok(entry) else None
+            if reason is not None:
+                refused.append(Refusal(vid, part, reason))
+                continue
             candidates.setdefault(vid, []).append((part, entry))
     choices = [_choose(vid, candidates[vid]) for vid in sorted(candidates)]
+    unattested = tuple(c.variant_id for c in choices if c.origin != out and _ok(c.entry) and c.entry.wheel
+                       and c.entry.hub_metadata is None
+                       and not provenance_path(_inside(c.origin, c.entry.wheel, c.variant_id)).is_file())
     copies: dict[str, Copy] = {}
     for choice in choices:
         if choice.origin == out:
@@ -141,7 +195,8 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
                     raise MergeConflict(f"{out / name} already exists and differs from {source}; merge into an "
                                         f"empty directory, or move one of them away")
             copies[name] = Copy(source, name, digest)
-    return MergePlan(out, tuple(choices), tuple(copies[name] for name in sorted(copies)), tuple(resolved))
+    return MergePlan(out, tuple(choices), tuple(copies[name] for name in sorted(copies)), tuple(resolved),
+                     tuple(refused), unattested)
 
 
 def _choose(vid: str, found: list[tuple[Path, manifest.Entry]]) -> Choice:
@@ -169,12 +224,13 @@ def apply_merge(plan: MergePlan) -> None:
     manifest.write(plan.out, plan.entries)
 
 
-def merge(parts: Sequence[Path], out: Path) -> MergePlan:
-    """Merge ``parts`` into ``out`` under the output directory's lock; returns what was done."""
+def merge(parts: Sequence[Path], out: Path, *, allow_unattested: bool = False) -> MergePlan:
+    """Merge ``parts`` into ``out`` under the output directory's lock; returns what was done (the
+    caller fails on ``refused`` after this wrote the rest)."""
     out = out.resolve()
     held = manifest.lock(out)
     try:
-        plan = plan_merge(parts, out, manifest.read(out))
+        plan = plan_merge(parts, out, manifest.read(out), allow_unattested=allow_unattested)
         apply_merge(plan)
     finally:
         held.release()

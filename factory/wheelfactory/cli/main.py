@@ -160,14 +160,40 @@ OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Pa
                           default=Path("dist"), show_default=True, help="The output directory of `wheelfactory build`.")
 
 
+ALLOW_UNATTESTED_OPTION = click.option(
+    "--allow-unattested", is_flag=True,
+    help="Take a wheel that has no provenance record (<wheel>.intoto.json, e.g. an older wheelfactory's "
+         "build); by default it is refused. A record of other bytes or another variant is refused all the same.")
+
+
+def _unattested_warning(count: int, verb: str) -> None:
+    """The opt-out is said in the summary, so that a log shows what was published unattested."""
+    if count:
+        console(stderr=True).print(f"[yellow]warning[/] --allow-unattested: {count} wheel(s) {verb} without a "
+                                   "provenance record", highlight=False)
+
+
+def _refused_error(refused: list[str], command: str) -> None:
+    from wheelfactory.errors import PublishError
+
+    if refused:
+        raise PublishError(f"{len(refused)} variant(s) refused ({', '.join(refused)}): each is not what its "
+                           f"manifest entry says it is (the reasons are above); `{command}` wrote the rest. "
+                           "Rebuild them with `wheelfactory build`")
+
+
 # [index] (factory/wheelfactory/publish/index.py): PEP 503 indexes, find-links pages and variant metadata over dist/.
 @cli.command("index")
 @OUT_OPTION
 @click.option("--base-url", default=None, metavar="URL",
               help="Where the index will be served, for the pip commands on its pages "
                    "(default: http://127.0.0.1:8000, what `wheelfactory serve` uses).")
-def index_command(out_dir: Path, base_url: str | None) -> None:
-    """Write dist/index: one pip index per variant, find-links pages, variants.json, an overview."""
+@ALLOW_UNATTESTED_OPTION
+def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -> None:
+    """Write dist/index: one pip index per variant, find-links pages, variants.json, an overview.
+
+    A wheel that is not what its manifest entry says (file name tags, local version label, build
+    record, RECORD, provenance record) is refused: the others are listed, then the command exits 7."""
     from wheelfactory.publish.index import DEFAULT_BASE_URL, INDEX_LINK, collect, plan_index, write_index
     from wheelfactory.publish.variant_metadata import variant_metadata
     from wheelfactory.runner import manifest
@@ -179,8 +205,9 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
     base = (base_url or DEFAULT_BASE_URL).rstrip("/")
     held = manifest.lock(out)
     try:
-        wheels, skipped = collect(out, entries)
-        pages, links = variant_metadata(wheels, out)
+        wheels, skipped = collect(out, entries, allow_unattested=allow_unattested)
+        tampered: list[str] = []
+        pages, links = variant_metadata(wheels, out, tampered=tampered)
         planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links)
         generation, changed = write_index(out, planned)
     finally:
@@ -189,10 +216,20 @@ def index_command(out_dir: Path, base_url: str | None) -> None:
     for wheel in planned.wheels:
         out_console.print(f"{wheel.variant_id}: {base}/{wheel.simple}/", markup=False)
     for skip in planned.skipped:
-        out_console.print(f"[yellow]not listed[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False)
+        if skip.refused:
+            out_console.print(f"[red]refused[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False)
+        else:
+            out_console.print(f"[yellow]not listed[/] {escape(skip.variant_id)}: {escape(skip.reason)}",
+                              highlight=False)
     state = "written" if changed else "unchanged"
-    out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s); "
+    refused = [skip.variant_id for skip in planned.skipped if skip.refused]
+    out_console.print(f"{out / INDEX_LINK} -> {generation.name} ({state}): {len(planned.wheels)} variant(s)"
+                      f"{f', {len(refused)} refused' if refused else ''}; "
                       f"serve it with `wheelfactory serve -o {out_dir}`", markup=False)
+    for copy in tampered:
+        out_console.print(f"[red]refused[/] variant wheel {escape(copy)}", highlight=False)
+    _unattested_warning(sum(w.provenance is None for w in planned.wheels), "listed")
+    _refused_error(refused + [f"{len(tampered)} variant wheel copy(ies)"] * bool(tampered), "wheelfactory index")
 
 
 # [report] (factory/wheelfactory/publish/report.py): the matrix report, dist/report.html and an SVG of the grid.
@@ -253,13 +290,15 @@ def report_command(matrix_path: Path | None, compat_path: Path | None, out_dir: 
 @click.option("--skip-abi-check", is_flag=True,
               help="export even libraries that fail kernel-abi-check, e.g. for local use; the Hub would "
                    "reject them")
-def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None:
+@ALLOW_UNATTESTED_OPTION
+def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool, allow_unattested: bool) -> None:
     """Export the built wheels in the Hugging Face kernels layout (kernels.get_local_kernel).
 
-    Every library must pass the Hub's checker (kernel-abi-check: manylinux_2_28, Python 3.9 abi3);
-    a variant that fails is not exported and the command exits 7 after writing the others."""
+    Every library must pass the Hub's checker (kernel-abi-check: manylinux_2_28, Python 3.9 abi3),
+    and every wheel must be what its manifest entry says (as `index` checks); a variant that fails
+    either is not exported and the command exits 7 after writing the others."""
     from wheelfactory.errors import PublishError
-    from wheelfactory.publish.hf_layout import export_dist
+    from wheelfactory.publish.hf_layout import ABI_REFUSAL, export_dist
     from wheelfactory.runner import manifest
 
     out = out_dir.resolve()
@@ -272,7 +311,8 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
                                    "kernel-abi-check; the Hub would reject any that fail it", highlight=False)
     held = manifest.lock(out)
     try:
-        result = export_dist(out, entries, hf_layout.resolve(), abi_check=not skip_abi_check)
+        result = export_dist(out, entries, hf_layout.resolve(), abi_check=not skip_abi_check,
+                             allow_unattested=allow_unattested)
     finally:
         held.release()
     for item in result.exported:
@@ -283,11 +323,14 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool) -> None
         out_console.print(f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False)
     out_console.print(f"{len(result.exported)} variant(s) in {hf_layout}; load with "
                       f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))", markup=False)
-    if result.refused:
+    _unattested_warning(len(result.unattested), "exported")
+    abi = [r for r in result.refused if r.reason.startswith(ABI_REFUSAL)]
+    if abi and len(abi) == len(result.refused):
         raise PublishError(f"{len(result.refused)} variant(s) refused: their libraries fail kernel-abi-check "
                            f"(the Hub's manylinux_2_28 / Python 3.9 abi3 rules): build them on a manylinux_2_28 "
                            f"base (the default base_image, or debian_base = \"bullseye\"), or pass --skip-abi-check "
                            f"for local use")
+    _refused_error([r.variant_id for r in result.refused], "wheelfactory export")
 
 
 @cli.command("which")
@@ -573,11 +616,15 @@ def ci_github_command(matrix_path: Path, compat_path: Path | None, workflow_file
 @cli.command("merge")
 @click.argument("parts", nargs=-1, required=True, type=click.Path(path_type=Path))
 @OUT_OPTION
-def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
-    """Combine build output directories (manifest, wheels, logs) into one dist, for `index`."""
+@ALLOW_UNATTESTED_OPTION
+def merge_command(parts: tuple[Path, ...], out_dir: Path, allow_unattested: bool) -> None:
+    """Combine build output directories (manifest, wheels, logs) into one dist, for `index`.
+
+    A part's wheel that is not what its manifest entry says (as `index` checks) is refused: the
+    rest is merged, then the command exits 7."""
     from wheelfactory.ci.merge import merge
 
-    done = merge(list(parts), out_dir)
+    done = merge(list(parts), out_dir, allow_unattested=allow_unattested)
     out_console = console()
     for choice in done.choices:
         origin = "kept" if choice.origin == done.out else f"from {choice.origin}"
@@ -588,6 +635,11 @@ def merge_command(parts: tuple[Path, ...], out_dir: Path) -> None:
     out_console.print(f"{done.out}: {len(done.choices)} variant(s) ({ok} built or cached, {failed} failed) from "
                       f"{len(parts)} part(s), {len(done.copies)} file(s) copied; next: "
                       f"`wheelfactory index -o {out_dir}`", markup=False, highlight=False)
+    for refusal in done.refused:
+        out_console.print(f"[red]refused[/] {escape(refusal.variant_id)} from {escape(str(refusal.part))}: "
+                          f"{escape(refusal.reason)}", highlight=False)
+    _unattested_warning(len(done.unattested), "merged")
+    _refused_error(sorted({r.variant_id for r in done.refused}), "wheelfactory merge")
 
 
 # [new] (factory/wheelfactory/project/scaffold.py): a kernel library to start from.

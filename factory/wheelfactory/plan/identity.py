@@ -137,6 +137,16 @@ class VariantId:
             stable_abi=stable,
         )
 
+    @property
+    def local_label(self) -> str:
+        """The PEP 440 local label of this variant's wheels: ``cu130torch2.14``, ``cputorch2.6cxx98``,
+        ``cu130torch2.10stableabi``. A wheel's local version ends with it (a VCS version may come
+        before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``)."""
+        label = f"{self.backend.tag}torch{self.torch}"
+        if self.stable_abi:
+            return label + "stableabi"
+        return label if self.cxx11_abi else label + "cxx98"
+
 
 @dataclass(frozen=True)
 class BuildSettings:
@@ -186,11 +196,8 @@ class Variant:
 
     @property
     def local_version(self) -> str:
-        """PEP 440 local label: ``cu130torch2.14``, ``cputorch2.6cxx98``."""
-        label = f"{self.key.backend.tag}torch{self.key.torch}"
-        if self.key.stable_abi:
-            return label + "stableabi"
-        return label if self.key.cxx11_abi else label + "cxx98"
+        """PEP 440 local label: ``cu130torch2.14``, ``cputorch2.6cxx98`` (VariantId.local_label)."""
+        return self.key.local_label
 
     @property
     def torch_requirement(self) -> str:

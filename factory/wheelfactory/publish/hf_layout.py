@@ -46,6 +46,7 @@ from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
 BUILD_DIR = "build"
+ABI_REFUSAL = "fails kernel-abi-check: "  # how a refusal for the Hub's ABI rules begins
 METADATA = "metadata.json"
 
 
@@ -57,8 +58,9 @@ class Exported:
 
 @dataclass(frozen=True)
 class Refused:
-    """A variant not exported because its libraries fail the Hub's ABI check; ``reason`` is one
-    line naming each failing library and the checker's findings for it."""
+    """A variant not exported because a check failed: its libraries fail the Hub's ABI check
+    (``reason`` names each failing library and the checker's findings), or its wheel is not what
+    the manifest says it is (publish/index.py ``collect``)."""
 
     variant_id: str
     reason: str
@@ -69,6 +71,7 @@ class ExportResult:
     exported: tuple[Exported, ...]
     skipped: tuple[Skipped, ...]
     refused: tuple[Refused, ...]
+    unattested: tuple[str, ...] = ()  # exported without a provenance record (--allow-unattested)
 
 
 def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str,
@@ -190,7 +193,7 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
             raise
         if findings:  # nothing of it reaches DEST: an earlier export of the variant stays as it was
             shutil.rmtree(temp, ignore_errors=True)
-            refused.append(Refused(wheel.variant_id, "fails kernel-abi-check: " +
+            refused.append(Refused(wheel.variant_id, ABI_REFUSAL +
                                    " | ".join(str(finding) for finding in findings)))
             continue
         atomic.swap_directory(temp, target)
@@ -203,10 +206,12 @@ PURE_PYTHON_VARIANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def export_dist(dist: Path, entries: Mapping[str, manifest.Entry], dest: Path, *,
-                abi_check: bool = True) -> ExportResult:
+                abi_check: bool = True, allow_unattested: bool = False) -> ExportResult:
     """Every exportable variant of ``dist``'s manifest under ``dest/build/``: the pure-Python builds
     (entries with ``hub_metadata``) as ``wheelfactory build`` made them, the compiled ones through
-    collect's checks and ``export_hf_layout`` (kernel-abi-check only where something is compiled)."""
+    collect's checks and ``export_hf_layout`` (kernel-abi-check only where something is compiled).
+    A wheel collect refuses (not what its entry says it is, no provenance record unless
+    ``allow_unattested``) is in ``refused``, as one that fails kernel-abi-check."""
     compiled = {vid: entry for vid, entry in entries.items() if entry.hub_metadata is None}
     if compiled and abi_check:
         require_checker()  # before anything is written
@@ -214,9 +219,14 @@ def export_dist(dist: Path, entries: Mapping[str, manifest.Entry], dest: Path, *
                                                   if entry.hub_metadata is not None}, dest)
     if not compiled:
         return ExportResult(exported, skipped, ())
-    wheels, not_collected = collect(dist, compiled)
+    wheels, not_collected = collect(dist, compiled, allow_unattested=allow_unattested)
     result = export_hf_layout(wheels, dest, abi_check=abi_check)
-    return ExportResult(exported + result.exported, skipped + tuple(not_collected) + result.skipped, result.refused)
+    refused = tuple(Refused(s.variant_id, s.reason) for s in not_collected if s.refused)
+    done = {item.variant_id for item in result.exported}
+    return ExportResult(exported + result.exported,
+                        skipped + tuple(s for s in not_collected if not s.refused) + result.skipped,
+                        refused + result.refused,
+                        tuple(w.variant_id for w in wheels if w.provenance is None and w.variant_id in done))
 
 
 def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],

@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
@@ -48,9 +47,10 @@ from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.which import InvalidListing, check_listing
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
-from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, subject_sha256
+from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, read_provenance
 from wheelfactory.support import paths
 from wheelfactory.support.inputs import read_input
+from wheelfactory.verify.wheel_identity import wheel_identity_problems
 
 INDEX_LINK = "index"  # dist/index: the current generation (a symlink)
 GENERATIONS = ".index"  # dist/.index/<generation>/
@@ -105,8 +105,12 @@ class IndexedWheel:
 
 @dataclass(frozen=True)
 class Skipped:
+    """An entry not listed: not built (``refused`` False), or refused: a check failed, and the
+    command that publishes fails after writing the rest (PublishError, exit 7)."""
+
     variant_id: str
     reason: str
+    refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,10 +122,20 @@ class IndexPlan:
     digest: str = field(default="")  # over pages and linked wheels' hashes: unchanged -> same digest
 
 
-def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[IndexedWheel], list[Skipped]]:
-    """The wheels the index may list: built or cached, present, and with the manifest's sha256.
-    A listed wheel outside ``dist`` or a torch_version that is not a torch release is a ConfigError
-    naming the manifest (support/paths.py): nothing is published from such a manifest."""
+UNATTESTED_FLAG = "--allow-unattested"
+
+
+def collect(dist: Path, entries: Mapping[str, manifest.Entry], *, allow_unattested: bool = False
+            ) -> tuple[list[IndexedWheel], list[Skipped]]:
+    """The wheels the index may list: built or cached, present, with the manifest's sha256, and
+    what the entry says they are (verify/wheel_identity.py: file name tags, local label, build
+    record, RECORD) with a provenance record of these bytes for this variant. An entry that was not
+    built is skipped; one that fails a check is refused (``Skipped.refused``): the caller publishes
+    the rest and then fails. ``allow_unattested`` lists a wheel that has no provenance record
+    (an older wheelfactory's build); one whose record names other bytes or another variant is
+    refused all the same. A listed wheel outside ``dist`` or a torch_version that is not a torch
+    release is a ConfigError naming the manifest (support/paths.py): nothing is published from
+    such a manifest."""
     wheels: list[IndexedWheel] = []
     skipped: list[Skipped] = []
     for vid, entry in sorted(entries.items()):
@@ -131,7 +145,7 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         try:
             key = VariantId.parse(vid)
         except InvalidVariantId as exc:
-            skipped.append(Skipped(vid, str(exc)))
+            skipped.append(Skipped(vid, str(exc), refused=True))
             continue
         if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
             skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
@@ -147,53 +161,41 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry]) -> tuple[list[Ind
         if entry.toolkit is not None and not TOOLKIT_VERSION.fullmatch(entry.toolkit):
             raise ConfigError(f"{vid}: toolkit {entry.toolkit!r} is not a toolkit release (e.g. 13.0)",
                               file=listed, hint="rebuild it with `wheelfactory build`")
-        if not source.is_file():
-            skipped.append(Skipped(vid, f"{entry.wheel} is missing"))
+        refusal = _refusal(vid, key, entry, source, torch_version, allow_unattested)
+        if refusal is not None:
+            skipped.append(Skipped(vid, refusal, refused=True))
             continue
-        if file_sha256(source) != entry.sha256:
-            skipped.append(Skipped(vid, f"{entry.wheel} does not match the manifest's sha256 (rebuild it)"))
-            continue
-        try:
-            name, version, _, _ = parse_wheel_filename(source.name)
-        except (InvalidWheelFilename, InvalidVersion) as exc:
-            skipped.append(Skipped(vid, f"{entry.wheel} is not a wheel's file name ({_one_line(exc)})"))
-            continue
+        name, version, _, _ = parse_wheel_filename(source.name)  # parsed by the identity check already
         try:
             requires_python = _requires_python(source)
         except ConfigError as exc:
-            skipped.append(Skipped(vid, f"{entry.wheel}: {exc.detail}"))
+            skipped.append(Skipped(vid, f"{entry.wheel}: {exc.detail}", refused=True))
             continue
-        try:
-            provenance = _provenance(source, entry.sha256)
-        except InvalidProvenance as exc:
-            skipped.append(Skipped(vid, f"{provenance_path(source).name}: {exc} (rebuild it)"))
-            continue
+        provenance = provenance_path(source)
         wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
-                                   torch_version, entry.toolkit, requires_python, provenance))
+                                   torch_version, entry.toolkit, requires_python,
+                                   provenance if provenance.is_file() else None))
     return wheels, skipped
 
 
-PROVENANCE_LIMIT = 16 << 20  # a record lists a few hundred wheels at most: more is not one of ours
-
-
-def _provenance(wheel: Path, sha256: str) -> Path | None:
-    """The wheel's provenance record (None: the build wrote none, e.g. an older wheelfactory's);
-    InvalidProvenance when it is there but is not a statement about this wheel's bytes: a wheel
-    must not be published beside a record of another build."""
-    path = provenance_path(wheel)
-    if not path.exists() and not path.is_symlink():
-        return None
-    if path.is_symlink() or not path.is_file():
-        raise InvalidProvenance("is not a regular file")
-    if path.stat().st_size > PROVENANCE_LIMIT:
-        raise InvalidProvenance(f"is larger than {PROVENANCE_LIMIT >> 20} MiB")
+def _refusal(vid: str, key: VariantId, entry: manifest.Entry, source: Path, torch_version: str,
+             allow_unattested: bool) -> str | None:
+    """Why the wheel ``entry`` names may not be listed under ``vid`` (one line); None: it may."""
+    if not source.is_file():
+        return f"{entry.wheel} is missing"
+    if file_sha256(source) != entry.sha256:
+        return f"{entry.wheel} does not match the manifest's sha256 (rebuild it)"
+    problems = wheel_identity_problems(source, key, torch_version if entry.torch_version else None,
+                                       entry.toolkit)
+    if problems:
+        return f"{entry.wheel} is not a wheel of {vid}: {'; '.join(problems)}"
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InvalidProvenance(f"cannot be read ({exc.strerror or exc})") from None
-    if subject_sha256(data, wheel.name) != sha256:
-        raise InvalidProvenance(f"names another sha256 for {wheel.name}")
-    return path
+        if read_provenance(source, entry.sha256 or "", vid) is None and not allow_unattested:
+            return (f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
+                    f"`wheelfactory build`, or pass {UNATTESTED_FLAG} to list it without one")
+    except InvalidProvenance as exc:
+        return f"{provenance_path(source).name}: {exc} (rebuild it)"
+    return None
 
 
 # What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
@@ -426,6 +428,8 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
             (current / DIGEST_FILE).read_text().strip() == plan.digest:
         return current, False
     generations = dist / GENERATIONS
+    if generations.is_symlink():  # nothing under dist is followed out of it
+        raise IndexBuildError(f"{generations} is a symlink: the index is written only inside {dist}; remove the link")
     generations.mkdir(parents=True, exist_ok=True)
     for leftover in generations.glob(".tmp-*"):  # a killed run's half generation (we hold the lock)
         _remove_leftover(leftover)

@@ -37,6 +37,7 @@ No installer consumes this yet; ``select_label`` is our own reading of the draft
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -46,7 +47,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from wheelfactory.errors import ConfigError, WheelfactoryError
+from wheelfactory.errors import ConfigError, IndexBuildError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, wheel_build_record
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
@@ -59,7 +60,7 @@ LABEL = re.compile(r"^[0-9a-z_.]+$")
 NAME = re.compile(r"^[a-z0-9_]+$")
 VALUE = re.compile(r"^[a-z0-9_.]+$")
 VARIANTS_DIR = "variants/simple"
-CACHE_DIR = ".index/variant-wheels"  # labelled copies, reused while their source wheel is unchanged
+CACHE_DIR = ".index/variant-wheels"  # labelled copies, made again from their source on every run
 
 Properties = dict[str, dict[str, list[str]]]
 
@@ -151,10 +152,12 @@ def check_document(doc: Mapping[str, object]) -> list[str]:
     return problems
 
 
-def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
+def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *,
+                     tampered: list[str] | None = None
                      ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Path], ...]]:
     """Index pages and labelled wheel copies for every (project, public version). Copies are
-    made under ``dist/.index/variant-wheels/<source sha>/`` and reused while the source is unchanged."""
+    made under ``dist/.index/variant-wheels/<source sha>/<variant.json sha>/``, again on every run
+    (see below); a copy found there changed is named in ``tampered``."""
     pages: dict[str, str] = {}
     links: list[tuple[str, Path]] = []
     groups: dict[tuple[str, str], list[IndexedWheel]] = {}
@@ -184,16 +187,24 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
             label = label_of[wheel.variant_id]
             if dist is None:
                 continue
-            cache = dist / CACHE_DIR / wheel.sha256[:16]
             own_doc = wheel_document(labelled, label)
             problems = check_document(own_doc)
             if problems:
                 raise WheelfactoryError(f"variant.json of {label} ({project} {version}) is malformed: {problems}")
             own = json.dumps(own_doc, indent=2).encode() + b"\n"
-            copy = next(cache.glob(f"*-{label}.whl"), None) if cache.is_dir() else None
-            if copy is None or _variant_json(copy) != own:  # new source, or this release's namespaces changed
-                copy = rewrite_wheel(wheel.source, cache, version=Version(version),
-                                     dist_info_files={"variant.json": own}, variant_label=label)
+            cache = _cache_dir(dist, wheel.sha256[:16], hashlib.sha256(own).hexdigest()[:16])
+            # Made again from its source (checked by collect) on every run, never reused as found:
+            # the cache is a directory anyone who can write dist/ can edit, and the index serves
+            # what it holds under a sha256 computed from its bytes. The rewrite is deterministic,
+            # so an unchanged source gives the same bytes (and the same index digest).
+            # The cache holds one copy per (source, variant.json): one found there that is not what
+            # the rewrite makes was changed after it was made; it is replaced and named in ``tampered``.
+            found = {path.name: file_sha256(path) for path in cache.glob("*.whl") if path.is_file()}
+            copy = rewrite_wheel(wheel.source, cache, version=Version(version),
+                                 dist_info_files={"variant.json": own}, variant_label=label)
+            if tampered is not None and copy.name in found and found[copy.name] != file_sha256(copy):
+                tampered.append(f"{cache.relative_to(dist)}/{copy.name} did not match the copy its source "
+                                f"{wheel.filename} makes: made again from the source")
             links.append((f"{folder}/{copy.name}", copy))
             sha = file_sha256(copy)
             anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
@@ -202,20 +213,39 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None
         used = {w.sha256[:16] for w in wheels}
         for stale in (dist / CACHE_DIR).iterdir():
             if stale.name not in used:
-                shutil.rmtree(stale, ignore_errors=True)
+                _remove(stale)
     if groups:
         pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
             f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
     return tuple(sorted(pages.items())), tuple(links)
 
 
-def _variant_json(wheel: Path) -> bytes | None:
-    """The labelled copy's variant.json; None when it has none or is damaged (it is made again)."""
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            return next((archive.read(n) for n in archive.namelist() if n.endswith(".dist-info/variant.json")), None)
-    except ZIP_ERRORS:
-        return None
+def _remove(path: Path) -> None:
+    """A cache entry: a link (never followed) or a file is unlinked, a directory removed."""
+    if path.is_symlink() or not path.is_dir():
+        path.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _cache_dir(dist: Path, name: str, document: str) -> Path:
+    """``dist/.index/variant-wheels/<name>/<document>/``, made of real directories: nothing under dist is
+    followed through a symlink. ``dist/.index`` being a link (it holds the index generations too)
+    stops the run; a link in the cache (ours to remake) is removed."""
+    generations = dist / CACHE_DIR.split("/")[0]
+    if generations.is_symlink():
+        raise IndexBuildError(f"{generations} is a symlink: the index is written only inside {dist}; "
+                              "remove the link")
+    cache = dist / CACHE_DIR
+    target = cache / name / document
+    for path in (cache, cache / name, target):
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            _remove(path)
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in target.iterdir():  # a planted link beside the copy is not ours either
+        if entry.is_symlink():
+            entry.unlink()
+    return target
 
 
 def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:

@@ -150,3 +150,43 @@ def subject_sha256(data: bytes, wheel_name: str) -> str:
             if isinstance(sha256, str):
                 return sha256
     raise InvalidProvenance(f"no subject names {wheel_name} with a sha256")
+
+
+def subject_variant_id(data: bytes) -> str | None:
+    """The variant id a provenance record's build parameters name (``externalParameters.variant.id``);
+    None when it names none. Call after ``subject_sha256`` accepted the bytes."""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    node: object = document
+    for key in ("predicate", "buildDefinition", "externalParameters", "variant", "id"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, str) else None
+
+
+PROVENANCE_LIMIT = 16 << 20  # a record lists a few hundred wheels at most: more is not one of ours
+
+
+def read_provenance(wheel: Path, sha256: str, variant_id: str | None = None) -> Path | None:
+    """The wheel's provenance record (None: the build wrote none, e.g. an older wheelfactory's);
+    InvalidProvenance when it is there but is not a statement about this wheel's bytes (or, given
+    ``variant_id``, names another variant's build): a wheel must not be published beside a record
+    of another build. Nothing is followed through a symlink."""
+    path = provenance_path(wheel)
+    if not path.exists() and not path.is_symlink():
+        return None
+    if path.is_symlink() or not path.is_file():
+        raise InvalidProvenance("is not a regular file")
+    if path.stat().st_size > PROVENANCE_LIMIT:
+        raise InvalidProvenance(f"is larger than {PROVENANCE_LIMIT >> 20} MiB")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InvalidProvenance(f"cannot be read ({exc.strerror or exc})") from None
+    if subject_sha256(data, wheel.name) != sha256:
+        raise InvalidProvenance(f"names another sha256 for {wheel.name}")
+    named = subject_variant_id(data)
+    if variant_id is not None and named is not None and named != variant_id:
+        raise InvalidProvenance(f"is the record of a {named} build, not {variant_id}")
+    return path

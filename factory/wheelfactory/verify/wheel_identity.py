@@ -1,0 +1,198 @@
+"""Is a built wheel what the manifest says it is? One pure check for every command that publishes.
+
+``index``, ``export`` (publish/) and ``merge`` (ci/) list a wheel under a manifest entry's variant
+id; the manifest is a file anyone can edit. Before a wheel is listed, its own facts must name that
+entry: a torch 2.13 wheel moved to a torch 2.14 id would otherwise be served to torch 2.14 users.
+
+What is checked against the variant (``VariantId``) and the entry's torch release and toolkit:
+
+- the file name: its platform tags end with the variant's arch, its python/abi tags fit the
+  variant's python (abi3: ``cp3X-abi3``; "3.11": ``cp311-cp311``);
+- the version's local label ends with the variant's (``VariantId.local_label``; a VCS version
+  may come before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``);
+- each package's build record (``<package>/_build.json``, read by the runtime's reader), where the
+  wheel has one: the fields it holds name the same variant id, torch major.minor, backend,
+  toolkit, C++ ABI, python and arch;
+- RECORD (PEP 376/427): every member is listed with its sha256 and size and matches them, and no
+  member is unlisted (RECORD itself and its signatures excepted). Members are hashed in chunks:
+  memory stays bounded whatever the wheel holds.
+
+``wheel_identity_problems`` returns the problems found (empty: the wheel is what the entry says),
+each one line; it raises nothing for a damaged zip (that is a problem too).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import zipfile
+import zlib
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from wheelfactory._runtime._errors import RecordError
+from wheelfactory._runtime._record import load_record_json, partial_record, record_member
+from wheelfactory.plan.identity import VariantId, minor_of
+
+CHUNK = 1 << 20
+RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
+BUILD_RECORD_LIMIT = 1 << 20
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+# What reading a damaged or hostile zip can raise (as publish/index.py's ZIP_ERRORS).
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError)
+
+
+def wheel_identity_problems(wheel: Path, variant: VariantId, torch_version: str | None,
+                            toolkit: str | None) -> list[str]:
+    """Every way ``wheel`` (a file) is not a wheel of ``variant`` built against ``torch_version``
+    ("2.13.0") with ``toolkit`` ("13.0"; None for cpu), one line each; [] when it is."""
+    problems = _name_problems(wheel.name, variant)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            problems += _build_record_problems(archive, variant, torch_version, toolkit)
+            problems += record_problems(archive)
+    except _ZIP_ERRORS as exc:
+        problems.append(f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})")
+    return problems
+
+
+def _name_problems(filename: str, variant: VariantId) -> list[str]:
+    try:
+        _, version, _, tags = parse_wheel_filename(filename)
+    except (InvalidWheelFilename, InvalidVersion) as exc:
+        return [f"{filename} is not a wheel's file name ({' '.join(str(exc).split())})"]
+    problems = []
+    label = variant.local_label
+    local = version.local or ""
+    if local != label and not local.endswith("." + label):
+        problems.append(f"local version label {local or '(none)'!r} does not end with {label!r}, "
+                        f"the label of {variant}")
+    platforms = sorted({tag.platform for tag in tags})
+    if not all(platform.endswith("_" + variant.arch) for platform in platforms):
+        problems.append(f"platform tag {'.'.join(platforms)} is not one for {variant.arch}")
+    abis = sorted({tag.abi for tag in tags})
+    interpreters = sorted({tag.interpreter for tag in tags})
+    if variant.python == "abi3":
+        fits = abis == ["abi3"] and all(i.startswith("cp3") for i in interpreters)
+        wanted = "cp3X-abi3"
+    else:
+        cp = "cp" + variant.python.replace(".", "")
+        fits = interpreters == [cp] and abis == [cp]
+        wanted = f"{cp}-{cp}"
+    if not fits:
+        problems.append(f"python tag {'.'.join(interpreters)}-{'.'.join(abis)} is not {wanted}, "
+                        f"what python {variant.python} builds carry")
+    return problems
+
+
+def _packages(archive: zipfile.ZipFile) -> list[str]:
+    tops = {name.split("/", 1)[0] for name in archive.namelist() if "/" in name}
+    return sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
+
+
+def _build_record_problems(archive: zipfile.ZipFile, variant: VariantId, torch_version: str | None,
+                           toolkit: str | None) -> list[str]:
+    problems: list[str] = []
+    names = set(archive.namelist())
+    for package in _packages(archive):
+        member = record_member(package)
+        if member not in names:
+            continue
+        if archive.getinfo(member).file_size > BUILD_RECORD_LIMIT:
+            problems.append(f"{member} is larger than {BUILD_RECORD_LIMIT >> 20} MiB")
+            continue
+        try:
+            record = partial_record(load_record_json(archive.read(member), member), member)
+        except RecordError as exc:
+            problems.append(str(exc))
+            continue
+        problems += [f"{member}: {problem}" for problem in record_field_problems(record, variant, torch_version,
+                                                                                  toolkit)]
+    return problems
+
+
+def record_field_problems(record: dict[str, object], variant: VariantId, torch_version: str | None,
+                          toolkit: str | None) -> list[str]:
+    """The fields a build record holds that name another variant than ``variant`` (a partial
+    record is checked for the fields it has)."""
+    expected: dict[str, object] = {
+        "variant": str(variant), "torch": variant.torch, "backend": variant.backend.kind,
+        "cxx11_abi": variant.cxx11_abi, "python": variant.python, "arch": variant.arch,
+        "stable_abi": variant.stable_abi,
+    }
+    problems = []
+    for key, want in expected.items():
+        if key in record and record[key] != want:
+            problems.append(f"{key} is {record[key]!r}, the manifest entry's is {want!r}")
+    if "toolkit" in record and variant.backend.kind != "cpu":
+        want_toolkit = _minor(toolkit) or variant.backend.version
+        if not isinstance(record["toolkit"], str) or _minor(record["toolkit"]) != want_toolkit:
+            problems.append(f"toolkit is {record['toolkit']!r}, the manifest entry's is {want_toolkit!r}")
+    built_with = record.get("built_with_torch")
+    if isinstance(built_with, str) and torch_version and not variant.stable_abi \
+            and _minor(built_with) != _minor(torch_version):
+        problems.append(f"built_with_torch is {built_with!r}, the manifest entry's torch is {torch_version!r}")
+    return problems
+
+
+def _minor(version: str | None) -> str | None:
+    if version is None:
+        return None
+    try:
+        return minor_of(Version(version).public)
+    except InvalidVersion:
+        return version
+
+
+def record_hash(digest: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def record_problems(archive: zipfile.ZipFile) -> list[str]:
+    """RECORD against the members: each listed with a matching sha256 and size, none unlisted."""
+    records = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
+    if len(records) != 1:
+        return [f"has {len(records)} .dist-info/RECORD files (a wheel has one)"]
+    record = records[0]
+    info_dir = record[: -len("RECORD")]
+    exempt = {record} | {info_dir + name for name in SIGNATURES}
+    if archive.getinfo(record).file_size > RECORD_LIMIT:
+        return [f"{record} is larger than {RECORD_LIMIT >> 20} MiB"]
+    listed: dict[str, tuple[str, str]] = {}
+    try:
+        rows = list(csv.reader(io.StringIO(archive.read(record).decode("utf-8"))))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        return [f"{record} is not a CSV file ({exc})"]
+    for row in rows:
+        if not row:
+            continue
+        if len(row) != 3:
+            return [f"{record}: a line with {len(row)} fields (expected path,hash,size)"]
+        listed[row[0]] = (row[1], row[2])
+    problems = []
+    for info in archive.infolist():
+        name = info.filename
+        if name.endswith("/") or name in exempt:
+            continue
+        if name not in listed:
+            problems.append(f"{name} is not in {record}")
+            continue
+        hash_, size = listed.pop(name)
+        if not hash_.startswith("sha256="):
+            problems.append(f"{record} gives {name} no sha256")
+            continue
+        digest = hashlib.sha256()
+        with archive.open(info) as member:
+            for chunk in iter(lambda: member.read(CHUNK), b""):
+                digest.update(chunk)
+        if record_hash(digest.digest()) != hash_ or size != str(info.file_size):
+            problems.append(f"{name} does not match its {record} line (sha256 or size)")
+    missing = sorted(name for name in listed if name not in exempt)
+    if missing:
+        problems.append(f"{record} lists {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}, "
+                        "which the wheel does not hold")
+    return problems
