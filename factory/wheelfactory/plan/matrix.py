@@ -27,6 +27,7 @@ from wheelfactory.plan.compile_cache_settings import (
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import ALIAS, PYPI, URL, is_url
 from wheelfactory.plan.project_tests import TEST_SECTION, ProjectTests, parse_test_table
+from wheelfactory.plan.publish_config import PUBLISH_SECTION, PublishConfig, parse_publish_table
 from wheelfactory.plan.toml_model import (
     NONBLANK,
     AnyOf,
@@ -220,6 +221,8 @@ class Matrix:
     # [test]: the project's own tests, run against every wheel (plan/project_tests.py); it
     # replaces a factory-native kernel's kernel.toml [test].
     test: ProjectTests | None = None
+    # [publish]: where `wheelfactory publish` sends the release (plan/publish_config.py)
+    publish: PublishConfig = PublishConfig()
 
 
 STABLE_ABI_FIRST = "2.10"  # the first torch whose stable ABI can be targeted (TORCH_TARGET_VERSION)
@@ -347,6 +350,7 @@ MATRIX_FILE = Section(
                                value=Text(pattern=_URL, examples=("http://127.0.0.1:8080/whl",))),
             "index alias -> URL; WHEELFACTORY_INDEX_<ALIAS> in the environment wins"),
         Key("test", TEST_SECTION, "the project's own tests, run against every built wheel"),
+        Key("publish", PUBLISH_SECTION, "where `wheelfactory publish` sends the release"),
     ),
 )
 
@@ -386,6 +390,7 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
         stable_abi=_stable_abi(axes, table),
         indexes=_indexes(root),
         test=parse_test_table(root.table("test"), declared_in=doc.file),
+        publish=parse_publish_table(root.table("publish"), base_dir=base_dir),
     )
 
 
