@@ -162,7 +162,6 @@ def test_the_commands_page_lists_every_command_and_no_other() -> None:
             documented.add(names[0].removeprefix("wheelfactory "))
             documented |= set(names[1:])
     assert documented == cli_commands()
-    assert "publish" not in cli_commands()  # docs/publishing.md: there is no upload command
 
 
 def test_the_layout_names_the_folders_of_the_checkout() -> None:

@@ -232,6 +232,46 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     _refused_error(refused + [f"{len(tampered)} variant wheel copy(ies)"] * bool(tampered), "wheelfactory index")
 
 
+# [publish] (factory/wheelfactory/publish/publishing.py): a built release to buckets, directories and upload servers.
+@cli.command("publish")
+@OUT_OPTION
+@click.option("-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="The matrix whose [publish] table names the targets (default: matrix.toml if it exists).")
+@COMPAT_OPTION
+@click.option("--to", "targets", multiple=True, metavar="TARGET",
+              help="Where to publish, instead of [publish]'s targets (repeatable): s3://bucket/prefix, a "
+                   "directory (./site, file:///srv/whl), an upload URL ({variant}: one index per variant) or "
+                   "a twine repository alias such as pypi.")
+@click.option("--base-url", metavar="URL", default=None,
+              help="With --to: where users reach the bucket or directory targets (select.py and the pages' "
+                   "install commands name it).")
+@click.option("--dry-run", is_flag=True, help="Print what would be uploaded and which pages change; write nothing.")
+@ALLOW_UNATTESTED_OPTION
+def publish_command(out_dir: Path, matrix_path: Path | None, compat_path: Path | None, targets: tuple[str, ...],
+                    base_url: str | None, dry_run: bool, allow_unattested: bool) -> None:
+    """Publish dist's wheels: releases accumulate on each target, and a published file never changes.
+
+    Static targets (a bucket, a directory) get the pages `index` writes, made again from every
+    release published there before plus this one; upload servers get the wheels through twine.
+    Credentials come from the environment (TWINE_USERNAME / TWINE_PASSWORD, keyring; boto3's
+    AWS_* chain), never from files in the project."""
+    from dataclasses import replace
+
+    from wheelfactory.plan.publish_config import PublishConfig
+    from wheelfactory.publish.publishing import PublishRequest, publish, targets_from_cli
+
+    table = load_table(compat_path)
+    if matrix_path is None and Path("matrix.toml").is_file():
+        matrix_path = Path("matrix.toml")
+    config = load_matrix(matrix_path, table, display=str(matrix_path)).publish if matrix_path else PublishConfig()
+    config = replace(config, targets=targets_from_cli(targets, config, Path.cwd(), base_url=base_url))
+    request = PublishRequest(out_dir.resolve(), config, dry_run=dry_run, allow_unattested=allow_unattested)
+    result = publish(request, table, lambda line: click.echo(line))
+    for line in result.lines:
+        click.echo(line)
+    _unattested_warning(result.unattested, "published")
+
+
 # [report] (factory/wheelfactory/publish/report.py): the matrix report, dist/report.html and an SVG of the grid.
 @cli.command("report")
 @click.option("-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False), default=None,

@@ -1,0 +1,119 @@
+"""``wheelfactory publish``: one built (and checked) dist sent to every target.
+
+Every target is planned before any is written: a wheel one of them holds with other bytes stops
+the whole publish with nothing changed anywhere. Then the static targets (publish/release.py) and
+the upload servers (publish/upload.py) are written one after the other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wheelfactory.errors import PublishError, UsageError
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.publish_config import PublishConfig, Target, UploadTarget
+from wheelfactory.publish import release, upload
+from wheelfactory.publish.index import IndexedWheel, Skipped, collect
+from wheelfactory.publish.pypi_default import choose_default, relabel
+from wheelfactory.publish.stores import Store, open_store
+from wheelfactory.publish.variant_metadata import variant_metadata
+from wheelfactory.runner import manifest
+
+
+@dataclass(frozen=True)
+class PublishRequest:
+    dist: Path
+    config: PublishConfig
+    dry_run: bool = False
+    allow_unattested: bool = False
+
+
+@dataclass(frozen=True)
+class Published:
+    """What a publish did (or, with dry_run, would do): per target, one summary line."""
+
+    lines: tuple[str, ...]
+    unattested: int
+
+
+def _checked_wheels(dist: Path, allow_unattested: bool) -> tuple[list[IndexedWheel], list[Skipped]]:
+    entries = manifest.read(dist)
+    if not entries:
+        raise UsageError(f"{dist / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {dist}` first")
+    wheels, skipped = collect(dist, entries, allow_unattested=allow_unattested)
+    refused = [s for s in skipped if s.refused]
+    if refused:  # a release is published whole or not at all
+        raise PublishError(f"{len(refused)} variant(s) refused, nothing published: "
+                           + "; ".join(f"{s.variant_id}: {s.reason}" for s in refused[:3]))
+    if not wheels:
+        raise UsageError(f"{dist / manifest.MANIFEST}: no built wheel to publish")
+    return wheels, skipped
+
+
+def _default_wheels(request: PublishRequest, wheels: Sequence[IndexedWheel], table: CompatTable
+                    ) -> list[Path]:
+    """PyPI's default variant without its local label, made only where a target refuses labels."""
+    wanted = any(isinstance(t, UploadTarget) and not t.local_labels for t in request.config.targets)
+    if not wanted or request.config.pypi_default is False:
+        return []
+    return [relabel(wheel, request.dist) for wheel in choose_default(wheels, table, request.config.pypi_default)]
+
+
+def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], None]) -> Published:
+    if not request.config.targets:
+        raise UsageError("no publish target: name one with --to (s3://bucket/prefix, a directory, an upload URL "
+                         "or a twine alias), or list them in matrix.toml's [publish] table")
+    dist = request.dist
+    held = manifest.lock(dist)  # nothing rebuilds the wheels while they are read and sent
+    try:
+        wheels, skipped = _checked_wheels(dist, request.allow_unattested)
+        tampered: list[str] = []
+        pages, links = variant_metadata(wheels, dist, tampered=tampered)
+        if tampered:
+            raise PublishError(f"variant wheel copies changed under {dist}: {'; '.join(tampered[:3])}; "
+                               "run `wheelfactory index` and publish again")
+        defaults = _default_wheels(request, wheels, table)
+        lines: list[str] = []
+        uploads: list[UploadTarget] = []
+        with contextlib.ExitStack() as sessions:  # each static target held from its plan to its last write
+            statics: list[tuple[Store, release.StaticPlan]] = []
+            for target in request.config.targets:
+                if isinstance(target, UploadTarget):
+                    uploads.append(target)
+                    continue
+                store = open_store(target)
+                sessions.enter_context(store.session())
+                statics.append((store, release.plan_static(store, target, wheels, skipped, extra_pages=pages,
+                                                           extra_links=links)))
+            for store, plan in statics:
+                if request.dry_run:
+                    lines.extend(release.describe(plan))
+                else:
+                    release.execute(store, plan, say)
+        for target in uploads:
+            result = upload.publish_uploads(target, wheels, defaults, dry_run=request.dry_run, say=say)
+            lines.append(f"{target}: {result}")
+    finally:
+        held.release()
+    return Published(tuple(lines), sum(w.provenance is None for w in wheels))
+
+
+def targets_from_cli(texts: Sequence[str], config: PublishConfig, base_dir: Path, *, base_url: str | None = None
+                     ) -> tuple[Target, ...]:
+    """``--to`` replaces the matrix's targets; each string read as [publish] reads one."""
+    from wheelfactory.plan.publish_config import InvalidTarget, parse_target
+
+    if not texts:
+        if base_url is not None:
+            raise UsageError("--base-url goes with --to (in matrix.toml, give each target its base_url)")
+        return config.targets
+    targets: list[Target] = []
+    for text in texts:
+        try:
+            targets.append(parse_target(text, base_dir=base_dir, base_url=base_url))
+        except InvalidTarget as exc:
+            raise UsageError(f"--to: {exc}") from None
+    return tuple(targets)

@@ -1,0 +1,256 @@
+"""Where a static index lives: a directory or a bucket over the S3 API, behind one small protocol.
+
+A store holds files under relative paths (``<variant>/simple/<project>/index.html``). It answers
+what it holds (a sha256 per path, to tell unchanged, new and conflicting files apart), reads the
+one file publishing needs back (``index.json``, the listing of every earlier release) and writes a
+file so that it appears whole or not at all: a directory by a hidden temp name and a rename, a
+bucket because an S3 PUT is atomic per object. Nothing here decides what to write
+(publish/release.py does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from wheelfactory.errors import PublishError
+from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
+from wheelfactory.support import paths
+
+LOCK_FILE = ".wheelfactory-publish.lock"
+TEMP_MARK = ".wf-partial-"  # a directory store's temp names: .<name>.wf-partial-<pid>
+LISTING_LIMIT = 64 << 20  # bytes of index.json read back from a target
+_CHUNK = 1 << 20
+
+
+class Store(Protocol):
+    """A place a static index is published to."""
+
+    def held(self, path: str) -> str | None:
+        """The sha256 of the file at ``path``; None when there is none."""
+
+    def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
+        """The file at ``path`` (None: there is none); PublishError past ``limit`` bytes."""
+
+    def put(self, path: str, body: bytes | Path, sha256: str, content_type: str) -> None:
+        """Write ``body`` (bytes, or a file's contents) at ``path``, appearing whole or not at all."""
+
+    def default_base_url(self) -> str:
+        """Where the store's files are reached when the target names no base_url."""
+
+    def session(self) -> contextlib.AbstractContextManager[None]:
+        """Held while publishing: one publisher at a time where the store can say so."""
+
+
+def mask_url(url: str) -> str:
+    """``url`` with a password replaced by ``***`` (a URL is printed in errors; a password never)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<an unreadable URL>"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def sha256_of(body: bytes | Path) -> str:
+    if isinstance(body, bytes):
+        return hashlib.sha256(body).hexdigest()
+    digest = hashlib.sha256()
+    with body.open("rb") as stream:
+        while chunk := stream.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class DirectoryStore:
+    """A directory a static host serves. Files are written as hidden temp names, fsynced, then
+    renamed: a reader (or a killed publish) sees the old file or the new one. Temp names a killed
+    publish left are removed when the next one starts; nothing is followed out of the directory."""
+
+    target: DirectoryTarget
+
+    @property
+    def root(self) -> Path:
+        return self.target.path
+
+    def _path(self, rel: str) -> Path:
+        return paths.inside(self.root, rel, what="a published file", file=str(self.root))
+
+    def held(self, path: str) -> str | None:
+        target = self._path(path)
+        if target.is_symlink():
+            raise PublishError(f"{target} is a symbolic link: a publish never writes through one; remove it")
+        if not target.exists():
+            return None
+        if not target.is_file():
+            raise PublishError(f"{target} is not a regular file: move it away")
+        return sha256_of(target)
+
+    def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
+        if self.held(path) is None:
+            return None
+        target = self._path(path)
+        if target.stat().st_size > limit:
+            raise PublishError(f"{target} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
+        return target.read_bytes()
+
+    def put(self, path: str, body: bytes | Path, sha256: str, content_type: str) -> None:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+        try:
+            with temp.open("wb") as stream:
+                if isinstance(body, bytes):
+                    stream.write(body)
+                else:
+                    with body.open("rb") as source:
+                        shutil.copyfileobj(source, stream, _CHUNK)
+                stream.flush()
+                os.fsync(stream.fileno())
+            temp.chmod(0o644)
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+
+    def default_base_url(self) -> str:
+        return self.root.as_uri()
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        if self.root.exists() and (self.root.is_symlink() or not self.root.is_dir()):
+            raise PublishError(f"{self.root} is not a directory: publish to a directory (or remove the link)")
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / LOCK_FILE).open("a") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise PublishError(f"{self.root}: another publish is writing here; wait for it") from None
+            self._remove_partials()
+            yield
+
+    def _remove_partials(self) -> None:
+        """Temp files a killed publish left (ours, by their mark); we hold the lock."""
+        for folder, dirs, files in os.walk(self.root):
+            dirs[:] = [d for d in dirs if d != ".git"]
+            for name in files:
+                if TEMP_MARK in name and name.startswith("."):
+                    (Path(folder) / name).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class BucketStore:
+    """A bucket over the S3 API (boto3): any S3-compatible store. Each object carries its sha256
+    as user metadata, so what a bucket holds is known without downloading it (objects someone else
+    wrote are hashed by reading them). Each ``<dir>/index.html`` is also written as the object
+    ``<dir>/``: an index URL ending in a slash then works over the plain S3 REST API, without
+    website hosting."""
+
+    target: BucketTarget
+    client: Any = field(default=None, compare=False)  # a boto3 S3 client; made from the target when None
+
+    @classmethod
+    def open(cls, target: BucketTarget) -> BucketStore:
+        try:
+            import boto3
+            from botocore.config import Config
+        except ImportError:
+            raise PublishError("publishing to a bucket needs boto3: pip install 'wheelfactory[publish]'") from None
+        client = boto3.client("s3", endpoint_url=target.endpoint_url,
+                              config=Config(retries={"max_attempts": 3, "mode": "standard"}))
+        return cls(target, client)
+
+    def _failed(self, exc: Exception, doing: str) -> PublishError:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        endpoint = mask_url(str(getattr(self.client.meta, "endpoint_url", "") or ""))
+        return PublishError(f"{self.target} ({endpoint}): {doing} failed: {detail}")
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        from botocore.exceptions import BotoCoreError, ClientError
+        return (BotoCoreError, ClientError)
+
+    def held(self, path: str) -> str | None:
+        key = self.target.key(path)
+        try:
+            head = self.client.head_object(Bucket=self.target.bucket, Key=key)
+        except self._errors() as exc:
+            if _status(exc) == 404:
+                return None
+            raise self._failed(exc, f"reading {key}") from None
+        recorded = (head.get("Metadata") or {}).get("sha256")
+        if isinstance(recorded, str) and len(recorded) == 64:
+            return recorded
+        body = self.read(path, limit=1 << 40)
+        return None if body is None else sha256_of(body)
+
+    def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
+        key = self.target.key(path)
+        try:
+            answer = self.client.get_object(Bucket=self.target.bucket, Key=key)
+            if int(answer.get("ContentLength") or 0) > limit:
+                raise PublishError(f"{self.target}/{path} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
+            data = answer["Body"].read()
+        except self._errors() as exc:
+            if _status(exc) == 404:
+                return None
+            raise self._failed(exc, f"reading {key}") from None
+        return data if isinstance(data, bytes) else bytes(data)
+
+    def put(self, path: str, body: bytes | Path, sha256: str, content_type: str) -> None:
+        keys = [self.target.key(path)]
+        if path == "index.html" or path.endswith("/index.html"):
+            keys.append(self.target.key(path[: -len("index.html")]) or "")
+        for key in keys:
+            if not key:
+                continue  # the bucket's root page: served as index.html only
+            try:
+                if isinstance(body, bytes):
+                    self.client.put_object(Bucket=self.target.bucket, Key=key, Body=body, ContentType=content_type,
+                                           Metadata={"sha256": sha256})
+                else:
+                    with body.open("rb") as stream:
+                        self.client.put_object(Bucket=self.target.bucket, Key=key, Body=stream,
+                                               ContentType=content_type, Metadata={"sha256": sha256})
+            except self._errors() as exc:
+                raise self._failed(exc, f"writing {key}") from None
+
+    def default_base_url(self) -> str:
+        endpoint = str(self.client.meta.endpoint_url).rstrip("/")
+        return "/".join(p for p in (endpoint, self.target.bucket, self.target.prefix) if p)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        try:
+            self.client.head_bucket(Bucket=self.target.bucket)
+        except self._errors() as exc:
+            if _status(exc) == 404:
+                raise PublishError(f"{self.target}: the bucket {self.target.bucket} does not exist; create it "
+                                   "first (wheelfactory never creates buckets)") from None
+            raise self._failed(exc, "reaching the bucket") from None
+        yield  # S3 has no lock: two publishers at once are the caller's to avoid (one CI job publishes)
+
+
+def _status(exc: Exception) -> int | None:
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = response.get("Error", {}).get("Code")
+        if code in ("404", "NoSuchKey", "NotFound", "NoSuchBucket"):
+            return 404
+        return int(status) if isinstance(status, int) else None
+    return None
+
+
+def open_store(target: DirectoryTarget | BucketTarget) -> Store:
+    return DirectoryStore(target) if isinstance(target, DirectoryTarget) else BucketStore.open(target)

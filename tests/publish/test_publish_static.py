@@ -1,0 +1,261 @@
+"""`wheelfactory publish` to a directory and to a bucket over the S3 API (moto's standalone server
+on 127.0.0.1 stands in for the service): releases accumulate, a published file never changes, a
+rerun writes nothing, and a publish killed anywhere leaves pages that link only files that exist."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+import pytest
+from dist_fakes import make_dist
+from testkit import run_cli
+from wheelfactory.publish.stores import LOCK_FILE
+
+BASE = "http://127.0.0.1:8000/whl"
+VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
+
+
+def release(tmp_path: Path, version: str, name: str = "") -> Path:
+    """A dist of two CPU variants of ``tiny`` at ``version`` (small valid wheels, manifest, records)."""
+    dist = tmp_path / (name or f"dist-{version}")
+    make_dist(dist, version=version, variants=VARIANTS)
+    return dist
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (the publish lock aside) -> sha256."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != LOCK_FILE}
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.hrefs.extend(v for k, v in attrs if k == "href" and v)
+
+
+def dangling_links(root: Path) -> list[str]:
+    """Links of every page (HTML and PEP 691 JSON) under ``root`` to a file that is not there."""
+    missing = []
+    for page in root.rglob("*"):
+        if page.suffix not in (".html", ".json") or not page.is_file():
+            continue
+        base = "file://" + str(page)
+        if page.suffix == ".html":
+            parser = _Links()
+            parser.feed(page.read_text())
+            hrefs = parser.hrefs
+        else:
+            data = json.loads(page.read_text())
+            hrefs = [f["url"] for f in data.get("files", []) if isinstance(f, dict)] if isinstance(data, dict) else []
+        for href in hrefs:
+            if "://" in href:
+                continue
+            target = Path(unquote(urlsplit(urljoin(base, href)).path))
+            if not (target.is_file() or (target / "index.html").is_file()):
+                missing.append(f"{page.relative_to(root)} -> {href}")
+    return missing
+
+
+def test_releases_accumulate_in_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site"
+    first, second = release(tmp_path, "0.1.0"), release(tmp_path, "0.2.0")
+    assert run_cli("publish", "-o", str(first), "--to", str(site), "--base-url", BASE) == 0
+    assert run_cli("publish", "-o", str(second), "--to", str(site), "--base-url", BASE) == 0
+    listing = json.loads((site / "index.json").read_text())
+    assert sorted(v["version"] for v in listing["variants"]) == sorted(
+        ["0.1.0+cputorch2.13", "0.1.0+cputorch2.6cxx98", "0.2.0+cputorch2.13", "0.2.0+cputorch2.6cxx98"])
+    for variant in VARIANTS:
+        page = (site / variant / "simple" / "tiny" / "index.html").read_text()
+        assert "tiny-0.1.0" in page and "tiny-0.2.0" in page, page  # the first release is still listed
+        api = json.loads((site / variant / "simple" / "tiny" / "index.json").read_text())
+        assert {f["filename"].split("-")[1].split("+")[0] for f in api["files"]} == {"0.1.0", "0.2.0"}
+        for entry in api["files"]:
+            assert (site / variant / "simple" / "tiny" / (unquote(entry["url"]) + ".metadata")).is_file()
+    assert not dangling_links(site)
+    capsys.readouterr()
+    before = tree(site)
+    assert run_cli("publish", "-o", str(second), "--to", str(site), "--base-url", BASE) == 0
+    assert "0 file(s) and 0 page(s) written" in capsys.readouterr().out  # a rerun writes nothing
+    assert tree(site) == before
+
+
+def test_a_published_file_never_changes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site"
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.2.0")), "--to", str(site), "--base-url", BASE) == 0
+    time.sleep(2.1)  # zip timestamps have 2 s steps: the rebuild's bytes differ
+    rebuilt = release(tmp_path, "0.2.0", name="rebuilt")
+    before = tree(site)
+    capsys.readouterr()
+    assert run_cli("publish", "-o", str(rebuilt), "--to", str(site), "--base-url", BASE) == 7
+    err = capsys.readouterr().err
+    assert "already published with other bytes" in err and "nothing was written" in err, err
+    assert "Traceback" not in err
+    assert tree(site) == before
+
+
+def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site"
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", str(site), "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "would write" in out and "upload torch213-cxx11-cpu-x86_64-linux/simple/tiny/" in out, out
+    assert tree(site) == {}
+
+
+def test_a_listing_that_cannot_be_read_stops_the_publish(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.json").write_text('{"variants": [{"id": 3}]}')
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", str(site)) == 7
+    err = capsys.readouterr().err
+    assert "index.json" in err and "nothing was written" in err
+    assert sorted(tree(site)) == ["index.json"]
+
+
+KILLER = r"""
+import os, signal, sys
+from wheelfactory.publish import stores
+kill_at = int(os.environ["KILL_AT"])
+count = 0
+original = stores.DirectoryStore.put
+def put(self, path, body, sha256, content_type):
+    global count
+    count += 1
+    if count == kill_at:
+        target = self._path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_name("." + target.name + stores.TEMP_MARK + str(os.getpid()))
+        partial.write_bytes((body if isinstance(body, bytes) else body.read_bytes())[:7])  # half written
+        os.kill(os.getpid(), signal.SIGKILL)
+    original(self, path, body, sha256, content_type)
+stores.DirectoryStore.put = put
+from wheelfactory.cli.main import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_a_publish_killed_anywhere_completes_when_run_again(tmp_path: Path) -> None:
+    """20 kills: 10 at a random write (with a half-written temp file left), 10 at a random time."""
+    first, second = release(tmp_path, "0.1.0"), release(tmp_path, "0.2.0")
+    reference, after_first = tmp_path / "reference", tmp_path / "after-first"
+    assert run_cli("publish", "-o", str(first), "--to", str(after_first), "--base-url", BASE) == 0
+    shutil.copytree(after_first, reference)
+    assert run_cli("publish", "-o", str(second), "--to", str(reference), "--base-url", BASE) == 0
+    expected = tree(reference)
+    writes = sum(1 for name in expected if expected[name] != tree(after_first).get(name))
+    command = ["publish", "-o", str(second), "--base-url", BASE]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    rng = random.Random(26)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "wheelfactory", *command, "--to", str(tmp_path / "timing")],
+                   check=True, capture_output=True, env=env)
+    whole = time.monotonic() - started
+    for kill in range(20):
+        site = tmp_path / f"killed-{kill}"
+        shutil.copytree(after_first, site)
+        args = [*command, "--to", str(site)]
+        if kill < 10:
+            run = subprocess.run([sys.executable, "-c", KILLER, *args], capture_output=True, text=True,
+                                 env={**env, "KILL_AT": str(rng.randint(1, writes))})
+            assert run.returncode == -signal.SIGKILL, run.stderr
+        else:
+            proc = subprocess.Popen([sys.executable, "-m", "wheelfactory", *args], stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, env=env)
+            time.sleep(rng.uniform(0.2, whole))
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert not dangling_links(site), f"kill {kill}"
+        rerun = subprocess.run([sys.executable, "-m", "wheelfactory", *args], capture_output=True, text=True, env=env)
+        assert rerun.returncode == 0, rerun.stderr
+        assert tree(site) == expected, f"kill {kill}"
+
+
+# ----------------------------------------------------------------------------------------------
+# A bucket over the S3 API: moto's standalone server on 127.0.0.1
+# ----------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    port = _free_port()
+    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
+    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                raise
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    import boto3
+
+    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", s3_endpoint)):
+        monkeypatch.setenv(name, value)
+    name = f"wheels-{os.getpid()}-{random.randrange(1 << 30)}"
+    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    return name
+
+
+def test_releases_accumulate_in_a_bucket_and_pip_installs_from_it(tmp_path: Path, s3_endpoint: str,
+                                                                  bucket: str) -> None:
+    for version in ("0.1.0", "0.2.0"):
+        assert run_cli("publish", "-o", str(release(tmp_path, version)), "--to", f"s3://{bucket}/whl") == 0
+    base = f"{s3_endpoint}/{bucket}/whl"
+    listing = json.loads(urllib.request.urlopen(f"{base}/index.json").read())
+    assert len(listing["variants"]) == 4
+    target = tmp_path / "installed"
+    for variant in VARIANTS:  # the plain S3 REST API serves the index: `<dir>/` objects hold the pages
+        entry = next(v for v in listing["variants"] if v["id"] == variant and v["version"].startswith("0.1.0"))
+        requirement = tmp_path / f"{variant}.txt"
+        requirement.write_text(f"tiny=={entry['version']} --hash=sha256:{entry['sha256']}\n")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--require-hashes",
+                        "--isolated", "--no-cache-dir", "--target", str(target / variant), "--index-url",
+                        f"{base}/{variant}/simple/", "-r", str(requirement)], check=True)
+        assert (target / variant / "tiny" / "__init__.py").is_file()
+    # what uv fetches first is the JSON page, served with its media type
+    with urllib.request.urlopen(f"{base}/{VARIANTS[0]}/simple/tiny/index.json") as answer:
+        assert answer.headers["Content-Type"] == "application/vnd.pypi.simple.v1+json"
+
+
+def test_a_bucket_that_does_not_exist_is_one_line(tmp_path: Path, s3_endpoint: str, bucket: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", "s3://no-such-bucket-here/x") == 7
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "Traceback" not in err
