@@ -23,6 +23,7 @@ boto3's chain (environment, ``~/.aws``). A URL holding a user or password is ref
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -157,7 +158,7 @@ def parse_target(text: str, *, base_dir: Path, base_url: str | None = None, endp
     return DirectoryTarget((base_dir / Path(text).expanduser()).resolve(), base_url)
 
 
-def _refuse_keys(text: str, given: dict[str, object], allowed: tuple[str, ...]) -> None:
+def _refuse_keys(text: str, given: Mapping[str, object], allowed: tuple[str, ...]) -> None:
     for name, value in given.items():
         if value is not None and name not in allowed:
             raise InvalidTarget(f"{name} does not apply to {text!r}")
@@ -231,13 +232,14 @@ PUBLISH_SECTION = Section((
 def parse_publish_table(table: Table, *, base_dir: Path) -> PublishConfig:
     table.reject_unknown(PUBLISH_SECTION.names())
     targets: list[Target] = []
-    for kind, declared, key in (("bucket", _BUCKET_TABLE, "url"), ("directory", _DIRECTORY_TABLE, "path"),
-                                ("upload", _UPLOAD_TABLE, "url")):
+    for kind, declared, key, example in (("bucket", _BUCKET_TABLE, "url", "s3://my-bucket/whl"),
+                                         ("directory", _DIRECTORY_TABLE, "path", "site"),
+                                         ("upload", _UPLOAD_TABLE, "url", "pypi")):
         for entry in table.tables(kind):
             entry.reject_unknown(declared.names())
             text = entry.string(key)
             if text is None:
-                entry.error(None, f"needs {key}", f"e.g. {key} = {declared.key(key).value.examples[0]!r}")
+                entry.error(None, f"needs {key}", f'e.g. {key} = "{example}"')
             if kind == "directory" and ("://" in text or text.startswith("s3:")):
                 entry.error(key, f"{text!r} is a URL, not a directory", "use [[publish.bucket]] or [[publish.upload]]")
             if kind == "upload" and text.startswith("s3://"):
