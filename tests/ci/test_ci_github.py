@@ -28,7 +28,7 @@ from typing import Any
 import click
 import pytest
 import yaml
-from testkit import REPO, run_cli
+from testkit import REPO, docs_text, markdown_section, run_cli
 from wheelfactory import __version__
 from wheelfactory.ci.github import GithubOptions, repo_path, stale_diff
 from wheelfactory.cli.main import cli
@@ -509,3 +509,197 @@ def test_attest_signs_in_the_index_job_alone_and_passes_actionlint(checkout: Pat
         parse_with_cli(command)
     assert run_cli("ci", "github", "-m", "matrix.toml", "--attest", "--check", WORKFLOW) == 0
     assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 8  # without it: stale
+
+
+# The publish job: only with [publish] targets, only on tags after every build and the index,
+# trusted publishing (the OIDC permission) only where PyPI is a target, only the secrets the
+# targets read.
+
+PYPI = '[[publish.upload]]\nurl = "pypi"\n'
+TESTPYPI = '[[publish.upload]]\nurl = "testpypi"\n'
+NO_LABELS = '[[publish.upload]]\nurl = "http://127.0.0.1:8080/legacy/"\nlocal_labels = false\n'
+SERVER = '[[publish.upload]]\nurl = "http://127.0.0.1:3141/me/{variant}/"\n'
+BUCKET = '[[publish.bucket]]\nurl = "s3://my-wheels/whl"\nendpoint_url = "http://127.0.0.1:9000"\n'
+DIRECTORY = '[[publish.directory]]\npath = "site"\n'
+TWINE = ("TWINE_USERNAME", "TWINE_PASSWORD")
+AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+ON_TAGS = ("${{ startsWith(github.ref, 'refs/tags/') && needs.build.result == 'success' "
+           "&& needs.index.result == 'success' }}")
+PUBLISH_CASES = {  # tables, trusted publishing, the secrets
+    "pypi": ([PYPI], True, ()),
+    "testpypi": ([TESTPYPI], True, ()),
+    "no-local-labels": ([NO_LABELS], True, ()),
+    "upload-server": ([SERVER], False, TWINE),
+    "bucket": ([BUCKET], False, AWS),
+    "directory": ([DIRECTORY], False, ()),
+    "pypi-bucket-directory": ([PYPI, BUCKET, DIRECTORY], True, AWS),
+    "server-and-bucket": ([SERVER, BUCKET], False, TWINE + AWS),
+}
+
+
+def add_publish(checkout: Path, *tables: str, matrix: str = "matrix.toml") -> None:
+    path = checkout / matrix
+    path.write_text(path.read_text() + "".join("\n" + table for table in tables))
+
+
+def publish_argv(command: list[str]) -> None:
+    """The publish step's command: the shape `wheelfactory publish` takes (-o DIST, then the
+    matrix options every matrix-reading command takes), and, with that command registered, its
+    options and values as the real CLI parses them."""
+    assert command[:3] == ["publish", "-o", "dist"] and command[3] == "-m", command
+    assert not [word for word in command[5:] if word not in ("--compat", "compat.toml")], command
+    if cli.get_command(click.Context(cli), "publish") is not None:
+        parse_with_cli(command)
+
+
+@pytest.mark.parametrize("case", sorted(PUBLISH_CASES))
+def test_publish_job_follows_the_targets_and_passes_actionlint(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                               case: str) -> None:
+    tables, trusted, secrets = PUBLISH_CASES[case]
+    plain = generate(capsys, "-m", "matrix.toml")
+    add_publish(checkout, *tables)
+    text = generate(capsys, "-m", "matrix.toml")
+    doc = lint(checkout, text)
+    # The jobs before it are untouched: the file is today's plus the publish job.
+    assert text.startswith(plain) and list(doc["jobs"]) == ["plan", "build", "index", "publish"]
+    job = doc["jobs"]["publish"]
+    assert job["needs"] == ["build", "index"] and job["if"] == ON_TAGS
+    assert job["concurrency"] == {"group": "${{ github.workflow }}-publish", "cancel-in-progress": False}
+    granted = {name: j["permissions"] for name, j in doc["jobs"].items() if "permissions" in j}
+    assert granted == ({"publish": {"id-token": "write", "contents": "read"}} if trusted else {})
+    assert job.get("environment") == ("pypi" if trusted else None)
+    assert doc["permissions"] == {"contents": "read"}
+    # Only the secrets the targets read, in the publish step alone, and nowhere else in the file.
+    publish = step(doc, "publish", "Publish")
+    assert publish.get("env", {}) == {name: f"${{{{ secrets.{name} }}}}" for name in secrets}
+    assert sorted(re.findall(r"secrets\.(\w+)", text)) == sorted(secrets)
+    assert publish["run"] == "wheelfactory publish -o dist -m matrix.toml"
+    commands = wheelfactory_commands(doc)
+    assert [c for c in commands if c[0] == "publish"] == [shlex.split(publish["run"])[1:]]
+    for command in commands:
+        publish_argv(command) if command[0] == "publish" else parse_with_cli(command)
+    uploads = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads == ([{"name": "published-1", "path": "site/"}] if DIRECTORY in tables else [])
+
+
+def test_publish_job_scripts_merge_and_index_the_downloaded_builds(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                                   tmp_path: Path) -> None:
+    """The steps before `publish`, in bash at the checkout's root, from the layout the download
+    step leaves (parts/wheels-<id>/): a merged dist/ with its index, as the index job makes it."""
+    from test_merge import CPU213, CPU214, make_part
+
+    add_publish(checkout, BUCKET)
+    doc = parse(generate(capsys, "-m", "matrix.toml"))
+    names = [s.get("name") for s in doc["jobs"]["publish"]["steps"]]
+    assert names[3:] == ["Download the builds", "Merge them into one dist", "Write the index", "Publish"]
+    assert step(doc, "publish", "Download the builds")["with"] == {"pattern": "wheels-*", "path": "parts"}
+    for vid in (CPU213, CPU214):
+        make_part(checkout / "parts" / f"wheels-{vid}", {vid: "built"})
+    for name in ("Merge them into one dist", "Write the index"):
+        result = bash(step(doc, "publish", name)["run"], checkout)
+        assert result.returncode == 0, result.stdout + result.stderr
+    index = json.loads((checkout / "dist" / "index" / "index.json").read_text())
+    assert sorted(v["id"] for v in index["variants"]) == [CPU213, CPU214]
+
+
+def test_publish_job_takes_the_workflow_options(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--compat reaches the publish command as it reaches every matrix-reading one; sharded
+    builds publish the same way; the install spec is the other jobs'."""
+    shutil.copyfile(REPO / "factory" / "wheelfactory" / "data" / "compat.toml", checkout / "compat.toml")
+    add_publish(checkout, SERVER, DIRECTORY.replace('"site"', '"out/pages"'), DIRECTORY)
+    doc = lint(checkout, generate(capsys, "-m", "matrix.toml", "--compat", "compat.toml", "--shards", "2",
+                                  "--install", "."))
+    assert step(doc, "publish", "Publish")["run"] == "wheelfactory publish -o dist -m matrix.toml --compat compat.toml"
+    assert step(doc, "publish", "Install wheelfactory")["run"] == "python -m pip install ."
+    uploads = [s["with"] for s in doc["jobs"]["publish"]["steps"] if s.get("name", "").startswith("Upload")]
+    assert uploads == [{"name": "published-1", "path": "out/pages/"}, {"name": "published-2", "path": "site/"}]
+    for command in wheelfactory_commands(doc):
+        publish_argv(command) if command[0] == "publish" else parse_with_cli(command)
+
+
+def test_without_targets_the_workflow_is_unchanged(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A [publish] table without targets makes no job: the bytes are those of a matrix without one."""
+    plain = generate(capsys, "-m", "matrix.toml")
+    add_publish(checkout, "[publish]\npypi_default = true\n")
+    assert generate(capsys, "-m", "matrix.toml") == plain
+    assert "publish" not in parse(plain)["jobs"]
+
+
+def test_check_keeps_the_publish_job_in_sync(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--workflow", WORKFLOW) == 0
+    add_publish(checkout, PYPI)
+    capsys.readouterr()
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 8  # a target added: stale
+    out = capsys.readouterr().out
+    assert "\n+  publish:\n" in out and "\n+    environment: pypi\n" in out
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--workflow", WORKFLOW) == 0
+    written = (checkout / WORKFLOW).read_bytes()
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--workflow", WORKFLOW) == 0
+    assert (checkout / WORKFLOW).read_bytes() == written  # deterministic
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 0
+    add_publish(checkout, BUCKET)
+    capsys.readouterr()
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--check", WORKFLOW) == 8  # the bucket's secrets
+    assert "\n+          AWS_ACCESS_KEY_ID: ${{ secrets.AWS_ACCESS_KEY_ID }}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("tables", "message"), [
+    (['[[publish.upload]]\nurl = "internal"\n'],
+     "matrix.toml [publish]: the twine alias 'internal' is read from ~/.pypirc, which a GitHub runner does not have"),
+    ([PYPI, SERVER], "matrix.toml [publish]: PyPI (repository pypi) and another upload server "
+                     "(http://127.0.0.1:3141/me/{variant}/) cannot share the publish job"),
+    (['[[publish.directory]]\npath = "../elsewhere"\n'], "matrix.toml [publish]: the directory "),
+], ids=["pypirc-alias", "pypi-beside-a-server", "directory-outside"])
+def test_publish_targets_the_job_cannot_reach_are_refused(checkout: Path, capsys: pytest.CaptureFixture[str],
+                                                          tables: list[str], message: str) -> None:
+    add_publish(checkout, *tables)
+    assert run_cli("ci", "github", "-m", "matrix.toml", "--workflow", WORKFLOW) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("wheelfactory: error: " + message) and err.count("\n") == 1, err
+    assert not (checkout / WORKFLOW).exists()
+
+
+def test_docs_describe_the_publish_job(checkout: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/ci.md's section: each claim checked against what the generator writes."""
+    text = markdown_section(docs_text("ci.md"), "### The publish job")
+    section = " ".join(text.split())  # prose, whatever its line breaks
+    add_publish(checkout, PYPI, BUCKET, DIRECTORY)
+    doc = parse(generate(capsys, "-m", "matrix.toml"))
+    job = doc["jobs"]["publish"]
+    assert "startsWith(github.ref, 'refs/tags/')" in section and "startsWith(github.ref, 'refs/tags/')" in job["if"]
+    assert "a manual run started on a tag" in section and "event_name" not in job["if"]
+    assert {"push": {"tags": ["v*"]}, "workflow_dispatch": None}.items() <= doc["on"].items()
+    assert all(f"needs.{name}.result == 'success'" in job["if"] for name in ("build", "index"))
+    assert "every build job and the index job succeeded" in section
+    for name in ("Merge them into one dist", "Write the index", "Publish"):
+        assert f"`{step(doc, 'publish', name)['run']}`" in section
+    assert f"`{step(doc, 'publish', 'Download the builds')['with']['pattern']}`" in section
+    assert job["concurrency"]["cancel-in-progress"] is False and "never cancelled" in section
+    assert f"the environment `{job['environment']}`" in section and "id-token: write" in section
+    assert "(`wheels.yml`)" in section and WORKFLOW.endswith("/wheels.yml")
+    rows = {line.split("|")[1].strip(): line.split("|")[2] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("| target")}
+    assert len(rows) == 4
+    for case, words in (("pypi", "PyPI"), ("upload-server", "another upload server"), ("bucket", "a bucket")):
+        _, _, secrets = PUBLISH_CASES[case]
+        row = next(cells for target, cells in rows.items() if target.startswith(words))
+        assert sorted(re.findall(r"`([A-Z_]+)`", row)) == sorted(secrets), row
+        assert ("no secret" in row) == (not secrets)
+    assert "`published-<n>`" in section and step(doc, "publish", "Upload the published directory site")[
+        "with"]["name"] == "published-1"
+    for refused in ("`pypi`/`testpypi`", "PyPI beside", "outside the repository"):
+        assert refused in section
+    assert "Without targets there is no publish job and the workflow is what it was" in section
+
+
+def test_twine_mints_the_pypi_token_itself() -> None:
+    """docs/ci.md: twine 6.1 or newer, given no password for PyPI, asks the CI for an OIDC token
+    (its resolver's trusted-publishing branch); the publish command uploads with this twine."""
+    import twine
+    import twine.auth
+    from packaging.version import Version
+
+    section = " ".join(markdown_section(docs_text("ci.md"), "### The publish job").split())
+    assert "twine (6.1 or newer), given no `TWINE_PASSWORD`, then mints its upload token" in section
+    assert Version(twine.__version__) >= Version("6.1")
+    assert callable(twine.auth.Resolver.make_trusted_publishing_token)

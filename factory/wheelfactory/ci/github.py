@@ -1,7 +1,8 @@
 """``wheelfactory ci github``: a GitHub Actions workflow generated from the plan.
 
-Pure: a plan, its matrix and the options in, YAML text out; the same inputs give the same bytes.
-The workflow has three jobs:
+Pure: a plan, its matrix and the options in, YAML text out; the same inputs give the same bytes
+(a ``[publish]`` directory is named relative to the working directory, as the CLI names every path).
+The workflow's jobs:
 
 ``plan``
     installs wheelfactory, shows the plan (``plan --explain``), fails while the committed workflow
@@ -19,6 +20,11 @@ The workflow has three jobs:
     downloads every ``wheels-*`` artifact into its own directory, combines them with
     ``wheelfactory merge`` and runs ``wheelfactory index``; the index (pages, wheels) is uploaded
     as the artifact ``index``.
+
+``publish`` (when matrix.toml has a ``[publish]`` table with targets)
+    on a tag, after the builds and the index job succeeded: redoes the merge and the index from the
+    build artifacts and runs ``wheelfactory publish``, with PyPI's trusted publishing (OIDC) where
+    PyPI is a target and only the secrets the other targets need (``publish_plan``).
 
 ``watch-torch`` (``--watch-torch``)
     a weekly scheduled job that runs ``compat refresh`` and fails, or opens a pull request with
@@ -50,6 +56,13 @@ from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.plan.publish_config import (
+    LABEL_REFUSING_ALIASES,
+    BucketTarget,
+    DirectoryTarget,
+    PublishConfig,
+    UploadTarget,
+)
 from wheelfactory.support import atomic
 
 DEFAULT_WORKFLOW = ".github/workflows/wheels.yml"
@@ -74,6 +87,12 @@ DOWNLOAD = "actions/download-artifact@v4"
 ATTEST = "actions/attest-build-provenance@v4"
 # Big preinstalled SDKs a CUDA build does not use; the toolkit, torch and the images need the room.
 UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/hostedtoolcache/CodeQL")
+# The publish job. PyPI's trusted publisher (the project's Publishing settings) names the workflow
+# file and this environment; twine (>= 6.1) then mints its upload token from the job's OIDC identity.
+PYPI_ENVIRONMENT = "pypi"
+TWINE_SECRETS = ("TWINE_USERNAME", "TWINE_PASSWORD")  # an upload server other than PyPI (twine reads them)
+BUCKET_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # a bucket (boto3 reads them)
+PUBLISHED_PREFIX = "published-"  # a directory target's pages, uploaded from the runner
 
 
 T = TypeVar("T", int, str)
@@ -219,6 +238,9 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
         "workflow_dispatch": None,
     }
     jobs = {"plan": _plan_job(options), "build": _build_job(plan, matrix, options), "index": _index_job(options)}
+    publishing = publish_plan(matrix.publish, options.matrix_file)
+    if publishing is not None:
+        jobs["publish"] = _publish_job(options, publishing)
     if options.watch_torch:
         # The schedule runs the watch job only: the plan job (and so the builds after it) is
         # skipped on a scheduled run.
@@ -361,6 +383,93 @@ def _index_job(options: GithubOptions) -> dict[str, Any]:
         {"name": "Upload the matrix report", "if": "${{ always() }}", "uses": UPLOAD,
          "with": {"name": "report", "path": f"{DIST}/report.html\n{DIST}/report.svg\n{DIST}/*/build.log\n",
                   "if-no-files-found": "warn"}},
+    ]
+    return job
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    """What the publish job needs from the targets of ``[publish]``."""
+
+    trusted: bool  # PyPI is a target: OIDC (id-token: write) in the PYPI_ENVIRONMENT, no token
+    secrets: tuple[str, ...]  # the repository secrets the other targets read, as environment variables
+    directories: tuple[str, ...]  # directory targets, relative to the repository root: uploaded as artifacts
+
+
+def publish_plan(config: PublishConfig, matrix_file: str, *, cwd: Path | None = None) -> PublishPlan | None:
+    """None without targets (no publish job). A target the job could not reach is a UsageError:
+    a twine alias other than PyPI's (the runner has no ~/.pypirc), PyPI beside another upload
+    server (twine would send that server's TWINE_PASSWORD to PyPI instead of minting a token), a
+    directory outside the repository (``cwd``, where ``ci github`` runs, as for every path it names)."""
+    if not config.targets:
+        return None
+    where = f"{matrix_file} [publish]"
+    uploads = [t for t in config.targets if isinstance(t, UploadTarget)]
+    for target in uploads:
+        if target.repository is not None and target.repository not in LABEL_REFUSING_ALIASES:
+            raise UsageError(f"{where}: the twine alias {target.repository!r} is read from ~/.pypirc, which a "
+                             f"GitHub runner does not have; write the server's upload URL instead")
+    pypi = [t for t in uploads if _trusted(t)]
+    others = [t for t in uploads if not _trusted(t)]
+    if pypi and others:
+        raise UsageError(f"{where}: PyPI ({pypi[0]}) and another upload server ({others[0]}) cannot share the "
+                         f"publish job: PyPI's trusted publishing needs no TWINE_PASSWORD and the other server's "
+                         f"would be sent to PyPI; publish to one of them from this workflow (e.g. a second "
+                         f"matrix file for the other)")
+    secrets: list[str] = []
+    if others:
+        secrets += TWINE_SECRETS
+    if any(isinstance(t, BucketTarget) for t in config.targets):
+        secrets += BUCKET_SECRETS
+    directories = []
+    for directory in (t for t in config.targets if isinstance(t, DirectoryTarget)):
+        try:
+            directories.append(repo_path(directory.path, "", cwd=cwd))
+        except UsageError:
+            raise UsageError(f"{where}: the directory {directory.path} is outside the repository, and the "
+                             f"publish job runs on a GitHub runner; name a directory in the repository (its "
+                             f"pages are uploaded as an artifact) or publish there by hand") from None
+    return PublishPlan(bool(pypi), tuple(secrets), tuple(directories))
+
+
+def _trusted(target: UploadTarget) -> bool:
+    """PyPI or TestPyPI: the servers that refuse local version labels take OIDC tokens."""
+    return target.repository in LABEL_REFUSING_ALIASES or not target.local_labels
+
+
+def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "name": "publish",
+        # The builds too: a tag publishes every variant or none (`index` also runs after failed builds).
+        "needs": ["build", "index"],
+        "if": "${{ startsWith(github.ref, 'refs/tags/') && needs.build.result == 'success' "
+              "&& needs.index.result == 'success' }}",
+        "runs-on": PLAN_RUNNER,
+        # Publishing reads what the target holds and writes every page from old plus new files: two
+        # tags publishing at once would each drop the other's files. Queued, never cancelled.
+        "concurrency": {"group": "${{ github.workflow }}-publish", "cancel-in-progress": False},
+    }
+    if plan.trusted:
+        # OIDC for this job alone; the environment is the one PyPI's trusted publisher names.
+        job["permissions"] = {"id-token": "write", "contents": "read"}
+        job["environment"] = PYPI_ENVIRONMENT
+    publish: dict[str, Any] = {"name": "Publish"}
+    if plan.secrets:
+        publish["env"] = {name: f"${{{{ secrets.{name} }}}}" for name in plan.secrets}
+    publish["run"] = _wf("publish", "-o", DIST, *_matrix_args(options))
+    uploads = [{"name": f"Upload the published directory {path}", "uses": UPLOAD,
+                "with": {"name": f"{PUBLISHED_PREFIX}{number}", "path": f"{path}/"}}
+               for number, path in enumerate(plan.directories, start=1)]
+    # The merge again, from the build artifacts the index job merged, rather than a merged dist/
+    # uploaded by it: those artifacts are already stored, so this costs one download and a local
+    # copy, where an artifact of dist/ would upload and store every wheel (GBs with CUDA) a second time.
+    job["steps"] = [
+        *_setup(options),
+        {"name": "Download the builds", "uses": DOWNLOAD, "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
+        {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
+        {"name": "Write the index", "run": _wf("index", "-o", DIST)},
+        publish,
+        *uploads,
     ]
     return job
 
