@@ -44,12 +44,14 @@ def make_wheel(
     build_record: Mapping[str, object] | None = None,
     metadata: str = "",
     record: str | None = None,
+    metadata_version: str = "2.1",
 ) -> Path:
     """A small wheel zip ``<directory>/<name>-<version>-<tag>.whl``, made like the factory names them.
 
     It holds ``<name>/__init__.py`` (empty unless ``files`` gives it), the other ``files``
     (archive path -> content), ``<name>/_build.json`` when ``build_record`` is given, and a
-    dist-info: METADATA (Name, Version, then the header lines in ``metadata``), WHEEL with the
+    dist-info: METADATA (``metadata_version``, Name, Version, then the header lines in ``metadata``: a
+    field newer than 2.1, License-Expression, needs 2.4 for twine to take it), WHEEL with the
     tag, and RECORD: by default every member with its sha256 and size, as a real build writes it
     (``record``: that text instead, "" for an empty one)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -58,7 +60,7 @@ def make_wheel(
     contents: dict[str, str | bytes] = {f"{name}/__init__.py": "", **(files or {})}
     if build_record is not None:
         contents[f"{name}/_build.json"] = json.dumps(build_record)
-    contents[f"{info}/METADATA"] = (f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n"
+    contents[f"{info}/METADATA"] = (f"Metadata-Version: {metadata_version}\nName: {name.replace('_', '-')}\nVersion: {version}\n"
                                     + metadata)
     contents[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
     if record is None:

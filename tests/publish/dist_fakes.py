@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Collection
 from pathlib import Path
 
 from testkit import make_wheel, write_provenance
@@ -16,9 +17,17 @@ WHEELS = {
 }
 
 
-def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.Entry]:
+def make_dist(dist: Path, *, failed: str | None = None, version: str = "0.1.0", project: str = "tiny",
+              variants: Collection[str] | None = None, rebuilt: str | None = None) -> dict[str, manifest.Entry]:
+    """``dist`` holding a wheel of ``project`` ``version`` (plus each variant's label) for each of
+    ``variants`` (default: every one in WHEELS), a provenance record each and the manifest;
+    ``failed``: that variant's build failed; ``rebuilt``: that variant's wheel holds other code
+    (VALUE = 2), as a rebuild from changed sources would."""
     entries = {}
-    for vid, (version, torch, toolkit, archs) in WHEELS.items():
+    for vid, (labelled, torch, toolkit, archs) in WHEELS.items():
+        if variants is not None and vid not in variants:
+            continue
+        full_version = f"{version}+{labelled.split('+', 1)[1]}"
         if vid == failed:
             entries[vid] = manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k",
                                           log=f"{vid}/build.log", error="boom", engine="docker", image=None,
@@ -30,8 +39,10 @@ def make_dist(dist: Path, *, failed: str | None = None) -> dict[str, manifest.En
                   "arch_list": archs, "variant": vid, "torch": key.torch, "built_with_torch": torch,
                   "backend": key.backend.kind, "toolkit": toolkit, "cxx11_abi": key.cxx11_abi,
                   "python": key.python, "arch": key.arch, "stable_abi": key.stable_abi}
-        wheel = make_wheel(dist / vid, "tiny", version, files={"tiny/__init__.py": "VALUE = 1\n"},
-                           build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
+        code = "VALUE = 2\n" if vid == rebuilt else "VALUE = 1\n"
+        wheel = make_wheel(dist / vid, project, full_version, files={f"{project}/__init__.py": code},
+                           build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n",
+                           metadata_version="2.4")  # License-Expression is a 2.4 field (PEP 639)
         write_provenance(wheel, vid)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
         entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}", sha256=digest, seconds=1.0,
