@@ -18,11 +18,13 @@ WHEELS = {
 
 
 def make_dist(dist: Path, *, failed: str | None = None, version: str = "0.1.0", project: str = "tiny",
-              variants: Collection[str] | None = None, rebuilt: str | None = None) -> dict[str, manifest.Entry]:
+              variants: Collection[str] | None = None, rebuilt: str | None = None, payload: bytes = b""
+              ) -> dict[str, manifest.Entry]:
     """``dist`` holding a wheel of ``project`` ``version`` (plus each variant's label) for each of
     ``variants`` (default: every one in WHEELS), a provenance record each and the manifest;
     ``failed``: that variant's build failed; ``rebuilt``: that variant's wheel holds other code
-    (VALUE = 2), as a rebuild from changed sources would."""
+    (VALUE = 2), as a rebuild from changed sources would; ``payload``: each wheel carries it as
+    <project>/_payload.bin (a wheel of a realistic size)."""
     entries = {}
     for vid, (labelled, torch, toolkit, archs) in WHEELS.items():
         if variants is not None and vid not in variants:
@@ -39,8 +41,10 @@ def make_dist(dist: Path, *, failed: str | None = None, version: str = "0.1.0", 
                   "arch_list": archs, "variant": vid, "torch": key.torch, "built_with_torch": torch,
                   "backend": key.backend.kind, "toolkit": toolkit, "cxx11_abi": key.cxx11_abi,
                   "python": key.python, "arch": key.arch, "stable_abi": key.stable_abi}
-        code = "VALUE = 2\n" if vid == rebuilt else "VALUE = 1\n"
-        wheel = make_wheel(dist / vid, project, full_version, files={f"{project}/__init__.py": code},
+        files: dict[str, str | bytes] = {f"{project}/__init__.py": "VALUE = 2\n" if vid == rebuilt else "VALUE = 1\n"}
+        if payload:
+            files[f"{project}/_payload.bin"] = payload
+        wheel = make_wheel(dist / vid, project, full_version, files=files,
                            build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n",
                            metadata_version="2.4")  # License-Expression is a 2.4 field (PEP 639)
         write_provenance(wheel, vid)
