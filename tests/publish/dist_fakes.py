@@ -8,6 +8,7 @@ from pathlib import Path
 
 from testkit import make_wheel, write_provenance
 from wheelfactory.plan.identity import VariantId
+from wheelfactory.publish.index import IndexedWheel
 from wheelfactory.runner import manifest
 
 WHEELS = {
@@ -54,3 +55,14 @@ def make_dist(dist: Path, *, failed: str | None = None, version: str = "0.1.0", 
                                       torch_version=torch, toolkit=toolkit)
     manifest.write(dist, entries)
     return entries
+
+
+def indexed(vid: str, *, project: str = "tiny", version: str = "0.2.0", sha256: str = "a" * 64,
+            source: Path | None = None) -> IndexedWheel:
+    """A wheel of ``vid`` as collect() lists it, without a file behind it (``source`` aside): for
+    tests of what is chosen and planned, which read only the listing."""
+    key = VariantId.parse(vid)
+    python = "cp39-abi3" if key.python == "abi3" else "cp{0}-cp{0}".format(key.python.replace(".", ""))
+    filename = f"{project}-{version}+{key.local_label}-{python}-manylinux_2_28_{key.arch}.whl"
+    return IndexedWheel(key, project, f"{version}+{key.local_label}", filename, sha256,
+                        source or Path("/dist") / vid / filename, f"{key.torch}.0", None, ">=3.9")

@@ -3,12 +3,14 @@ refused, chosen against the bundled compatibility table, and their rewrite witho
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
+from dist_fakes import indexed
 from testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
@@ -26,13 +28,8 @@ from wheelfactory.verify.wheel_identity import record_problems
 TABLE = load_table()
 
 
-def wheel(vid: str, project: str = "tiny", version: str = "0.2.0") -> IndexedWheel:
-    """A listed wheel as collect() gives it; choosing reads only the identity, never the file."""
-    key = VariantId.parse(vid)
-    py = "cp39-abi3" if key.python == "abi3" else f"cp{key.python.replace('.', '')}-cp{key.python.replace('.', '')}"
-    filename = f"{project}-{version}+{key.local_label}-{py}-manylinux_2_28_{key.arch}.whl"
-    return IndexedWheel(key, project, f"{version}+{key.local_label}", filename, "0" * 64, Path("/nowhere") / filename,
-                        f"{key.torch}.0", None, ">=3.9")
+def wheel(vid: str, project: str = "tiny") -> IndexedWheel:
+    return indexed(vid, project=project)
 
 
 def ids(chosen: list[IndexedWheel]) -> list[str]:
@@ -112,8 +109,8 @@ def test_relabel_writes_a_consistent_wheel_without_the_label_with_the_same_bytes
                         files={"tiny/__init__.py": "VALUE = 1\n"},
                         metadata="Requires-Python: >=3.9\nRequires-Dist: torch==2.13.*\nRequires-Dist: numpy\n")
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    listed = IndexedWheel(VariantId.parse("torch213-cxx11-cpu-x86_64-linux"), "tiny", "0.2.0+cputorch2.13",
-                          source.name, digest, source, "2.13.0", None, ">=3.9")
+    listed = indexed("torch213-cxx11-cpu-x86_64-linux", sha256=digest, source=source)
+    assert listed.filename == source.name
     out = relabel(listed, tmp_path / "dist" / PYPI_DIR)
     assert out == tmp_path / "dist" / PYPI_DIR / "tiny-0.2.0-cp39-abi3-manylinux_2_28_x86_64.whl"
     with zipfile.ZipFile(out) as archive:
@@ -135,7 +132,12 @@ def test_default_wheels_chooses_and_relabels_into_dist_pypi(tmp_path: Path) -> N
     for vid in ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux"):
         key = VariantId.parse(vid)
         path = make_wheel(tmp_path / "dist" / vid, "tiny", f"0.2.0+{key.local_label}")
-        made[vid] = IndexedWheel(key, "tiny", f"0.2.0+{key.local_label}", path.name,
-                                 hashlib.sha256(path.read_bytes()).hexdigest(), path, f"{key.torch}.0", None, None)
+        made[vid] = indexed(vid, sha256=hashlib.sha256(path.read_bytes()).hexdigest(), source=path)
     paths = default_wheels(list(made.values()), TABLE, True, tmp_path / "dist")
     assert paths == [tmp_path / "dist" / "pypi" / "tiny-0.2.0-cp39-abi3-manylinux_2_28_x86_64.whl"]
+
+
+def test_a_wheel_without_a_file_in_the_dist_cannot_be_relabelled(tmp_path: Path) -> None:
+    held_elsewhere = dataclasses.replace(indexed("torch213-cxx11-cpu-x86_64-linux"), source=None)
+    with pytest.raises(PublishError, match="no file of it in this dist"):
+        relabel(held_elsewhere, tmp_path)

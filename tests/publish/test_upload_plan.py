@@ -4,6 +4,7 @@ hashes from PEP 691 JSON and PEP 503 HTML, and masking passwords out of failures
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import http.server
@@ -13,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from dist_fakes import indexed
 from testkit import make_wheel
 from wheelfactory.errors import PublishError
-from wheelfactory.plan.identity import VariantId
 from wheelfactory.plan.publish_config import UploadTarget
 from wheelfactory.publish.index import IndexedWheel
 from wheelfactory.publish.upload import (
@@ -34,10 +35,7 @@ NO_LABELS = UploadTarget("http://127.0.0.1:9/", None, None, False)
 
 
 def wheel(vid: str, version: str = "0.2.0", digest: str = "a" * 64) -> IndexedWheel:
-    key = VariantId.parse(vid)
-    name = f"tiny-{version}+{key.local_label}-cp39-abi3-manylinux_2_28_x86_64.whl"
-    return IndexedWheel(key, "tiny", f"{version}+{key.local_label}", name, digest, Path("/dist") / vid / name,
-                        f"{key.torch}.0", None, None)
+    return indexed(vid, version=version, sha256=digest)
 
 
 def test_a_per_variant_target_gets_each_variants_wheels_in_its_own_index() -> None:
@@ -175,3 +173,8 @@ def test_without_twine_an_upload_is_one_line_saying_what_to_install(monkeypatch:
     plan = plan_upload(ONE_INDEX, [wheel(A)], [], {})
     with pytest.raises(EnvironmentProblem, match=r"needs twine.*wheelfactory\[publish\]"):
         upload_index(plan.indexes[0], say=lambda line: None)
+
+
+def test_a_wheel_without_a_file_in_the_dist_is_not_planned() -> None:
+    with pytest.raises(PublishError, match="no file of it in this dist"):
+        plan_upload(ONE_INDEX, [dataclasses.replace(wheel(A), source=None)], [], {})

@@ -106,7 +106,10 @@ def relabel(wheel: IndexedWheel, out_dir: Path) -> Path:
     """``wheel`` without its local label, written atomically into ``out_dir`` (``dist/pypi/``);
     its path. The same input bytes give the same output bytes (the archive keeps the input's
     member times and order)."""
-    return rewrite_wheel(wheel.source, out_dir, version=unlabelled_version(wheel.version))
+    source: Path | None = wheel.source
+    if source is None:
+        raise PublishError(f"{wheel.filename}: no file of it in this dist to relabel (it was read from a target)")
+    return rewrite_wheel(source, out_dir, version=unlabelled_version(wheel.version))
 
 
 def default_wheels(wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId, dist: Path

@@ -141,6 +141,14 @@ class _Index:
     files: tuple[UploadFile, ...]
 
 
+def local_file(wheel: IndexedWheel) -> Path:
+    """The wheel's file in dist/; PublishError for a wheel listed from what a target holds."""
+    source: Path | None = wheel.source
+    if source is None:
+        raise PublishError(f"{wheel.filename}: no file of it in this dist to upload (it was read from a target)")
+    return source
+
+
 def _default_file(path: Path) -> UploadFile:
     name, _, _, _ = parse_wheel_filename(path.name)
     return UploadFile(path, path.name, canonicalize_name(name), file_sha256(path), None)
@@ -165,7 +173,7 @@ def _indexes(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheel
         files = tuple(sorted((_default_file(p) for p in default_wheels), key=lambda f: f.filename))
         return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
     def file_of(w: IndexedWheel) -> UploadFile:
-        return UploadFile(w.source, w.filename, w.project, w.sha256, w.variant_id)
+        return UploadFile(local_file(w), w.filename, w.project, w.sha256, w.variant_id)
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
         return [_Index(v, target.upload_url(v), None, target.simple_url(v),
