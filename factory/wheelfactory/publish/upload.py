@@ -149,6 +149,10 @@ def local_file(wheel: IndexedWheel) -> Path:
     return source
 
 
+def _dist_file(wheel: IndexedWheel) -> UploadFile:
+    return UploadFile(local_file(wheel), wheel.filename, wheel.project, wheel.sha256, wheel.variant_id)
+
+
 def _default_file(path: Path) -> UploadFile:
     name, _, _, _ = parse_wheel_filename(path.name)
     return UploadFile(path, path.name, canonicalize_name(name), file_sha256(path), None)
@@ -172,16 +176,14 @@ def _indexes(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheel
                                "[publish] pypi_default = true (or name the variant)")
         files = tuple(sorted((_default_file(p) for p in default_wheels), key=lambda f: f.filename))
         return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
-    def file_of(w: IndexedWheel) -> UploadFile:
-        return UploadFile(local_file(w), w.filename, w.project, w.sha256, w.variant_id)
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
         return [_Index(v, target.upload_url(v), None, target.simple_url(v),
-                       tuple(sorted((file_of(w) for w in wheels if w.variant_id == v), key=lambda f: f.filename)))
+                       tuple(sorted((_dist_file(w) for w in wheels if w.variant_id == v), key=lambda f: f.filename)))
                 for v in variants]
     if not wheels:
         return []
-    files = tuple(sorted((file_of(w) for w in wheels), key=lambda f: f.filename))
+    files = tuple(sorted((_dist_file(w) for w in wheels), key=lambda f: f.filename))
     return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
 
 
