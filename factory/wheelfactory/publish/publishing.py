@@ -17,7 +17,7 @@ from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.publish_config import PublishConfig, Target, UploadTarget
 from wheelfactory.publish import release, upload
 from wheelfactory.publish.index import IndexedWheel, Skipped, collect
-from wheelfactory.publish.pypi_default import choose_default, relabel
+from wheelfactory.publish.pypi_default import default_wheels
 from wheelfactory.publish.stores import Store, open_store
 from wheelfactory.publish.variant_metadata import variant_metadata
 from wheelfactory.runner import manifest
@@ -59,7 +59,7 @@ def _default_wheels(request: PublishRequest, wheels: Sequence[IndexedWheel], tab
     wanted = any(isinstance(t, UploadTarget) and not t.local_labels for t in request.config.targets)
     if not wanted or request.config.pypi_default is False:
         return []
-    return [relabel(wheel, request.dist) for wheel in choose_default(wheels, table, request.config.pypi_default)]
+    return default_wheels(wheels, table, request.config.pypi_default, request.dist)
 
 
 def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], None]) -> Published:
@@ -77,12 +77,14 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                                "run `wheelfactory index` and publish again")
         defaults = _default_wheels(request, wheels, table)
         lines: list[str] = []
-        uploads: list[UploadTarget] = []
         with contextlib.ExitStack() as sessions:  # each static target held from its plan to its last write
+            # Every target is planned (and what it holds read) before any is written: a conflict
+            # on one leaves all of them as they were.
             statics: list[tuple[Store, release.StaticPlan]] = []
+            uploads: list[upload.UploadPlan] = []
             for target in request.config.targets:
                 if isinstance(target, UploadTarget):
-                    uploads.append(target)
+                    uploads.append(upload.read_plan(target, wheels, defaults))
                     continue
                 store = open_store(target)
                 sessions.enter_context(store.session())
@@ -93,9 +95,11 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                     lines.extend(release.describe(plan))
                 else:
                     release.execute(store, plan, say)
-        for target in uploads:
-            result = upload.publish_uploads(target, wheels, defaults, dry_run=request.dry_run, say=say)
-            lines.append(f"{target}: {result}")
+            for planned in uploads:
+                if request.dry_run:
+                    lines.extend(upload.render_plan(planned))
+                else:
+                    lines.append(f"{planned.target}: {upload.execute_plan(planned, say=say)}")
     finally:
         held.release()
     return Published(tuple(lines), sum(w.provenance is None for w in wheels))
