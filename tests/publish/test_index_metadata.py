@@ -312,6 +312,8 @@ def test_a_listing_of_the_wrong_shape_is_one_line(tmp_path: Path, change: str) -
     with pytest.raises(ConfigError) as info:
         wheels_from_listing(listing, where="t/index.json")
     assert str(info.value).startswith("t/index.json: ") and "\n" not in str(info.value)
+    if change == "missing":
+        assert "missing key size: an older wheelfactory wrote this index.json" in str(info.value)
 
 
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),

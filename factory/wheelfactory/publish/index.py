@@ -571,6 +571,9 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
     if not isinstance(entry, dict):
         raise ConfigError(f"{at}: expected an object, got {_shown(entry)}", file=where, hint=_LISTING_HINT)
     for key, types in _LISTED_KEYS.items():
+        if key not in entry and key in _NEWER_KEYS:
+            raise ConfigError(f"{at}: missing key {key}: an older wheelfactory wrote this index.json", file=where,
+                              hint="index the earlier releases' dist again with this version and publish it first")
         if key not in entry:
             raise ConfigError(f"{at}: missing key {key}", file=where, hint=_LISTING_HINT)
         if not isinstance(entry[key], types) or (int in types and isinstance(entry[key], bool)):
@@ -630,6 +633,7 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
 
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_NEWER_KEYS = ("requires_python", "core_metadata_sha256", "size")  # listed since PEP 658/691 pages
 # Every key plan_index writes into a variant's entry, with its JSON types.
 _LISTED_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,), "project": (str,), "version": (str,), "torch": (str,), "torch_version": (str,),
