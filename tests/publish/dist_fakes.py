@@ -16,14 +16,14 @@ WHEELS = {
 }
 
 
-def make_dist(dist: Path, *, failed: str | None = None, release: str = "0.1.0", payload: bytes = b"",
+def make_dist(dist: Path, *, failed: str | None = None, version: str = "0.1.0", payload: bytes = b"",
               variants: tuple[str, ...] = tuple(WHEELS)) -> dict[str, manifest.Entry]:
-    """``variants`` of WHEELS built as ``release`` (their local labels kept), each wheel carrying
+    """``variants`` of WHEELS built as ``version`` (their local labels kept), each wheel carrying
     ``payload`` as tiny/_payload.bin when given (a wheel of a realistic size)."""
     entries = {}
     for vid in variants:
-        version, torch, toolkit, archs = WHEELS[vid]
-        version = release + version[version.index("+"):]
+        labelled, torch, toolkit, archs = WHEELS[vid]
+        full = version + labelled[labelled.index("+"):]
         if vid == failed:
             entries[vid] = manifest.Entry(status="failed", wheel=None, sha256=None, seconds=1.0, key="k",
                                           log=f"{vid}/build.log", error="boom", engine="docker", image=None,
@@ -38,7 +38,7 @@ def make_dist(dist: Path, *, failed: str | None = None, release: str = "0.1.0", 
         files: dict[str, str | bytes] = {"tiny/__init__.py": "VALUE = 1\n"}
         if payload:
             files["tiny/_payload.bin"] = payload
-        wheel = make_wheel(dist / vid, "tiny", version, files=files,
+        wheel = make_wheel(dist / vid, "tiny", full, files=files,
                            build_record=record, metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
         write_provenance(wheel, vid)
         digest = hashlib.sha256(wheel.read_bytes()).hexdigest()

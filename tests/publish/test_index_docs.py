@@ -31,7 +31,7 @@ def generation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     new release's files only: the old ones are on the target)."""
     tmp = tmp_path_factory.mktemp("docs")
     make_dist(tmp / "first")
-    make_dist(tmp / "second", release="0.2.0")
+    make_dist(tmp / "second", version="0.2.0")
     published = json.loads(dict(planned(tmp / "first").pages)["index.json"])
     wheels, skipped = collect(tmp / "second", manifest.read(tmp / "second"))
     pages, links = variant_metadata(wheels, tmp / "second")

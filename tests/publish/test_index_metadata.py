@@ -163,7 +163,7 @@ def two_releases(tmp_path: Path) -> tuple[IndexPlan, IndexPlan, Path]:
     first index's index.json (what a publish does with a target's listing)."""
     first, second = tmp_path / "first", tmp_path / "second"
     make_dist(first)
-    make_dist(second, release="0.2.0")
+    make_dist(second, version="0.2.0")
     old = planned(first)
     listing = json.loads(dict(old.pages)["index.json"])
     wheels, skipped = collect(second, manifest.read(second))
