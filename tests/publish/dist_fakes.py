@@ -65,4 +65,5 @@ def indexed(vid: str, *, project: str = "tiny", version: str = "0.2.0", sha256: 
     python = "cp39-abi3" if key.python == "abi3" else "cp{0}-cp{0}".format(key.python.replace(".", ""))
     filename = f"{project}-{version}+{key.local_label}-{python}-manylinux_2_28_{key.arch}.whl"
     return IndexedWheel(key, project, f"{version}+{key.local_label}", filename, sha256,
-                        source or Path("/dist") / vid / filename, f"{key.torch}.0", None, ">=3.9")
+                        source or Path("/dist") / vid / filename, f"{key.torch}.0", None, ">=3.9",
+                        core_metadata_sha256=None, size=0)

@@ -39,7 +39,8 @@ def one_wheel(tmp_path: Path, metadata: str, files: dict[str, str | bytes] | Non
     wheel = make_wheel(tmp_path / "dist", "tiny", "0.1.0+cputorch2.13", files=files,
                        build_record={"namespace": "_tiny_cpu_0123abcd"}, metadata=metadata)
     return IndexedWheel(VariantId.parse(vid), "tiny", "0.1.0+cputorch2.13", wheel.name,
-                        hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel, "2.13.0", None, None)
+                        hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel, "2.13.0", None, None,
+                        core_metadata_sha256=None, size=wheel.stat().st_size)
 
 
 def test_python_depends_are_the_requires_dist_names_other_than_torch(tmp_path: Path) -> None:

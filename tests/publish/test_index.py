@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from dist_fakes import make_dist
@@ -37,7 +38,9 @@ def test_each_variant_gets_a_pep503_index_with_hashes(tmp_path: Path) -> None:
     root = tmp_path / INDEX_LINK
     page = (root / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "tiny" / "index.html").read_text()
     (href,) = re.findall(r'href="([^"]+)"', page)
-    filename, digest = href.split("#sha256=")
+    quoted, digest = href.split("#sha256=")
+    filename = unquote(quoted)
+    assert "%2B" in quoted and "+" not in quoted  # S3-style hosts read a raw + as a space
     served = root / "torch213-cxx11-cpu-x86_64-linux" / "simple" / "tiny" / filename
     assert hashlib.sha256(served.read_bytes()).hexdigest() == digest
     assert 'data-requires-python="&gt;=3.9"' in page  # PEP 503: the value is HTML-escaped
@@ -53,7 +56,7 @@ def test_find_links_pages_per_torch_and_backend_keep_the_abis_apart(tmp_path: Pa
     assert pages == ["torch-2.13.0+cpu.html", "torch-2.13.0+cu130.html", "torch-2.6.0+cpu-cxx98.html"]
     text = (tmp_path / INDEX_LINK / "whl" / "torch-2.13.0+cu130.html").read_text()
     (href,) = re.findall(r'href="([^"]+)"', text)
-    assert (tmp_path / INDEX_LINK / "whl" / href.split("#")[0]).resolve().is_file()
+    assert (tmp_path / INDEX_LINK / "whl" / unquote(href.split("#")[0])).resolve().is_file()
 
 
 def test_failed_missing_and_tampered_wheels_are_never_listed(tmp_path: Path) -> None:

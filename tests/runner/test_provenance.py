@@ -108,7 +108,7 @@ def test_the_index_lists_and_serves_the_record_beside_the_wheel(tmp_path: Path) 
     assert published == by_id[with_record]["wheel"] + SUFFIX
     assert (tmp_path / "index" / published).read_bytes() == record.read_bytes()
     assert by_id["torch26-cxx98-cpu-x86_64-linux"]["provenance"] is None  # none written: listed without
-    assert f'href="{published}"' in (tmp_path / "index" / "index.html").read_text()
+    assert f'href="{published.replace("+", "%2B")}"' in (tmp_path / "index" / "index.html").read_text()  # encoded
 
 
 @pytest.mark.parametrize("damage", ["other-sha", "not-json", "directory", "not-a-statement"])

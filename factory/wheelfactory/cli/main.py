@@ -394,29 +394,49 @@ def _interrupted(signum: int, frame: object) -> None:
 
 @cli.command("serve")
 @OUT_OPTION
+@click.option("--root", "root", type=click.Path(path_type=Path, file_okay=False), default=None, metavar="DIR",
+              help="Serve this directory instead of DIST/index: an index `index` or a publish to a directory wrote.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (0.0.0.0: every interface).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="0: any free port.")
 @click.option("--base-url", metavar="URL", default=None,
               help="The URL clients reach this server at, written into the served select.py "
                    "(default: the bound address; with --host 0.0.0.0, select.py as `index` wrote it). "
                    "The request's Host header is never used.")
-def serve_command(out_dir: Path, host: str, port: int, base_url: str | None) -> None:
-    """Serve dist/index over HTTP for pip (until Ctrl-C).
+def serve_command(out_dir: Path, root: Path | None, host: str, port: int, base_url: str | None) -> None:
+    """Serve dist/index (or --root DIR) over HTTP for pip and uv (until Ctrl-C).
 
     Hardened for untrusted clients: no directory listings, malformed paths get a 400, log lines
-    have control characters escaped."""
-    from wheelfactory.publish.index import read_listing
-    from wheelfactory.publish.serve import open_server
+    have control characters escaped. Simple-API pages answer HTML or PEP 691 JSON by the Accept header."""
+    from wheelfactory.publish.index import read_listing, read_listing_at
+    from wheelfactory.publish.serve import open_root, open_server
 
-    out = out_dir.resolve()
-    listing = read_listing(out)  # checked before anything listens: a bad index.json is one line
     err = console(stderr=True)
-    server = open_server(out, host, port, lambda line: err.print(line, markup=False, highlight=False), base_url)
-    click.echo(f"serving {out / 'index'} at {server.url}/", err=False)
+
+    def log(line: str) -> None:
+        err.print(line, markup=False, highlight=False)
+
+    if root is not None:
+        if click.get_current_context().get_parameter_source("out_dir") is click.core.ParameterSource.COMMANDLINE:
+            raise UsageError("--root and -o both name what to serve: give one")
+        served = root.resolve()
+        hint = "give --root the directory `wheelfactory index` or a publish to a directory wrote"
+        if not (served / "index.html").is_file():
+            raise UsageError(f"{served} holds no index (no index.html): {hint}")
+        listing = read_listing_at(served, hint=hint)  # checked before anything listens: a bad index.json is one line
+        server = open_root(served, host, port, log, base_url, hint=hint)
+    else:
+        out = out_dir.resolve()
+        served = out / "index"
+        listing = read_listing(out)
+        server = open_server(out, host, port, log, base_url)
+    click.echo(f"serving {served} at {server.url}/", err=False)
     shown = server.base_url or server.url
-    variants = cast(list[dict[str, str]], listing["variants"])  # read_listing checked the shape
-    for variant in variants:
-        click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
+    variants = cast(list[dict[str, str]], listing["variants"])  # checked the shape
+    announced: set[tuple[str, str]] = set()
+    for variant in variants:  # one entry per release: one line per variant
+        if (variant["id"], variant["project"]) not in announced:
+            announced.add((variant["id"], variant["project"]))
+            click.echo(f"  {variant['id']}: pip install --index-url {shown}/{variant['index']} {variant['project']}")
     sys.stdout.flush()
     # A terminated server stops like an interrupted one: its queued log lines are written first.
     signal.signal(signal.SIGTERM, _interrupted)

@@ -147,8 +147,8 @@ def python_depends(headers: Message | None) -> list[str]:
 def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
     """Write the wheel's package under ``temp``; its name and the variant's metadata.json."""
     try:
-        with zipfile.ZipFile(wheel.source) as archive:
-            package, members = _package_files(archive, wheel.source)
+        with zipfile.ZipFile(wheel.local_file) as archive:
+            package, members = _package_files(archive, wheel.local_file)
             for member in members:
                 path = paths.inside(temp, member, what="the member", file=str(wheel.source))
                 path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,7 +156,7 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
                 mode = (archive.getinfo(member).external_attr >> 16) & 0o777
                 if mode:
                     path.chmod(mode)
-            record = wheel_build_record(archive, package, wheel.source)
+            record = wheel_build_record(archive, package, wheel.local_file)
             headers = _metadata_headers(archive)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source),

@@ -1,7 +1,13 @@
-"""``wheelfactory serve``: the standard library's HTTP server over ``dist/index``.
+"""``wheelfactory serve``: the standard library's HTTP server over ``dist/index`` (or ``--root DIR``).
 
 It serves the symlink, not the generation behind it, so a regenerated index is picked up by the
 next request without a restart (and a request in flight finishes from its own generation).
+
+A simple-API directory (``<variant>/simple/``, ``<variant>/simple/<project>/``) answers by content
+negotiation (PEP 691): its ``index.json`` as ``application/vnd.pypi.simple.v1+json`` when the
+Accept header prefers that (or ``...latest+json``), else its ``index.html`` (as
+``application/vnd.pypi.simple.v1+html`` when that is what was asked for, else ``text/html``: a
+browser, curl and a tie get HTML), with ``Vary: Accept``. The access log names the file answered.
 
 Requests come from anyone who can reach the port, so nothing they send is trusted: a path with
 control characters, bad percent-encoding or ``..`` segments gets a short 400 (never a traceback),
@@ -20,10 +26,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
 from pathlib import Path
-from typing import cast
+from typing import BinaryIO, cast
 from urllib.parse import unquote, urlsplit
 
 from wheelfactory.errors import UsageError
@@ -62,6 +69,56 @@ def path_problem(target: str) -> str | None:
     return None
 
 
+JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+HTML_TYPE = "application/vnd.pypi.simple.v1+html"
+# What a simple-API directory can answer: (media type a client may name, file, Content-Type sent).
+# On a tie the first wins, so a client that names none of them (a browser, curl, */*) gets HTML.
+REPRESENTATIONS = (
+    ("text/html", "index.html", "text/html; charset=utf-8"),
+    (HTML_TYPE, "index.html", HTML_TYPE),
+    ("application/vnd.pypi.simple.latest+html", "index.html", HTML_TYPE),
+    (JSON_TYPE, "index.json", JSON_TYPE),
+    ("application/vnd.pypi.simple.latest+json", "index.json", JSON_TYPE),
+)
+
+
+def _accepted(accept: str) -> list[tuple[str, float]]:
+    """The media ranges of an Accept header with their q-values; a range with a bad q is left out."""
+    ranges = []
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = -1.0
+        if media and 0.0 <= q <= 1.0:
+            ranges.append((media.lower(), q))
+    return ranges
+
+
+def _quality(media: str, ranges: list[tuple[str, float]]) -> float:
+    """The q the most specific matching range gives ``media`` (type/subtype, then type/*, then */*)."""
+    kind = media.split("/")[0]
+    for pattern in (media, f"{kind}/*", "*/*"):
+        matching = [q for r, q in ranges if r == pattern]
+        if matching:
+            return max(matching)
+    return 0.0
+
+
+def negotiate(accept: str | None) -> tuple[str, str]:
+    """(file, Content-Type) a simple-API directory answers ``accept`` with (PEP 691)."""
+    ranges = _accepted(accept or "")
+    best = max(REPRESENTATIONS, key=lambda r: _quality(r[0], ranges))  # max keeps the first of a tie
+    if not ranges or _quality(best[0], ranges) <= 0.0:
+        return REPRESENTATIONS[0][1:]  # nothing we have was asked for: HTML, as a plain server answers
+    return best[1], best[2]
+
+
 def check_base_url(base_url: str) -> str:
     """``base_url`` without its trailing slash; UsageError unless it is a plain http(s) URL."""
     problem = None
@@ -84,7 +141,9 @@ def check_base_url(base_url: str) -> str:
 
 class _Handler(SimpleHTTPRequestHandler):
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".whl": "application/octet-stream",
-                      ".json": "application/json", ".txt": "text/plain; charset=utf-8"}
+                      ".json": "application/json", ".txt": "text/plain; charset=utf-8",
+                      ".metadata": "application/octet-stream"}  # PEP 658: the METADATA bytes as they are
+    answered_with: str | None = None  # the negotiated file of this request, for the log
     server_version = "wheelfactory"
     sys_version = ""  # no Python version in the Server header
     error_message_format = "%(code)d %(message)s\n"
@@ -96,6 +155,7 @@ class _Handler(SimpleHTTPRequestHandler):
         return cast(IndexServer, self.server)
 
     def parse_request(self) -> bool:
+        self.answered_with = None  # a kept-alive connection's handler serves several requests
         if not super().parse_request():
             return False
         problem = path_problem(self.path)
@@ -109,6 +169,47 @@ class _Handler(SimpleHTTPRequestHandler):
             self._send_select(self._index.select_base_url)
         else:
             super().do_GET()
+
+    def send_head(self) -> BinaryIO | BytesIO | None:
+        chosen = self._negotiated()
+        if chosen is None:
+            return super().send_head()
+        name, content_type = chosen
+        try:
+            answer = open(os.path.join(self.translate_path(self.path), name), "rb")  # noqa: SIM115 (the caller closes it)
+        except OSError:
+            self.send_error(HTTPStatus.NOT_FOUND)
+            return None
+        try:
+            stat = os.fstat(answer.fileno())
+            self.answered_with = name
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(stat.st_size))
+            self.send_header("Last-Modified", self.date_time_string(stat.st_mtime))
+            self.send_header("Vary", "Accept")
+            self.end_headers()
+        except BaseException:
+            answer.close()
+            raise
+        return answer
+
+    def _negotiated(self) -> tuple[str, str] | None:
+        """(file, Content-Type) for a simple-API directory URL (the PEP 691 pages); None for the rest."""
+        if not urlsplit(self.path).path.endswith("/"):
+            return None  # the base class redirects a directory without its slash
+        path = self.translate_path(self.path)
+        if not os.path.isdir(path) or "simple" not in Path(os.path.relpath(path, self.directory)).parts[-2:]:
+            return None
+        name, content_type = negotiate(self.headers.get("Accept"))
+        if not os.path.isfile(os.path.join(path, name)):  # an HTML-only directory (variants/simple/)
+            name, content_type = REPRESENTATIONS[0][1:]
+        return name, content_type
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        status = code.value if isinstance(code, HTTPStatus) else code
+        shown = f" ({self.answered_with})" if self.answered_with else ""
+        self.log_message('"%s" %s %s%s', self.requestline, str(status), str(size), shown)
 
     def list_directory(self, path: str | os.PathLike[str]) -> BytesIO | None:
         """No listings: a directory is served only through its index.html."""
@@ -209,9 +310,17 @@ class QueuedLog:
 
 def open_server(dist: Path, host: str, port: int, log_line: Callable[[str], None],
                 base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> IndexServer:
-    root = dist / INDEX_LINK
+    """A server over ``dist/index``, the index ``wheelfactory index`` keeps there."""
+    return open_root(dist / INDEX_LINK, host, port, log_line, base_url, log_lines=log_lines,
+                     hint=f"run `wheelfactory index -o {dist}` first")
+
+
+def open_root(root: Path, host: str, port: int, log_line: Callable[[str], None], base_url: str | None = None,
+              *, log_lines: int = LOG_QUEUE_LINES,
+              hint: str = "give the directory `wheelfactory index` or a publish to a directory wrote") -> IndexServer:
+    """A server over ``root``, a directory holding an index (index.html at its top)."""
     if not (root / "index.html").is_file():
-        raise UsageError(f"{root} holds no index: run `wheelfactory index -o {dist}` first")
+        raise UsageError(f"{root} holds no index (no index.html): {hint}")
     fixed = check_base_url(base_url) if base_url is not None else None
     try:
         return IndexServer(root, host, port, log_line, fixed, log_lines=log_lines)

@@ -77,8 +77,8 @@ def label_for(wheel: IndexedWheel) -> str:
 def _archs(wheel: IndexedWheel) -> list[str]:
     """The CUDA archs or gfx targets the wheel's build record lists (bring-your-own: none)."""
     try:
-        with zipfile.ZipFile(wheel.source) as archive:
-            record = wheel_build_record(archive, wheel.project, wheel.source)
+        with zipfile.ZipFile(wheel.local_file) as archive:
+            record = wheel_build_record(archive, wheel.project, wheel.local_file)
     except ZIP_ERRORS as exc:
         raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)) from None
     listed = (record or {}).get("arch_list")
@@ -200,7 +200,7 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             # The cache holds one copy per (source, variant.json): one found there that is not what
             # the rewrite makes was changed after it was made; it is replaced and named in ``tampered``.
             found = {path.name: file_sha256(path) for path in cache.glob("*.whl") if path.is_file()}
-            copy = rewrite_wheel(wheel.source, cache, version=Version(version),
+            copy = rewrite_wheel(wheel.local_file, cache, version=Version(version),
                                  dist_info_files={"variant.json": own}, variant_label=label)
             if tampered is not None and copy.name in found and found[copy.name] != file_sha256(copy):
                 tampered.append(f"{cache.relative_to(dist)}/{copy.name} did not match the copy its source "
@@ -251,7 +251,8 @@ def _cache_dir(dist: Path, name: str, document: str) -> Path:
 def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel:
     from dataclasses import replace
 
-    return replace(wheel, filename=filename, sha256=sha256)
+    # The copy's METADATA is not the source's (its version lost the local label): none is offered.
+    return replace(wheel, filename=filename, sha256=sha256, core_metadata_sha256=None, core_metadata=None)
 
 
 def environment_properties(torch_version: str, cxx11_abi: bool, cuda: str | None = None,

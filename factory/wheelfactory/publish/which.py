@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import re
 import sys
 import urllib.request
 from pathlib import Path
@@ -84,7 +85,11 @@ _VARIANT_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,), "project": (str,), "torch": (str,), "backend": (str,), "cxx11_abi": (bool,), "python": (str,),
     "arch": (str,), "index": (str,), "toolkit": (str, type(None)), "stable_abi": (bool, type(None)),
 }
-_OPTIONAL_KEYS = ("toolkit", "stable_abi")
+# Keys a listing may lack (older ones lack the last four) but that must have these types when present.
+_OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
+    "toolkit": (str, type(None)), "stable_abi": (bool, type(None)), "version": (str,),
+    "requires_python": (str, type(None)), "core_metadata_sha256": (str, type(None)), "size": (int,),
+}
 
 
 class InvalidListing(ValueError):
@@ -127,13 +132,16 @@ def check_listing(raw: bytes) -> dict[str, object]:
     for number, variant in enumerate(variants):
         if not isinstance(variant, dict):
             raise InvalidListing(f"variants[{number}]: expected an object, got {_quoted(variant)}")
-        for key, types in _VARIANT_KEYS.items():
+        for key, types in {**_VARIANT_KEYS, **_OPTIONAL_KEYS}.items():
             if key not in variant and key in _OPTIONAL_KEYS:
                 continue
             if key not in variant:
                 raise InvalidListing(f"variants[{number}]: missing key {key}")
-            if not isinstance(variant[key], types):
+            if not isinstance(variant[key], types) or (key == "size" and isinstance(variant[key], bool)):
                 raise InvalidListing(f"variants[{number}]: {key}: {_quoted(variant[key])} has the wrong type")
+        if "version" in variant and _VERSION.fullmatch(str(variant["version"])) is None:
+            raise InvalidListing(f"variants[{number}]: version: {_quoted(variant['version'])} is not a "
+                                 "normalized PEP 440 version")
         for key in ("torch", "toolkit", "python"):
             value = variant.get(key)
             if value is None or (key == "python" and value == "abi3"):
@@ -143,6 +151,35 @@ def check_listing(raw: bytes) -> dict[str, object]:
             except ValueError:
                 raise InvalidListing(f"variants[{number}]: {key}: {_quoted(value)} is not a major.minor version") from None
     return data
+
+
+# A PEP 440 version as index.json writes it (normalized: packaging's str(Version)).
+_VERSION = re.compile(r"(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)(?:(?P<pre_l>a|b|rc)(?P<pre_n>[0-9]+))?"
+                      r"(?:\.post(?P<post>[0-9]+))?(?:\.dev(?P<dev>[0-9]+))?(?:\+(?P<local>[a-z0-9]+(?:\.[a-z0-9]+)*))?")
+VersionKey = tuple[int, tuple[int, ...], tuple[int, str, int], tuple[int, int], tuple[int, int],
+                   tuple[int, tuple[tuple[int, int, str], ...]]]
+_LOWEST: VersionKey = (-1, (), (-1, "", 0), (-1, 0), (-1, 0), (-1, ()))
+
+
+def version_key(version: str) -> VersionKey:
+    """A normalized version ordered as PEP 440 (and packaging's Version) orders it; standard
+    library only, for select.py. Anything else sorts below every version."""
+    found = _VERSION.fullmatch(version)
+    if found is None:
+        return _LOWEST
+    release = [int(part) for part in found["release"].split(".")]
+    while release and release[-1] == 0:  # 1.0 == 1
+        release.pop()
+    post, dev = found["post"], found["dev"]
+    if found["pre_l"]:
+        pre = (0, found["pre_l"], int(found["pre_n"]))  # a < b < rc, as strings too
+    else:
+        pre = (-1, "", 0) if dev is not None and post is None else (1, "", 0)  # 1.0.dev1 < 1.0a1; 1.0 > 1.0rc1
+    local = found["local"]
+    return (int(found["epoch"] or 0), tuple(release), pre, (-1, 0) if post is None else (0, int(post)),
+            (1, 0) if dev is None else (0, int(dev)),  # 1.0.dev1 < 1.0
+            (-1, ()) if local is None else  # 1.0 < 1.0+anything; in a label, words before numbers
+            (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in local.split("."))))
 
 
 def fit_env(env: dict[str, object]) -> FitEnv:
@@ -168,17 +205,25 @@ def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
 def choose(env: dict[str, object], variants: list[dict[str, object]]
            ) -> tuple[dict[str, object] | None, list[tuple[dict[str, object], list[str]]]]:
     """The best matching variant (exact toolkit before an older compatible one, a torch-specific
-    build before a stable-ABI one), and every other one with the reasons it does not fit, nearest first."""
+    build before a stable-ABI one, then the newest release), and every other one with the reasons
+    it does not fit, nearest first. A listing has one entry per release of a variant: the others
+    name each variant once (its newest release), since every release of it fits or fails alike."""
     scored = [(variant, mismatches(env, variant)) for variant in variants]
     fitting = [v for v, why in scored if not why]
 
-    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, int], bool]:
+    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, int], bool, VersionKey]:
         toolkit = parse_major_minor(str(variant.get("toolkit") or "0.0"))
         return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit,
-                variant["python"] != "abi3")
+                variant["python"] != "abi3", version_key(str(variant.get("version", ""))))
 
     best = max(fitting, key=preference) if fitting else None
-    others = sorted(((v, why) for v, why in scored if why), key=lambda item: (len(item[1]), str(item[0]["id"])))
+    newest: dict[str, tuple[dict[str, object], list[str]]] = {}
+    for variant, why in scored:
+        kept = newest.get(str(variant["id"]))
+        if why and (kept is None or version_key(str(variant.get("version", ""))) >
+                    version_key(str(kept[0].get("version", "")))):
+            newest[str(variant["id"])] = (variant, why)
+    others = sorted(newest.values(), key=lambda item: (len(item[1]), str(item[0]["id"])))
     return best, others
 
 
