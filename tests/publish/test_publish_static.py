@@ -229,7 +229,11 @@ def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
                         ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", s3_endpoint)):
         monkeypatch.setenv(name, value)
     name = f"wheels-{os.getpid()}-{random.randrange(1 << 30)}"
-    boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket=name)
+    # What a public index needs on any S3 store: anyone may read its objects
+    client.put_bucket_policy(Bucket=name, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{name}/*"}]}))
     return name
 
 

@@ -105,9 +105,9 @@ def merge_releases(published: Sequence[IndexedWheel], new: Sequence[IndexedWheel
     if conflicts:
         raise conflict_error(target, conflicts)
     added = sum(w.path not in by_path for w in new)
-    for wheel in new:
-        by_path[wheel.path] = wheel  # this dist's copy: the one with a local file
-    return sorted(by_path.values(), key=lambda w: w.path), added
+    # Both copies of a wheel listed twice go on: plan_index keeps the local file and the
+    # provenance link either side has.
+    return [*published, *new], added
 
 
 def conflict_error(target: object, conflicts: Sequence[str]) -> PublishError:
@@ -118,8 +118,12 @@ def conflict_error(target: object, conflicts: Sequence[str]) -> PublishError:
 
 
 def order_writes(writes: Sequence[Write]) -> list[Write]:
-    """Files first, then pages deepest first (see the module docstring)."""
-    return sorted(writes, key=lambda w: (not w.is_file, -w.path.count("/"), w.path))
+    """Files first, then pages deepest first, and in one folder its index pages last (they link
+    the folder's other pages: variants.json, select.py)."""
+    def index_page(write: Write) -> bool:
+        return write.path.rsplit("/", 1)[-1] in ("index.html", "index.json")
+
+    return sorted(writes, key=lambda w: (not w.is_file, -w.path.count("/"), index_page(w), w.path))
 
 
 def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Sequence[IndexedWheel],
