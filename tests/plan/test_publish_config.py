@@ -41,6 +41,7 @@ def test_each_kind_is_read(tmp_path: Path) -> None:
     ("ftp://host/x", {}, "unknown scheme"),
     ("./site", {"endpoint_url": "http://127.0.0.1:9000"}, "endpoint_url does not apply"),
     ("pypi", {"base_url": "http://127.0.0.1/"}, "base_url does not apply"),
+    ("site", {"base_url": "http://127.0.0.1/"}, "write ./site for a directory"),
     ("http://127.0.0.1/{variant}/{variant}/", {}, "twice"),
     ("s3://bucket", {"base_url": "s3://x"}, "not an http:// or https:// URL"),
 ])

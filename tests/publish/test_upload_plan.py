@@ -178,3 +178,17 @@ def test_without_twine_an_upload_is_one_line_saying_what_to_install(monkeypatch:
 def test_a_wheel_without_a_file_in_the_dist_is_not_planned() -> None:
     with pytest.raises(PublishError, match="no file of it in this dist"):
         plan_upload(ONE_INDEX, [dataclasses.replace(wheel(A), source=None)], [], {})
+
+
+def test_an_alias_twine_cannot_resolve_is_refused_before_anything_is_read(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from wheelfactory.publish.upload import read_plan
+
+    monkeypatch.setenv("TWINE_CONFIG_FILE", str(tmp_path / "pypirc"))  # no such file: only twine's own aliases
+    wheel = indexed("torch213-cxx11-cpu-x86_64-linux")
+    with pytest.raises(PublishError, match=r"alias 'site' is not in .*pypirc: add a \[site\] section.*\./site"):
+        read_plan(UploadTarget(None, "site", None, True), [wheel], [])
+    (tmp_path / "pypirc").write_text("[distutils]\nindex-servers = site\n[site]\nrepository = http://127.0.0.1:9/\n")
+    from wheelfactory.publish.upload import check_alias
+    check_alias("site")  # resolvable now
+    check_alias("pypi")  # twine's own

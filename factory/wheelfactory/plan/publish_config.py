@@ -151,7 +151,11 @@ def parse_target(text: str, *, base_dir: Path, base_url: str | None = None, endp
     if "://" in text:
         raise InvalidTarget(f"{text!r}: unknown scheme; write s3://, http(s)://, file:// or a directory path")
     if _ALIAS.fullmatch(text) and not directory:
-        _refuse_keys(text, {"endpoint_url": endpoint_url, "base_url": base_url}, allowed=())
+        try:
+            _refuse_keys(text, {"endpoint_url": endpoint_url, "base_url": base_url}, allowed=())
+        except InvalidTarget as exc:
+            raise InvalidTarget(f"{exc}: a bare name is a twine repository alias; write ./{text} for a "
+                                "directory") from None
         labels = local_labels if local_labels is not None else text not in LABEL_REFUSING_ALIASES
         return UploadTarget(None, text, index_url, labels)
     _refuse_keys(text, only, allowed=())

@@ -37,6 +37,7 @@ import html.parser
 import io
 import json
 import logging
+import os
 import re
 import urllib.error
 import urllib.request
@@ -478,10 +479,28 @@ def read_plan(target: UploadTarget, wheels: Sequence[IndexedWheel], default_whee
     """What each index of ``target`` holds, read, then ``plan_upload``: PublishError on a
     conflict, before anything is sent. A caller publishing to several targets plans them all
     first, so that a conflict at any one leaves every one unchanged."""
+    if target.repository:
+        check_alias(target.repository)
     held: dict[str, dict[str, str]] = {}
     for query in held_queries(target, wheels, default_wheels):
         held.setdefault(query.simple_url, {}).update(read_held(query.simple_url, query.project, only=query.filenames))
     return plan_upload(target, wheels, default_wheels, held)
+
+
+def check_alias(alias: str) -> None:
+    """A twine repository alias twine can resolve (``~/.pypirc``, TWINE_CONFIG_FILE, or twine's
+    own pypi / testpypi), checked before anything is written: else one line saying what to add."""
+    try:
+        from twine import exceptions as twine_exceptions
+        from twine import utils as twine_utils
+    except ImportError:
+        return  # the upload itself says to install the publish extra
+    config = os.environ.get("TWINE_CONFIG_FILE") or twine_utils.DEFAULT_CONFIG_FILE
+    try:
+        twine_utils.get_repository_from_config(config, alias)
+    except twine_exceptions.InvalidConfiguration:
+        raise PublishError(f"the twine repository alias {alias!r} is not in {config}: add a [{alias}] section "
+                           f"with its repository URL there (or write ./{alias} for a directory)") from None
 
 
 def execute_plan(plan: UploadPlan, *, say: Say) -> UploadResult:
