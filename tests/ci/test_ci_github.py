@@ -580,6 +580,11 @@ def test_publish_job_follows_the_targets_and_passes_actionlint(checkout: Path, c
         publish_argv(command) if command[0] == "publish" else parse_with_cli(command)
     uploads = [s["with"] for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
     assert uploads == ([{"name": "published-1", "path": "site/"}] if DIRECTORY in tables else [])
+    # the publish extra, as pyproject.toml declares it, beside whatever --install names
+    import tomllib
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["publish"]
+    installed = step(doc, "publish", "Install what publishing needs (twine, boto3)")["run"]
+    assert sorted(shlex.split(installed)[4:]) == sorted(extra)
 
 
 def test_publish_job_scripts_merge_and_index_the_downloaded_builds(checkout: Path, capsys: pytest.CaptureFixture[str],
@@ -591,7 +596,8 @@ def test_publish_job_scripts_merge_and_index_the_downloaded_builds(checkout: Pat
     add_publish(checkout, BUCKET)
     doc = parse(generate(capsys, "-m", "matrix.toml"))
     names = [s.get("name") for s in doc["jobs"]["publish"]["steps"]]
-    assert names[3:] == ["Download the builds", "Merge them into one dist", "Write the index", "Publish"]
+    assert names[3:] == ["Install what publishing needs (twine, boto3)", "Download the builds",
+                         "Merge them into one dist", "Write the index", "Publish"]
     assert step(doc, "publish", "Download the builds")["with"] == {"pattern": "wheels-*", "path": "parts"}
     for vid in (CPU213, CPU214):
         make_part(checkout / "parts" / f"wheels-{vid}", {vid: "built"})

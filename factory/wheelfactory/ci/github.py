@@ -465,6 +465,8 @@ def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
     # copy, where an artifact of dist/ would upload and store every wheel (GBs with CUDA) a second time.
     job["steps"] = [
         *_setup(options),
+        {"name": "Install what publishing needs (twine, boto3)",
+         "run": "python -m pip install " + " ".join(shlex.quote(r) for r in publish_requirements())},
         {"name": "Download the builds", "uses": DOWNLOAD, "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
         {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
         {"name": "Write the index", "run": _wf("index", "-o", DIST)},
@@ -472,6 +474,19 @@ def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
         *uploads,
     ]
     return job
+
+
+def publish_requirements() -> list[str]:
+    """The ``publish`` extra's requirements, as this wheelfactory declares them: installed beside
+    whatever --install names (a version, a path, a URL), to which an extra cannot always be added."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        declared = requires("wheelfactory") or []
+    except PackageNotFoundError:  # a source tree never installed: the bounds pyproject.toml gives
+        declared = []
+    found = sorted(r.split(";", 1)[0].strip() for r in declared if re.search(r"extra\s*==\s*['\"]publish['\"]", r))
+    return found or ["twine>=6.1", "boto3>=1.34"]
 
 
 def _debian_bases(matrix: Matrix, variants: Sequence[Variant], *, sharded: bool) -> list[dict[str, Any]]:
