@@ -8,6 +8,7 @@ the upload servers (publish/upload.py) are written one after the other.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,7 +100,9 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                 if request.dry_run:
                     lines.extend(upload.render_plan(planned))
                 else:
-                    lines.append(f"{planned.target}: {upload.execute_plan(planned, say=say)}")
+                    started = time.monotonic()
+                    result = upload.execute_plan(planned, say=say)
+                    lines.append(f"{planned.target}: {result} ({time.monotonic() - started:.1f} s)")
     finally:
         held.release()
     return Published(tuple(lines), sum(w.provenance is None for w in wheels))

@@ -17,6 +17,7 @@ two writes, sees pages that link only files that are there.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,13 +160,15 @@ def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Seque
 
 
 def execute(store: Store, plan: StaticPlan, say: Callable[[str], None]) -> None:
+    started = time.monotonic()
     for write in plan.writes:
         store.put(write.path, write.body, write.sha256, write.content_type)
         if write.is_file:
             say(f"  wrote {write.path} ({write.size} bytes)")
     say(f"{plan.target}: {sum(w.is_file for w in plan.writes)} file(s) and "
         f"{sum(not w.is_file for w in plan.writes)} page(s) written, {plan.unchanged} unchanged; "
-        f"{plan.added} new wheel(s), {plan.kept} from earlier releases still listed; {plan.base_url}/")
+        f"{plan.added} new wheel(s), {plan.kept} from earlier releases still listed; {plan.base_url}/ "
+        f"({time.monotonic() - started:.1f} s)")
 
 
 def describe(plan: StaticPlan) -> list[str]:
