@@ -5,6 +5,7 @@ table that `plan --compat` plans torch 2.16 with; a table that knows it all: exi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -97,11 +98,16 @@ JSON_PAGE = json.dumps({"files": [
 def test_one_parse_gives_the_files_and_where_their_metadata_is_served(body: bytes, content_type: str) -> None:
     from wheelfactory.plan.torch_releases import ListedFile
 
-    assert listed_files(body, content_type, PAGE_URL) == [
+    found = listed_files(body, content_type, PAGE_URL)
+    assert [dataclasses.replace(f, url="") for f in found] == [
         ListedFile("torch-2.9.0-cp312-none-any.whl", "http://index.example/f/torch-2.9.0-cp312-none-any.whl.metadata"),
         ListedFile("torch-2.9.0+cpu-cp312-none-any.whl",
                    "http://index.example/simple/torch/torch-2.9.0%2Bcpu-cp312-none-any.whl.metadata"),
         ListedFile("torch-2.8.0-cp312-none-any.whl", None)]
+    assert [f.url for f in found] == [
+        "http://index.example/f/torch-2.9.0-cp312-none-any.whl",
+        "http://index.example/simple/torch/torch-2.9.0%2Bcpu-cp312-none-any.whl",
+        "http://index.example/simple/torch/torch-2.8.0-cp312-none-any.whl"]
 
 
 @pytest.mark.parametrize("body, content_type", [

@@ -95,6 +95,15 @@ class ListedFile:
 
     name: str
     metadata_url: str | None = None
+    sha256: str | None = None  # the hash the page gives (JSON ``hashes``, an HTML ``#sha256=`` fragment)
+    url: str = ""  # the file's URL, absolute
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _sha256_or_none(value: object) -> str | None:
+    return value.lower() if isinstance(value, str) and _SHA256.fullmatch(value.lower()) else None
 
 
 class _Anchors(html.parser.HTMLParser):
@@ -132,8 +141,11 @@ def listed_files(body: bytes, content_type: str, page_url: str) -> list[ListedFi
                 continue
             offered = entry.get("core-metadata", entry.get("dist-info-metadata"))
             url = entry.get("url")
-            metadata = urljoin(page_url, url.split("#", 1)[0]) + ".metadata" if offered and isinstance(url, str) else None
-            found.append(ListedFile(entry["filename"], metadata))
+            where = urljoin(page_url, url.split("#", 1)[0]) if isinstance(url, str) else ""
+            metadata = where + ".metadata" if offered and where else None
+            hashes = entry.get("hashes")
+            found.append(ListedFile(entry["filename"], metadata,
+                                    _sha256_or_none(hashes.get("sha256") if isinstance(hashes, dict) else None), where))
         return found
     try:
         text = body.decode("utf-8")
@@ -145,10 +157,13 @@ def listed_files(body: bytes, content_type: str, page_url: str) -> list[ListedFi
     parser.feed(text)
     listed = []
     for href, offered in parser.links:
-        path = href.split("#", 1)[0]
+        path, _, fragment = href.partition("#")
         name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
+        algorithm, _, digest = fragment.partition("=")
         if name:
-            listed.append(ListedFile(name, urljoin(page_url, path) + ".metadata" if offered else None))
+            where = urljoin(page_url, path)
+            listed.append(ListedFile(name, where + ".metadata" if offered else None,
+                                     _sha256_or_none(digest) if algorithm == "sha256" else None, where))
     return listed
 
 

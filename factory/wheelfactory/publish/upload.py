@@ -33,9 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import html.parser
 import io
-import json
 import logging
 import os
 import re
@@ -46,13 +44,14 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from wheelfactory.errors import EnvironmentProblem, PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import VARIANT_FIELD, UploadTarget
+from wheelfactory.plan.torch_releases import listed_files
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.index import IndexedWheel
 
@@ -260,58 +259,11 @@ def render_plan(plan: UploadPlan) -> list[str]:
 # reading what a server holds
 # ---------------------------------------------------------------------------------------------
 
-class _Anchors(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            href = dict(attrs).get("href")
-            if href:
-                self.hrefs.append(href)
-
-
 def listed_hashes(body: bytes, content_type: str, page_url: str) -> list[tuple[str, str | None, str]]:
     """(file name, sha256 or None, file URL) of each file a project page lists: PEP 691 JSON
-    (``files[].hashes.sha256``) or PEP 503 HTML (a ``#sha256=`` fragment). ValueError when the
-    page is neither."""
-    if content_type.split(";")[0].strip().lower() == JSON_CONTENT or body.lstrip()[:1] == b"{":
-        try:
-            document = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ValueError(f"not PEP 691 JSON ({exc})") from None
-        entries = document.get("files") if isinstance(document, dict) else None
-        if not isinstance(entries, list):
-            raise ValueError("a PEP 691 page needs a files list")
-        found: list[tuple[str, str | None, str]] = []
-        for entry in entries:
-            if not isinstance(entry, dict) or not isinstance(entry.get("filename"), str):
-                continue
-            hashes = entry.get("hashes")
-            digest = hashes.get("sha256") if isinstance(hashes, dict) else None
-            url = entry.get("url")
-            found.append((entry["filename"], _sha256_or_none(digest),
-                          urljoin(page_url, url) if isinstance(url, str) else ""))
-        return found
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"neither PEP 691 JSON nor PEP 503 HTML ({exc})") from None
-    parser = _Anchors()
-    parser.feed(text)
-    listed: list[tuple[str, str | None, str]] = []
-    for href in parser.hrefs:
-        path, _, fragment = href.partition("#")
-        name = unquote(path.rstrip("/").rsplit("/", 1)[-1])
-        algorithm, _, digest = fragment.partition("=")
-        if name:
-            listed.append((name, _sha256_or_none(digest) if algorithm == "sha256" else None, urljoin(page_url, path)))
-    return listed
-
-
-def _sha256_or_none(value: object) -> str | None:
-    return value.lower() if isinstance(value, str) and _SHA256.fullmatch(value.lower()) else None
+    (``files[].hashes.sha256``) or PEP 503 HTML (a ``#sha256=`` fragment), read by the one page
+    reader (plan/torch_releases.py). ValueError when the page is neither."""
+    return [(f.name, f.sha256, f.url) for f in listed_files(body, content_type, page_url)]
 
 
 def _open(url: str, accept: str | None = None) -> urllib.response.addinfourl:
