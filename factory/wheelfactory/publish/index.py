@@ -60,7 +60,7 @@ from wheelfactory._runtime._record import load_record_json, partial_record, reco
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.which import InvalidListing, check_listing
+from wheelfactory.publish.which import InvalidListing, check_listing, quoted
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
 from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, read_provenance
@@ -534,14 +534,6 @@ _PROJECT = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")  # a canonical project name
 _LISTING_HINT = "the target's index.json is not what wheelfactory writes: restore it, or publish to a fresh target"
 
 
-def _shown(value: object) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=True)
-    except (ValueError, TypeError, RecursionError):
-        text = type(value).__name__
-    return text if len(text) <= 80 else text[:80] + "..."
-
-
 def wheels_from_listing(listing: Mapping[str, object], *, where: str) -> list[IndexedWheel]:
     """The wheels a published index.json lists, as IndexedWheel without a source: what a publish
     target already holds, for ``plan_index`` to list beside the new ones. A listing is read from a
@@ -565,11 +557,11 @@ def wheels_from_listing(listing: Mapping[str, object], *, where: str) -> list[In
 
 def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
     def bad(key: str, problem: str) -> ConfigError:
-        shown = _shown(entry.get(key)) if isinstance(entry, dict) else ""
+        shown = quoted(entry.get(key)) if isinstance(entry, dict) else ""
         return ConfigError(f"{at}: {key}: {shown} {problem}", file=where, hint=_LISTING_HINT)
 
     if not isinstance(entry, dict):
-        raise ConfigError(f"{at}: expected an object, got {_shown(entry)}", file=where, hint=_LISTING_HINT)
+        raise ConfigError(f"{at}: expected an object, got {quoted(entry)}", file=where, hint=_LISTING_HINT)
     for key, types in _LISTED_KEYS.items():
         if key not in entry and key in _NEWER_KEYS:
             raise ConfigError(f"{at}: missing key {key}: an older wheelfactory wrote this index.json", file=where,
@@ -620,7 +612,7 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
                 "index": f"{vid}/simple/", "requirements": f"{vid}/requirements.txt"}
     for key, value in expected.items():
         if entry[key] != value or type(entry[key]) is not type(value):
-            raise bad(key, f"does not match the variant id {vid} (expected {_shown(value)})")
+            raise bad(key, f"does not match the variant id {vid} (expected {quoted(value)})")
     if entry["provenance"] not in (None, path + PROVENANCE_SUFFIX):
         raise bad("provenance", f"is not {path + PROVENANCE_SUFFIX} or null")
     wheel = IndexedWheel(variant, project, version, filename, entry["sha256"], None, entry["torch_version"],

@@ -109,7 +109,8 @@ def _bad_index(where: str, problem: str) -> NoReturn:
     raise SystemExit(EXIT_BAD_INDEX)
 
 
-def _quoted(value: object) -> str:
+def quoted(value: object) -> str:
+    """``value`` as JSON, cut to 60 characters: a listing's bad value, quoted in one line."""
     try:
         text = json.dumps(value, ensure_ascii=True)
     except (ValueError, TypeError, RecursionError):
@@ -131,16 +132,16 @@ def check_listing(raw: bytes) -> dict[str, object]:
         raise InvalidListing("variants: expected a list")
     for number, variant in enumerate(variants):
         if not isinstance(variant, dict):
-            raise InvalidListing(f"variants[{number}]: expected an object, got {_quoted(variant)}")
+            raise InvalidListing(f"variants[{number}]: expected an object, got {quoted(variant)}")
         for key, types in {**_VARIANT_KEYS, **_OPTIONAL_KEYS}.items():
             if key not in variant and key in _OPTIONAL_KEYS:
                 continue
             if key not in variant:
                 raise InvalidListing(f"variants[{number}]: missing key {key}")
             if not isinstance(variant[key], types) or (key == "size" and isinstance(variant[key], bool)):
-                raise InvalidListing(f"variants[{number}]: {key}: {_quoted(variant[key])} has the wrong type")
+                raise InvalidListing(f"variants[{number}]: {key}: {quoted(variant[key])} has the wrong type")
         if "version" in variant and _VERSION.fullmatch(str(variant["version"])) is None:
-            raise InvalidListing(f"variants[{number}]: version: {_quoted(variant['version'])} is not a "
+            raise InvalidListing(f"variants[{number}]: version: {quoted(variant['version'])} is not a "
                                  "normalized PEP 440 version")
         for key in ("torch", "toolkit", "python"):
             value = variant.get(key)
@@ -149,7 +150,7 @@ def check_listing(raw: bytes) -> dict[str, object]:
             try:
                 parse_major_minor(str(value))
             except ValueError:
-                raise InvalidListing(f"variants[{number}]: {key}: {_quoted(value)} is not a major.minor version") from None
+                raise InvalidListing(f"variants[{number}]: {key}: {quoted(value)} is not a major.minor version") from None
     return data
 
 
