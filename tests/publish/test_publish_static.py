@@ -89,6 +89,10 @@ def test_releases_accumulate_in_a_directory(tmp_path: Path, capsys: pytest.Captu
         assert {f["filename"].split("-")[1].split("+")[0] for f in api["files"]} == {"0.1.0", "0.2.0"}
         for entry in api["files"]:
             assert (site / variant / "simple" / "tiny" / (unquote(entry["url"]) + ".metadata")).is_file()
+    variant_page = (site / "variants" / "simple" / "tiny" / "index.html").read_text()
+    for version in ("0.1.0", "0.2.0"):  # the wheel-variant page keeps the earlier release too
+        assert f"tiny-{version}-variants.json" in variant_page
+        assert variant_page.count(f'href="tiny-{version}-cp39') == len(VARIANTS), variant_page
     assert not dangling_links(site)
     capsys.readouterr()
     before = tree(site)

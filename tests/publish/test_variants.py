@@ -105,3 +105,21 @@ def test_selection_follows_the_drafts_ordering(metadata: tuple[dict[str, object]
                                                environment: dict[str, object], expected: str | None) -> None:
     doc, _ = metadata
     assert select_label(doc, environment_properties(**environment)) == expected  # type: ignore[arg-type]
+
+
+def test_a_held_variant_page_gives_only_its_own_anchor_lines() -> None:
+    """with_earlier_files takes over anchors of the shape the module writes, to files beside the
+    page; anything else a target's page holds (a link out, a script) is dropped."""
+    from wheelfactory.publish.variant_metadata import with_earlier_files
+
+    mine = '<a href="t-0.2.0-variants.json">t-0.2.0-variants.json</a><br/>'
+    page = f"<html><body>\n    {mine}\n</body></html>\n"
+    good = '<a href="t-0.1.0-variants.json">t-0.1.0-variants.json</a><br/>'
+    held = "\n".join([good, mine, '<a href="../../evil.whl">x</a><br/>', '<a href="http://elsewhere/x.whl">x</a><br/>',
+                      "<script>alert(1)</script>"]).encode()
+    (path, text), = with_earlier_files([("variants/simple/t/index.html", page)], lambda _: held)
+    assert good in text and text.count(mine) == 1
+    assert "evil" not in text and "elsewhere" not in text and "script" not in text
+    assert text.index(good) < text.index(mine)  # the earlier release first
+    untouched = [("variants/simple/index.html", page), ("x/simple/t/index.html", page)]
+    assert with_earlier_files(untouched, lambda _: held) == tuple(untouched)

@@ -26,6 +26,7 @@ from wheelfactory.errors import ConfigError, PublishError
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
 from wheelfactory.publish.index import IndexedWheel, Skipped, plan_index, wheels_from_listing
 from wheelfactory.publish.stores import Store, sha256_of
+from wheelfactory.publish.variant_metadata import with_earlier_files
 from wheelfactory.publish.which import InvalidListing, check_listing
 
 LISTING = "index.json"
@@ -135,6 +136,7 @@ def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Seque
     published = read_published(store, target)
     wheels, added = merge_releases(published, new, target)
     base_url = (target.base_url or store.default_base_url()).rstrip("/")
+    extra_pages = with_earlier_files(extra_pages, store.read)  # the variant pages accumulate too
     index = plan_index(wheels, list(skipped), base_url=base_url, extra_pages=extra_pages,
                        extra_links=extra_links)
     candidates = ([(path, text.encode("utf-8")) for path, text in index.pages]

@@ -42,7 +42,7 @@ import json
 import re
 import shutil
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from packaging.version import Version
@@ -160,6 +160,7 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
     (see below); a copy found there changed is named in ``tampered``."""
     pages: dict[str, str] = {}
     links: list[tuple[str, Path]] = []
+    anchors_of: dict[str, list[str]] = {}  # project -> its page's anchors, every release
     groups: dict[tuple[str, str], list[IndexedWheel]] = {}
     for wheel in wheels:
         groups.setdefault((wheel.project, Version(wheel.version).public), []).append(wheel)
@@ -182,7 +183,8 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
         folder = f"{VARIANTS_DIR}/{project}"
         json_name = f"{project.replace('-', '_')}-{version}-variants.json"
         pages[f"{folder}/{json_name}"] = json.dumps(doc, indent=2) + "\n"
-        anchors = [f'<a href="{json_name}">{json_name}</a><br/>']
+        anchors = anchors_of.setdefault(project, [])
+        anchors.append(f'<a href="{json_name}">{json_name}</a><br/>')
         for wheel in members:
             label = label_of[wheel.variant_id]
             if dist is None:
@@ -208,7 +210,7 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             links.append((f"{folder}/{copy.name}", copy))
             sha = file_sha256(copy)
             anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
-        pages[f"{folder}/index.html"] = _page(f"Variant wheels of {project} {version}", anchors)
+        pages[f"{folder}/index.html"] = _page(f"Variant wheels of {project}", anchors)
     if dist is not None and (dist / CACHE_DIR).is_dir():  # copies of wheels no longer indexed
         used = {w.sha256[:16] for w in wheels}
         for stale in (dist / CACHE_DIR).iterdir():
@@ -218,6 +220,31 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
         pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
             f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
     return tuple(sorted(pages.items())), tuple(links)
+
+
+_ANCHOR_LINE = re.compile(r'<a href="([^"/:#?]+)(?:#sha256=[0-9a-f]{64})?"(?: data-requires-python="[^"<>]*")?>'
+                          r'[^<>]*</a><br/>')
+
+
+def with_earlier_files(pages: Sequence[tuple[str, str]], held_page: Callable[[str], bytes | None]
+                       ) -> tuple[tuple[str, str], ...]:
+    """``pages`` where each project's variant page also lists what the target's copy of it
+    listed (``held_page`` reads it back): on a publish target, earlier releases stay listed
+    here as on every other page. Only anchor lines of the shape this module writes, to a file in
+    the same folder, are taken over; the rest of a held page is ignored."""
+    out: list[tuple[str, str]] = []
+    for path, text in pages:
+        parts = path.split("/")
+        held = held_page(path) if len(parts) == 4 and path.startswith(VARIANTS_DIR + "/") and \
+            parts[-1] == "index.html" else None
+        if held:
+            lines = [line.strip() for line in text.splitlines() if _ANCHOR_LINE.fullmatch(line.strip())]
+            now = {_ANCHOR_LINE.fullmatch(line).group(1) for line in lines}  # type: ignore[union-attr]
+            earlier = [line.strip() for line in held.decode("utf-8", errors="replace").splitlines()
+                       if (found := _ANCHOR_LINE.fullmatch(line.strip())) and found.group(1) not in now]
+            text = _page(f"Variant wheels of {parts[2]}", earlier + lines)
+        out.append((path, text))
+    return tuple(out)
 
 
 def _remove(path: Path) -> None:
