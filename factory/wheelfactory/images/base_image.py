@@ -9,12 +9,20 @@ Three steps, each skipped when its result exists:
    ``/opt/python/cpXY-cpXY`` layout), tagged ``wheelfactory/base:<suite>-<12 hex>`` by the sha256 of
    the rendered Dockerfile, the suite and the mirror. An existing tag is reused: nothing runs.
 
+A base for another arch than the host's (``BaseImageSpec.arch``; needs QEMU user emulation,
+images/emulation.py) is made the same way with ``debootstrap --arch``, except step 2: ``docker
+import`` marks an image with the engine's own arch whatever ``--platform`` says (Docker 20.10), and
+cibuildwheel pulls (and fails) when the image's arch is not the variant's. So the rootfs goes in
+by ``docker load`` of a one-layer image whose config names the arch.
+
 Rendering (``render_base``) is pure; ``ensure_base_image`` has the side effects.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import shlex
 import shutil
@@ -35,6 +43,7 @@ from wheelfactory.images.dockerfiles import (
     label_block,
     load_template,
 )
+from wheelfactory.images.emulation import DEBIAN_ARCH, OCI_ARCH, arch_support, host_arch
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import CommandRun, Listener, StepDone, StepStarted, ignore
 
@@ -90,14 +99,24 @@ class BaseImageSpec:
     suite: Suite
     mirror: str  # [build] debian_mirror / --mirror, else the host's apt mirror (plan/indexes.debian_mirror)
     tag: str | None = None  # None: the content tag
+    arch: str = "x86_64"  # a planner arch (plan/identity.ARCHES)
 
     def __post_init__(self) -> None:
         # ".../debian/" and ".../debian" are one mirror: one rootfs, one tag.
         object.__setattr__(self, "mirror", self.mirror.rstrip("/"))
+        if self.arch not in DEBIAN_ARCH:
+            raise UsageError(f"no Debian base for arch {self.arch!r}: use one of {', '.join(DEBIAN_ARCH)}")
+
+    @property
+    def _named(self) -> tuple[str, tuple[str, ...]]:
+        """The tag's arch part and what else the digests cover. x86_64 bases keep the tags they had
+        before bases had an arch: existing engines and CI caches reuse them."""
+        return ("", ()) if self.arch == "x86_64" else (f"{self.arch}-", (self.arch,))
 
     @property
     def rootfs_tag(self) -> str:
-        return f"{ROOTFS_REPOSITORY}:{self.suite.name}-{content_digest(self.suite.name, self.mirror)[:12]}"
+        name, extra = self._named
+        return f"{ROOTFS_REPOSITORY}:{self.suite.name}-{name}{content_digest(self.suite.name, self.mirror, *extra)[:12]}"
 
 
 @dataclass(frozen=True)
@@ -132,23 +151,31 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     labels = base_labels(spec)
     dockerfile = template.fill({"rootfs": spec.rootfs_tag, "abi": spec.suite.abi, "glibc": spec.suite.glibc,
                                 "labels": label_block(labels)})
-    content = content_digest(dockerfile, spec.suite.name, spec.mirror)
-    tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{content[:12]}"
+    name, extra = spec._named
+    content = content_digest(dockerfile, spec.suite.name, spec.mirror, *extra)
+    tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{name}{content[:12]}"
     return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
 
 
 def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
-                      progress: Listener = ignore) -> BaseImage:
-    """The base image for ``spec``: reused when its tag exists, else made (see the module doc)."""
+                      progress: Listener = ignore, binfmt: Path | None = None) -> BaseImage:
+    """The base image for ``spec``: reused when its tag exists, else made (see the module doc).
+    ``binfmt``: the binfmt_misc table a foreign arch's emulation is read from (tests)."""
+    # First: a base this machine cannot run is of no use, made or found.
+    foreign = spec.arch != host_arch()
+    if foreign:
+        support = arch_support(spec.arch, binfmt=binfmt) if binfmt else arch_support(spec.arch)
+        if not support.runs:
+            raise ImageBuildFailed(f"the {spec.arch} base cannot be made here: {support.how}; fix: {support.fix}")
     rendered = render_base(spec)
     log = cache_dir / "logs" / f"base-{rendered.tag.rsplit(':', 1)[-1]}.log"
-    progress(StepStarted(f"base image {rendered.tag} (Debian {spec.suite.name} from {spec.mirror})"))
+    progress(StepStarted(f"base image {rendered.tag} (Debian {spec.suite.name} {spec.arch} from {spec.mirror})"))
     found = find_image(client, rendered)
     if found is not None:
         progress(StepDone(f"exists: reused ({found.id})"))
         return BaseImage(found.tag, found.id, spec.suite, True, log)
     timings: list[tuple[str, float]] = []
-    _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings)
+    _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings, foreign=foreign)
     progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
     ref = ensure_image(client, rendered, log=log, progress=progress)
     timings.append(("build", ref.seconds))
@@ -156,7 +183,7 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
 
 
 def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
-                   progress: Listener, timings: list[tuple[str, float]]) -> None:
+                   progress: Listener, timings: list[tuple[str, float]], foreign: bool = False) -> None:
     import docker
 
     tag = spec.rootfs_tag
@@ -178,7 +205,7 @@ def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
     work = Path(tempfile.mkdtemp(prefix=f"rootfs-{spec.suite.name}-", dir=work_root))
     try:
         rootfs = work / "rootfs"
-        command = ["debootstrap", "--variant=minbase", spec.suite.name, str(rootfs), spec.mirror]
+        command = debootstrap_command(spec, rootfs, foreign=foreign)
         progress(StepStarted(f"debootstrap {spec.suite.name} (log: {log})"))
         progress(CommandRun(shlex.join(command)))
         start = time.monotonic()
@@ -193,22 +220,78 @@ def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
         progress(StepDone(f"rootfs made in {timings[-1][1]:.1f} s ({_size_mb(rootfs)} MB)"))
 
         progress(StepStarted(f"import rootfs as {tag}"))
-        # The SDK call is `docker import`'s request; the tar is streamed, never written to disk.
-        progress(CommandRun(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  (through the SDK)"))
         start = time.monotonic()
         repository, name = tag.rsplit(":", 1)
         try:
-            client.api.import_image(src=tar_stream(rootfs), repository=repository, tag=name, stream_src=True)
+            if foreign:
+                progress(CommandRun(f"docker load  (a one-layer {OCI_ARCH[spec.arch]} image of "
+                                    f"{shlex.quote(str(rootfs))}, through the SDK)"))
+                for line in client.api.load_image(image_archive(rootfs, tag, spec.arch)):  # type: ignore[no-untyped-call]
+                    if isinstance(line, dict) and "error" in line:  # a refusal after the upload began
+                        raise docker.errors.DockerException(str(line["error"]).strip())
+            else:
+                # The SDK call is `docker import`'s request; the tar is streamed, never written to disk.
+                progress(CommandRun(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  "
+                                    "(through the SDK)"))
+                client.api.import_image(src=tar_stream(rootfs), repository=repository, tag=name, stream_src=True)
             image = client.images.get(tag)
         except docker.errors.DockerException as exc:
             raise ImageBuildFailed(f"importing the {spec.suite.name} rootfs into the engine failed: {exc}; "
                                    "check the engine's log (e.g. /tmp/dockerd.log) and its free disk") from exc
+        if image.attrs.get("Architecture") != OCI_ARCH[spec.arch]:
+            raise ImageBuildFailed(f"the engine made {tag} as {image.attrs.get('Architecture')}, not "
+                                   f"{OCI_ARCH[spec.arch]}: remove it (docker image rm {tag}) and report this")
         timings.append(("import", round(time.monotonic() - start, 3)))
         progress(StepDone(f"imported {tag} ({image.id}) in {timings[-1][1]:.1f} s"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if work.exists():
             progress(StepDone(f"warning: could not remove {work}"))
+
+
+def debootstrap_command(spec: BaseImageSpec, rootfs: Path, *, foreign: bool) -> list[str]:
+    """debootstrap's command line; for a foreign arch it runs the second stage itself, through the
+    arch's binfmt_misc handler (what qemu-debootstrap used to arrange)."""
+    arch = [f"--arch={DEBIAN_ARCH[spec.arch]}"] if foreign else []
+    return ["debootstrap", *arch, "--variant=minbase", spec.suite.name, str(rootfs), spec.mirror]
+
+
+def image_archive(root: Path, tag: str, arch: str) -> Iterator[bytes]:
+    """``docker save``'s format for a one-layer image of ``root`` whose config names ``arch``, as
+    chunks. The layer's size and digest go before it: a first pass over the tree measures them
+    (tar_stream is deterministic for an unchanged tree), the second streams it."""
+    size, digest = 0, hashlib.sha256()
+    for chunk in tar_stream(root):
+        size += len(chunk)
+        digest.update(chunk)
+    config = json.dumps({"architecture": OCI_ARCH[arch], "os": "linux",
+                         "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
+                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
+                         "history": [{"created_by": f"debootstrap --arch={DEBIAN_ARCH[arch]} (wheelfactory)"}]},
+                        sort_keys=True).encode()
+    config_name = f"{hashlib.sha256(config).hexdigest()}.json"
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": ["layer.tar"]}]).encode()
+    yield _member_header("layer.tar", size)
+    again = hashlib.sha256()
+    for chunk in tar_stream(root):
+        again.update(chunk)
+        yield chunk
+    if again.digest() != digest.digest():  # the tree changed in between: the engine refuses the layer
+        raise ImageBuildFailed(f"{root} changed while it was loaded into the engine: run again")
+    yield _padding(size)
+    for name, data in ((config_name, config), ("manifest.json", manifest)):
+        yield _member_header(name, len(data)) + data + _padding(len(data))
+    yield bytes(2 * tarfile.BLOCKSIZE)
+
+
+def _member_header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode = size, 0o644
+    return info.tobuf(format=tarfile.PAX_FORMAT)
+
+
+def _padding(size: int) -> bytes:
+    return bytes(-size % tarfile.BLOCKSIZE)
 
 
 class _Sink(io.RawIOBase):

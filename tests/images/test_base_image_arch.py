@@ -1,0 +1,93 @@
+"""images/base_image.py for another arch than the host's: tags, the debootstrap command, the
+refusal without emulation, and the image archive `docker load` gets (read back with tarfile)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from wheelfactory.errors import ImageBuildFailed, UsageError
+from wheelfactory.images.base_image import (
+    BaseImageSpec,
+    debootstrap_command,
+    ensure_base_image,
+    image_archive,
+    parse_suite,
+    render_base,
+)
+from wheelfactory.images.emulation import host_arch
+
+MIRROR = "http://mirror.example/debian"
+
+
+def spec(arch: str = "x86_64", suite: str = "bookworm") -> BaseImageSpec:
+    return BaseImageSpec(parse_suite(suite), MIRROR, arch=arch)
+
+
+def test_x86_64_bases_keep_the_tags_they_had_before_bases_had_an_arch() -> None:
+    # the tags main made for this mirror: engines and CI caches that hold them reuse them
+    assert (spec().rootfs_tag, render_base(spec()).tag) == (
+        "wheelfactory/rootfs:bookworm-2293ca1dced2", "wheelfactory/base:bookworm-b93e8d229704")
+    assert render_base(spec("x86_64", "bullseye")).tag == "wheelfactory/base:bullseye-ebe5de5f9ce5"
+
+
+def test_an_aarch64_base_has_tags_of_its_own_that_say_its_arch() -> None:
+    arm = spec("aarch64")
+    assert arm.rootfs_tag.startswith("wheelfactory/rootfs:bookworm-aarch64-")
+    assert render_base(arm).tag.startswith("wheelfactory/base:bookworm-aarch64-")
+    assert arm.rootfs_tag != spec().rootfs_tag and render_base(arm).tag != render_base(spec()).tag
+    assert f"FROM {arm.rootfs_tag}\n" in render_base(arm).dockerfile
+
+
+def test_an_arch_debian_has_no_port_for_is_one_line() -> None:
+    with pytest.raises(UsageError, match=r"no Debian base for arch 'riscv64': use one of x86_64, aarch64"):
+        spec("riscv64")
+
+
+def test_debootstrap_names_the_debian_arch_only_for_a_foreign_one(tmp_path: Path) -> None:
+    assert debootstrap_command(spec(), tmp_path, foreign=False) == [
+        "debootstrap", "--variant=minbase", "bookworm", str(tmp_path), MIRROR]
+    assert debootstrap_command(spec("aarch64"), tmp_path, foreign=True)[:3] == [
+        "debootstrap", "--arch=arm64", "--variant=minbase"]
+
+
+def test_a_foreign_base_without_emulation_is_refused_with_the_fix_before_the_engine_is_asked(
+        tmp_path: Path) -> None:
+    foreign = "aarch64" if host_arch() == "x86_64" else "x86_64"
+    unmounted = tmp_path / "binfmt_misc"  # no status file: not mounted
+    unmounted.mkdir()
+    engine = cast(Any, object())  # any call on it would fail: the refusal comes first
+    with pytest.raises(ImageBuildFailed) as caught:
+        ensure_base_image(engine, spec(foreign), cache_dir=tmp_path, binfmt=unmounted)
+    message = str(caught.value)
+    assert message.startswith(f"the {foreign} base cannot be made here: ")
+    assert "binfmt_misc is not mounted" in message and "fix: mount -t binfmt_misc" in message
+    assert "\n" not in message
+
+
+def test_the_image_archive_is_a_docker_save_of_one_layer_naming_the_arch(tmp_path: Path) -> None:
+    root = tmp_path / "rootfs"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "true").write_bytes(b"\x7fELF" + bytes(100))
+    (root / "bin" / "sh").symlink_to("true")
+    data = b"".join(image_archive(root, "wheelfactory/rootfs:bookworm-aarch64-0123456789ab", "aarch64"))
+    assert len(data) % tarfile.BLOCKSIZE == 0
+    with tarfile.open(fileobj=io.BytesIO(data)) as outer:
+        members = {m.name: outer.extractfile(m).read() for m in outer.getmembers()}  # type: ignore[union-attr]
+    (manifest,) = json.loads(members["manifest.json"])
+    assert manifest["RepoTags"] == ["wheelfactory/rootfs:bookworm-aarch64-0123456789ab"]
+    config_bytes = members[manifest["Config"]]
+    assert manifest["Config"] == hashlib.sha256(config_bytes).hexdigest() + ".json"
+    config = json.loads(config_bytes)
+    assert (config["architecture"], config["os"]) == ("arm64", "linux")
+    layer = members[manifest["Layers"][0]]
+    assert config["rootfs"]["diff_ids"] == ["sha256:" + hashlib.sha256(layer).hexdigest()]
+    with tarfile.open(fileobj=io.BytesIO(layer)) as inner:
+        names = {m.name: m for m in inner.getmembers()}
+    assert names["./bin/sh"].issym() and names["./bin/sh"].linkname == "true"
+    assert names["./bin/true"].size == 104
