@@ -8,21 +8,19 @@ test modules cannot import a conftest. It imports nothing heavy (no torch, no do
 from __future__ import annotations
 
 import ast
-import base64
-import hashlib
 import json
 import subprocess
 import sys
 import threading
-import zipfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fake_wheels import DEFAULT_TAG as DEFAULT_TAG  # pytest-free, so the benchmarks can use it
+from fake_wheels import make_wheel as make_wheel
+from fake_wheels import write_provenance as write_provenance
 from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
 from repo_paths import TEST_CACHE as TEST_CACHE
-
-DEFAULT_TAG = "cp39-abi3-manylinux_2_28_x86_64"
 
 
 def run_cli(*args: str) -> int:
@@ -32,60 +30,6 @@ def run_cli(*args: str) -> int:
     with pytest.raises(SystemExit) as exited:
         main(list(args))
     return int(exited.value.code or 0)
-
-
-def make_wheel(
-    directory: Path,
-    name: str = "tiny",
-    version: str = "0.1.0",
-    *,
-    tag: str = DEFAULT_TAG,
-    files: Mapping[str, str | bytes] | None = None,
-    build_record: Mapping[str, object] | None = None,
-    metadata: str = "",
-    record: str | None = None,
-    metadata_version: str = "2.1",
-) -> Path:
-    """A small wheel zip ``<directory>/<name>-<version>-<tag>.whl``, made like the factory names them.
-
-    It holds ``<name>/__init__.py`` (empty unless ``files`` gives it), the other ``files``
-    (archive path -> content), ``<name>/_build.json`` when ``build_record`` is given, and a
-    dist-info: METADATA (``metadata_version``, Name, Version, then the header lines in ``metadata``: a
-    field newer than 2.1, License-Expression, needs 2.4 for twine to take it), WHEEL with the
-    tag, and RECORD: by default every member with its sha256 and size, as a real build writes it
-    (``record``: that text instead, "" for an empty one)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{name}-{version}-{tag}.whl"
-    info = f"{name}-{version}.dist-info"
-    contents: dict[str, str | bytes] = {f"{name}/__init__.py": "", **(files or {})}
-    if build_record is not None:
-        contents[f"{name}/_build.json"] = json.dumps(build_record)
-    contents[f"{info}/METADATA"] = (f"Metadata-Version: {metadata_version}\nName: {name.replace('_', '-')}\nVersion: {version}\n"
-                                    + metadata)
-    contents[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: false\nTag: {tag}\n"
-    if record is None:
-        lines = []
-        for member, data in contents.items():
-            raw = data.encode() if isinstance(data, str) else data
-            digest = base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
-            lines.append(f"{member},sha256={digest},{len(raw)}\n")
-        record = "".join(lines) + f"{info}/RECORD,,\n"
-    contents[f"{info}/RECORD"] = record
-    with zipfile.ZipFile(path, "w") as archive:
-        for member, data in contents.items():
-            archive.writestr(member, data)
-    return path
-
-
-def write_provenance(wheel: Path, variant_id: str) -> Path:
-    """``<wheel>.intoto.json``: a provenance record (runner/provenance.py's shape, its parts the
-    publishing commands read) naming the wheel's bytes and the variant it was built for."""
-    statement = {"_type": "https://in-toto.io/Statement/v1", "predicateType": "https://slsa.dev/provenance/v1",
-                 "subject": [{"name": wheel.name, "digest": {"sha256": hashlib.sha256(wheel.read_bytes()).hexdigest()}}],
-                 "predicate": {"buildDefinition": {"externalParameters": {"variant": {"id": variant_id}}}}}
-    path = wheel.with_name(wheel.name + ".intoto.json")
-    path.write_text(json.dumps(statement, indent=2) + "\n")
-    return path
 
 
 def race(work: Callable[[int, int], None], threads: int, rounds: int) -> list[BaseException]:

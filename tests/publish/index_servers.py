@@ -1,7 +1,8 @@
 """Real package index servers on 127.0.0.1 for the upload tests: devpi-server (users, one index
-per variant, created over its REST API) and pypiserver (one flat index, uploads behind an
-htpasswd file). Both are test dependencies (pyproject.toml's ``test`` extra), run from this
-interpreter's environment; the conftest starts each once per session."""
+per variant, created over its REST API), pypiserver (one flat index, uploads behind an htpasswd
+file) and moto's standalone server as the S3 endpoint. All are test dependencies (pyproject.toml's
+``test`` extra), run from this interpreter's environment; the conftest starts each once per
+session. Nothing here imports pytest: benchmarks/publish.py starts the same servers."""
 
 from __future__ import annotations
 
@@ -154,6 +155,24 @@ class PypiServer:
                         "-P", str(root / "htpasswd"), "--disable-fallback", "--hash-algo", "sha256",
                         str(root / "packages")], port=port, probe="/health", log=root / "pypiserver.log", cwd=root)
         return cls(server, "uploader", "uploader-secret", root / "packages")
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+@dataclass
+class S3Server:
+    """moto's standalone server: an S3 API endpoint (no S3 service is reachable from the tests)."""
+
+    server: Server
+
+    @classmethod
+    def launch(cls, root: Path) -> S3Server:
+        root.mkdir(parents=True)
+        port = free_port()
+        return cls(start([str(BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)], port=port,
+                         probe="/moto-api/", log=root / "moto.log", cwd=root))
 
     @property
     def url(self) -> str:

@@ -10,7 +10,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 from dist_fakes import make_dist
+from index_servers import S3Server, start_retrying
 from testkit import run_cli
 from wheelfactory.publish.stores import LOCK_FILE
 
@@ -197,32 +197,13 @@ def test_a_publish_killed_anywhere_completes_when_run_again(tmp_path: Path) -> N
 # ----------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or "moto_server"
-    proc = subprocess.Popen([server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=2).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise
-            time.sleep(0.2)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=20)
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    server = start_retrying(S3Server.launch, tmp_path_factory.mktemp("moto"))
+    try:
+        yield server.url
+    finally:
+        server.server.stop()
 
 
 @pytest.fixture
