@@ -72,7 +72,10 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
     try:
         wheels, skipped = _checked_wheels(dist, request.allow_unattested)
         tampered: list[str] = []
-        pages, links = variant_metadata(wheels, dist, tampered=tampered)
+        pages: tuple[tuple[str, str], ...] = ()
+        links: tuple[tuple[str, Path], ...] = ()
+        if any(not isinstance(t, UploadTarget) for t in request.config.targets):  # only static pages hold them
+            pages, links = variant_metadata(wheels, dist, tampered=tampered)
         if tampered:
             raise PublishError(f"variant wheel copies changed under {dist}: {'; '.join(tampered[:3])}; "
                                "run `wheelfactory index` and publish again")
