@@ -23,9 +23,26 @@ from wheelfactory.plan.indexes import debian_mirror
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # docker_helpers: helpers the test modules share
-from docker_helpers import LEAN, REQUIRED, free_module_wheelhouse  # noqa: E402
+from docker_helpers import LEAN, REQUIRED, free_module_wheelhouse, free_venvs  # noqa: E402
 
 CACHE = TEST_CACHE
+# The modules that install into the torch venvs of docker_helpers.pristine_venv (torch 2.6's is a
+# 5 GB CUDA build, ~80 s to make; torch 2.13's ~35 s).
+VENV_MODULES = ("test_distribution_e2e.py", "test_publish_e2e.py")
+
+
+def _uses_venvs(item: pytest.Item | None) -> bool:
+    return item is not None and item.path.parent == HERE and item.path.name in VENV_MODULES
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The venv modules run one after the other (from where the first would run), so that a LEAN
+    run makes the venvs once and frees them once, after the last."""
+    users = [item for item in items if _uses_venvs(item)]
+    if users:
+        first = items.index(users[0])
+        others = [item for item in items if not _uses_venvs(item)]
+        items[:] = others[:first] + users + others[first:]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -40,10 +57,12 @@ def lean_wheelhouse() -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """LEAN (CI): after the tier's last test the whole wheelhouse goes (no later test reads it),
-    before the host tiers make their own venvs. A directory without __init__.py has no package
-    scope, hence a hook on the item that leaves this directory."""
+    """LEAN (CI): after the venv modules' last test their venvs go; after the tier's last test the
+    whole wheelhouse goes (no later test reads it), before the host tiers make their own venvs. A
+    directory without __init__.py has no package scope, hence a hook on the item that leaves it."""
     result = yield
+    if LEAN and _uses_venvs(item) and not _uses_venvs(nextitem):
+        free_venvs()
     if LEAN and (nextitem is None or HERE not in nextitem.path.parents):
         shutil.rmtree(CACHE / "wheelhouse", ignore_errors=True)
     return result

@@ -1,15 +1,17 @@
-"""Helpers the docker tests share: the two-ABI matrix, the build command, the manifest reader.
-(Fixtures live in conftest.py; plain helpers here, since test modules cannot import conftest.)"""
+"""Helpers the docker tests share: the two-ABI matrix, the build command, the manifest reader, and
+venvs with one torch to install the built wheels into. (Fixtures live in conftest.py; plain helpers
+here, since test modules cannot import conftest.)"""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from testkit import REPO
+from testkit import REPO, TEST_CACHE
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
@@ -62,10 +64,10 @@ def free_module_wheelhouse(wheelhouse: Path) -> list[Path]:
     return [item.path for item in removed]
 
 
-def matrix_text(offline_build_tables: str, extra: str = "") -> str:
+def matrix_text(offline_build_tables: str, extra: str = "", project: Path = REPO / "kernels" / "fusedops") -> str:
     return f"""
 [project]
-path = "{REPO / 'kernels' / 'fusedops'}"
+path = "{project}"
 
 [matrix]
 torch = ["2.6", "2.13"]
@@ -89,3 +91,122 @@ def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def manifest(dist: Path) -> dict[str, dict[str, object]]:
     return json.loads((dist / "manifest.json").read_text())["variants"]  # type: ignore[no-any-return]
+
+
+# ----------------------------------------------------------------------------------------------
+# Venvs with one torch, for installing the built wheels (the distribution and publish modules).
+# Made once per cache from the wheelhouse the docker builds filled; each install goes into a
+# hard-linked copy of one.
+# ----------------------------------------------------------------------------------------------
+
+TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
+UV = str(Path(sys.executable).parent / "uv")
+
+# Loads fusedops in a venv, checks two ops against the reference, prints what the runtime chose.
+CHECK = r"""
+import json, warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import torch, fusedops
+    from fusedops import _reference as ref
+    x = torch.randn(9, 2 * 129)
+    out = fusedops.silu_and_mul(x)
+    expected = torch.empty_like(out); ref.silu_and_mul(expected, x)
+    torch.testing.assert_close(out, expected)
+    y, w = torch.randn(9, 129), torch.randn(129)
+    torch.testing.assert_close(fusedops.rms_norm(y, w, 1e-6), torch.nn.functional.rms_norm(y, (129,), w, 1e-6),
+                               rtol=1e-5, atol=1e-5)
+    info = fusedops.backend_info()
+ours = [str(w.message) for w in caught if "fusedops" in str(w.message)]
+print(json.dumps({"mode": info["mode"], "variant": info["variant"], "torch": torch.__version__, "warnings": ours}))
+"""
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, **kwargs)  # type: ignore[call-overload]
+    assert result.returncode == 0, f"{command}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result  # type: ignore[no-any-return]
+
+
+def torch_wheels(version: str) -> Path:
+    """The docker tests' wheelhouse set holding this torch (with its dependencies)."""
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs below are this interpreter's
+    found = sorted((TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
+    assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
+    return found[0].parent
+
+
+def pristine_venv(version: str) -> Path:
+    path = TEST_CACHE / "venvs" / f"e2e-torch-{version}"
+    if not (path / ".complete").exists():
+        shutil.rmtree(path, ignore_errors=True)
+        run([sys.executable, "-m", "venv", str(path)])
+        run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
+             str(torch_wheels(version)), f"torch=={version}", "ninja"])
+        (path / ".complete").write_text(version)
+    return path
+
+
+COPIES: list[Path] = []  # the tests' venv copies: their hard links keep the pristine venvs' GBs alive
+
+
+def fresh_venv(version: str, dest: Path) -> Path:
+    """A copy of the pristine venv (hard links: seconds, and installing into it leaves the original alone)."""
+    run(["cp", "-al", str(pristine_venv(version)), str(dest)])
+    COPIES.append(dest)
+    return dest
+
+
+def torch_pins(venv: Path, version: str) -> list[str]:
+    """``name==version --hash=sha256:...`` of each distribution in ``venv`` that came from the
+    wheelhouse set of torch ``version`` (torch and what it requires), with the set record's hashes.
+    uv's hash-checking mode wants a hash for every requirement, installed ones too: with these, the
+    resolver sees torch installed and resolves against it, and no index is asked for it."""
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.version import Version
+    from wheelfactory.engines.wheelhouse import COMPLETE
+
+    present = set()
+    for info in venv.glob("lib/python*/site-packages/*.dist-info"):
+        name, _, release = info.name[:-len(".dist-info")].partition("-")
+        present.add((canonicalize_name(name), Version(release)))
+    record = json.loads((torch_wheels(version) / COMPLETE).read_text())
+    pins = []
+    for filename, sha256 in record["wheels"]:
+        name, release, _, _ = parse_wheel_filename(filename)
+        if (name, release) in present:
+            pins.append(f"{name}=={release} --hash=sha256:{sha256}")
+    assert any(pin.startswith("torch==") for pin in pins), (venv, pins)
+    return pins
+
+
+def check(venv: Path, env: dict[str, str] | None = None) -> dict[str, object]:
+    result = run([str(venv / "bin" / "python"), "-c", CHECK], env={**os.environ, **(env or {})}, cwd=venv)
+    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return run([str(venv / "bin" / "python"), "-m", "pip", *args])
+
+
+def free_venvs() -> None:
+    """The pristine venvs and every copy made of them (LEAN: the torch 2.6 venv alone is ~5 GB, a
+    CUDA build with its nvidia-* wheels)."""
+    for venv in [*TEST_CACHE.glob("venvs/e2e-torch-*"), *COPIES]:
+        shutil.rmtree(venv, ignore_errors=True)
+    COPIES.clear()
+
+
+def uv_install(venv: Path, cache: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """uv, the second real installer, into ``venv``: no user or project configuration, its own cache."""
+    command = [UV, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"), *args]
+    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
+    if check:
+        return run(command, env=env)
+    return subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, env=env)
+
+
+def installed(venv: Path) -> str:
+    """The wheel pip or uv put in the venv: fusedops' version (its local label names the variant)."""
+    return run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('fusedops'))"],
+               cwd=venv).stdout.strip()

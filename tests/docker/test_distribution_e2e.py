@@ -19,83 +19,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN
-from testkit import TEST_CACHE
+from docker_helpers import (
+    TORCHES,
+    check,
+    fresh_venv,
+    installed,
+    pip,
+    run,
+    torch_wheels,
+    uv_install,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-CACHE = TEST_CACHE
-TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
-
-CHECK = r"""
-import json, warnings
-warnings.simplefilter("always")
-with warnings.catch_warnings(record=True) as caught:
-    import torch, fusedops
-    from fusedops import _reference as ref
-    x = torch.randn(9, 2 * 129)
-    out = fusedops.silu_and_mul(x)
-    expected = torch.empty_like(out); ref.silu_and_mul(expected, x)
-    torch.testing.assert_close(out, expected)
-    y, w = torch.randn(9, 129), torch.randn(129)
-    torch.testing.assert_close(fusedops.rms_norm(y, w, 1e-6), torch.nn.functional.rms_norm(y, (129,), w, 1e-6),
-                               rtol=1e-5, atol=1e-5)
-    info = fusedops.backend_info()
-ours = [str(w.message) for w in caught if "fusedops" in str(w.message)]
-print(json.dumps({"mode": info["mode"], "variant": info["variant"], "torch": torch.__version__, "warnings": ours}))
-"""
-
-
-def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, **kwargs)  # type: ignore[call-overload]
-    assert result.returncode == 0, f"{command}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-    return result  # type: ignore[no-any-return]
-
-
-def torch_wheels(version: str) -> Path:
-    """The docker tests' wheelhouse set holding this torch (with its dependencies)."""
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs below are this interpreter's
-    found = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
-    assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
-    return found[0].parent
-
-
-def pristine_venv(version: str) -> Path:
-    path = CACHE / "venvs" / f"e2e-torch-{version}"
-    if not (path / ".complete").exists():
-        shutil.rmtree(path, ignore_errors=True)
-        run([sys.executable, "-m", "venv", str(path)])
-        run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
-             str(torch_wheels(version)), f"torch=={version}", "ninja"])
-        (path / ".complete").write_text(version)
-    return path
-
-
-COPIES: list[Path] = []  # the tests' venv copies: their hard links keep the pristine venvs' GBs alive
-
-
-def fresh_venv(version: str, dest: Path) -> Path:
-    """A copy of the pristine venv (hard links: seconds, and installing into it leaves the original alone)."""
-    run(["cp", "-al", str(pristine_venv(version)), str(dest)])
-    COPIES.append(dest)
-    return dest
-
-
-def check(venv: Path, env: dict[str, str] | None = None) -> dict[str, object]:
-    result = run([str(venv / "bin" / "python"), "-c", CHECK], env={**os.environ, **(env or {})}, cwd=venv)
-    return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
-def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run([str(venv / "bin" / "python"), "-m", "pip", *args])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def free_venvs_when_lean() -> Iterator[None]:
-    yield
-    if LEAN:  # the torch 2.6 venv alone is ~5 GB (a CUDA build and its nvidia-* wheels)
-        for venv in [*CACHE.glob("venvs/e2e-torch-*"), *COPIES]:
-            shutil.rmtree(venv, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -221,24 +156,6 @@ def test_variantlib_accepts_the_variant_wheels_the_index_publishes(index_url: st
         generated.stderr
     written = json.loads(next(tmp_path.glob("fusedops-*-variants.json")).read_text())
     assert sorted(written["variants"]) == sorted({w.name[:-len(".whl")].rsplit("-", 1)[1] for w in wheels})
-
-
-UV = str(Path(sys.executable).parent / "uv")
-
-
-def uv_install(venv: Path, cache: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """uv, the second real installer, into ``venv``: no user or project configuration, its own cache."""
-    command = [UV, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"), *args]
-    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
-    if check:
-        return run(command, env=env)
-    return subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, env=env)
-
-
-def installed(venv: Path) -> str:
-    """The wheel pip or uv put in the venv: fusedops' version (its local label names the variant)."""
-    return run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('fusedops'))"],
-               cwd=venv).stdout.strip()
 
 
 def listing(index_url: str) -> dict[str, dict[str, object]]:

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from dist_fakes import make_dist
+from index_servers import Requests, fetched, requests_in
 from test_index import index
 from uv import find_uv_bin
 from wheelfactory.publish.index import INDEX_LINK
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 VERSION = "0.1.0+cputorch2.13"
-REQUEST = re.compile(r'"GET (\S+) HTTP/1\.[01]" (\d{3}) \S+(?: \((index\.json|index\.html)\))?')
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
@@ -55,9 +55,6 @@ def pip_dry_run(url: str, tmp_path: Path) -> str:
     return done.stdout + done.stderr
 
 
-Requests = list[tuple[str, int, str | None]]  # (path, status, negotiated file)
-
-
 @contextmanager
 def process_log(command: list[str], url_pattern: str) -> Iterator[tuple[str, Requests]]:
     """Runs a server, yields (its URL, the requests it logged: filled in when it stops)."""
@@ -71,7 +68,7 @@ def process_log(command: list[str], url_pattern: str) -> Iterator[tuple[str, Req
     finally:
         process.terminate()
         _, log = process.communicate(timeout=30)
-        requests.extend((m.group(1), int(m.group(2)), m.group(3)) for m in REQUEST.finditer(log))
+        requests.extend(requests_in(log))
 
 
 def wheelfactory_serve(dist: Path) -> list[str]:
@@ -84,12 +81,6 @@ STATIC_URL = r"port (\d+)"
 
 def static_host(directory: Path) -> list[str]:
     return [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1", "--directory", str(directory)]
-
-
-def fetched(requests: Requests) -> tuple[list[str], list[str]]:
-    """(.metadata paths, .whl paths) answered 200."""
-    ok = [path for path, status, _ in requests if status == 200]
-    return [p for p in ok if p.endswith(".whl.metadata")], [p for p in ok if p.endswith(".whl")]
 
 
 @pytest.fixture

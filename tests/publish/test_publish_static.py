@@ -4,7 +4,6 @@ rerun writes nothing, and a publish killed anywhere leaves pages that link only 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -14,16 +13,13 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urljoin, urlsplit
+from urllib.parse import unquote
 
 import pytest
 from dist_fakes import make_dist
-from index_servers import S3Server, start_retrying
+from index_servers import S3Server, dangling_links, tree
 from testkit import run_cli
-from wheelfactory.publish.stores import LOCK_FILE
 
 BASE = "http://127.0.0.1:8000/whl"
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
@@ -34,44 +30,6 @@ def release(tmp_path: Path, version: str, name: str = "") -> Path:
     dist = tmp_path / (name or f"dist-{version}")
     make_dist(dist, version=version, variants=VARIANTS)
     return dist
-
-
-def tree(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (the publish lock aside) -> sha256."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != LOCK_FILE}
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.hrefs: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.hrefs.extend(v for k, v in attrs if k == "href" and v)
-
-
-def dangling_links(root: Path) -> list[str]:
-    """Links of every page (HTML and PEP 691 JSON) under ``root`` to a file that is not there."""
-    missing = []
-    for page in root.rglob("*"):
-        if page.suffix not in (".html", ".json") or not page.is_file():
-            continue
-        base = "file://" + str(page)
-        if page.suffix == ".html":
-            parser = _Links()
-            parser.feed(page.read_text())
-            hrefs = parser.hrefs
-        else:
-            data = json.loads(page.read_text())
-            hrefs = [f["url"] for f in data.get("files", []) if isinstance(f, dict)] if isinstance(data, dict) else []
-        for href in hrefs:
-            if "://" in href:
-                continue
-            target = Path(unquote(urlsplit(urljoin(base, href)).path))
-            if not (target.is_file() or (target / "index.html").is_file()):
-                missing.append(f"{page.relative_to(root)} -> {href}")
-    return missing
 
 
 def test_releases_accumulate_in_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,36 +155,20 @@ def test_a_publish_killed_anywhere_completes_when_run_again(tmp_path: Path) -> N
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    server = start_retrying(S3Server.launch, tmp_path_factory.mktemp("moto"))
-    try:
-        yield server.url
-    finally:
-        server.server.stop()
-
-
 @pytest.fixture
-def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    import boto3
-
-    for name, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
-                        ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", s3_endpoint)):
+def bucket(s3_endpoint: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in s3_endpoint.env.items():
         monkeypatch.setenv(name, value)
     name = f"wheels-{os.getpid()}-{random.randrange(1 << 30)}"
-    client = boto3.client("s3", endpoint_url=s3_endpoint)
-    client.create_bucket(Bucket=name)
-    # What a public index needs on any S3 store: anyone may read its objects
-    client.put_bucket_policy(Bucket=name, Policy=json.dumps({"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{name}/*"}]}))
+    s3_endpoint.public_bucket(name)
     return name
 
 
-def test_releases_accumulate_in_a_bucket_and_pip_installs_from_it(tmp_path: Path, s3_endpoint: str,
+def test_releases_accumulate_in_a_bucket_and_pip_installs_from_it(tmp_path: Path, s3_endpoint: S3Server,
                                                                   bucket: str) -> None:
     for version in ("0.1.0", "0.2.0"):
         assert run_cli("publish", "-o", str(release(tmp_path, version)), "--to", f"s3://{bucket}/whl") == 0
-    base = f"{s3_endpoint}/{bucket}/whl"
+    base = f"{s3_endpoint.url}/{bucket}/whl"
     listing = json.loads(urllib.request.urlopen(f"{base}/index.json").read())
     assert len(listing["variants"]) == 4
     target = tmp_path / "installed"
@@ -243,7 +185,7 @@ def test_releases_accumulate_in_a_bucket_and_pip_installs_from_it(tmp_path: Path
         assert answer.headers["Content-Type"] == "application/vnd.pypi.simple.v1+json"
 
 
-def test_a_bucket_that_does_not_exist_is_one_line(tmp_path: Path, s3_endpoint: str, bucket: str,
+def test_a_bucket_that_does_not_exist_is_one_line(tmp_path: Path, s3_endpoint: S3Server, bucket: str,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", "s3://no-such-bucket-here/x") == 7
     err = capsys.readouterr().err

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 from dist_fakes import make_dist
-from index_servers import BIN, DevpiServer, PypiServer
+from index_servers import BIN, DevpiServer, PypiServer, tree
+from testkit import run_cli
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.publish_config import UploadTarget
@@ -157,6 +158,25 @@ def test_a_file_name_reused_with_other_bytes_refuses_the_whole_publish(server: s
     # nothing was uploaded: not even the other variant's new file
     assert {index: read_held(index, project) for index in indexes} == before
     assert all(fresh.filename not in held for held in before.values())
+
+
+def test_an_index_that_is_not_there_stops_the_publish_before_any_target_is_written(
+        devpi: DevpiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A devpi index never created (or a mistyped user) answers 404 for a project page, as an index
+    holding nothing of the project does; its root tells them apart, so the publish stops while
+    planning, before the directory target beside it is written, instead of failing at the upload."""
+    devpi.user_with_indexes("halfmade", "halfmade-pw", [VARIANTS[0]])  # the other variant's index is missing
+    monkeypatch.setenv("TWINE_USERNAME", "halfmade")
+    monkeypatch.setenv("TWINE_PASSWORD", "halfmade-pw")
+    dist, _ = release(tmp_path, "0.1.0", "tinymissing")
+    site = tmp_path / "site"
+    capsys.readouterr()
+    assert run_cli("publish", "-o", str(dist), "--to", str(site), "--to", f"{devpi.url}/halfmade/{{variant}}/") == 7
+    err = capsys.readouterr().err
+    assert f"{devpi.url}/halfmade/{VARIANTS[1]}/+simple/: no such index (HTTP 404)" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not site.exists() or tree(site) == {}
+    assert read_held(f"{devpi.url}/halfmade/{VARIANTS[0]}/+simple/", "tinymissing") == {}
 
 
 def test_pypi_default_goes_unlabelled_where_labels_are_refused_and_pip_gets_it(

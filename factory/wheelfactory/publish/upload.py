@@ -11,9 +11,10 @@ Where the wheels go (``plan_upload``, pure apart from hashing the default wheels
   never gets them (there, the labelled wheel of the same variant is already listed).
 
 Files are immutable, as PyPI rules: before anything is uploaded, what each index already holds is
-read (``read_held``: its simple page, PEP 691 JSON or PEP 503 HTML). A file it holds with the same
-sha256 is skipped, so a rerun completes an interrupted publish and uploads nothing new; one it
-holds with other bytes refuses the whole publish (exit 7) and nothing is uploaded anywhere.
+read (``read_held``: its simple page, PEP 691 JSON or PEP 503 HTML; an index that is not there
+at all stops the publish here). A file it holds with the same sha256 is skipped, so a rerun
+completes an interrupted publish and uploads nothing new; one it holds with other bytes refuses
+the whole publish (exit 7) and nothing is uploaded anywhere.
 
 A twine alias (``pypi``, a ``.pypirc`` name) without ``index_url`` has no page to read: the
 server decides. twine's ``skip_existing`` is set where twine supports it (PyPI and its test
@@ -276,10 +277,12 @@ def _open(url: str, accept: str | None = None) -> urllib.response.addinfourl:
 
 def read_held(simple_url: str, project: str, *, only: Collection[str] | None = None) -> dict[str, str]:
     """File name -> sha256 of what the index at ``simple_url`` holds of ``project``; {} where the
-    project has no page (404). A file listed without a sha256 is downloaded and hashed, where it is
-    one of ``only`` (None: every such file), else left out. PublishError, naming the URL (password
-    masked), when the page cannot be read."""
-    url = f"{simple_url if simple_url.endswith('/') else simple_url + '/'}{canonicalize_name(project)}/"
+    project has no page (404) in an index that is there. A file listed without a sha256 is
+    downloaded and hashed, where it is one of ``only`` (None: every such file), else left out.
+    PublishError, naming the URL (password masked), when the page cannot be read or the index is
+    not there."""
+    root = simple_url if simple_url.endswith("/") else simple_url + "/"
+    url = f"{root}{canonicalize_name(project)}/"
     try:
         with _open(url, JSON_ACCEPT) as answer:
             body = answer.read(PAGE_LIMIT)
@@ -288,6 +291,7 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
         listed = listed_hashes(body, content_type, page_url)
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
+            _require_index(root)
             return {}
         raise PublishError(f"cannot read what {mask_password(url)} holds: HTTP {exc.code} {exc.reason}"
                            + ("; the index asks for credentials to be read" if exc.code in (401, 403) else "")) from None
@@ -303,6 +307,24 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
             digest = _hash_of(file_url, name)
         held[name] = digest
     return held
+
+
+def _require_index(root: str) -> None:
+    """PublishError where the index at ``root`` is not there (404, 410): a devpi index never
+    created, or a mistyped user, answers 404 for a project page too, as an index that holds nothing
+    of the project does, and would fail only at the upload, after other targets were written. A
+    HEAD: a root page may list a whole index (PyPI's is tens of MB). A server that answers HEAD
+    otherwise (405) is taken to have it: the upload says more."""
+    try:
+        request = urllib.request.Request(root, method="HEAD")
+        urllib.request.urlopen(request, timeout=TIMEOUT).close()  # noqa: S310 (read_held checked the scheme)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (404, 410):
+            raise PublishError(f"{mask_password(root)}: no such index (HTTP {exc.code}); create it first (devpi: "
+                               "the user's index of each variant) or correct the target's URL (or its index_url)"
+                               ) from None
+    except (urllib.error.URLError, OSError, ValueError):
+        pass  # it answered the project page a moment ago: the upload will say what is wrong
 
 
 def _hash_of(url: str, name: str) -> str:
