@@ -190,3 +190,13 @@ def test_a_bucket_that_does_not_exist_is_one_line(tmp_path: Path, s3_endpoint: S
     assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", "s3://no-such-bucket-here/x") == 7
     err = capsys.readouterr().err
     assert "does not exist" in err and "Traceback" not in err
+
+
+def test_readme_says_moto_stands_in_for_s3_and_the_bucket_tests_run_it() -> None:
+    from testkit import REPO
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "moto's standalone server, which stands in for the S3 service" in readme
+    import index_servers
+
+    assert "moto_server" in Path(index_servers.__file__).read_text()  # the endpoint the bucket tests use
