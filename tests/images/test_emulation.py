@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from wheelfactory.images.emulation import arch_support, elf_header, host_arch, parse_handler
+from wheelfactory.images.emulation import HOST_ARCH, arch_support, elf_header, host_arch, parse_handler
 
 DEBIAN_AARCH64 = """enabled
 interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
@@ -42,8 +42,8 @@ def table(tmp_path: Path, status: str | None = "enabled", **entries: str) -> Pat
 
 def test_the_host_arch_runs_natively_whatever_the_table(tmp_path: Path) -> None:
     support = arch_support("x86_64", host="x86_64", binfmt=tmp_path / "absent")
-    assert (support.runs, support.emulated, support.how) == (True, False, "native")
-    assert arch_support("aarch64", host="arm64", binfmt=tmp_path / "absent").how == "native"
+    assert (support.runs, support.emulated, support.how) == (True, False, HOST_ARCH)
+    assert arch_support("aarch64", host="arm64", binfmt=tmp_path / "absent").how == HOST_ARCH
 
 
 def test_debians_qemu_aarch64_entry_runs_aarch64_in_containers(tmp_path: Path) -> None:

@@ -74,18 +74,21 @@ def parse_handler(name: str, text: str) -> Handler | None:
         return None  # not an entry this kernel writes: treated as absent
 
 
+HOST_ARCH = "runs on the host's own arch"  # ArchSupport.how where nothing is emulated
+
+
 @dataclass(frozen=True)
 class ArchSupport:
     """Whether ``arch``'s programs run here, how, and else why not and the command that fixes it."""
 
     arch: str
     runs: bool
-    how: str  # "native", "emulated by qemu-aarch64 (/usr/libexec/...)", or why not
+    how: str  # HOST_ARCH, "emulated by qemu-aarch64 (/usr/libexec/...)", or why not
     fix: str = ""
 
     @property
     def emulated(self) -> bool:
-        return self.runs and self.how != "native"
+        return self.runs and self.how != HOST_ARCH
 
 
 def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MISC) -> ArchSupport:
@@ -94,7 +97,7 @@ def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MI
     containers can use (F flag)."""
     own = host_arch(host)
     if arch == own:
-        return ArchSupport(arch, True, "native")
+        return ArchSupport(arch, True, HOST_ARCH)
     register = f"{INSTALL_QEMU} (as root: it registers qemu-{arch} for containers too)"
     if arch not in ELF_MACHINE:
         return ArchSupport(arch, False, f"no known ELF machine for {arch!r}")
