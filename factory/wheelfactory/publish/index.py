@@ -170,6 +170,9 @@ class IndexPlan:
     links: tuple[tuple[str, Path], ...]  # (relative path, file to hard-link): only wheels with a source
     blobs: tuple[tuple[str, bytes], ...]  # (relative path, bytes): the <wheel>.metadata files (PEP 658)
     digest: str = field(default="")  # over pages, blobs and linked files' hashes: unchanged -> same digest
+    # each link's sha256, by its path: a wheel's is the manifest's (collect checked it), the rest
+    # are read once here; publishing compares them with a target's without reading the files again
+    link_sha256: Mapping[str, str] = field(default_factory=dict)
 
 
 UNATTESTED_FLAG = "--allow-unattested"
@@ -346,10 +349,13 @@ def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, ba
     links = (tuple((w.path, w.source) for w in local if w.source is not None)
              + tuple((w.path + PROVENANCE_SUFFIX, w.provenance) for w in local if w.provenance) + extra_links)
     blobs = tuple((w.path + METADATA_SUFFIX, w.core_metadata) for w in local if w.core_metadata is not None)
-    digest = hashlib.sha256(json.dumps([sorted(pages.items()), [(p, file_sha256(s)) for p, s in links],
+    known = {w.path: w.sha256 for w in local}
+    link_sha256 = {p: known.get(p) or file_sha256(s) for p, s in links}
+    digest = hashlib.sha256(json.dumps([sorted(pages.items()), [(p, link_sha256[p]) for p, _ in links],
                                         [(p, hashlib.sha256(b).hexdigest()) for p, b in blobs]],
                                        sort_keys=True).encode()).hexdigest()
-    return IndexPlan(tuple(listed), tuple(skipped), tuple(sorted(pages.items())), links, blobs, digest)
+    return IndexPlan(tuple(listed), tuple(skipped), tuple(sorted(pages.items())), links, blobs, digest,
+                     link_sha256)
 
 
 def _order(wheel: IndexedWheel) -> tuple[str, str, Version, str]:

@@ -16,7 +16,6 @@ two writes, sees pages that link only files that are there.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -139,13 +138,14 @@ def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Seque
     extra_pages = with_earlier_files(extra_pages, store.read)  # the variant pages accumulate too
     index = plan_index(wheels, list(skipped), base_url=base_url, extra_pages=extra_pages,
                        extra_links=extra_links)
-    candidates = ([(path, text.encode("utf-8")) for path, text in index.pages]
-                  + [(path, source) for path, source in index.links] + list(index.blobs))
+    candidates: list[tuple[str, bytes | Path, str]] = [
+        *((path, data, sha256_of(data)) for path, data in
+          [*((path, text.encode("utf-8")) for path, text in index.pages), *index.blobs]),
+        *((path, source, index.link_sha256[path]) for path, source in index.links)]  # hashed once, by plan_index
     writes: list[Write] = []
     conflicts: list[str] = []
     kept_provenance: list[str] = []
-    for path, body in candidates:
-        digest = sha256_of(body)
+    for path, body, digest in candidates:
         write = Write(path, body, digest, store.held(path))
         if write.held is not None and write.needed and write.is_file:
             if path.endswith(IMMUTABLE_SUFFIXES):
@@ -182,12 +182,3 @@ def describe(plan: StaticPlan) -> list[str]:
         lines.append(f"  {what} {write.path} ({write.size} bytes)")
     lines.extend(f"  keep {path} (the target's record of the same wheel)" for path in plan.kept_provenance)
     return lines
-
-
-def listing_json(plan: StaticPlan) -> dict[str, object] | None:
-    """The index.json this plan writes (None when unchanged): for tests and ``--dry-run --format json``."""
-    for write in plan.writes:
-        if write.path == LISTING and isinstance(write.body, bytes):
-            data = json.loads(write.body)
-            return data if isinstance(data, dict) else None
-    return None

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
+from wheelfactory.project.keys import file_sha256
 from wheelfactory.support import paths
 
 LOCK_FILE = ".wheelfactory-publish.lock"
@@ -63,13 +64,7 @@ def mask_url(url: str) -> str:
 
 
 def sha256_of(body: bytes | Path) -> str:
-    if isinstance(body, bytes):
-        return hashlib.sha256(body).hexdigest()
-    digest = hashlib.sha256()
-    with body.open("rb") as stream:
-        while chunk := stream.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return hashlib.sha256(body).hexdigest() if isinstance(body, bytes) else file_sha256(body)
 
 
 @dataclass(frozen=True)
@@ -87,7 +82,8 @@ class DirectoryStore:
     def _path(self, rel: str) -> Path:
         return paths.inside(self.root, rel, what="a published file", file=str(self.root))
 
-    def held(self, path: str) -> str | None:
+    def _existing(self, path: str) -> Path | None:
+        """The regular file at ``path``; None when there is none; PublishError for anything else."""
         target = self._path(path)
         if target.is_symlink():
             raise PublishError(f"{target} is a symbolic link: a publish never writes through one; remove it")
@@ -95,12 +91,16 @@ class DirectoryStore:
             return None
         if not target.is_file():
             raise PublishError(f"{target} is not a regular file: move it away")
-        return sha256_of(target)
+        return target
+
+    def held(self, path: str) -> str | None:
+        target = self._existing(path)
+        return None if target is None else file_sha256(target)
 
     def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
-        if self.held(path) is None:
+        target = self._existing(path)
+        if target is None:
             return None
-        target = self._path(path)
         if target.stat().st_size > limit:
             raise PublishError(f"{target} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
         return target.read_bytes()
