@@ -23,6 +23,7 @@ from pathlib import Path
 
 from wheelfactory.errors import ConfigError, PublishError
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
+from wheelfactory.plan.torch_releases import JSON_CONTENT
 from wheelfactory.publish.index import IndexedWheel, Skipped, plan_index, wheels_from_listing
 from wheelfactory.publish.stores import Store, sha256_of
 from wheelfactory.publish.variant_metadata import with_earlier_files
@@ -35,7 +36,6 @@ FILE_SUFFIXES = (*IMMUTABLE_SUFFIXES, ".intoto.json")
 _CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".whl": "application/octet-stream",
                   ".metadata": "text/plain; charset=utf-8", ".txt": "text/plain; charset=utf-8",
                   ".py": "text/x-python; charset=utf-8", ".json": "application/json"}
-SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Write:
     @property
     def content_type(self) -> str:
         if self.path.endswith("/index.json") and "/simple/" in f"/{self.path}":
-            return SIMPLE_JSON  # a PEP 691 page: a static host serves it with its media type
+            return JSON_CONTENT  # a PEP 691 page: a static host serves it with its media type
         return next((t for s, t in _CONTENT_TYPES.items() if self.path.endswith(s)), "application/octet-stream")
 
 

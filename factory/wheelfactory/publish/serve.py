@@ -34,6 +34,7 @@ from typing import BinaryIO, cast
 from urllib.parse import unquote, urlsplit
 
 from wheelfactory.errors import UsageError
+from wheelfactory.plan.torch_releases import JSON_CONTENT
 from wheelfactory.publish.index import INDEX_LINK
 
 _LOG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")  # C0, DEL, C1 (and the escape character itself)
@@ -69,7 +70,7 @@ def path_problem(target: str) -> str | None:
     return None
 
 
-JSON_TYPE = "application/vnd.pypi.simple.v1+json"
+JSON_TYPE = JSON_CONTENT  # the one spelling of PEP 691 JSON (plan/torch_releases.py)
 HTML_TYPE = "application/vnd.pypi.simple.v1+html"
 # What a simple-API directory can answer: (media type a client may name, file, Content-Type sent).
 # On a tie the first wins, so a client that names none of them (a browser, curl, */*) gets HTML.

@@ -19,9 +19,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from wheelfactory.errors import PublishError
+from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.support import paths
@@ -49,18 +49,6 @@ class Store(Protocol):
 
     def session(self) -> contextlib.AbstractContextManager[None]:
         """Held while publishing: one publisher at a time where the store can say so."""
-
-
-def mask_url(url: str) -> str:
-    """``url`` with a password replaced by ``***`` (a URL is printed in errors; a password never)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<an unreadable URL>"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def sha256_of(body: bytes | Path) -> str:
@@ -173,7 +161,7 @@ class BucketStore:
 
     def _failed(self, exc: Exception, doing: str) -> PublishError:
         detail = " ".join(str(exc).split()) or type(exc).__name__
-        endpoint = mask_url(str(getattr(self.client.meta, "endpoint_url", "") or ""))
+        endpoint = mask_password(str(getattr(self.client.meta, "endpoint_url", "") or ""))
         return PublishError(f"{self.target} ({endpoint}): {doing} failed: {detail}")
 
     def _errors(self) -> tuple[type[Exception], ...]:

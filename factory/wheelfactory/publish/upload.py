@@ -60,7 +60,6 @@ if TYPE_CHECKING:  # twine is the publish extra's: imported where an upload runs
     from twine.settings import Settings
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"  # PEP 691: JSON, HTML where not served
-JSON_CONTENT = "application/vnd.pypi.simple.v1+json"
 PAGE_LIMIT = 64 * 1024 * 1024  # a project page; one far larger is not a simple page
 TIMEOUT = 60.0
 _SHA256 = re.compile(r"[0-9a-f]{64}")
