@@ -16,19 +16,29 @@ from wheelfactory.plan.tomlsource import TomlDocument
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-cuda-compile", action="store_true", default=False,
                      help="compile the fusedops .cu sources with nvcc (object files only; minutes)")
+    parser.addoption("--run-emulated", action="store_true", default=False,
+                     help="build aarch64 variants in Docker under QEMU user emulation (tests/docker/"
+                          "test_docker_aarch64.py; ~30 min here)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda_compile: compiles CUDA sources with nvcc; needs --run-cuda-compile")
+    config.addinivalue_line("markers", "emulated: builds another arch under QEMU user emulation; needs --run-emulated")
+
+
+# marker -> (its option, the skip reason without it)
+OPT_IN_TIERS = {"cuda_compile": ("--run-cuda-compile", "CUDA compile tier: pass --run-cuda-compile"),
+                "emulated": ("--run-emulated", "aarch64 emulation tier: pass --run-emulated")}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--run-cuda-compile"):
-        return
-    skip = pytest.mark.skip(reason="CUDA compile tier: pass --run-cuda-compile")
-    for item in items:
-        if "cuda_compile" in item.keywords:
-            item.add_marker(skip)
+    for marker, (option, reason) in OPT_IN_TIERS.items():
+        if config.getoption(option):
+            continue
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 @pytest.fixture(scope="session")
 def table() -> CompatTable:

@@ -9,7 +9,7 @@ codes are part of the interface (README, "Exit codes"); each means one thing:
     3  DockerUnavailable: the command needs a Docker engine and none answers
     4  OutputLocked: another wheelfactory run holds the output directory
     5  VariantsNotBuilt: what this machine can build was built; other selected variants were not,
-       for want of an engine (each listed with the reason and what to do)
+       for want of an engine or of a way to run their arch (each listed with the reason and what to do)
     6  ImageBuildFailed: a build image could not be made (debootstrap, import, a Dockerfile step)
     7  PublishError: dist/ cannot be published as asked (a conflict, a missing or foreign file)
     8  WorkflowStale: `ci github --check` found the committed workflow out of date

@@ -80,8 +80,8 @@ def host_apt_sources(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(indexes, "read_apt_sources", lambda root=None: [("debian.sources", sources)])
 
 
-def debian_tag(suite: str, mirror: str = HOST_MIRROR) -> str:
-    return render_base(BaseImageSpec(parse_suite(suite), mirror)).tag
+def debian_tag(suite: str, arch: str = "x86_64", mirror: str = HOST_MIRROR) -> str:
+    return render_base(BaseImageSpec(parse_suite(suite), mirror, arch=arch)).tag
 
 
 def expected_images(matrix: Matrix, variants: Sequence[Variant]) -> dict[tuple[str, str | None], set[str]]:
@@ -92,9 +92,9 @@ def expected_images(matrix: Matrix, variants: Sequence[Variant]) -> dict[tuple[s
     out: dict[tuple[str, str | None], set[str]] = {}
     for v in variants:
         if build.debian_base and v.key.backend.kind == "cuda" and not v.toolkit_wheels and v.toolkit_debian:
-            key: tuple[str, str | None] = (debian_tag(v.toolkit_debian, mirror), v.toolkit)
+            key: tuple[str, str | None] = (debian_tag(v.toolkit_debian, mirror=mirror), v.toolkit)
         elif build.debian_base:
-            key = (debian_tag(build.debian_base, mirror), None)
+            key = (debian_tag(build.debian_base, mirror=mirror), None)
         else:
             key = (dict(build.base_images)[v.key.arch], None)
         out.setdefault(key, set()).add(v.id)
@@ -213,8 +213,8 @@ def test_mirror_reaches_the_layer_and_the_note(parse: Callable[[str], Matrix], t
     plan, _ = baked(matrix, table)
     layered = [t for t in plan.targets if "cuda12-4" in t.name]
     assert len(layered) == 1 and "'http://mirror.example/debian' 'trixie'" in layered[0].image.dockerfile
-    assert from_line(layered[0].image.dockerfile) == debian_tag("trixie", "http://mirror.example/debian")
-    assert "--suite trixie --mirror http://mirror.example/debian`" in " ".join(plan.notes("f"))
+    assert from_line(layered[0].image.dockerfile) == debian_tag("trixie", mirror="http://mirror.example/debian")
+    assert "--suite trixie --mirror http://mirror.example/debian --arch x86_64`" in " ".join(plan.notes("f"))
 
 
 def test_debian_base_is_one_arch(parse: Callable[[str], Matrix], table: CompatTable) -> None:
@@ -233,7 +233,10 @@ def test_debian_base_is_one_arch(parse: Callable[[str], Matrix], table: CompatTa
 def test_image_spec_is_the_engines_choice(repo_matrix: Matrix, table: CompatTable) -> None:
     variants = {v.id: v for v in expand(repo_matrix, table).variants}
     bases = {"x86_64": "base:x"}
-    debian = {"trixie": "base:trixie"}.__getitem__
+
+    def debian(suite: str, arch: str) -> str:  # (suite, arch) -> the base's tag
+        return {("trixie", "x86_64"): "base:trixie"}[(suite, arch)]
+
     for plain in ("torch29-cxx11-cpu-x86_64-linux", "torch214-cxx11-cu130-x86_64-linux"):
         assert image_spec(variants[plain], bases, debian_base=debian) == ImageSpec("base:x")
     cu124 = variants["torch26-cxx98-cu124-x86_64-linux"]
@@ -248,7 +251,7 @@ def test_engine_and_bake_render_the_same_spec(repo_matrix: Matrix, table: Compat
     made: dict[str, RenderedImage] = {}
     monkeypatch.setattr(docker_engine, "resolve_base", lambda client, name, log: f"sha256:id-of-{name}")
 
-    def ensure(client: object, rendered: RenderedImage, log: Path) -> ImageRef:
+    def ensure(client: object, rendered: RenderedImage, log: Path, arch: str | None = None) -> ImageRef:
         made[rendered.tag] = rendered
         return ImageRef(rendered.tag, "sha256:" + rendered.content, built=True)
 

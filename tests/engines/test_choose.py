@@ -114,3 +114,30 @@ def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
     facts["torch"] = None
     with pytest.raises(EnvironmentProblem, match="has no torch installed"):
         probe("/opt/py/bin/python", runner=interpreter)
+
+
+def test_a_variant_whose_arch_does_not_run_here_is_not_built_with_the_fix(
+        parse: Callable[[str], Matrix], table: CompatTable, tmp_path: Path) -> None:
+    """Never built with the host's arch in its place: the aarch64 variants are listed as not built,
+    with why (from images/emulation.arch_support) and the command that makes the arch run."""
+    from wheelfactory.images.emulation import HOST_ARCH, ArchSupport
+
+    matrix = parse(MATRIX.replace('arch = ["x86_64"]', 'arch = ["x86_64", "aarch64"]'))
+    request = EngineRequest(matrix=matrix, table=table, out=tmp_path / "dist", python="/opt/py/bin/python",
+                            choice="docker")
+
+    def runs(arch: str) -> ArchSupport:
+        if arch == "x86_64":
+            return ArchSupport(arch, True, HOST_ARCH)
+        return ArchSupport(arch, False, "aarch64 code needs QEMU user emulation and no binfmt_misc handler runs it",
+                           "apt-get install -y qemu-user-static binfmt-support")
+
+    chosen = choose_engine(request, connect=lambda: object(), runs_arch=runs)  # type: ignore[arg-type,return-value]
+    assert [v.key.arch for v in chosen.variants] == ["x86_64"] * 3
+    assert sorted(n.variant.id for n in chosen.not_built) == [
+        "torch213-cxx11-cpu-aarch64-linux", "torch26-cxx11-cpu-aarch64-linux", "torch26-cxx98-cpu-aarch64-linux"]
+    first = chosen.not_built[0]
+    assert first.reason == f"{first.variant.id}: aarch64 code needs QEMU user emulation and no binfmt_misc handler runs it"
+    assert first.action == ("as root, run `apt-get install -y qemu-user-static binfmt-support` (or `wheelfactory engine "
+                            "start --emulate aarch64`), then rerun this command")
+    assert chosen.summary.endswith("3 selected variant(s) not built: their arch does not run here")

@@ -232,3 +232,23 @@ def test_a_build_requirement_no_wheel_serves_fails_the_variant_naming_it(tmp_pat
     (request,) = asked
     assert request.requirements == ("scikit-build-core>=99", "cmake>=3.15", "ninja>=1.5")
     assert request.constraints == (variant.torch_requirement,)  # a dependency on torch gets the variant's
+
+
+def test_an_image_whose_code_is_another_arch_than_the_variants_fails_before_anything_builds(
+        tmp_path: Path, variant: Variant, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An x86-64 image named in [build] base_image for aarch64 would make an aarch64-named wheel of
+    x86-64 code: the image's own platform.machine() (the engine's probe) is checked first."""
+    from dataclasses import replace
+
+    from wheelfactory.errors import DockerBuildError
+    from wheelfactory.support.timeline import Timeline
+
+    aarch64 = replace(variant, key=replace(variant.key, arch="aarch64"))
+    eng = engine(tmp_path)
+    monkeypatch.setattr(DockerEngine, "image_for", lambda self, v: IMAGE)
+    monkeypatch.setattr(DockerEngine, "facts", lambda self, image: ImageFacts("2.36", ("cp311-cp311",), machine="x86_64"))
+    stage = type("Stage", (), {"variant": aarch64})()
+    with pytest.raises(DockerBuildError, match="the build image wheelfactory/build:0123456789ab runs as x86_64, not "
+                                               "aarch64: name an aarch64 image for it in \\[build\\] base_image"):
+        eng.build(stage, tmp_path / "work", tmp_path / "build.log", Timeline(tmp_path / "build.log"))  # type: ignore[arg-type]
+    assert not (tmp_path / "work").exists()

@@ -7,7 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from wheelfactory.images.emulation import HOST_ARCH, arch_support, elf_header, host_arch, parse_handler
+from wheelfactory.images.emulation import (
+    HOST_ARCH,
+    arch_support,
+    elf_header,
+    host_arch,
+    parse_handler,
+    qemu_version,
+)
 
 DEBIAN_AARCH64 = """enabled
 interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
@@ -48,14 +55,16 @@ def test_the_host_arch_runs_natively_whatever_the_table(tmp_path: Path) -> None:
 
 def test_debians_qemu_aarch64_entry_runs_aarch64_in_containers(tmp_path: Path) -> None:
     support = arch_support("aarch64", host="x86_64",
-                           binfmt=table(tmp_path, qemu_aarch64=DEBIAN_AARCH64, python3_11=PYTHON, jar=JAR))
+                           binfmt=table(tmp_path, qemu_aarch64=DEBIAN_AARCH64, python3_11=PYTHON, jar=JAR),
+                           version_of=lambda interpreter: None)
     assert support.runs and support.emulated
     assert support.how == "emulated by qemu-aarch64 (/usr/libexec/qemu-binfmt/aarch64-binfmt-P)"
 
 
 def test_a_handler_is_found_by_its_magic_not_its_name(tmp_path: Path) -> None:
     # tonistiigi/binfmt and others pick their own names
-    assert arch_support("aarch64", host="x86_64", binfmt=table(tmp_path, arm64_any=DEBIAN_AARCH64)).runs
+    assert arch_support("aarch64", host="x86_64", binfmt=table(tmp_path, arm64_any=DEBIAN_AARCH64),
+                        version_of=lambda interpreter: None).runs
 
 
 def test_an_aarch64_handler_does_not_make_x86_64_run_on_aarch64(tmp_path: Path) -> None:
@@ -75,7 +84,8 @@ def test_an_aarch64_handler_does_not_make_x86_64_run_on_aarch64(tmp_path: Path) 
 ])
 def test_each_way_aarch64_cannot_run_says_why_and_the_fix(tmp_path: Path, status: str | None,
                                                           entries: dict[str, str], reason: str, fix: str) -> None:
-    support = arch_support("aarch64", host="x86_64", binfmt=table(tmp_path, status, **entries))
+    support = arch_support("aarch64", host="x86_64", binfmt=table(tmp_path, status, **entries),
+                           version_of=lambda interpreter: None)
     assert not support.runs and not support.emulated
     assert reason in support.how and support.fix.startswith(fix)
     assert "\n" not in support.how + support.fix
@@ -103,3 +113,28 @@ def test_the_elf_header_is_what_real_binaries_start_with() -> None:
     with open(sys.executable, "rb") as handle:  # this interpreter: a PIE or an executable of the host's arch
         head = handle.read(20)
     assert head in (elf_header(host_arch(), 2), elf_header(host_arch(), 3))
+
+
+def test_a_qemu_too_old_to_import_torch_is_refused_with_the_upgrade(tmp_path: Path) -> None:
+    """Debian bookworm's QEMU 7.2 hangs or crashes in torch's import as aarch64 (measured); 10.0 runs it."""
+    binfmt = table(tmp_path, qemu_aarch64=DEBIAN_AARCH64)
+    old = arch_support("aarch64", host="x86_64", binfmt=binfmt, version_of=lambda path: (7, 2))
+    assert not old.runs
+    assert old.how == ("aarch64 code is emulated by QEMU 7.2 (/usr/libexec/qemu-binfmt/aarch64-binfmt-P), which "
+                       "hangs or crashes importing torch; QEMU >= 10.0 runs it")
+    assert "bookworm-backports" in old.fix and old.fix.endswith(
+        "update-binfmts --disable qemu-aarch64 && update-binfmts --enable qemu-aarch64")
+    new = arch_support("aarch64", host="x86_64", binfmt=binfmt, version_of=lambda path: (10, 0))
+    assert new.runs and new.how == "emulated by qemu-aarch64 (QEMU 10.0, /usr/libexec/qemu-binfmt/aarch64-binfmt-P)"
+    # a handler that is no QEMU (or says no version) is taken at its word
+    assert arch_support("aarch64", host="x86_64", binfmt=binfmt, version_of=lambda path: None).runs
+
+
+def test_qemu_version_reads_what_the_emulator_prints(tmp_path: Path) -> None:
+    fake = tmp_path / "qemu-aarch64"
+    fake.write_text("#!/bin/sh\necho 'qemu-aarch64 version 10.0.2 (Debian 1:10.0.2+ds-2)'\n")
+    fake.chmod(0o755)
+    link = tmp_path / "aarch64-binfmt-P"
+    link.symlink_to(fake)
+    assert qemu_version(str(link)) == (10, 0)
+    assert qemu_version(str(tmp_path / "absent")) is None

@@ -39,6 +39,9 @@ def test_platforms_newest_first() -> None:
     tags = ContainerPython(glibc="2.31").platforms()
     assert tags[0] == "manylinux_2_31_x86_64" and "manylinux_2_17_x86_64" in tags
     assert tags[-2:] == ("manylinux2014_x86_64", "linux_x86_64")
+    # an aarch64 variant's wheels are chosen for aarch64 (NVIDIA's are manylinux_2_27_aarch64)
+    arm = ContainerPython(arch="aarch64", glibc="2.36").platforms()
+    assert "manylinux_2_27_aarch64" in arm and all(tag.endswith("_aarch64") for tag in arm)
 
 
 def test_download_once_then_reuse(tmp_path: Path) -> None:

@@ -74,7 +74,8 @@ def test_a_byo_gpu_wheel_without_device_code_warns_and_passes(tmp_path: Path, to
 
     def smoke(code: str, log: Path) -> str:
         smoked.append(code)
-        return '{"mode": "imported", "variant": null, "module": "multi_ext", "extensions": {}}\n'
+        return '{"mode": "imported", "variant": null, "module": "multi_ext", "extensions": {}}\n' \
+            f"{checks.MACHINE_MARK} x86_64\n"
 
     checks.verify_wheel(stage, wheel, log, smoke=smoke, timeline=timeline)  # no cuobjdump: nothing to ask it
     (warning,) = timeline.warnings

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from testkit import make_wheel
+from wheelfactory.images.emulation import elf_header
 from wheelfactory.plan.identity import Variant, VariantId
-from wheelfactory.verify.wheel_identity import wheel_identity_problems
+from wheelfactory.verify.wheel_identity import elf_machine_problems, wheel_identity_problems
 
 VID = "torch213-cxx11-cu130-x86_64-linux"
 KEY = VariantId.parse(VID)
@@ -21,9 +22,12 @@ RECORD = {"namespace": "_tiny_cuda_0123abcd", "arch_list": ["9.0"], "variant": V
           "arch": "x86_64", "stable_abi": False}
 
 
+X86_64_SO = elf_header("x86_64", 3) + bytes(44)
+
+
 def good(directory: Path, *, version: str = "0.1.0+cu130torch2.13", tag: str = "cp39-abi3-manylinux_2_28_x86_64",
          record: dict[str, object] | None = None, files: dict[str, str | bytes] | None = None) -> Path:
-    return make_wheel(directory, "tiny", version, tag=tag, files={"tiny/_C.abi3.so": b"\x7fELF", **(files or {})},
+    return make_wheel(directory, "tiny", version, tag=tag, files={"tiny/_C.abi3.so": X86_64_SO, **(files or {})},
                       build_record=RECORD if record is None else record)
 
 
@@ -85,7 +89,7 @@ def rewrite_member(wheel: Path, member: str, data: bytes | None) -> None:
 
 
 @pytest.mark.parametrize(("member", "data", "expected"), [
-    ("tiny/_C.abi3.so", b"\x7fELF planted", "tiny/_C.abi3.so does not match its"),
+    ("tiny/_C.abi3.so", X86_64_SO + b"planted", "tiny/_C.abi3.so does not match its"),
     ("tiny/evil.py", b"import os\n", "tiny/evil.py is not in"),
     ("tiny/_C.abi3.so", None, "lists tiny/_C.abi3.so, which the wheel does not hold"),
 ])
@@ -95,6 +99,19 @@ def test_a_record_that_does_not_match_the_members_is_a_problem(tmp_path: Path, m
     rewrite_member(wheel, member, data)
     found = problems(wheel)
     assert len(found) == 1 and expected in found[0], found
+
+
+def test_a_library_for_another_machine_than_the_variants_is_a_problem(tmp_path: Path) -> None:
+    """A wheel named x86_64 holding an AArch64 library (what a cross build that went wrong, or an
+    engine that built with the wrong image, gives) is refused, as is a .so that is no ELF at all."""
+    wheel = good(tmp_path, files={"tiny/_C.abi3.so": elf_header("aarch64", 3) + bytes(44)})
+    assert problems(wheel) == ["tiny/_C.abi3.so is an ELF file for aarch64, not for x86_64"]
+    assert elf_machine_problems({"a.so": elf_header("aarch64", 3)}, "aarch64") == []
+    assert elf_machine_problems({"pkg.libs/libz-1a2b.so.1": b"GROUP ( libz.so )"}, "aarch64") == [
+        "pkg.libs/libz-1a2b.so.1 is named as a shared library and is not an ELF file"]
+    thirty_two = b"\x7fELF\x01\x01\x01" + bytes(9) + (3).to_bytes(2, "little") + (0x28).to_bytes(2, "little")
+    assert elf_machine_problems({"a.so": thirty_two}, "aarch64") == ["a.so is an ELF file for machine 0x28 (32-bit), "
+                                                                     "not for aarch64"]
 
 
 def test_an_empty_record_and_a_damaged_zip_are_problems(tmp_path: Path) -> None:

@@ -46,11 +46,12 @@ class OfflineBase:
     tag: str
     suite: str
     mirror: str
+    arch: str = "x86_64"
 
     @property
     def command(self) -> str:
-        # The mirror is part of the base's tag: name it, so that another machine makes the same tag.
-        return f"wheelfactory base-image --suite {self.suite} --mirror {self.mirror}"
+        # The mirror and arch are part of the base's tag: name them, so that another machine makes the same tag.
+        return f"wheelfactory base-image --suite {self.suite} --mirror {self.mirror} --arch {self.arch}"
 
 
 @dataclass(frozen=True)
@@ -123,20 +124,20 @@ def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str,
                           key="build.debian_mirror", hint="set [build] debian_mirror")
     offline: dict[str, OfflineBase] = {}
 
-    def debian_base(suite: str) -> str:
-        base = OfflineBase(render_base(BaseImageSpec(parse_suite(suite), mirror)).tag, suite, mirror)
+    def debian_base(suite: str, arch: str) -> str:
+        base = OfflineBase(render_base(BaseImageSpec(parse_suite(suite), mirror, arch=arch)).tag, suite, mirror, arch)
         offline[base.tag] = base
         return base.tag
 
     archs = sorted({v.key.arch for v in variants})  # matrix.py admits only the archs PLATFORMS maps
     base_images = dict(build.base_images)
     if build.debian_base:
-        if len(archs) > 1:  # the engine refuses archs foreign to its machine (engines.choose)
-            raise ConfigError(f"debian_base makes one base image, for the arch of the machine that makes it, "
+        if len(archs) > 1:  # the bake file names no platforms: each arch bakes on a machine of its own
+            raise ConfigError(f"debian_base makes one base image per arch, on the machine that bakes it, "
                               f"and the selection has {' and '.join(archs)} variants", file=matrix_file,
                               key="build.debian_base", hint="bake one arch at a time (--only '*-x86_64-*'), or "
                                                             "name per-arch images in base_image instead")
-        base_images = {arch: debian_base(build.debian_base) for arch in archs}
+        base_images = {arch: debian_base(build.debian_base, arch) for arch in archs}
     chosen: dict[str, tuple[ImageSpec, RenderedImage, list[Variant]]] = {}
     for variant in variants:
         spec = image_spec(variant, base_images, debian_base=debian_base if build.debian_base else None,

@@ -25,6 +25,7 @@ from wheelfactory.errors import (
     WriteFailed,
 )
 from wheelfactory.images.base_image import SUITES  # [base-image]
+from wheelfactory.images.emulation import DEBIAN_ARCH  # [base-image]
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, parse_shard
 from wheelfactory.plan.matrix import load_matrix
@@ -140,11 +141,15 @@ def engine_group() -> None:
               default=Path("/tmp/dockerd.log"), show_default=True, help="dockerd's output (env DOCKERD_LOG).")
 @click.option("--wait", "wait_s", type=click.IntRange(min=1), envvar="DOCKERD_WAIT", default=60, show_default=True,
               help="Seconds to wait for the engine to answer (env DOCKERD_WAIT).")
-def engine_start(no_install: bool, log: Path, wait_s: int) -> None:
+@click.option("--emulate", "emulate", multiple=True, type=click.Choice(sorted(DEBIAN_ARCH)),
+              help="Also make this arch's code run here, through QEMU user emulation where it is not the "
+                   "machine's own (as root: mounts binfmt_misc, installs qemu-user-static and binfmt-support). "
+                   "Repeatable.")
+def engine_start(no_install: bool, log: Path, wait_s: int, emulate: tuple[str, ...]) -> None:
     """Make a Docker engine answer here: install Debian's docker.io (as root, with apt-get) and start dockerd
     without a bridge network, as CI runs it. Nothing is done when an engine already answers."""
-    from wheelfactory.engines.dockerd import start_engine
-    from wheelfactory.errors import DockerUnavailable
+    from wheelfactory.engines.dockerd import set_up_emulation, start_engine
+    from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
 
     started = time.monotonic()
     result = start_engine(install=not no_install, log=log, wait_s=wait_s, say=click.echo)
@@ -152,8 +157,15 @@ def engine_start(no_install: bool, log: Path, wait_s: int) -> None:
         raise DockerUnavailable(result.detail)
     if result.warning:
         click.echo(f"engine: {result.warning}", err=True)
-    done = "; ".join(result.done) or "nothing to do"
-    click.echo(f"engine: {result.detail} ready ({done}; {time.monotonic() - started:.1f} s)")
+    done = list(result.done)
+    if emulate:
+        emulation = set_up_emulation(emulate, install=not no_install, say=click.echo)
+        done.extend(emulation.done)
+        if not emulation.ready:
+            first = next(s for s in emulation.support if not s.runs)
+            raise EnvironmentProblem(f"{first.arch} code cannot run here: {first.how}; fix: {first.fix}")
+    said = "; ".join(done) or "nothing to do"
+    click.echo(f"engine: {result.detail} ready ({said}; {time.monotonic() - started:.1f} s)")
 
 
 OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
@@ -473,7 +485,7 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
     targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
     client = docker_client()
     out_console = console()
-    base = (debian_bases(client, matrix, EventRenderer(out_console))(matrix.build.debian_base) if matrix.build.debian_base
+    base = (debian_bases(client, matrix, EventRenderer(out_console))(matrix.build.debian_base, "x86_64") if matrix.build.debian_base
             else matrix.build.base_image("x86_64"))
     out = out_dir.resolve()
     log = out / "rocm-check.log"
@@ -493,19 +505,23 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
                                                   for s in SUITES.values()) + ".")
 @click.option("--mirror", default=None, help="Debian mirror (default: the one the host's apt sources use).")
 @click.option("--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
+@click.option("--arch", type=click.Choice(sorted(DEBIAN_ARCH)), default=None,
+              help="The image's arch (default: this machine's). Another arch needs QEMU user emulation "
+                   "(wheelfactory engine start registers it).")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
               show_default=True, help="Where the temporary rootfs and the logs go.")
-def base_image(suite: str, mirror: str | None, tag: str | None, cache_dir: Path) -> None:
+def base_image(suite: str, mirror: str | None, tag: str | None, arch: str | None, cache_dir: Path) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
     from wheelfactory.cli.render import EventRenderer
     from wheelfactory.errors import ImageBuildFailed
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
+    from wheelfactory.images.emulation import host_arch
     from wheelfactory.plan.indexes import debian_mirror
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
-    spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag)
+    spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag, arch=arch or host_arch())
     try:
         image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err))
     except ImageBuildFailed as exc:

@@ -16,6 +16,7 @@ from wheelfactory.engines import Engine
 from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.images.containers import DockerClient
+from wheelfactory.images.emulation import ArchSupport, arch_support
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import ProjectConstraints, project_expand, project_matrix
 from wheelfactory.plan.expand import Plan, select
@@ -77,10 +78,12 @@ def owner_of(out: Path) -> str:
 
 
 def choose_engine(request: EngineRequest, progress: Listener = ignore, *, connect: Callable[[], DockerClient] | None = None,
-                  probe_host: Callable[[str], HostEnvironment] = probe) -> Chosen:
+                  probe_host: Callable[[str], HostEnvironment] = probe,
+                  runs_arch: Callable[[str], ArchSupport] | None = None) -> Chosen:
     """``connect`` returns a Docker client or raises DockerUnavailable (default: the engine named
-    by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch. Both are parameters so
-    the decision can be tested without Docker or torch."""
+    by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch; ``runs_arch`` says
+    whether this machine runs an arch's code (natively or emulated: images/emulation.py). They
+    are parameters so the decision can be tested without Docker, torch or QEMU."""
     if request.choice == "host":
         return _host(request, probe_host)
     try:
@@ -89,7 +92,7 @@ def choose_engine(request: EngineRequest, progress: Listener = ignore, *, connec
         if request.choice == "docker":
             raise
         return _host_fallback(request, str(exc), probe_host)
-    return _docker(client, request, progress)
+    return _docker(client, request, progress, runs_arch or arch_support)
 
 
 def _connect() -> DockerClient:
@@ -98,18 +101,19 @@ def _connect() -> DockerClient:
     return docker_client(hint="")
 
 
-def _docker(client: DockerClient, request: EngineRequest, progress: Listener) -> Chosen:
+def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
+            runs_arch: Callable[[str], ArchSupport]) -> Chosen:
     from wheelfactory.engines.docker import DockerEngine, DockerOptions
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
     matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
-    variants = select(request.plan(), request.only, request.shard)
+    variants, not_built = _runnable(select(request.plan(), request.only, request.shard), runs_arch)
     build = matrix.build
     base_images = dict(build.base_images)
     debian_base = None
     if build.debian_base:
         debian_base = debian_bases(client, matrix, progress)
-        base_images = _debian_base(matrix, variants, debian_base, matrix_file=matrix_file)
+        base_images = {arch: debian_base(build.debian_base, arch) for arch in sorted({v.key.arch for v in variants})}
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
     options = DockerOptions(base_images=base_images, image_log=out / "images.log", torch_indexes=urls,
@@ -120,8 +124,24 @@ def _docker(client: DockerClient, request: EngineRequest, progress: Listener) ->
     engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
     refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "")
+    unrun = f"; {len(not_built)} selected variant(s) not built: their arch does not run here" if not_built else ""
     return Chosen(engine, variants,
-                  f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}")
+                  f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}{unrun}",
+                  not_built)
+
+
+def _runnable(variants: Sequence[Variant],
+              runs_arch: Callable[[str], ArchSupport]) -> tuple[tuple[Variant, ...], tuple[NotBuilt, ...]]:
+    """The variants whose arch runs here (the build, repair, smoke test and tests all run as that
+    arch), and the others as not built, with why and the command that makes the arch run. Never
+    built with the host's arch instead: a wheel named aarch64 holding x86-64 code is worse than none."""
+    support = {arch: runs_arch(arch) for arch in sorted({v.key.arch for v in variants})}
+    refused = tuple(NotBuilt(v, f"{v.id}: {support[v.key.arch].how}",
+                             f"as root, run `{support[v.key.arch].fix}` (or `{START_ENGINE} --emulate {v.key.arch}`), then rerun this "
+                             "command" if support[v.key.arch].fix
+                             else "build it on a machine of that arch")
+                    for v in variants if not support[v.key.arch].runs)
+    return tuple(v for v in variants if support[v.key.arch].runs), refused
 
 
 def torch_indexes(variants: Sequence[Variant], matrix: Matrix, table: CompatTable, env: Mapping[str, str], *,
@@ -155,13 +175,14 @@ def _mirror(matrix: Matrix) -> str:
     return debian_mirror(matrix.build.debian_mirror)
 
 
-def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str], str]:
-    """suite -> the tag of its offline Debian base, made on first use (reused: content-tagged)."""
+def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str, str], str]:
+    """(suite, arch) -> the tag of its offline Debian base, made on first use (reused: content-tagged);
+    a foreign arch's through QEMU user emulation (images/base_image.py)."""
     from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
 
-    def make(suite: str) -> str:
+    def make(suite: str, arch: str) -> str:
         try:
-            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix)),
+            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix), arch=arch),
                                       cache_dir=DEFAULT_CACHE, progress=progress)
         except ImageBuildFailed as exc:
             if exc.tail:
@@ -170,20 +191,6 @@ def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Ca
         return image.tag
 
     return functools.cache(make)
-
-
-def _debian_base(matrix: Matrix, variants: Sequence[Variant], make: Callable[[str], str], *,
-                 matrix_file: str) -> dict[str, str]:
-    """The offline Debian base for the host's arch (made now, before the matrix runs)."""
-    import platform
-
-    arch = platform.machine()
-    foreign = sorted({v.key.arch for v in variants} - {arch})
-    if foreign:
-        raise ConfigError(f"debian_base builds a base image for this machine's arch ({arch}) only, and the plan "
-                          f"has {', '.join(foreign)} variants", file=matrix_file, key="build.debian_base",
-                          hint="drop those archs, or name per-arch images in base_image instead")
-    return {arch: make(matrix.build.debian_base or "")}
 
 
 def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) -> Chosen:

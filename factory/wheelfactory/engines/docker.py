@@ -43,6 +43,7 @@ from wheelfactory.engines.wheelhouse import (
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
+from wheelfactory.images.emulation import host_arch
 from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
@@ -63,7 +64,7 @@ from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
-          "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), "
+          "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), 'machine': platform.machine(), "
           "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None)}))")
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
@@ -107,6 +108,7 @@ class ImageFacts:
     pythons: tuple[str, ...]
     ccache: str | None = None  # path of ccache in the image; None: no compile cache there
     nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
+    machine: str = ""  # what platform.machine() says in a container of the image: its code's arch
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
@@ -135,8 +137,8 @@ class DockerOptions:
     owner: str = ""  # OWNER_LABEL value: the output directory's digest (see reclaim)
     compile_cache: CompileCache | None = None  # shared by all variants (engines/compile_cache.py)
     glibc_floor: str | None = None  # [build] glibc_floor: verification fails newer requirements
-    # [build] debian_base: makes (or reuses) the Debian base of a suite, for toolkit layers from Debian
-    debian_base: Callable[[str], str] | None = None
+    # [build] debian_base: makes (or reuses) the Debian base of a suite and arch, for toolkit layers from Debian
+    debian_base: Callable[[str, str], str] | None = None
     debian_mirror: str | None = None  # Debian toolkit layers: [build] debian_mirror, else the host's apt mirror
     # variant id -> why the torch index cannot serve it (wheelhouse.pypi_refusal): fails at once
     refusals: Mapping[str, str] = field(default_factory=dict)
@@ -220,8 +222,8 @@ class DockerEngine:
             # bake` renders the same spec without it (it knows no engine): its tags differ.
             rendered = spec.render(labels={BASE_ID_LABEL: self._caches.base_ids[spec.base]})
             if rendered.tag not in self._caches.images:
-                self._caches.images[rendered.tag] = ensure_image(self.client, rendered,
-                                                          log=self.options.image_log)
+                self._caches.images[rendered.tag] = ensure_image(self.client, rendered, log=self.options.image_log,
+                                                                 arch=variant.key.arch)
             return self._caches.images[rendered.tag]
 
     def facts(self, image: ImageRef) -> ImageFacts:
@@ -229,7 +231,7 @@ class DockerEngine:
             with Container(self.client, image.id, labels=self.options.labels) as box:
                 data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
             self._caches.facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
-                                               data.get("nvcc"))
+                                               data.get("nvcc"), host_arch(data.get("machine", "")))
         return self._caches.facts[image.id]
 
     def reclaim(self) -> list[str]:
@@ -262,6 +264,9 @@ class DockerEngine:
         with timeline.phase("image"):
             image = self.image_for(variant)
             facts = self.facts(image)
+        if facts.machine != variant.key.arch:  # a wheel named for one arch holding another's code
+            raise DockerBuildError(f"{variant.id}: the build image {image.tag} runs as {facts.machine or 'an unknown arch'}, "
+                                   f"not {variant.key.arch}: name an {variant.key.arch} image for it in [build] base_image")
         version, python = facts.python_for(variant, self.options.python_support.get(variant.key.torch, ()))
         if variant.key.backend.kind == "cuda" and not variant.toolkit_wheels and not facts.nvcc:
             raise DockerBuildError(

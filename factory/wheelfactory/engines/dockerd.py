@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wheelfactory.errors import DockerUnavailable
+from wheelfactory.images.emulation import BINFMT_MISC, ArchSupport, arch_support, qemu_version
 from wheelfactory.support.proc import CommandFailed, run, tail_of
 
 DOCKERD_ARGS = ("--bridge=none", "--iptables=false")
@@ -157,3 +158,77 @@ def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int =
     if tail:
         say(f"last lines of {log}:\n{tail}")
     return EngineSetup(False, f"dockerd did not answer within {wait_s} s (log: {log})", tuple(done))
+
+
+# What QEMU user emulation needs on Debian/Ubuntu: the static emulators, and binfmt-support, which
+# registers them with the F flag (images/emulation.py: containers can use them).
+EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
+
+
+@dataclass(frozen=True)
+class EmulationSetup:
+    """What ``set_up_emulation`` found and did for each foreign arch."""
+
+    support: tuple[ArchSupport, ...]  # after the setup: for each arch asked, whether it runs and how
+    done: tuple[str, ...] = ()  # "mounted binfmt_misc", "installed qemu-user-static binfmt-support"
+
+    @property
+    def ready(self) -> bool:
+        return all(s.runs for s in self.support)
+
+
+def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = lambda line: None,
+                     machine: Machine | None = None, binfmt: Path = BINFMT_MISC,
+                     host: str | None = None,
+                     version_of: Callable[[str], tuple[int, int] | None] = qemu_version) -> EmulationSetup:
+    """Make ``archs`` (planner arches) run here: the host's own as it is, another through QEMU user
+    emulation, as docker/setup-qemu-action does on CI: mount binfmt_misc, install Debian's
+    qemu-user-static and binfmt-support (root, apt-get), then enable the arch's handler. Each
+    step is told to ``say`` first; what cannot be done is left to the arch's ``fix``."""
+    m = machine or Machine()
+    done: list[str] = []
+
+    def check() -> dict[str, ArchSupport]:
+        return {arch: arch_support(arch, host=host, binfmt=binfmt, version_of=version_of) for arch in sorted(set(archs))}
+
+    support = check()
+    missing = [s for s in support.values() if not s.runs]
+    can_act = install and m.euid() == 0
+    if missing and can_act and not (binfmt / "status").is_file():
+        command = ["mount", "-t", "binfmt_misc", "binfmt_misc", str(binfmt)]
+        say(f"+ {shlex.join(command)}")
+        try:
+            m.command(command)
+            done.append("mounted binfmt_misc")
+        except CommandFailed as exc:
+            say(f"emulation: mounting binfmt_misc failed ({tail_of_failure(exc)}): a container without "
+                "privileges cannot; run it on the host")
+    if missing and can_act and m.which("apt-get") and any(m.which(f"qemu-{s.arch}-static") is None for s in missing):
+        failed = _install(m, EMULATION_PACKAGES, say)
+        if failed is None:
+            done.append(f"installed {' '.join(EMULATION_PACKAGES)}")
+        else:
+            say(f"emulation: {failed}")
+    support = check()
+    for arch, found in support.items():
+        # Installed, yet not registered (binfmt_misc was mounted after the package's postinst ran).
+        if not found.runs and can_act and m.which("update-binfmts") and m.which(f"qemu-{arch}-static"):
+            command = ["update-binfmts", "--enable", f"qemu-{arch}"]
+            say(f"+ {shlex.join(command)}")
+            try:
+                m.command(command)
+                done.append(f"enabled qemu-{arch}")
+            except CommandFailed as exc:
+                say(f"emulation: {shlex.join(command)} failed ({tail_of_failure(exc)})")
+    support = check()
+    for found in support.values():
+        if found.emulated:
+            say(f"emulation: {found.arch} code {found.how}")
+        elif not found.runs:
+            say(f"emulation: {found.arch} code does not run here: {found.how}; fix: {found.fix}")
+    return EmulationSetup(tuple(support.values()), tuple(done))
+
+
+def tail_of_failure(exc: CommandFailed) -> str:
+    last = exc.tail.strip().splitlines()[-1:] or [f"exit code {exc.returncode}"]
+    return last[0]

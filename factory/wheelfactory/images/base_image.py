@@ -177,7 +177,7 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
     timings: list[tuple[str, float]] = []
     _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings, foreign=foreign)
     progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
-    ref = ensure_image(client, rendered, log=log, progress=progress)
+    ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch)
     timings.append(("build", ref.seconds))
     return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
 

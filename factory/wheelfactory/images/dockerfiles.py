@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from wheelfactory.errors import ConfigError, ImageBuildFailed
 from wheelfactory.images.containers import Network
+from wheelfactory.images.emulation import OCI_ARCH
 from wheelfactory.support.proc import tail_of
 from wheelfactory.support.progress import CommandRun, Listener, StepDone, ignore
 from wheelfactory.support.resources import templates_dir
@@ -172,9 +173,11 @@ def find_image(client: DockerClient, rendered: RenderedImage) -> ImageRef | None
 
 
 def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
-                 progress: Listener = ignore) -> ImageRef:
+                 progress: Listener = ignore, arch: str | None = None) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
-    (classic builder, network only when the template asks for it), its log appended to ``log``."""
+    (classic builder, network only when the template asks for it), its log appended to ``log``.
+    ``arch``: the platform the image is for (a planner arch); None: the engine's own. Another
+    arch's RUN steps run through QEMU user emulation (images/emulation.py)."""
     import docker
 
     found = find_image(client, rendered)
@@ -195,7 +198,8 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
             for chunk in client.api.build(fileobj=_context(rendered.dockerfile), custom_context=True,
                                           tag=rendered.tag, network_mode=rendered.network, rm=True,
                                           forcerm=True, pull=False, decode=True,
-                                          labels={CONTENT_LABEL: rendered.content}):
+                                          labels={CONTENT_LABEL: rendered.content},
+                                          platform=f"linux/{OCI_ARCH[arch]}" if arch else None):
                 text = chunk.get("stream", "")
                 if text:
                     sink.write(text)
@@ -213,6 +217,9 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
                                f"{error.splitlines()[-1]} (log: {log}); {_hint(error)}",
                                tail=tail_of(log))
     image = client.images.get(rendered.tag)
+    if arch and image.attrs.get("Architecture") != OCI_ARCH[arch]:
+        raise ImageBuildFailed(f"{rendered.tag} was built for {image.attrs.get('Architecture')}, not {OCI_ARCH[arch]}: "
+                               f"its FROM image is for another arch; name an {arch} base in [build] base_image")
     seconds = time.monotonic() - start
     progress(StepDone(f"built {rendered.tag} ({image.id}) in {seconds:.1f} s"))
     return ImageRef(rendered.tag, str(image.id), built=True, seconds=round(seconds, 3))

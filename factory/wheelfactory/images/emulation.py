@@ -10,9 +10,14 @@ registration). Debian's qemu-user-static registers ``qemu-<arch>`` that way thro
 
 from __future__ import annotations
 
+import os
 import platform
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from wheelfactory.support.proc import CommandFailed, TimeoutExpired, run
 
 BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
 # The ELF e_machine of each arch the planner knows (plan/identity.ARCHES)
@@ -22,6 +27,26 @@ OCI_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}  # an image config's "archite
 _MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 INSTALL_QEMU = "apt-get install -y qemu-user-static binfmt-support"
 MOUNT_BINFMT = f"mount -t binfmt_misc binfmt_misc {BINFMT_MISC}"
+# The oldest QEMU measured to run torch's import as aarch64: Debian bookworm's 7.2 hangs or crashes
+# in it (oneDNN's CPU probe, after "Can't open MIDR_EL1 sysfs entry"); bookworm-backports' 10.0.2
+# runs it (import torch 2.13 in 16 s here). Nothing between was measured.
+MIN_QEMU = (10, 0)
+NEWER_QEMU = ("install QEMU >= 10 (Debian bookworm: add bookworm-backports to apt's sources, then "
+              "apt-get install -y -t bookworm-backports qemu-user-static binfmt-support; trixie's own is 10.0)")
+_QEMU_VERSION = re.compile(r"qemu-\S+ version (\d+)\.(\d+)")
+
+
+def qemu_version(interpreter: str) -> tuple[int, int] | None:
+    """What the QEMU behind a binfmt_misc handler's interpreter says its version is, or None when
+    it says nothing readable (not a QEMU, not runnable from here). Asked of the file the name
+    resolves to: QEMU refuses to run as ``*-binfmt-P`` outside binfmt_misc. (An F-flag handler
+    keeps the file it opened when registered: a QEMU upgraded since needs registering again.)"""
+    try:
+        said = run([os.path.realpath(interpreter), "--version"], timeout=30)
+    except (OSError, CommandFailed, TimeoutExpired):
+        return None
+    found = _QEMU_VERSION.search(said)
+    return (int(found[1]), int(found[2])) if found else None
 
 
 def host_arch(machine: str | None = None) -> str:
@@ -91,14 +116,16 @@ class ArchSupport:
         return self.runs and self.how != HOST_ARCH
 
 
-def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MISC) -> ArchSupport:
+def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MISC,
+                 version_of: Callable[[str], tuple[int, int] | None] = qemu_version) -> ArchSupport:
     """How this machine runs ``arch`` (a planner arch: x86_64, aarch64): natively when it is the
     host's, else through an enabled binfmt_misc handler for its ELF executables and PIEs that
-    containers can use (F flag)."""
+    containers can use (F flag), and, when the handler is a QEMU, one new enough to run torch
+    (``version_of``: the handler's QEMU version; tests pass their own)."""
     own = host_arch(host)
     if arch == own:
         return ArchSupport(arch, True, HOST_ARCH)
-    register = f"{INSTALL_QEMU} (as root: it registers qemu-{arch} for containers too)"
+    register = INSTALL_QEMU  # binfmt-support registers qemu-<arch> with the F flag: containers use it too
     if arch not in ELF_MACHINE:
         return ArchSupport(arch, False, f"no known ELF machine for {arch!r}")
     status = binfmt / "status"
@@ -112,7 +139,16 @@ def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MI
     found = [h for h in _handlers(binfmt) if all(h.runs(header) for header in headers)]
     usable = [h for h in found if h.enabled and "F" in h.flags]
     if usable:
-        return ArchSupport(arch, True, f"emulated by {usable[0].name} ({usable[0].interpreter})")
+        handler = usable[0]
+        version = version_of(handler.interpreter)
+        if version is not None and version < MIN_QEMU:
+            shown = ".".join(map(str, version))
+            return ArchSupport(arch, False, f"{arch} code is emulated by QEMU {shown} ({handler.interpreter}), which "
+                                            f"hangs or crashes importing torch; QEMU >= {'.'.join(map(str, MIN_QEMU))} "
+                                            "runs it", f"{NEWER_QEMU}, then update-binfmts --disable {handler.name} "
+                                                       f"&& update-binfmts --enable {handler.name}")
+        said = f"QEMU {'.'.join(map(str, version))}, " if version else ""
+        return ArchSupport(arch, True, f"emulated by {handler.name} ({said}{handler.interpreter})")
     if any(h.enabled for h in found):
         handler = next(h for h in found if h.enabled)
         return ArchSupport(arch, False, f"{arch} code is emulated by {handler.name} ({handler.interpreter}), "

@@ -39,16 +39,16 @@ def debian_toolkit(variant: Variant) -> str | None:
 
 
 def image_spec(variant: Variant, base_images: Mapping[str, str], *,
-               debian_base: Callable[[str], str] | None = None,
+               debian_base: Callable[[str, str], str] | None = None,
                debian_mirror: str | None = None) -> ImageSpec:
-    """The image ``variant`` builds in. ``base_images``: arch -> base image; ``debian_base``: suite
-    -> the tag of its offline Debian base ([build] debian_base), None when the matrix has none
+    """The image ``variant`` builds in. ``base_images``: arch -> base image; ``debian_base``: (suite,
+    arch) -> the tag of its offline Debian base ([build] debian_base), None when the matrix has none
     (then a CUDA 12 variant gets the arch's base and needs a toolkit in it); ``debian_mirror``: where
     the toolkit layer's apt gets Debian's packages, required with ``debian_base``."""
     suite = debian_toolkit(variant)
     if suite is not None and debian_base is not None:
         if not debian_mirror:
             raise ValueError(f"{variant.id}: a Debian toolkit layer needs debian_mirror")
-        return ImageSpec(debian_base(suite), f"cuda{variant.toolkit}",
+        return ImageSpec(debian_base(suite, variant.key.arch), f"cuda{variant.toolkit}",
                          (("debian_mirror", debian_mirror), ("debian_suite", suite)))
     return ImageSpec(base_images[variant.key.arch])

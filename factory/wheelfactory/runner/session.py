@@ -14,7 +14,7 @@ from pathlib import Path
 from wheelfactory.engines import Engine
 from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
-from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, start_engine
+from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, set_up_emulation, start_engine
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
@@ -94,7 +94,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     spec = load_matrix(matrix, table, display=str(matrix))
     choice = next((e for e in ENGINES if e == engine), spec.build.engine)
     if setup:
-        set_up_engine(choice, debian_base=bool(spec.build.debian_base), progress=progress)
+        set_up_engine(choice, debian_base=bool(spec.build.debian_base), progress=progress, archs=spec.arch)
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
         check_sources(spec.test, spec.project.path)
@@ -117,12 +117,15 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
                          capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built)
 
 
-def set_up_engine(choice: str, *, debian_base: bool, progress: Listener) -> None:
-    """build --setup: make a Docker engine answer where this machine allows; report, never fail."""
+def set_up_engine(choice: str, *, debian_base: bool, progress: Listener, archs: Sequence[str] = ()) -> None:
+    """build --setup: make a Docker engine answer where this machine allows, and the matrix's
+    archs run (QEMU user emulation for a foreign one); report, never fail."""
     if choice == "host":
         progress(Notice("setup: --engine host needs no Docker engine; nothing to set up"))
         return
     result = start_engine(say=lambda line: progress(Notice(line)), route=DEBIAN_BASE_PACKAGES if debian_base else {})
+    if result.ready and archs:
+        set_up_emulation(archs, say=lambda line: progress(Notice(f"setup: {line}")))
     if result.warning:
         progress(Notice(f"setup: {result.warning}"))
     if not result.ready:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from wheelfactory.errors import VariantBuildError
+from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.kind_facts import SmokeProgram
@@ -35,6 +36,7 @@ from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary
 from wheelfactory.verify.repair import check_wheel
+from wheelfactory.verify.wheel_identity import elf_machine_problems
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.
@@ -100,6 +102,22 @@ SMOKES: dict[SmokeProgram, SmokeCheck] = {
 }
 
 
+# Put after every smoke program (its result line stays the last other line; a program may start with
+# `from __future__`): the process says which machine it ran as (platform.machine()), the proof
+# that an aarch64 wheel's op ran as aarch64 (under QEMU here) and not as the host.
+MACHINE_MARK = "wheelfactory-smoke-machine"
+MACHINE_PROBE = f"\nimport platform as _wf_platform\nprint({MACHINE_MARK!r}, _wf_platform.machine(), flush=True)\n"
+
+
+def smoke_machine(output: str) -> str | None:
+    """The arch the smoke program said it ran as (a planner arch), or None if it said nothing."""
+    for line in output.splitlines():
+        mark, _, machine = line.strip().partition(" ")
+        if mark == MACHINE_MARK and machine:
+            return host_arch(machine)
+    return None
+
+
 def smoke_check(stage: Stage) -> SmokeCheck:
     if stage.kind.smoke is None:  # the runner never hands such a stage to an engine
         raise VariantBuildError(f"{stage.variant.id}: a {stage.kind.describe} project compiles nothing to smoke-test")
@@ -133,6 +151,7 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.kind.factory_layout,
                                glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
+        problems += elf_machine_problems(libs, variant.key.arch)
         host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
             else None
         if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
@@ -158,7 +177,7 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(check.code(stage, byo_smoke.extension_modules(libs)), log)
+                output = smoke(check.code(stage, byo_smoke.extension_modules(libs)) + MACHINE_PROBE, log)
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []
@@ -171,7 +190,11 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(tool_problems)}")
     if smoke_failure is not None:
         raise smoke_failure
-    result = json.loads(output.strip().splitlines()[-1])
+    ran_as = smoke_machine(output)
+    if ran_as != variant.key.arch:  # an emulator that ran nothing, or the host's arch in its place
+        raise error(f"{variant.id}: the smoke test ran as {ran_as or 'an unknown machine'}, not {variant.key.arch}")
+    note(log, f"smoke: ran as {ran_as}")
+    result = json.loads([line for line in output.strip().splitlines() if not line.startswith(MACHINE_MARK)][-1])
     failure = check.failure(stage, result)
     if failure:
         raise error(f"{variant.id}: {failure}")

@@ -13,6 +13,8 @@ What is checked against the variant (``VariantId``) and the entry's torch releas
 - each package's build record (``<package>/_build.json``, read by the runtime's reader), where the
   wheel has one: the fields it holds name the same variant id, torch major.minor, backend,
   toolkit, C++ ABI, python and arch;
+- every shared library in it is an ELF for the variant's machine (its e_machine: AArch64 for an
+  aarch64 variant), not only named for it;
 - RECORD (PEP 376/427): every member is listed with its sha256 and size and matches them, and no
   member is unlisted (RECORD itself and its signatures excepted). Members are hashed in chunks:
   memory stays bounded whatever the wheel holds.
@@ -29,6 +31,7 @@ import hashlib
 import io
 import zipfile
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -36,6 +39,7 @@ from packaging.version import InvalidVersion, Version
 
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
+from wheelfactory.images.emulation import ELF_MACHINE
 from wheelfactory.plan.identity import VariantId, minor_of
 
 CHUNK = 1 << 20
@@ -54,9 +58,44 @@ def wheel_identity_problems(wheel: Path, variant: VariantId, torch_version: str 
     try:
         with zipfile.ZipFile(wheel) as archive:
             problems += _build_record_problems(archive, variant, torch_version, toolkit)
+            problems += elf_machine_problems({name: _head(archive, name) for name in archive.namelist()
+                                              if is_shared_library(name)}, variant.arch)
             problems += record_problems(archive)
     except _ZIP_ERRORS as exc:
         problems.append(f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})")
+    return problems
+
+
+def is_shared_library(member: str) -> bool:
+    """A wheel member named as a shared library: ``_C.abi3.so``, ``libfoo-1a2b3c.so.1``."""
+    name = member.rsplit("/", 1)[-1]
+    return name.endswith(".so") or ".so." in name
+
+
+def _head(archive: zipfile.ZipFile, name: str) -> bytes:
+    with archive.open(name) as member:
+        return member.read(ELF_HEADER_BYTES)
+
+
+ELF_HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
+_MACHINE_NAMES = {number: arch for arch, number in ELF_MACHINE.items()}
+
+
+def elf_machine_problems(libraries: Mapping[str, bytes], arch: str) -> list[str]:
+    """The shared libraries (member -> its bytes, or at least their first 20) that are not 64-bit
+    little-endian ELF files for ``arch``'s machine: a wheel named for one arch holding another's
+    code installs everywhere it is named for and fails at import."""
+    want = ELF_MACHINE.get(arch)
+    problems = []
+    for name, head in sorted(libraries.items()):
+        if len(head) < ELF_HEADER_BYTES or head[:4] != b"\x7fELF":
+            problems.append(f"{name} is named as a shared library and is not an ELF file")
+            continue
+        machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+        if head[4] != 2 or head[5] != 1 or machine != want:
+            found = _MACHINE_NAMES.get(machine, f"machine {machine:#x}")
+            bits = {1: " (32-bit)", 2: ""}.get(head[4], "")
+            problems.append(f"{name} is an ELF file for {found}{bits}, not for {arch}")
     return problems
 
 

@@ -1,0 +1,110 @@
+"""set_up_emulation (wheelfactory engine start --emulate, build --setup): a foreign arch is made to
+run through QEMU user emulation, step by step, on a fake machine whose binfmt_misc table is a
+directory the fake's commands write as the kernel and Debian's packages would."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from wheelfactory.engines.dockerd import EmulationSetup, Machine, set_up_emulation
+from wheelfactory.support.proc import CommandFailed
+
+# What Debian bookworm's qemu-user-static registers through binfmt-support (F: usable by containers)
+QEMU_AARCH64 = """enabled
+interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
+flags: PF
+offset 0
+magic 7f454c460201010000000000000000000200b700
+mask ffffffffffffff00fffffffffffffffffeffffff
+"""
+
+
+class FakeHost:
+    """An x86-64 machine: ``mount`` makes the binfmt_misc table appear; installing qemu-user-static
+    registers qemu-aarch64 only where the table is mounted (as its postinst does);
+    ``update-binfmts --enable`` registers it afterwards."""
+
+    def __init__(self, binfmt: Path, *, root: bool = True, mounted: bool = False, installed: bool = False,
+                 mount_fails: bool = False) -> None:
+        self.binfmt, self.root, self.mount_fails = binfmt, root, mount_fails
+        self.programs = {"apt-get", "update-binfmts"} | ({"qemu-aarch64-static"} if installed else set())
+        self.commands: list[list[str]] = []
+        if mounted:
+            self._mount()
+
+    def machine(self) -> Machine:
+        return Machine(answers=lambda: "20.10.24", which=lambda n: f"/usr/bin/{n}" if n in self.programs else None,
+                       euid=lambda: 0 if self.root else 1000, command=self.command)
+
+    def _mount(self) -> None:
+        self.binfmt.mkdir(exist_ok=True)
+        (self.binfmt / "status").write_text("enabled\n")
+
+    def command(self, command: Sequence[str]) -> str:
+        self.commands.append(list(command))
+        if command[0] == "mount":
+            if self.mount_fails:
+                raise CommandFailed(command, 32, "mount: permission denied", None)
+            self._mount()
+        elif command[:2] == ["apt-get", "install"]:
+            self.programs.add("qemu-aarch64-static")
+            if (self.binfmt / "status").is_file():
+                (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64)
+        elif command[0] == "update-binfmts" and (self.binfmt / "status").is_file():
+            (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64)
+        return ""
+
+
+def emulate(host: FakeHost, archs: Sequence[str] = ("x86_64", "aarch64"), **options: object) -> tuple[EmulationSetup, list[str]]:
+    said: list[str] = []
+    result = set_up_emulation(archs, say=said.append, machine=host.machine(), binfmt=host.binfmt, host="x86_64",
+                              version_of=lambda interpreter: (10, 0),
+                              **options)  # type: ignore[arg-type]
+    return result, said
+
+
+def test_a_bare_machine_gets_binfmt_mounted_qemu_installed_and_aarch64_running(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "binfmt_misc")
+    result, said = emulate(host)
+    assert result.ready and result.done == ("mounted binfmt_misc", "installed qemu-user-static binfmt-support")
+    assert host.commands[0] == ["mount", "-t", "binfmt_misc", "binfmt_misc", str(host.binfmt)]
+    assert ["apt-get", "install", "-y", "-qq", "qemu-user-static", "binfmt-support"] in host.commands
+    assert said[-1] == "emulation: aarch64 code emulated by qemu-aarch64 (QEMU 10.0, /usr/libexec/qemu-binfmt/aarch64-binfmt-P)"
+    assert all(line.startswith(("+ ", "emulation: ")) for line in said)  # each step is said before it runs
+
+
+def test_emulation_that_already_runs_is_left_alone(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "binfmt_misc", mounted=True, installed=True)
+    host.command(["update-binfmts", "--enable", "qemu-aarch64"])
+    host.commands.clear()
+    result, _ = emulate(host)
+    assert result.ready and result.done == () and host.commands == []
+    # the host's own arch needs nothing at all
+    bare = FakeHost(tmp_path / "absent")
+    assert emulate(bare, ("x86_64",))[0].ready and bare.commands == []
+
+
+def test_installed_but_unregistered_qemu_is_enabled(tmp_path: Path) -> None:
+    """binfmt_misc mounted after the package was installed: its postinst registered nothing."""
+    host = FakeHost(tmp_path / "binfmt_misc", mounted=True, installed=True)
+    result, _ = emulate(host)
+    assert result.ready and result.done == ("enabled qemu-aarch64",)
+    assert host.commands == [["update-binfmts", "--enable", "qemu-aarch64"]]
+
+
+def test_without_root_nothing_is_done_and_the_fix_is_said(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "binfmt_misc", root=False)
+    result, said = emulate(host)
+    assert not result.ready and host.commands == []
+    (line,) = said
+    assert line.startswith("emulation: aarch64 code does not run here: aarch64 code needs QEMU user emulation "
+                           "and binfmt_misc is not mounted")
+    assert "fix: mount -t binfmt_misc" in line and "apt-get install -y qemu-user-static binfmt-support" in line
+
+
+def test_a_mount_refused_in_an_unprivileged_container_is_said_not_raised(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "binfmt_misc", mount_fails=True)
+    result, said = emulate(host, ("aarch64",))
+    assert not result.ready
+    assert any("mounting binfmt_misc failed (mount: permission denied)" in line for line in said)
