@@ -12,7 +12,10 @@ nvidia-* wheels (no GPU needed to import). The tier is opt-in (--run-emulated): 
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -78,9 +81,13 @@ def built(workdir: Path) -> tuple[Path, dict[str, object], str]:
     return workdir / "dist" / str(entry["wheel"]), entry, (workdir / "dist" / str(entry["log"])).read_text()
 
 
-def test_the_samples_aarch64_variant_builds_and_its_op_ran_as_aarch64(tmp_path: Path) -> None:
-    work = build_matrix(CACHE / "docker-aarch64-sample", project_matrix(REPO / "kernels" / "fusedops"))
-    wheel, entry, log = built(work)
+@pytest.fixture(scope="module")
+def sample_build() -> Path:
+    return build_matrix(CACHE / "docker-aarch64-sample", project_matrix(REPO / "kernels" / "fusedops"))
+
+
+def test_the_samples_aarch64_variant_builds_and_its_op_ran_as_aarch64(tmp_path: Path, sample_build: Path) -> None:
+    wheel, entry, log = built(sample_build)
     assert wheel.name.endswith("-cp39-abi3-manylinux_2_34_aarch64.whl"), wheel.name
     assert machine_of(wheel, "fusedops/_C.abi3.so", tmp_path) == AARCH64
     if entry["status"] == "built":
@@ -109,3 +116,37 @@ def test_a_bring_your_own_projects_aarch64_wheel_builds_and_passes_its_tests(tmp
     tests = entry["tests"]
     assert isinstance(tests, dict) and tests["passed"] is True, tests
 
+
+
+def test_the_index_selector_picks_the_aarch64_wheel_for_an_aarch64_python(sample_build: Path) -> None:
+    """select.py (what `curl URL/select.py | python -` runs) in an aarch64 container with the
+    variant's torch picks the aarch64 variant; this x86-64 interpreter is told none installs here."""
+    work = sample_build
+    entry = manifest(work / "dist")[VARIANT]
+    image = str(entry["image"])
+    torch_env = next(marker.parent for marker in sorted((CACHE / "wheelhouse" / "envs").glob("torch-*/env.json"))
+                     if json.loads(marker.read_text())["image_id"] == image)
+    index = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", "dist"], cwd=work, capture_output=True,
+                           text=True, timeout=300)
+    assert index.returncode == 0, index.stderr
+    selector = (work / "dist" / "index" / "select.py").read_text()
+    server = subprocess.Popen([sys.executable, "-m", "wheelfactory", "serve", "-o", str(work / "dist"), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stdout.readline())  # type: ignore[union-attr]
+        assert found, "serve printed no URL"
+        url = found[1]
+        emulated = subprocess.run(["docker", "run", "--rm", "-i", "--network", "host", "-v",
+                                   f"{torch_env}:/opt/wheelfactory/torch:ro", "-e", "PYTHONPATH=/opt/wheelfactory/torch",
+                                   image, "/opt/python/cp311-cp311/bin/python", "-", "--index", url],
+                                  input=selector, capture_output=True, text=True, timeout=600)
+        assert emulated.returncode == 0, emulated.stderr[-3000:]
+        assert f"aarch64 -> {VARIANT}" in emulated.stdout
+        assert f"pip install --index-url {url}/{VARIANT}/simple fusedops" in emulated.stdout
+        host = subprocess.run([sys.executable, "-", "--index", url], input=selector, capture_output=True, text=True,
+                              timeout=300)
+        assert host.returncode != 0 and f"{VARIANT}: built for aarch64, this machine is x86_64" in host.stderr
+        assert "None of them installs here" in host.stderr
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+from wheelfactory.publish import which
 from wheelfactory.publish.which import choose, mismatches
 
 ENV = {"torch": "2.13", "torch_version": "2.13.0", "backend": "cuda", "toolkit": "13.1", "cxx11_abi": True,
@@ -47,3 +51,19 @@ def test_a_stable_abi_build_serves_newer_torch_but_a_specific_one_is_preferred()
     stable = variant("stable", stable_abi=True, torch="2.10")
     assert choose(ENV, [stable])[0] == stable
     assert choose(ENV, [stable, variant("specific")])[0]["id"] == "specific"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("listed, advice", [
+    ([variant("cu130", torch="2.12")], "Installing cu130 still works: its runtime JIT-compiles"),
+    ([variant("arm", arch="aarch64")], "None of them installs here: they are built for another arch or Python "
+                                      "than this x86_64 CPython 3.11."),
+    ([variant("arm", arch="aarch64"), variant("cu130", torch="2.12")], "Installing cu130 still works"),
+])
+def test_no_fit_advises_only_a_wheel_that_installs_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str],
+                                                        listed: list[dict[str, object]], advice: str) -> None:
+    """An aarch64 wheel is never offered to an x86-64 machine as 'still works': pip refuses its tag."""
+    (tmp_path / "index.json").write_text(json.dumps({"variants": listed}))
+    monkeypatch.setattr(which, "detect", lambda: ENV)
+    assert which.main(["--index", str(tmp_path)]) == which.EXIT_NO_MATCH
+    assert advice in capsys.readouterr().err

@@ -254,10 +254,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no variant of this index fits {describe(env)}.", file=sys.stderr)
         for variant, why in others[:3]:
             print(f"  nearest: {variant['id']}: {'; '.join(why)}", file=sys.stderr)
-        if others:
-            print("Installing the nearest one still works: its runtime JIT-compiles the kernels for this torch "
-                  "(a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",
+        # A wheel of another arch or Python does not install here at all; one of another torch does.
+        installable = [v for v, _ in others if v.get("arch") == env["arch"]
+                       and v.get("python") in ("abi3", env["python"])]
+        if installable:
+            print(f"Installing {installable[0]['id']} still works: its runtime JIT-compiles the kernels for this "
+                  "torch (a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",
                   file=sys.stderr)
+        elif others:
+            print(f"None of them installs here: they are built for another arch or Python than this "
+                  f"{env['arch']} CPython {env['python']}.", file=sys.stderr)
         return EXIT_NO_MATCH
     index_url = f"{base}/{best['index']}".rstrip("/") if base else str(best["index"])
     if args.quiet:
