@@ -75,8 +75,8 @@ def machine_of(wheel: Path, member: str, tmp_path: Path) -> str:
     return next(line.split(":", 1)[1].strip() for line in header.splitlines() if line.strip().startswith("Machine:"))
 
 
-def built(workdir: Path) -> tuple[Path, dict[str, object], str]:
-    entry = manifest(workdir / "dist")[VARIANT]
+def built(workdir: Path, variant: str = VARIANT) -> tuple[Path, dict[str, object], str]:
+    entry = manifest(workdir / "dist")[variant]
     assert entry["status"] in ("built", "cached"), entry
     return workdir / "dist" / str(entry["wheel"]), entry, (workdir / "dist" / str(entry["log"])).read_text()
 
@@ -108,7 +108,7 @@ def test_a_bring_your_own_projects_aarch64_wheel_builds_and_passes_its_tests(tmp
     project = REPO / "tests" / "fixtures" / "byo_ext"
     work = build_matrix(CACHE / "docker-aarch64-byo", project_matrix(
         project, 'import_name = "byo_ext"\ncpu_env = { FORCE_CUDA = "0" }', python="3.11", tests=BYO_TESTS))
-    wheel, entry, log = built(work)
+    wheel, entry, log = built(work, f"{VARIANT}-cp311")
     assert wheel.name.endswith("-cp311-cp311-manylinux_2_34_aarch64.whl"), wheel.name
     with zipfile.ZipFile(wheel) as archive:
         library = next(n for n in archive.namelist() if n.startswith("byo_ext/_C") and n.endswith(".so"))
@@ -150,3 +150,4 @@ def test_the_index_selector_picks_the_aarch64_wheel_for_an_aarch64_python(sample
     finally:
         server.terminate()
         server.wait(timeout=30)
+        server.stdout.close()  # type: ignore[union-attr]
