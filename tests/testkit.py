@@ -22,6 +22,16 @@ from fake_wheels import write_provenance as write_provenance
 from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
 from repo_paths import TEST_CACHE as TEST_CACHE
 
+# The binfmt_misc entry Debian bookworm's qemu-user-static registers through binfmt-support (F: usable
+# by containers), as /proc/sys/fs/binfmt_misc/qemu-aarch64 shows it: the emulation tests' fixture.
+QEMU_AARCH64_BINFMT = """enabled
+interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
+flags: PF
+offset 0
+magic 7f454c460201010000000000000000000200b700
+mask ffffffffffffff00fffffffffffffffffeffffff
+"""
+
 
 def run_cli(*args: str) -> int:
     """``wheelfactory <args>`` in-process; its exit code (main() always exits)."""

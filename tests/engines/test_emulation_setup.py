@@ -7,17 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from testkit import QEMU_AARCH64_BINFMT
 from wheelfactory.engines.dockerd import EmulationSetup, Machine, set_up_emulation
 from wheelfactory.support.proc import CommandFailed
-
-# What Debian bookworm's qemu-user-static registers through binfmt-support (F: usable by containers)
-QEMU_AARCH64 = """enabled
-interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
-flags: PF
-offset 0
-magic 7f454c460201010000000000000000000200b700
-mask ffffffffffffff00fffffffffffffffffeffffff
-"""
 
 
 class FakeHost:
@@ -50,9 +42,9 @@ class FakeHost:
         elif command[:2] == ["apt-get", "install"]:
             self.programs.add("qemu-aarch64-static")
             if (self.binfmt / "status").is_file():
-                (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64)
+                (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64_BINFMT)
         elif command[0] == "update-binfmts" and (self.binfmt / "status").is_file():
-            (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64)
+            (self.binfmt / "qemu-aarch64").write_text(QEMU_AARCH64_BINFMT)
         return ""
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from testkit import QEMU_AARCH64_BINFMT
 from wheelfactory.images.emulation import (
     HOST_ARCH,
     arch_support,
@@ -16,13 +17,7 @@ from wheelfactory.images.emulation import (
     qemu_version,
 )
 
-DEBIAN_AARCH64 = """enabled
-interpreter /usr/libexec/qemu-binfmt/aarch64-binfmt-P
-flags: PF
-offset 0
-magic 7f454c460201010000000000000000000200b700
-mask ffffffffffffff00fffffffffffffffffeffffff
-"""
+DEBIAN_AARCH64 = QEMU_AARCH64_BINFMT
 PYTHON = """enabled
 interpreter /usr/bin/python3.11
 flags: 

@@ -136,11 +136,13 @@ def _runnable(variants: Sequence[Variant],
     arch), and the others as not built, with why and the command that makes the arch run. Never
     built with the host's arch instead: a wheel named aarch64 holding x86-64 code is worse than none."""
     support = {arch: runs_arch(arch) for arch in sorted({v.key.arch for v in variants})}
-    refused = tuple(NotBuilt(v, f"{v.id}: {support[v.key.arch].how}",
-                             f"as root, run `{support[v.key.arch].fix}` (or `{START_ENGINE} --emulate {v.key.arch}`), then rerun this "
-                             "command" if support[v.key.arch].fix
-                             else "build it on a machine of that arch")
-                    for v in variants if not support[v.key.arch].runs)
+
+    def refusal(variant: Variant, why: ArchSupport) -> NotBuilt:
+        action = (f"as root, run `{why.fix}` (or `{START_ENGINE} --emulate {why.arch}`), then rerun this command"
+                  if why.fix else "build it on a machine of that arch")
+        return NotBuilt(variant, f"{variant.id}: {why.how}", action)
+
+    refused = tuple(refusal(v, support[v.key.arch]) for v in variants if not support[v.key.arch].runs)
     return tuple(v for v in variants if support[v.key.arch].runs), refused
 
 

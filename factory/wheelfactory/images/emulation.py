@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory._runtime._fit import normalize_machine
 from wheelfactory.support.proc import CommandFailed, TimeoutExpired, run
 
 BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
@@ -24,7 +25,6 @@ BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
 ELF_MACHINE = {"x86_64": 0x3E, "aarch64": 0xB7}
 DEBIAN_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}  # debootstrap --arch, dpkg
 OCI_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}  # an image config's "architecture"
-_MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 INSTALL_QEMU = "apt-get install -y qemu-user-static binfmt-support"
 MOUNT_BINFMT = f"mount -t binfmt_misc binfmt_misc {BINFMT_MISC}"
 # The oldest QEMU measured to run torch's import as aarch64: Debian bookworm's 7.2 hangs or crashes
@@ -50,9 +50,9 @@ def qemu_version(interpreter: str) -> tuple[int, int] | None:
 
 
 def host_arch(machine: str | None = None) -> str:
-    """``platform.machine()`` as the planner spells arches: x86_64, aarch64."""
-    lowered = (machine if machine is not None else platform.machine()).lower()
-    return _MACHINE_ALIASES.get(lowered, lowered)
+    """``platform.machine()`` as the planner spells arches: x86_64, aarch64 (the runtime's own
+    spelling rule, so that a build and a load name an arch alike)."""
+    return normalize_machine(machine if machine is not None else platform.machine())
 
 
 def elf_header(arch: str, kind: int) -> bytes:

@@ -35,7 +35,7 @@ from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary
-from wheelfactory.verify.repair import check_wheel
+from wheelfactory.verify.repair import check_wheel, is_shared_library
 from wheelfactory.verify.wheel_identity import elf_machine_problems
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
@@ -329,7 +329,7 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
 
 def libraries(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as archive:
-        return {n: archive.read(n) for n in archive.namelist() if n.endswith(".so") or ".so." in n.rsplit("/", 1)[-1]}
+        return {n: archive.read(n) for n in archive.namelist() if is_shared_library(n)}
 
 
 def note(log: Path, text: str) -> None:

@@ -75,6 +75,12 @@ def tag_glibc(platform: str) -> Version | None:
     return Version(_LEGACY_MANYLINUX[legacy]) if legacy in _LEGACY_MANYLINUX else None
 
 
+def is_shared_library(member: str) -> bool:
+    """A wheel member named as a shared library: ``_C.abi3.so``, ``libfoo-1a2b3c.so.1``."""
+    name = member.rsplit("/", 1)[-1]
+    return name.endswith(".so") or ".so." in name
+
+
 def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
                 glibc_floor: str | None = None, abi3_fix: str = LEGACY.abi3_fix()) -> list[str]:
     """Problems found in a finished wheel (empty when it is fine).
@@ -92,7 +98,7 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
         problems.append(f"{wheel.name} has no manylinux platform tag (was it repaired?)")
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-        libraries = {n: archive.read(n) for n in names if n.endswith(".so") or ".so." in Path(n).name}
+        libraries = {n: archive.read(n) for n in names if is_shared_library(n)}
         member = record_member(package)
         raw_record = archive.read(member) if member in names else None
     problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)

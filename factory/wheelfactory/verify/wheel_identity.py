@@ -41,6 +41,7 @@ from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
 from wheelfactory.images.emulation import ELF_MACHINE
 from wheelfactory.plan.identity import VariantId, minor_of
+from wheelfactory.verify.repair import is_shared_library
 
 CHUNK = 1 << 20
 RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
@@ -66,10 +67,7 @@ def wheel_identity_problems(wheel: Path, variant: VariantId, torch_version: str 
     return problems
 
 
-def is_shared_library(member: str) -> bool:
-    """A wheel member named as a shared library: ``_C.abi3.so``, ``libfoo-1a2b3c.so.1``."""
-    name = member.rsplit("/", 1)[-1]
-    return name.endswith(".so") or ".so." in name
+ELF_HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
 
 
 def _head(archive: zipfile.ZipFile, name: str) -> bytes:
@@ -77,7 +75,6 @@ def _head(archive: zipfile.ZipFile, name: str) -> bytes:
         return member.read(ELF_HEADER_BYTES)
 
 
-ELF_HEADER_BYTES = 20  # e_ident (16), e_type (2), e_machine (2)
 _MACHINE_NAMES = {number: arch for arch, number in ELF_MACHINE.items()}
 
 
