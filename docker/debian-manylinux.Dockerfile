@@ -7,7 +7,7 @@ RUN apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends \
       build-essential g++ python3 python3-venv python3-dev ninja-build ccache git ca-certificates file unzip \
  && apt-get clean \
- && rm -rf /var/lib/apt/lists/*
+ && rm -rf /var/lib/apt/lists/*{{cross_toolchain}}
 # The layout cibuildwheel expects: /opt/python/<abi>-<abi>/bin/python, here a venv of the distro
 # Python, and /opt/python/cp39-cp39, which cibuildwheel runs its helper steps with.
 RUN mkdir -p /opt/python \

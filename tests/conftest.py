@@ -24,6 +24,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda_compile: compiles CUDA sources with nvcc; needs --run-cuda-compile")
     config.addinivalue_line("markers", "emulated: builds another arch under QEMU user emulation; needs --run-emulated")
+    config.addinivalue_line("markers", "last: runs after every other test (.ci/run makes the arm64 base it needs "
+                                       "in the background meanwhile)")
 
 
 # marker -> (its option, the skip reason without it)
@@ -32,6 +34,8 @@ OPT_IN_TIERS = {"cuda_compile": ("--run-cuda-compile", "CUDA compile tier: pass 
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    items[:] = [item for item in items if "last" not in item.keywords] + [
+        item for item in items if "last" in item.keywords]
     for marker, (option, reason) in OPT_IN_TIERS.items():
         if config.getoption(option):
             continue

@@ -7,8 +7,10 @@ project with its tests (tests/fixtures/byo_ext).
 
 PyPI's torch 2.13 for aarch64 is its CUDA 13 build (the CPU-only build lives on PyPI only up to
 2.9 for this arch): a CPU variant compiles against it, and the smoke test imports it with its
-nvidia-* wheels (no GPU needed to import). The tier is opt-in (--run-emulated): it needs QEMU >=
-10 registered (`wheelfactory engine start --emulate aarch64`) and takes ~30 min here."""
+nvidia-* wheels (no GPU needed to import). The base carries cross compilers that run on this
+machine (images/base_image.py): the compile runs natively, the rest emulated. The tier is opt-in
+(--run-emulated): it needs QEMU >= 10 registered (`wheelfactory engine start --emulate aarch64`)
+and takes ~20 min here; CI runs test_docker_aarch64_cross.py instead."""
 
 from __future__ import annotations
 
@@ -92,6 +94,7 @@ def test_the_samples_aarch64_variant_builds_and_its_op_ran_as_aarch64(tmp_path: 
     assert machine_of(wheel, "fusedops/_C.abi3.so", tmp_path) == AARCH64
     if entry["status"] == "built":
         assert "# smoke: ran as aarch64" in log and '"mode": "prebuilt"' in log
+        assert "# compiling with the image's cross compilers" in log
 
 
 def test_a_native_fixtures_own_tests_pass_in_the_aarch64_container(tmp_path: Path) -> None:

@@ -252,3 +252,31 @@ def test_an_image_whose_code_is_another_arch_than_the_variants_fails_before_anyt
                                                "aarch64: name an aarch64 image for it in \\[build\\] base_image"):
         eng.build(stage, tmp_path / "work", tmp_path / "build.log", Timeline(tmp_path / "build.log"))  # type: ignore[arg-type]
     assert not (tmp_path / "work").exists()
+
+
+def test_an_emulated_arch_compiles_with_the_images_cross_compilers_when_they_run_here(
+        tmp_path: Path, variant: Variant) -> None:
+    """Compiling under QEMU is ~10x slower than native: an aarch64 variant on an x86-64 machine
+    compiles with the image's x86-64-hosted cross compilers, put after the compile cache's shims
+    (which resolve through PATH to them) and before everything else; a native variant, or an image
+    whose cross compilers run on another machine, compiles with the image's own."""
+    from dataclasses import replace
+
+    from wheelfactory.engines.docker import compile_note, cross_compilers
+
+    aarch64 = replace(variant, key=replace(variant.key, arch="aarch64"))
+    crossed = ImageFacts("2.36", ("cp311-cp311",), machine="aarch64", cross_runs_on="x86_64")
+    assert cross_compilers(aarch64, crossed, "x86_64") == "/opt/wheelfactory/cross/bin"
+    assert cross_compilers(aarch64, crossed, "aarch64") is None  # an arm64 machine: its own compilers
+    assert cross_compilers(aarch64, replace(crossed, cross_runs_on=""), "x86_64") is None  # e.g. manylinux_2_28_aarch64
+    assert cross_compilers(variant, replace(crossed, machine="x86_64"), "x86_64") is None
+    assert "cross compilers" in compile_note(aarch64, crossed, "x86_64")
+    assert "under emulation (~10x slower" in compile_note(aarch64, replace(crossed, cross_runs_on=""), "x86_64")
+    assert compile_note(variant, crossed, "x86_64") == ""
+
+    cache = CompileCache("ccache", tmp_path / "ccache")
+    wired = wiring(cache, aarch64.id, stats_dir=tmp_path / "stats", relay_dir=None)
+    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(
+        aarch64, IMAGE, "cp311-cp311", tmp_path, {}, wired, cross_bin=cross_compilers(aarch64, crossed, "x86_64"))
+    assert env["CIBW_ENVIRONMENT"].endswith(f'PATH="{SHIMS}:/opt/wheelfactory/cross/bin:$PATH"')
+    assert env["CIBW_BUILD"] == "cp311-manylinux_aarch64"

@@ -100,3 +100,62 @@ def test_a_mount_refused_in_an_unprivileged_container_is_said_not_raised(tmp_pat
     result, said = emulate(host, ("aarch64",))
     assert not result.ready
     assert any("mounting binfmt_misc failed (mount: permission denied)" in line for line in said)
+
+
+def debian_root(root: Path, *, distro: str = "debian", backports: bool = False) -> Path:
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)
+    (root / "etc/os-release").write_text(f'ID={distro}\nVERSION_CODENAME=bookworm\nPRETTY_NAME="x"\n')
+    suites = "bookworm bookworm-updates" + (" bookworm-backports" if backports else "")
+    (root / "etc/apt/sources.list.d/debian.sources").write_text(
+        f"Types: deb\nURIs: http://mirror.example/debian\nSuites: {suites}\nComponents: main\n")
+    (root / "usr/share/keyrings").mkdir(parents=True)
+    (root / "usr/share/keyrings/debian-archive-keyring.gpg").write_bytes(b"")
+    return root
+
+
+def test_bookworms_qemu_72_is_replaced_by_the_one_from_backports_through_the_hosts_own_mirror(tmp_path: Path) -> None:
+    """Debian bookworm's QEMU 7.2 hangs importing aarch64 torch: engine start --emulate adds the
+    release's backports from the mirror apt already uses, installs QEMU from it and registers it
+    again (an F-flag handler keeps the old binary open)."""
+    host = FakeHost(tmp_path / "binfmt_misc", mounted=True, installed=True)
+    host.command(["update-binfmts", "--enable", "qemu-aarch64"])
+    host.commands.clear()
+    root = debian_root(tmp_path / "root")
+
+    def version_of(interpreter: str) -> tuple[int, int]:
+        from_backports = any("bookworm-backports" in c for c in host.commands)
+        return (10, 0) if from_backports and ["update-binfmts", "--enable", "qemu-aarch64"] in host.commands else (7, 2)
+
+    said: list[str] = []
+    result = set_up_emulation(["aarch64"], say=said.append, machine=host.machine(), binfmt=host.binfmt,
+                              host="x86_64", version_of=version_of, apt_root=root)
+    assert result.ready and result.done == ("installed QEMU from bookworm-backports",)
+    source = (root / "etc/apt/sources.list.d/wheelfactory-backports.sources").read_text()
+    assert "URIs: http://mirror.example/debian\nSuites: bookworm-backports\nComponents: main\n" in source
+    assert "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" in source
+    assert host.commands == [["apt-get", "update", "-qq"],
+                             ["apt-get", "install", "-y", "-qq", "-t", "bookworm-backports", "qemu-user-static",
+                              "binfmt-support"],
+                             ["update-binfmts", "--disable", "qemu-aarch64"], ["update-binfmts", "--enable", "qemu-aarch64"]]
+    assert said[-1].startswith("emulation: aarch64 code emulated by qemu-aarch64 (QEMU 10.0")
+
+
+def test_backports_already_in_apt_sources_are_used_as_they_are_and_no_debian_means_no_guess(tmp_path: Path) -> None:
+    host = FakeHost(tmp_path / "binfmt_misc", mounted=True, installed=True)
+    host.command(["update-binfmts", "--enable", "qemu-aarch64"])
+    root = debian_root(tmp_path / "root", backports=True)
+    set_up_emulation(["aarch64"], machine=host.machine(), binfmt=host.binfmt, host="x86_64",
+                     version_of=lambda interpreter: (7, 2), apt_root=root)
+    assert not (root / "etc/apt/sources.list.d/wheelfactory-backports.sources").exists()
+    assert ["apt-get", "install", "-y", "-qq", "-t", "bookworm-backports", "qemu-user-static", "binfmt-support"] in host.commands
+
+    ubuntu = FakeHost(tmp_path / "binfmt2", mounted=True, installed=True)
+    ubuntu.command(["update-binfmts", "--enable", "qemu-aarch64"])
+    ubuntu.commands.clear()
+    said: list[str] = []
+    result = set_up_emulation(["aarch64"], say=said.append, machine=ubuntu.machine(), binfmt=ubuntu.binfmt,
+                              host="x86_64", version_of=lambda interpreter: (8, 2),
+                              apt_root=debian_root(tmp_path / "ubuntu", distro="ubuntu"))
+    assert not result.ready and ubuntu.commands == []
+    assert any("names no Debian release: install QEMU >= 10 by hand" in line for line in said)
+    assert "QEMU 8.2" in said[-1] and "bookworm-backports" in said[-1]  # the fix, said

@@ -91,3 +91,69 @@ def test_the_image_archive_is_a_docker_save_of_one_layer_naming_the_arch(tmp_pat
         names = {m.name: m for m in inner.getmembers()}
     assert names["./bin/sh"].issym() and names["./bin/sh"].linkname == "true"
     assert names["./bin/true"].size == 104
+
+
+def test_a_base_for_another_arch_gets_cross_compilers_that_run_on_this_machine() -> None:
+    """base_spec is what `build` and `base-image` make: for a foreign arch, the suite's own gcc for
+    this machine targeting that arch (docker/cross-toolchain.Dockerfile), under CROSS_PREFIX, with
+    a file saying where they run; for the machine's own arch the base renders as it always did."""
+    from wheelfactory.images.base_image import CROSS_PREFIX, base_spec, cross_toolchain_step
+
+    bookworm = parse_suite("bookworm")
+    arm = base_spec(bookworm, MIRROR, "aarch64", host="x86_64")
+    assert arm.compilers_from == "x86_64" and arm.rootfs_tag == spec("aarch64").rootfs_tag  # one rootfs
+    dockerfile = render_base(arm).dockerfile
+    assert "dpkg --add-architecture amd64" in dockerfile and "-o APT::Architecture=amd64" in dockerfile
+    assert '"g++-$gcc_major-aarch64-linux-gnu"' in dockerfile  # the suite's gcc, whatever its version
+    assert f"echo x86_64 > {CROSS_PREFIX}/runs-on" in dockerfile
+    assert f"ln -s aarch64-linux-gnu-g++ {CROSS_PREFIX}/bin/c++" in dockerfile
+    assert dockerfile.index("build-essential") < dockerfile.index("--add-architecture")  # after the native gcc
+    assert 'wheelfactory.cross-compilers-run-on="x86_64"' in dockerfile
+    assert render_base(arm).tag != render_base(spec("aarch64")).tag
+    # made on an arm64 machine, or this machine's own arch: no cross compilers, nothing changes
+    assert base_spec(bookworm, MIRROR, "aarch64", host="aarch64") == spec("aarch64")
+    assert render_base(base_spec(bookworm, MIRROR, "x86_64", host="x86_64")) == render_base(spec())
+    assert cross_toolchain_step(spec()) == "" and "{{" not in dockerfile
+    with pytest.raises(UsageError, match="no Debian base for arch 'riscv64'"):
+        base_spec(bookworm, MIRROR, "aarch64", host="riscv64")
+
+
+def test_a_second_maker_of_the_same_base_waits_for_the_first_and_reuses_its_image(tmp_path: Path) -> None:
+    """`base-image` started ahead of a build (as .ci/run does for the arm64 base), or two builds on
+    one engine: the second waits on the first's lock, then finds the image and makes nothing."""
+    import fcntl
+    import tempfile
+    import threading
+    import time as clock
+
+    import docker
+    from wheelfactory.images.dockerfiles import CONTENT_LABEL
+
+    rendered = render_base(spec())
+
+    class Images:
+        made = False
+
+        def get(self, tag: str) -> object:
+            if not self.made:
+                raise docker.errors.ImageNotFound(tag)
+            return type("Image", (), {"id": "sha256:made", "labels": {CONTENT_LABEL: rendered.content}})()
+
+    client = type("Client", (), {"images": Images()})()
+    said: list[str] = []
+    lock_path = Path(tempfile.gettempdir()) / f"wheelfactory-base-{rendered.content[:16]}.lock"
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first maker, still at work
+        result: list[object] = []
+        waiter = threading.Thread(target=lambda: result.append(ensure_base_image(
+            client, spec(), cache_dir=tmp_path, progress=lambda event: said.append(str(event)))))  # type: ignore[arg-type]
+        waiter.start()
+        deadline = clock.monotonic() + 30
+        while not any("waiting for another wheelfactory" in line for line in said) and clock.monotonic() < deadline:
+            clock.sleep(0.05)
+        assert waiter.is_alive() and any("waiting for another wheelfactory" in line for line in said)
+        client.images.made = True  # the first maker finishes
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    waiter.join(timeout=10)
+    (base,) = result
+    assert base.reused and base.id == "sha256:made" and not (tmp_path / "tmp").exists()  # type: ignore[attr-defined]

@@ -143,8 +143,8 @@ def engine_group() -> None:
               help="Seconds to wait for the engine to answer (env DOCKERD_WAIT).")
 @click.option("--emulate", "emulate", multiple=True, type=click.Choice(sorted(DEBIAN_ARCH)),
               help="Also make this arch's code run here, through QEMU user emulation where it is not the "
-                   "machine's own (as root: mounts binfmt_misc, installs qemu-user-static and binfmt-support). "
-                   "Repeatable.")
+                   "machine's own (as root: mounts binfmt_misc, installs qemu-user-static and binfmt-support, from "
+                   "the release's backports where its QEMU is older than 10). Repeatable.")
 def engine_start(no_install: bool, log: Path, wait_s: int, emulate: tuple[str, ...]) -> None:
     """Make a Docker engine answer here: install Debian's docker.io (as root, with apt-get) and start dockerd
     without a bridge network, as CI runs it. Nothing is done when an engine already answers."""
@@ -507,21 +507,22 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
 @click.option("--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
 @click.option("--arch", type=click.Choice(sorted(DEBIAN_ARCH)), default=None,
               help="The image's arch (default: this machine's). Another arch needs QEMU user emulation "
-                   "(wheelfactory engine start registers it).")
+                   "(wheelfactory engine start registers it); its image also gets cross compilers that "
+                   "run on this machine.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
               show_default=True, help="Where the temporary rootfs and the logs go.")
 def base_image(suite: str, mirror: str | None, tag: str | None, arch: str | None, cache_dir: Path) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
     from wheelfactory.cli.render import EventRenderer
     from wheelfactory.errors import ImageBuildFailed
-    from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
+    from wheelfactory.images.base_image import base_spec, ensure_base_image, parse_suite
     from wheelfactory.images.containers import docker_client
     from wheelfactory.images.emulation import host_arch
     from wheelfactory.plan.indexes import debian_mirror
 
     err = console(stderr=True)
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
-    spec = BaseImageSpec(parse_suite(suite), debian_mirror(mirror), tag, arch=arch or host_arch())
+    spec = base_spec(parse_suite(suite), debian_mirror(mirror), arch or host_arch(), tag=tag)
     try:
         image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err))
     except ImageBuildFailed as exc:

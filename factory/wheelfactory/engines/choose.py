@@ -179,12 +179,13 @@ def _mirror(matrix: Matrix) -> str:
 
 def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str, str], str]:
     """(suite, arch) -> the tag of its offline Debian base, made on first use (reused: content-tagged);
-    a foreign arch's through QEMU user emulation (images/base_image.py)."""
-    from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite
+    a foreign arch's through QEMU user emulation, with cross compilers for this machine
+    (images/base_image.py)."""
+    from wheelfactory.images.base_image import base_spec, ensure_base_image, parse_suite
 
     def make(suite: str, arch: str) -> str:
         try:
-            image = ensure_base_image(client, BaseImageSpec(parse_suite(suite), _mirror(matrix), arch=arch),
+            image = ensure_base_image(client, base_spec(parse_suite(suite), _mirror(matrix), arch),
                                       cache_dir=DEFAULT_CACHE, progress=progress)
         except ImageBuildFailed as exc:
             if exc.tail:

@@ -41,6 +41,7 @@ from wheelfactory.engines.wheelhouse import (
     runtime_requirements,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
+from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.emulation import host_arch
@@ -65,7 +66,9 @@ from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 _PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
           "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
           "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), 'machine': platform.machine(), "
-          "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None)}))")
+          "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None), "
+          f"'cross': open('{CROSS_PREFIX}/runs-on').read().strip() if os.path.exists('{CROSS_PREFIX}/runs-on') "
+          "else ''}))")
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
@@ -109,6 +112,7 @@ class ImageFacts:
     ccache: str | None = None  # path of ccache in the image; None: no compile cache there
     nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
     machine: str = ""  # what platform.machine() says in a container of the image: its code's arch
+    cross_runs_on: str = ""  # the machine its cross compilers (CROSS_PREFIX) run on; "": it has none
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
@@ -121,6 +125,26 @@ class ImageFacts:
                                    f"supports (image: {', '.join(self.pythons) or 'none'}; torch: "
                                    f"{', '.join(supported)})")
         return wanted[0], have[wanted[0]]
+
+
+def cross_compilers(variant: Variant, facts: ImageFacts, host: str) -> str | None:
+    """The directory of cross compilers a variant compiles with: the image's, when the variant's
+    arch is emulated here and they run on this machine natively (~10x faster than compiling under
+    QEMU); None: the image's own compilers."""
+    if variant.key.arch != host and facts.cross_runs_on == host:
+        return f"{CROSS_PREFIX}/bin"
+    return None
+
+
+def compile_note(variant: Variant, facts: ImageFacts, host: str) -> str:
+    """How the variant compiles, for its log: natively, with cross compilers, or emulated."""
+    if variant.key.arch == host:
+        return ""
+    if cross_compilers(variant, facts, host):
+        return (f"compiling with the image's cross compilers ({CROSS_PREFIX}/bin, run natively on {host}); "
+                f"Python, the smoke test and the tests run as {variant.key.arch} under emulation")
+    return (f"compiling as {variant.key.arch} under emulation (~10x slower than native): the image has no cross "
+            f"compilers for {host} (a [build] debian_base image made on {host} has them)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -231,7 +255,8 @@ class DockerEngine:
             with Container(self.client, image.id, labels=self.options.labels) as box:
                 data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
             self._caches.facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
-                                               data.get("nvcc"), host_arch(data.get("machine", "")))
+                                                      data.get("nvcc"), host_arch(data.get("machine", "")),
+                                                      data.get("cross", ""))
         return self._caches.facts[image.id]
 
     def reclaim(self) -> list[str]:
@@ -339,10 +364,12 @@ class DockerEngine:
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
         env = self._cibuildwheel_env(variant, image, python, sets.torch.path, stage.build_env(), wired,
                                      envs=(envs.build_system, envs.tools, envs.torch), epoch=stage.source_date_epoch,
-                                     cuda_home=cuda_home(variant, facts, envs.torch))
+                                     cuda_home=cuda_home(variant, facts, envs.torch),
+                                     cross_bin=cross_compilers(variant, facts, host_arch()))
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
-            if cache_note:
-                sink.write(f"# {cache_note}\n")
+            for note in (cache_note, compile_note(variant, facts, host_arch())):
+                if note:
+                    sink.write(f"# {note}\n")
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
         # cibuildwheel copies its working directory into the container: run it in the staged
         # source so that only the package travels, not the output directory around it. Its
@@ -479,10 +506,12 @@ class DockerEngine:
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
                           project_env: dict[str, str], cache: Wiring | None = None,
                           envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
-                          cuda_home: str | None = None) -> dict[str, str]:
+                          cuda_home: str | None = None, cross_bin: str | None = None) -> dict[str, str]:
         """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
         first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
-        image's /opt/python one, as cibuildwheel checks."""
+        image's /opt/python one, as cibuildwheel checks. ``cross_bin``: cross compilers named cc,
+        c++, gcc, g++ and <triplet>-gcc/g++ (what torch, CMake and Debian's sysconfig call), put
+        before the image's own on PATH; the compile cache's shims, first, resolve to them."""
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
         create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
                        *(f"-v {env.path}:{env.mount}:ro" for env in envs),
@@ -510,7 +539,8 @@ class DockerEngine:
         build_env.update(project_env)
         build_env.update(dict(variant.settings.env))
         tag = python.split("-")[0]
-        path = ":".join([*([cache.path_prefix] if cache else []), *(f"{env.mount}/bin" for env in envs),
+        path = ":".join([*([cache.path_prefix] if cache else []), *([cross_bin] if cross_bin else []),
+                         *(f"{env.mount}/bin" for env in envs),
                          *([f"{cuda_home}/bin"] if cuda_home else []), "$PATH"])
         return {
             "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",

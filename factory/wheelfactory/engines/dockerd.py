@@ -177,14 +177,74 @@ class EmulationSetup:
         return all(s.runs for s in self.support)
 
 
+BACKPORTS_SOURCE = Path("etc/apt/sources.list.d/wheelfactory-backports.sources")  # under the apt root
+DEBIAN_KEYRING = Path("usr/share/keyrings/debian-archive-keyring.gpg")
+
+
+def backports_source(root: Path) -> tuple[str, str | None]:
+    """(suite, the deb822 text of an apt source for it) of this Debian release's backports, from
+    the mirror the host's apt already uses; text None when a source names the suite already.
+    Raises ConfigError when this is no Debian release with a codename, or no mirror is found."""
+    from wheelfactory.errors import ConfigError
+    from wheelfactory.plan.indexes import debian_mirror, read_apt_sources
+
+    release = {}
+    try:
+        for line in (root / "etc/os-release").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            release[key] = value.strip().strip('"')
+    except OSError:
+        pass
+    codename = release.get("VERSION_CODENAME", "")
+    if release.get("ID") != "debian" or not codename:
+        raise ConfigError(f"{root / 'etc/os-release'} names no Debian release: install QEMU >= 10 by hand")
+    suite = f"{codename}-backports"
+    if any(suite in text.split() for _, text in read_apt_sources(root)):
+        return suite, None
+    mirror = debian_mirror(None, root=root)
+    signed = f"Signed-By: /{DEBIAN_KEYRING}\n" if (root / DEBIAN_KEYRING).is_file() else ""
+    return suite, f"# written by wheelfactory engine start --emulate: QEMU >= 10\nTypes: deb\nURIs: {mirror}\n" \
+                  f"Suites: {suite}\nComponents: main\n{signed}"
+
+
+def _newer_qemu(m: Machine, outdated: Sequence[ArchSupport], root: Path, say: Say) -> str:
+    """Install QEMU from this Debian release's backports and register it again (an F-flag handler
+    keeps the binary it opened at registration). What was done, or "" after saying why not."""
+    from wheelfactory.errors import ConfigError
+
+    try:
+        suite, text = backports_source(root)
+    except ConfigError as exc:
+        say(f"emulation: {exc}")
+        return ""
+    if text is not None:
+        target = root / BACKPORTS_SOURCE
+        say(f"+ write {target} ({suite} from the host's apt mirror)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    commands = [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "-t", suite, *EMULATION_PACKAGES]]
+    for found in outdated:
+        commands += [["update-binfmts", "--disable", found.outdated], ["update-binfmts", "--enable", found.outdated]]
+    for command in commands:
+        say(f"+ {shlex.join(command)}")
+        try:
+            m.command(command)
+        except CommandFailed as exc:
+            say(f"emulation: {shlex.join(command)} failed ({tail_of_failure(exc)})")
+            return ""
+    return f"installed QEMU from {suite}"
+
+
 def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = lambda line: None,
                      machine: Machine | None = None, binfmt: Path = BINFMT_MISC,
-                     host: str | None = None,
+                     host: str | None = None, apt_root: Path = Path("/"),
                      version_of: Callable[[str], tuple[int, int] | None] = qemu_version) -> EmulationSetup:
     """Make ``archs`` (planner arches) run here: the host's own as it is, another through QEMU user
     emulation, as docker/setup-qemu-action does on CI: mount binfmt_misc, install Debian's
-    qemu-user-static and binfmt-support (root, apt-get), then enable the arch's handler. Each
-    step is told to ``say`` first; what cannot be done is left to the arch's ``fix``."""
+    qemu-user-static and binfmt-support (root, apt-get), then enable the arch's handler; where the
+    release's QEMU is too old to run torch (bookworm's 7.2), the one from its backports, through the
+    host's own apt mirror (``apt_root``: where /etc/apt and /etc/os-release are read and written).
+    Each step is told to ``say`` first; what cannot be done is left to the arch's ``fix``."""
     m = machine or Machine()
     done: list[str] = []
 
@@ -212,7 +272,8 @@ def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = l
     support = check()
     for arch, found in support.items():
         # Installed, yet not registered (binfmt_misc was mounted after the package's postinst ran).
-        if not found.runs and can_act and m.which("update-binfmts") and m.which(f"qemu-{arch}-static"):
+        if not found.runs and not found.outdated and can_act and m.which("update-binfmts") \
+                and m.which(f"qemu-{arch}-static"):
             command = ["update-binfmts", "--enable", f"qemu-{arch}"]
             say(f"+ {shlex.join(command)}")
             try:
@@ -221,6 +282,12 @@ def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = l
             except CommandFailed as exc:
                 say(f"emulation: {shlex.join(command)} failed ({tail_of_failure(exc)})")
     support = check()
+    outdated = [found for found in support.values() if found.outdated]
+    if outdated and can_act and m.which("apt-get"):
+        newer = _newer_qemu(m, outdated, apt_root, say)
+        if newer:
+            done.append(newer)
+        support = check()
     for found in support.values():
         if found.emulated:
             say(f"emulation: {found.arch} code {found.how}")

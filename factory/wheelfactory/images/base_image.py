@@ -13,13 +13,17 @@ A base for another arch than the host's (``BaseImageSpec.arch``; needs QEMU user
 images/emulation.py) is made the same way with ``debootstrap --arch``, except step 2: ``docker
 import`` marks an image with the engine's own arch whatever ``--platform`` says (Docker 20.10), and
 cibuildwheel pulls (and fails) when the image's arch is not the variant's. So the rootfs goes in
-by ``docker load`` of a one-layer image whose config names the arch.
+by ``docker load`` of a one-layer image whose config names the arch. Such a base also gets the
+suite's cross compilers for this machine (``BaseImageSpec.compilers_from``,
+docker/cross-toolchain.Dockerfile): emulated, a compile is ~10x slower than native.
 
 Rendering (``render_base``) is pure; ``ensure_base_image`` has the side effects.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import io
 import json
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
 BASE_REPOSITORY = "wheelfactory/base"
 ROOTFS_REPOSITORY = "wheelfactory/rootfs"
 TEMPLATE = "debian-manylinux.Dockerfile"
+CROSS_TEMPLATE = "cross-toolchain.Dockerfile"
+CROSS_PREFIX = "/opt/wheelfactory/cross"  # bin/ holds cc, c++, gcc, g++; runs-on names their machine
 DEBOOTSTRAP_TIMEOUT_S = 1800
 _STREAM_CHUNK = 1 << 20
 
@@ -100,12 +106,18 @@ class BaseImageSpec:
     mirror: str  # [build] debian_mirror / --mirror, else the host's apt mirror (plan/indexes.debian_mirror)
     tag: str | None = None  # None: the content tag
     arch: str = "x86_64"  # a planner arch (plan/identity.ARCHES)
+    # The arch of the machine that builds in it, when that is not ``arch``: the image gets the
+    # suite's cross compilers that run there (CROSS_PREFIX). None: compilers of ``arch`` only.
+    compilers_from: str | None = None
 
     def __post_init__(self) -> None:
         # ".../debian/" and ".../debian" are one mirror: one rootfs, one tag.
         object.__setattr__(self, "mirror", self.mirror.rstrip("/"))
-        if self.arch not in DEBIAN_ARCH:
-            raise UsageError(f"no Debian base for arch {self.arch!r}: use one of {', '.join(DEBIAN_ARCH)}")
+        for arch in (self.arch, self.compilers_from or self.arch):
+            if arch not in DEBIAN_ARCH:
+                raise UsageError(f"no Debian base for arch {arch!r}: use one of {', '.join(DEBIAN_ARCH)}")
+        if self.compilers_from == self.arch:
+            object.__setattr__(self, "compilers_from", None)
 
     @property
     def _named(self) -> tuple[str, tuple[str, ...]]:
@@ -129,6 +141,29 @@ class BaseImage:
     timings: tuple[tuple[str, float], ...] = ()  # (step, seconds) of the steps that ran
 
 
+def base_spec(suite: Suite, mirror: str, arch: str, *, tag: str | None = None,
+              host: str | None = None) -> BaseImageSpec:
+    """The base a build on this machine (``host``, default: its arch) uses for ``arch``: with the
+    cross compilers that run here when ``arch`` is another one."""
+    return BaseImageSpec(suite, mirror, tag, arch=arch, compilers_from=host or host_arch())
+
+
+def triplet(arch: str) -> str:
+    """The GNU triplet Debian names an arch's compilers and library directories by."""
+    return f"{arch}-linux-gnu"
+
+
+def cross_toolchain_step(spec: BaseImageSpec) -> str:
+    """The Dockerfile step that adds the cross compilers (docker/cross-toolchain.Dockerfile) on
+    lines of its own after the apt step, or "" (a base without them renders as it always did)."""
+    if spec.compilers_from is None:
+        return ""
+    return "\n" + load_template(CROSS_TEMPLATE).fill({
+        "host": spec.compilers_from, "host_debian": DEBIAN_ARCH[spec.compilers_from],
+        "host_triplet": triplet(spec.compilers_from), "target": triplet(spec.arch), "prefix": CROSS_PREFIX,
+    }).rstrip("\n")
+
+
 def base_labels(spec: BaseImageSpec) -> dict[str, str]:
     suite = spec.suite
     return {
@@ -142,6 +177,7 @@ def base_labels(spec: BaseImageSpec) -> dict[str, str]:
         "wheelfactory.manylinux-cxx": suite.manylinux_cxx,
         "wheelfactory.python": suite.python,
         "wheelfactory.python-abi": suite.abi,
+        **({"wheelfactory.cross-compilers-run-on": spec.compilers_from} if spec.compilers_from else {}),
     }
 
 
@@ -150,7 +186,7 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     template = load_template(TEMPLATE)
     labels = base_labels(spec)
     dockerfile = template.fill({"rootfs": spec.rootfs_tag, "abi": spec.suite.abi, "glibc": spec.suite.glibc,
-                                "labels": label_block(labels)})
+                                "cross_toolchain": cross_toolchain_step(spec), "labels": label_block(labels)})
     name, extra = spec._named
     content = content_digest(dockerfile, spec.suite.name, spec.mirror, *extra)
     tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{name}{content[:12]}"
@@ -171,15 +207,34 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
     log = cache_dir / "logs" / f"base-{rendered.tag.rsplit(':', 1)[-1]}.log"
     progress(StepStarted(f"base image {rendered.tag} (Debian {spec.suite.name} {spec.arch} from {spec.mirror})"))
     found = find_image(client, rendered)
-    if found is not None:
-        progress(StepDone(f"exists: reused ({found.id})"))
-        return BaseImage(found.tag, found.id, spec.suite, True, log)
-    timings: list[tuple[str, float]] = []
-    _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings, foreign=foreign)
-    progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
-    ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch)
-    timings.append(("build", ref.seconds))
-    return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
+    if found is None:
+        with _one_maker(rendered.content, rendered.tag, progress):
+            found = find_image(client, rendered)  # made meanwhile by the run we waited for
+            if found is None:
+                timings: list[tuple[str, float]] = []
+                _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
+                               foreign=foreign)
+                progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
+                ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch)
+                timings.append(("build", ref.seconds))
+                return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
+    progress(StepDone(f"exists: reused ({found.id})"))
+    return BaseImage(found.tag, found.id, spec.suite, True, log)
+
+
+@contextlib.contextmanager
+def _one_maker(content: str, tag: str, progress: Listener) -> Iterator[None]:
+    """One maker of a base on this machine at a time: a second run (another build, `base-image`
+    started ahead of a build) waits for the first, then reuses what it made instead of running
+    debootstrap and the apt layer again (minutes; for a foreign arch, emulated)."""
+    lock_path = Path(tempfile.gettempdir()) / f"wheelfactory-base-{content[:16]}.lock"
+    with lock_path.open("a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress(StepStarted(f"waiting for another wheelfactory that is making {tag}"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,

@@ -110,6 +110,7 @@ class ArchSupport:
     runs: bool
     how: str  # HOST_ARCH, "emulated by qemu-aarch64 (/usr/libexec/...)", or why not
     fix: str = ""
+    outdated: str = ""  # the binfmt handler whose QEMU is older than MIN_QEMU, when that is why not
 
     @property
     def emulated(self) -> bool:
@@ -146,7 +147,8 @@ def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MI
             return ArchSupport(arch, False, f"{arch} code is emulated by QEMU {shown} ({handler.interpreter}), which "
                                             f"hangs or crashes importing torch; QEMU >= {'.'.join(map(str, MIN_QEMU))} "
                                             "runs it", f"{NEWER_QEMU}, then update-binfmts --disable {handler.name} "
-                                                       f"&& update-binfmts --enable {handler.name}")
+                                                       f"&& update-binfmts --enable {handler.name}",
+                                outdated=handler.name)
         said = f"QEMU {'.'.join(map(str, version))}, " if version else ""
         return ArchSupport(arch, True, f"emulated by {handler.name} ({said}{handler.interpreter})")
     if any(h.enabled for h in found):
