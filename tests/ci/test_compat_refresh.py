@@ -199,3 +199,35 @@ def test_pips_index_is_asked_from_pip_through_the_runner(monkeypatch: pytest.Mon
     answers.update(default=None)
     with pytest.raises(ConfigError, match="no package index is configured for pip"):
         pip_index_url("python", runner=pip)
+
+
+AARCH64_CPU_METADATA = ("Name: torch\nVersion: 2.16.0\nRequires-Dist: filelock\nRequires-Dist: "
+                        "nvidia-cuda-runtime-cu12==12.8.90; platform_system == \"Linux\" and platform_machine == \"x86_64\"\n")
+
+
+def test_an_aarch64_wheel_whose_cuda_requirements_are_marked_x86_64_is_a_cpu_build() -> None:
+    """torch 2.4-2.10 ship one METADATA text for both arches: its nvidia-* requirements carry
+    `platform_machine == "x86_64"`, so on aarch64 the wheel is the CPU build (~100 MB)."""
+    assert build_of_metadata(AARCH64_CPU_METADATA) == ("cu128", "nvidia-cuda-runtime-cu12==12.8.90")
+    assert build_of_metadata(AARCH64_CPU_METADATA, "aarch64") == ("cpu", "no CUDA requirement")
+    assert build_of_metadata(METADATA, "aarch64") == ("cu130", "cuda-toolkit==13.0.3")
+
+
+def test_a_new_releases_fragment_says_which_build_pypis_aarch64_wheel_is(tmp_path: Path) -> None:
+    from wheelfactory.plan.compat import load_table
+    from wheelfactory.plan.torch_releases import compare, release_facts, torch_files
+
+    table = load_table()
+    names = ["torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.16.0-cp312-cp312-manylinux_2_28_aarch64.whl"]
+    facts = release_facts(torch_files(names, "pypi"))
+    text = dict(compare(table, facts, {"2.16": ("cu132", "x86 wheel: cuda-toolkit==13.2.2")},
+                        {"2.16": ("cpu", "arm wheel: no CUDA requirement")}).fragments)["2.16"]
+    assert 'pypi_aarch64 = "cpu"' in text and 'aarch64 = ["cpu"]' in text
+    assert "pypi_aarch64 from the unlabelled aarch64 wheel's METADATA (arm wheel: no CUDA requirement)" in text
+    carried = dict(compare(table, facts, {"2.16": ("cu132", "x")}).fragments)["2.16"]
+    assert 'pypi_aarch64 = "cu132"' in carried and "pypi_aarch64 (carried over from 2.15)" in carried
+    # the fragment, appended to the table, loads: pypi_aarch64 is one of its aarch64 builds
+    merged = tmp_path / "compat.toml"
+    merged.write_text((REPO / "factory" / "wheelfactory" / "data" / "compat.toml").read_text() + "\n" + text)
+    release = load_table(merged).release("2.16")
+    assert release is not None and release.pypi_build("aarch64") == "cpu" and release.pypi_build("x86_64") == "cu132"

@@ -79,6 +79,8 @@ source = "test"
     ('[torch."2.16"]\nbuild_version = "2.17.0"\nabi.cxx11 = { builds = "all" }\n', "must be a 2.16.x release"),
     ('[torch."2.16"]\nbuild_version = "2.16.0"\nbuild_versoin = "x"\n', "did you mean 'build_version'"),
     ('[torch."2.16"]\nbuild_version = "2.16.0"\n', "names no ABI"),
+    ('[torch."2.16"]\nbuild_version = "2.16.0"\naarch64 = ["cpu"]\npypi_aarch64 = "cu130"\n'
+     'abi.cxx11 = { builds = "all" }\n', "'cu130' is not one of its aarch64 builds (cpu)"),
 ])
 def test_table_errors_name_file_and_key(tmp_path: Path, snippet: str, message: str) -> None:
     path = tmp_path / "compat.toml"

@@ -75,3 +75,27 @@ def test_build_rejects_a_shard_that_does_not_exist(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["build", "-m", str(REPO / "matrix.toml"), "-o", str(tmp_path),
                                       "--shard", "5/4", "--engine", "host"])
     assert isinstance(result.exception, UsageError) and "shard 5 of 4 does not exist" in str(result.exception)
+
+
+@pytest.mark.parametrize(("variant_id", "refused"), [
+    ("torch29-cxx11-cpu-aarch64-linux", False),     # PyPI's 2.9 for aarch64 is its CPU build
+    ("torch29-cxx11-cu128-aarch64-linux", True),    # ... though its x86_64 wheel is cu128
+    ("torch213-cxx11-cu130-aarch64-linux", False),  # 2.11 on: PyPI's aarch64 wheel is CUDA 13
+    ("torch213-cxx11-cpu-aarch64-linux", False),
+])
+def test_pypi_serves_another_build_for_aarch64_than_for_x86_64(plan_of: Callable[[str], Plan], table: CompatTable,
+                                                               variant_id: str, refused: bool) -> None:
+    """Read from PyPI's aarch64 wheels' METADATA: 2.4-2.10 mark their nvidia-* requirements
+    x86_64-only (a CPU build), 2.11-2.14 require cuda-toolkit 13.0, 2.15 13.2 (compat.toml's
+    pypi_aarch64). A variant PyPI's aarch64 wheel is not is refused before anything downloads."""
+    plan = plan_of('[matrix]\ntorch = ["2.9", "2.13"]\nbackends = ["cpu", "cuda"]\narch = ["aarch64"]\n')
+    variant = next(v for v in plan.variants if v.id == variant_id)
+    release = table.release(variant.key.torch)
+    assert release is not None
+    reason = pypi_refusal(variant, release, PYPI)
+    assert (reason is not None) == refused
+    if reason:
+        assert f"PyPI's torch {release.build_version} for aarch64 is the cpu build" in reason
+    assert variant.torch_on_pypi == (variant.key.backend.build_name == release.pypi_build("aarch64"))
+    assert (release.pypi_build("aarch64"), release.pypi_build("x86_64")) == (
+        {"2.9": ("cpu", "cu128"), "2.13": ("cu130", "cu130")}[variant.key.torch])

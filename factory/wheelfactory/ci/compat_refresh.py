@@ -165,27 +165,30 @@ def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
         raise ConfigError(f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
                           hint="pass the index root (PEP 503 or PEP 691) that serves torch")
     facts = release_facts(files)
-    return compare(table, facts, _default_builds(table, facts, files, metadata))
+    return compare(table, facts, _default_builds(table, facts, files, metadata),
+                   _default_builds(table, facts, files, metadata, machine="aarch64"))
 
 
 def _default_builds(table: CompatTable, facts: list[ReleaseFacts], files: list[TorchFile],
-                    metadata: dict[str, str]) -> dict[str, tuple[str, str]]:
-    """For each new release with unlabelled wheels: the build its Linux x86_64 wheel is, from that
-    wheel's METADATA (PEP 658), where the index serves it. A failed read leaves it inferred."""
+                    metadata: dict[str, str], *, machine: str = "x86_64") -> dict[str, tuple[str, str]]:
+    """For each new release with unlabelled wheels: the build its Linux ``machine`` wheel is, from
+    that wheel's METADATA (PEP 658), where the index serves it; the requirements are read as they
+    install on that machine (PyPI's aarch64 and x86_64 wheels are different builds). A failed read
+    leaves it inferred."""
     found = {}
     for fact in facts:
         if table.release(fact.minor) is not None or not fact.unlabelled:
             continue
         wheel = min((f.filename for f in files if f.minor == fact.minor and f.label is None
                      and f.version.public == fact.newest and f.filename in metadata
-                     and any(arch == "x86_64" for arch, _ in f.platforms)), default=None)
+                     and any(arch == machine for arch, _ in f.platforms)), default=None)
         if wheel is None:
             continue
         try:
             text = read_url(metadata[wheel]).decode("utf-8", errors="replace")
         except ConfigError:
             continue
-        build = build_of_metadata(text)
+        build = build_of_metadata(text, machine)
         if build is not None:
             found[fact.minor] = (build[0], f"{wheel}: {build[1]}")
     return found

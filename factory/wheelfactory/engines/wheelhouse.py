@@ -95,10 +95,12 @@ def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | N
     filled saves downloading GBs of torch only for the build to stop at a version check."""
     if index != PYPI:
         return None
-    pypi = f"PyPI's torch {release.build_version} is the {release.pypi_default} build" + (
+    arch = variant.key.arch
+    build = release.pypi_build(arch)  # PyPI's aarch64 wheel is another build than its x86_64 one
+    pypi = f"PyPI's torch {release.build_version}{' for ' + arch if arch != 'x86_64' else ''} is the {build} build" + (
         "" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
     if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
-            variant.key.backend.kind != "cpu" and variant.key.backend.build_name != release.pypi_default):
+            variant.key.backend.kind != "cpu" and variant.key.backend.build_name != build):
         return (f"{variant.id}: [build] torch_index is \"pypi\" (PyPI), which cannot serve this variant's "
                 f"torch ({pypi}): set torch_index = \"pytorch\" (PyTorch's index or a mirror of it), or leave "
                 f"the variant out (--only, [[exclude]])")

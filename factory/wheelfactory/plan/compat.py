@@ -49,6 +49,9 @@ class TorchRelease:
     cxx11: AbiBuilds | None
     cxx98: AbiBuilds | None
     source: str
+    # The build PyPI's aarch64 wheel is: not pypi_default's (2.4-2.10 are CPU-only for aarch64,
+    # their nvidia-* requirements marked x86_64; 2.11 on are CUDA 13). "": as pypi_default.
+    pypi_aarch64: str = ""
 
     @property
     def version(self) -> Version:
@@ -75,8 +78,12 @@ class TorchRelease:
         """The ABI of the wheel on PyPI: pre-cxx11 as long as a cxx98 default build exists."""
         return not (self.cxx98 is not None and self.cxx98.includes(self.pypi_default))
 
-    def on_pypi(self, backend: Backend, cxx11_abi: bool) -> bool:
-        return backend.build_name == self.pypi_default and cxx11_abi == self.pypi_cxx11_abi
+    def pypi_build(self, arch: str) -> str:
+        """The build of PyPI's wheel of this release for ``arch`` (a planner arch)."""
+        return (self.pypi_aarch64 or self.pypi_default) if arch == "aarch64" else self.pypi_default
+
+    def on_pypi(self, backend: Backend, cxx11_abi: bool, arch: str = "x86_64") -> bool:
+        return backend.build_name == self.pypi_build(arch) and cxx11_abi == self.pypi_cxx11_abi
 
 
 @dataclass(frozen=True)
@@ -133,9 +140,10 @@ class CompatTable:
     def known_versions(self) -> str:
         return ", ".join(r.minor for r in self.releases)
 
-    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool) -> IndexRef:
+    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool,
+                    arch: str = "x86_64") -> IndexRef:
         """The index (by alias, plan/indexes.py resolves it) that serves this torch build."""
-        if release.on_pypi(backend, cxx11_abi):
+        if release.on_pypi(backend, cxx11_abi, arch):
             return self.pypi_index
         path = self.torch_index_path(release, backend, cxx11_abi)
         return IndexRef(self.pytorch_index.alias, self.pytorch_index.path.replace("{path}", path))
@@ -291,7 +299,7 @@ def _parse_abi(table: Table, key: str) -> AbiBuilds | None:
 
 def _parse_release(table: Table, minor: str) -> TorchRelease:
     table.reject_unknown({"build_version", "python", "cuda", "rocm", "pypi_default",
-                          "wheel_platform", "aarch64", "abi", "source"})
+                          "wheel_platform", "aarch64", "pypi_aarch64", "abi", "source"})
     example = f"{minor}.0"
     build_version = _version_text(table, "build_version", example=example)  # checked first: minor_of needs a version
     if minor_of(build_version) != minor:
@@ -308,6 +316,7 @@ def _parse_release(table: Table, minor: str) -> TorchRelease:
         pypi_default=table.string("pypi_default", "cpu"),
         wheel_platform=table.string("wheel_platform", "linux"),
         aarch64=table.string_list("aarch64", (), allow_scalar=False),
+        pypi_aarch64=table.string("pypi_aarch64", ""),
         cxx11=_parse_abi(abi, "cxx11"),
         cxx98=_parse_abi(abi, "cxx98"),
         source=table.string("source", ""),
@@ -330,6 +339,9 @@ def _check_release(table: CompatTable, where: Table, release: TorchRelease) -> N
             Backend.parse(build)
         except InvalidBackend as exc:
             where.error("aarch64", str(exc))
+    if release.pypi_aarch64 and release.pypi_aarch64 not in release.aarch64:
+        where.error("pypi_aarch64", f"{release.pypi_aarch64!r} is not one of its aarch64 builds "
+                                    f"({', '.join(release.aarch64) or 'none'})")
     if release.cxx11 is None and release.cxx98 is None:
         where.error("abi", "names no ABI", "add abi.cxx11 and/or abi.cxx98")
     for key, abi in (("cxx11", release.cxx11), ("cxx98", release.cxx98)):

@@ -173,10 +173,11 @@ CUDA_REQUIREMENTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime
                      "nvidia-cuda-runtime-cu11")
 
 
-def build_of_metadata(text: str) -> tuple[str, str] | None:
-    """(local-version-style build, the requirement that says so) of a torch wheel's METADATA:
-    ("cu132", "cuda-toolkit==13.2.2"); ("cpu", "no CUDA requirement") when it requires none of
-    them; None when the text is not METADATA."""
+def build_of_metadata(text: str, machine: str = "x86_64") -> tuple[str, str] | None:
+    """(local-version-style build, the requirement that says so) of a torch wheel's METADATA, as
+    it installs on Linux ``machine``: ("cu132", "cuda-toolkit==13.2.2"); ("cpu", "no CUDA
+    requirement") when it requires none of them there (torch 2.4-2.10's aarch64 wheels list their
+    nvidia-* requirements with ``platform_machine == "x86_64"``); None when the text is not METADATA."""
     from email.parser import HeaderParser
 
     from packaging.requirements import InvalidRequirement, Requirement
@@ -184,12 +185,15 @@ def build_of_metadata(text: str) -> tuple[str, str] | None:
     headers = HeaderParser().parsestr(text)
     if not headers.get("Name"):
         return None
+    where = {"platform_machine": machine, "platform_system": "Linux", "sys_platform": "linux", "extra": ""}
     for line in headers.get_all("Requires-Dist") or []:
         try:
             requirement = Requirement(line)
         except InvalidRequirement:
             continue
         if requirement.name.lower() not in CUDA_REQUIREMENTS:
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate(where):
             continue
         for spec in requirement.specifier:
             if spec.operator in ("==", "~=", ">="):
@@ -296,10 +300,11 @@ def _floor_of(platform: str) -> tuple[int, int] | None:
 
 
 def compare(table: CompatTable, facts: Sequence[ReleaseFacts],
-            default_builds: Mapping[str, tuple[str, str]] | None = None) -> Refresh:
-    """What ``facts`` show that ``table`` lacks, with a fragment per new release. ``default_builds``:
-    release -> (build, evidence) of its unlabelled wheel, read from its METADATA where the index
-    serves that (build_of_metadata)."""
+            default_builds: Mapping[str, tuple[str, str]] | None = None,
+            aarch64_builds: Mapping[str, tuple[str, str]] | None = None) -> Refresh:
+    """What ``facts`` show that ``table`` lacks, with a fragment per new release. ``default_builds``
+    (``aarch64_builds``): release -> (build, evidence) of its unlabelled x86_64 (aarch64) wheel,
+    read from its METADATA where the index serves that (build_of_metadata)."""
     findings: list[Finding] = []
     fragments: list[tuple[str, str]] = []
     stubs: dict[str, str] = {}
@@ -311,7 +316,8 @@ def compare(table: CompatTable, facts: Sequence[ReleaseFacts],
             if newest_known is not None and Version(fact.minor) < newest_known.version:
                 continue  # an old release the table chose not to carry
             findings.append(Finding(fact.minor, "release", f"torch {fact.newest} is not in the table"))
-            fragments.append((fact.minor, fragment(fact, newest_known, (default_builds or {}).get(fact.minor))))
+            fragments.append((fact.minor, fragment(fact, newest_known, (default_builds or {}).get(fact.minor),
+                                                   (aarch64_builds or {}).get(fact.minor))))
         else:
             findings.extend(_known_release(release, fact))
         for version in fact.cuda:
@@ -352,9 +358,11 @@ def _label(kind: str, version: str) -> str:
     return "cpu" if kind == "cpu" else f"cu{version.replace('.', '')}" if kind == "cuda" else f"rocm{version}"
 
 
-def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[str, str] | None = None) -> str:
+def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[str, str] | None = None,
+             aarch64_default: tuple[str, str] | None = None) -> str:
     """A ``[torch."X.Y"]`` table for a release the table lacks, each value with where it came from.
-    ``default``: (build, evidence) of the unlabelled wheel, from its METADATA."""
+    ``default`` (``aarch64_default``): (build, evidence) of the unlabelled x86_64 (aarch64) wheel,
+    from its METADATA."""
     inferred = []
     read = []
     builds = [_label("cuda", v) for v in fact.cuda] + [_label("rocm", v) for v in fact.rocm]
@@ -379,7 +387,14 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[s
                                                                          else "manylinux_2_28")
     if fact.x86_64_floor is None:
         inferred.append("wheel_platform")
-    aarch64 = sorted({label or pypi_default for label in fact.aarch64})
+    pypi_aarch64 = ""
+    if aarch64_default is not None:
+        pypi_aarch64 = aarch64_default[0]
+        read.append(f"pypi_aarch64 from the unlabelled aarch64 wheel's METADATA ({aarch64_default[1]})")
+    elif "" in fact.aarch64 and previous is not None and previous.pypi_aarch64:
+        pypi_aarch64 = previous.pypi_aarch64
+        inferred.append(f"pypi_aarch64 (carried over from {previous.minor})")
+    aarch64 = sorted({label or pypi_aarch64 or pypi_default for label in fact.aarch64})
     inferred.append(f"abi (cxx11 only, as {previous.minor})" if previous is not None else "abi (cxx11 only)")
     if not fact.pythons:
         inferred.append("python")
@@ -395,6 +410,7 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[s
         f'pypi_default = "{pypi_default}"',
         f'wheel_platform = "{platform}"',
         f"aarch64 = {_toml_list(aarch64)}",
+        *([f'pypi_aarch64 = "{pypi_aarch64}"'] if pypi_aarch64 else []),
         'abi.cxx11 = { builds = "all" }',
         f"source = {json.dumps(source)}",
     ]) + "\n"
