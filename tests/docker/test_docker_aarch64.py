@@ -48,14 +48,15 @@ compile_cache_dir = "{CACHE / 'sccache'}"
 """
 
 
-def project_matrix(project: Path, extra: str = "", *, python: str = "abi3", tests: str = "") -> str:
+def project_matrix(project: Path, extra: str = "", *, python: str = "abi3", tests: str = "",
+                   backend: str = "cpu") -> str:
     return f"""
 [project]
 path = "{project}"
 {extra}
 [matrix]
 torch = ["2.13"]
-backends = ["cpu"]
+backends = ["{backend}"]
 python = ["{python}"]
 arch = ["aarch64"]
 {tests}
@@ -154,3 +155,17 @@ def test_the_index_selector_picks_the_aarch64_wheel_for_an_aarch64_python(sample
         server.terminate()
         server.wait(timeout=30)
         server.stdout.close()  # type: ignore[union-attr]
+
+
+def test_the_samples_cuda_13_aarch64_variant_holds_sm_90_read_by_the_x86_64_cuobjdump(tmp_path: Path) -> None:
+    """SBSA: the cu130 aarch64 variant (GH200's sm_90) builds from NVIDIA's aarch64 toolkit wheels:
+    nvcc, cicc and ptxas run emulated, its host compiler is the image's cross g++ (first on PATH).
+    This machine's x86-64 cuobjdump reads the aarch64 library's fat binary: exactly sm_90."""
+    work = build_matrix(CACHE / "docker-aarch64-cu130", project_matrix(
+        REPO / "kernels" / "fusedops", backend="cu130") + '[cuda]\narch_list = "9.0"\n')
+    variant = "torch213-cxx11-cu130-aarch64-linux"
+    wheel, entry, log = built(work, variant)
+    assert machine_of(wheel, "fusedops/_C.abi3.so", tmp_path) == AARCH64
+    if entry["status"] == "built":
+        assert "# cuobjdump fusedops/_C.abi3.so: sm_90 (asked: sm_90)" in log
+        assert "# compiling with the image's cross compilers" in log and "# smoke: ran as aarch64" in log
