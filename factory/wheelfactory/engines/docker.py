@@ -30,7 +30,17 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
-from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv, PreparedEnvs
+from wheelfactory.engines.prepared_env import (
+    UNPACKED,
+    WHEELHOUSE_MOUNT,
+    EnvRequest,
+    PreparedEnv,
+    PreparedEnvs,
+    compile_bytecode_here,
+    install_from_set,
+    link_unversioned_cudart,
+    point_scripts_at,
+)
 from wheelfactory.engines.wheelhouse import (
     BUILD_REQUIREMENTS,
     ContainerPython,
@@ -103,6 +113,11 @@ def cuda_home(variant: Variant, facts: ImageFacts, torch_env: PreparedEnv) -> st
     return str(PurePosixPath(facts.nvcc).parent.parent) if facts.nvcc else None
 
 
+def interpreter_version(entry: str) -> str:
+    """The Python version of an /opt/python entry: ``cp311-cp311`` -> ``3.11``."""
+    return f"{entry[2]}.{entry[3:entry.index('-')]}"
+
+
 @dataclass(frozen=True)
 class ImageFacts:
     """What a build image offers: its interpreters (cpXY-cpXY) and its glibc."""
@@ -117,7 +132,7 @@ class ImageFacts:
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
         newest one the variant's torch ships wheels for (the wheel serves every CPython >= 3.9)."""
-        have = {f"{p[2]}.{p[3:p.index('-')]}": p for p in self.pythons}
+        have = {interpreter_version(p): p for p in self.pythons}
         wanted = [variant.key.python] if variant.key.python != "abi3" else sorted(
             (v for v in have if v in supported), key=lambda v: tuple(int(x) for x in v.split(".")))[-1:]
         if not wanted or wanted[0] not in have:
@@ -416,7 +431,7 @@ class DockerEngine:
             raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
                                    f"as wheels for Python {target.version}: {exc}") from None
         provided = {canonicalize_name(parse_wheel_filename(name)[0]) for name, _ in torch_wheels.wheels}
-        files = tuple(f"/wheelhouse/{name}" for name, _ in wheels.wheels
+        files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
                       if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
         return self._ensure_env(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, wheels,
                                 log)
@@ -445,33 +460,25 @@ class DockerEngine:
     def _ensure_env(self, request: EnvRequest, image: ImageRef, python: str, wheels: WheelSet,
                     log: Path) -> PreparedEnv:
         envs = PreparedEnvs(self.wheelhouse.root / "envs")
+        facts = self.facts(image)
+        target = ContainerPython(interpreter_version(python), facts.machine, ".".join(facts.glibc.split(".")[:2]))
+        interpreter = f"/opt/python/{python}/bin/python"
 
-        def install(request: EnvRequest, target: Path) -> None:
+        def install(request: EnvRequest, staged: Path) -> None:
             with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# preparing the {request.role} environment {request.key}: {' '.join(request.requirements)}\n")
+                sink.write(f"# preparing the {request.role} environment {request.key} for {interpreter} "
+                           f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n")
+            install_from_set(request, staged, wheels=wheels.path, python=target,
+                             unpacked=self.wheelhouse.root / UNPACKED, log=log)
+            point_scripts_at(staged, interpreter)
+            link_unversioned_cudart(staged)
+            if compile_bytecode_here(staged, request.mount, target.version, log=log):
+                return
+            # Another Python version than this one: the image's interpreter compiles, offline.
             with Container(self.client, image.id, network="none", labels=self.options.labels,
-                           volumes={wheels.path: "/wheelhouse:ro", target: request.mount}) as box:
-                interpreter = f"/opt/python/{python}/bin/python"
-                # pip --target installs into a temporary directory and then moves: one on the
-                # same filesystem makes the moves renames. Bytecode is compiled afterwards on
-                # every core (containers read these files from a read-only mount: without .pyc
-                # every import would compile them again).
-                scratch = f"{request.mount}/.pip-tmp"
-                box.run(["mkdir", "-p", scratch], log=log)
-                # A "deps" request names the set's wheel files, resolved already, less what torch's
-                # environment provides: --no-deps keeps pip from installing those again.
-                no_deps = ["--no-deps"] if request.role == "deps" else []
-                box.run([interpreter, "-m", "pip", "install", "--no-index", "--find-links", "/wheelhouse",
-                         "--disable-pip-version-check", "--no-warn-script-location", "--no-compile", "-q",
-                         *no_deps, "--target", request.mount, *request.requirements], log=log,
-                        environment={"TMPDIR": scratch})
-                box.run(["rm", "-rf", scratch], log=log)
+                           volumes={staged: request.mount}) as box:
                 box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
-                # The toolkit wheels ship libcudart.so.<major> only and the link step asks for
-                # -lcudart: the link is made here, as the environment is read-only when used.
-                box.run(["sh", "-c", f"for l in {request.mount}/nvidia/*/lib/libcudart.so.*; do "
-                         '[ -e "$l" ] && [ ! -e "${l%.so.*}.so" ] && ln -s "${l##*/}" "${l%.so.*}.so"; done; '
-                         f"chown -R {os.getuid()}:{os.getgid()} {request.mount}"], log=log)
+                box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
 
         env = envs.ensure(request, install)
         with log.open("a", encoding="utf-8") as sink:
@@ -513,7 +520,7 @@ class DockerEngine:
         c++, gcc, g++ and <triplet>-gcc/g++ (what torch, CMake and Debian's sysconfig call), put
         before the image's own on PATH; the compile cache's shims, first, resolve to them."""
         excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
-        create_args = ["--network none", f"-v {wheelhouse}:/wheelhouse:ro",
+        create_args = ["--network none", f"-v {wheelhouse}:{WHEELHOUSE_MOUNT}:ro",
                        *(f"-v {env.path}:{env.mount}:ro" for env in envs),
                        *(f"--label {k}={v}" for k, v in self.options.labels.items())]
         if self.options.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
@@ -521,7 +528,7 @@ class DockerEngine:
         # SOURCE_DATE_EPOCH: the wheel's file times (setuptools' bdist_wheel and auditwheel's repack
         # both read it). The compile itself is path-independent here: cibuildwheel builds in
         # /project whatever the host's directory is.
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "/wheelhouse", "MAX_JOBS": str(self.options.compile_jobs),
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT, "MAX_JOBS": str(self.options.compile_jobs),
                      "SOURCE_DATE_EPOCH": str(epoch)}
         if envs:
             build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)

@@ -9,36 +9,56 @@ two directories, the build container sees both (tools first on PYTHONPATH), the 
 container only torch, nothing can change them during a build (read-only mounts), and cleanup is
 removing a directory (``wheelfactory gc``).
 
-Hermetic: the install runs in a container from the build image with ``--network none``, from the
-variant's wheel set mounted read-only. A directory is keyed by the image id, the interpreter,
-the requirements and the sha256 of every wheel in the set: a changed wheelhouse makes a new one.
-It appears by a rename only when complete (its ``env.json`` written inside first); a use touches
-``env.json``, which is what ``gc`` reads as "last used".
+Made on the host, for the container's interpreter, by uv (``install_from_set``): it resolves
+against the variant's wheel set only (offline, no index) for the image's Python version, arch and
+glibc, and hard-links each wheel's files from its unpacked copy in the wheelhouse's ``unpacked/``
+(uv's cache). So a wheel is unpacked once however many environments hold it: the nvidia-*
+wheels of a CUDA torch (~3 GB) are shared by every interpreter and torch release that pins them,
+and a second environment of the same torch takes a second, not a minute. Nothing of the target's
+arch runs: an aarch64 environment is made natively on an x86-64 machine (pip under QEMU took
+100-200 s). Bytecode is compiled by the host's interpreter when it is the container's Python
+version (the same .pyc), else in a container of the image. Entry-point scripts are pointed at the
+container's interpreter, as pip inside it would write them.
 
-Environments share their identical large files by hard links (support/linkstore.py, the store in
-``.blobs``): the nvidia-* libraries of one CUDA torch build are on disk once, however many
-interpreters and images use them. This is safe because environments are never written after
-they are made (mounted read-only).
+A directory is keyed by the image id, the interpreter, the requirements and the sha256 of every
+wheel in the set: a changed wheelhouse makes a new one. It appears by a rename only when complete
+(its ``env.json`` written inside first); a use touches ``env.json``, which is what ``gc`` reads as
+"last used". Environments are never written after they are made (mounted read-only), which is
+what makes sharing files by hard links safe; what uv did not link (bytecode) is shared through
+support/linkstore.py's store in ``.blobs``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
-from collections.abc import Callable
+import stat
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
+from packaging.utils import parse_wheel_filename
 
+from wheelfactory.engines.wheelhouse import ContainerPython
+from wheelfactory.errors import WheelhouseError
 from wheelfactory.project.keys import json_digest
 from wheelfactory.support.linkstore import Removed, collect_unused_trees, share_identical_files
+from wheelfactory.support.proc import CommandFailed, Runner, run
 
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
+WHEELHOUSE_MOUNT = "/wheelhouse"  # where a container sees the wheel set a "deps" request names files of
 COMPLETE = "env.json"
 BLOBS = ".blobs"  # the link store the environments share files through
+UNPACKED = "unpacked"  # beside the environments' folder: uv's cache of unpacked wheels they link to
+# The newest manylinux_2_X that uv's --python-platform names (uv 0.13: 2_17 to 2_40). A newer
+# glibc installs wheels up to it: never one the image cannot run.
+NEWEST_UV_MANYLINUX = 40
 Role = Literal["torch", "tools", "build", "deps", "test"]
 
 
@@ -96,14 +116,14 @@ class PreparedEnvs:
             staged.mkdir(parents=True)
             try:
                 install(request, staged)
-                shared = share_identical_files(staged, self.root / BLOBS)
+                share_identical_files(staged, self.root / BLOBS)  # what uv did not link: the bytecode
                 (staged / COMPLETE).write_text(json.dumps({**asdict(request), "key": request.key}, indent=2))
                 target = self.root / request.key
                 shutil.rmtree(target, ignore_errors=True)
                 os.replace(staged, target)
             finally:
                 shutil.rmtree(staged, ignore_errors=True)
-            return PreparedEnv(target, request.mount, request.key, True, shared.bytes)
+            return PreparedEnv(target, request.mount, request.key, True, shared_by_earlier(target))
 
     def _complete(self, request: EnvRequest) -> PreparedEnv | None:
         target = self.root / request.key
@@ -117,9 +137,127 @@ class PreparedEnvs:
         return PreparedEnv(target, request.mount, request.key, False)
 
 
+def shared_by_earlier(tree: Path) -> int:
+    """The bytes of ``tree``'s files that an earlier environment holds too: a file has one link in
+    this tree and one in its unpacked wheel (or the blob store); a third is another tree's."""
+    return sum(info.st_size for info in _files(tree) if info.st_nlink > 2)
+
+
 def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
                     dry_run: bool = False) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
-    partial ones a killed run left, then the shared files no remaining environment links to."""
-    return collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
-                                dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
+    partial ones a killed run left, then the shared files no remaining environment links to. When
+    any went, the unpacked wheels go too (``root``'s sibling ``unpacked/``): the environments left
+    keep their own links to those files, and the next new environment unpacks what it needs."""
+    removed = collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
+                                   dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
+    unpacked = root.parent / UNPACKED
+    if removed and unpacked.is_dir():
+        freed = sum(info.st_size for info in _files(unpacked) if info.st_nlink == 1)
+        if not dry_run:
+            with unpacked_lock(unpacked, exclusive=True):  # after any install that is reading it
+                shutil.rmtree(unpacked, ignore_errors=True)
+        removed.append(Removed(unpacked, freed))
+    return removed
+
+
+@contextmanager
+def unpacked_lock(unpacked: Path, *, exclusive: bool) -> Iterator[None]:
+    """Installs read the unpacked wheels together (a shared flock), gc removes them alone."""
+    unpacked.parent.mkdir(parents=True, exist_ok=True)
+    with open(unpacked.parent / f".{unpacked.name}.lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield  # closing the file drops the lock
+
+
+def _files(tree: Path) -> Iterator[os.stat_result]:
+    for base, _, names in os.walk(tree):
+        for name in names:
+            try:
+                info = (Path(base) / name).lstat()
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                yield info
+
+
+def uv_platform(python: ContainerPython) -> str:
+    """uv's name of the platform an environment is for: the image's arch and glibc, as manylinux."""
+    major, minor = (int(part) for part in python.glibc.split(".")[:2])
+    if major != 2 or minor < 17:
+        raise WheelhouseError(f"the build image's glibc {python.glibc} is older than 2.17, which no torch wheel "
+                              "supports: use a newer base image")
+    return f"{python.arch}-manylinux_2_{min(minor, NEWEST_UV_MANYLINUX)}"
+
+
+def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python: ContainerPython, unpacked: Path,
+                     log: Path | None = None, runner: Runner = run) -> None:
+    """Install ``request`` into ``target`` for the container's interpreter, from the wheel set at
+    ``wheels`` only: uv, offline and with no index, for ``python``'s version and platform, each
+    file hard-linked from its wheel's unpacked copy in ``unpacked``. A "deps" request names the
+    set's files (as the container sees them), resolved already: installed without dependencies,
+    each pinned by name and version (as a path, uv would unpack a second copy of the same wheel)."""
+    from uv import find_uv_bin
+
+    def pinned(requirement: str) -> str:
+        if not requirement.startswith(f"{WHEELHOUSE_MOUNT}/"):
+            return requirement
+        name, version, _, _ = parse_wheel_filename(requirement.rsplit("/", 1)[1])
+        return f"{name}=={version}"
+
+    requirements = [pinned(r) for r in request.requirements]
+    command = [find_uv_bin(), "pip", "install", "--no-config", "--offline", "--no-index", "--quiet",
+               "--find-links", str(wheels), "--target", str(target), "--python", sys.executable,
+               "--python-version", python.version, "--python-platform", uv_platform(python),
+               "--link-mode", "hardlink", "--cache-dir", str(unpacked),
+               *(["--no-deps"] if request.role == "deps" else []), *requirements]
+    try:
+        with unpacked_lock(unpacked, exclusive=False):
+            runner(command, log=log)
+    except CommandFailed as exc:
+        last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
+        raise WheelhouseError(f"preparing the {request.role} environment ({' '.join(request.requirements)}) from "
+                              f"the wheel set {wheels} failed: {last}") from None
+
+
+def point_scripts_at(target: Path, interpreter: str) -> None:
+    """The entry-point scripts uv wrote name the host's interpreter: name the container's, as pip
+    inside the container would have. Each is replaced, never written in place (a file may be a
+    hard link that other trees share)."""
+    for script in sorted((target / "bin").glob("*")) if (target / "bin").is_dir() else ():
+        if script.is_symlink() or not script.is_file():
+            continue
+        with script.open("rb") as handle:
+            first = handle.readline()
+            rest = handle.read()
+        if not (first.startswith(b"#!") and b"python" in first):
+            continue
+        staged = script.with_name(f".{script.name}.script")
+        staged.write_bytes(f"#!{interpreter}\n".encode() + rest)
+        staged.chmod(script.stat().st_mode)
+        os.replace(staged, script)
+
+
+def link_unversioned_cudart(target: Path) -> None:
+    """NVIDIA's toolkit wheels ship ``libcudart.so.<major>`` only and the link step asks for
+    ``-lcudart``: the unversioned link is made here, as the environment is read-only when used."""
+    for versioned in target.glob("nvidia/*/lib/libcudart.so.*"):
+        plain = versioned.with_name("libcudart.so")
+        if not plain.exists() and not plain.is_symlink():
+            plain.symlink_to(versioned.name)
+
+
+def compile_bytecode_here(target: Path, mount: str, version: str, log: Path | None = None,
+                          runner: Runner = run) -> bool:
+    """Compile ``target``'s modules with this interpreter when it is the container's Python
+    ``version`` (the same bytecode, recorded under ``mount`` where containers see it): containers
+    read them from a read-only mount, so without .pyc every import compiles again. False: this
+    interpreter cannot, the image's must. A module that does not compile is left to its import."""
+    if f"{sys.version_info[0]}.{sys.version_info[1]}" != version:
+        return False
+    try:
+        runner([sys.executable, "-m", "compileall", "-q", "-j", "0", "-s", str(target), "-p", mount, str(target)],
+               log=log)
+    except CommandFailed:
+        pass  # as the image's own compileall: the rest is compiled, the failures are in the log
+    return True

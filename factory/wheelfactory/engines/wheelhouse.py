@@ -6,6 +6,8 @@ fetched here first with ``pip download``. Wheels are stored once in a shared sto
 names are unique: name, version, local label and tags) and recorded with their sha256; each
 distinct request gets a *set*: a directory of hard links to exactly its wheels, published by
 rename only when complete. A set is what a container mounts, so a build sees only its inputs.
+A new set takes from the store what it holds already (the same torch with other build tools,
+another Python's set sharing the nvidia-* wheels): a local copy, not a second download.
 """
 
 from __future__ import annotations
@@ -276,6 +278,10 @@ class Wheelhouse:
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
+        if self.store.is_dir():
+            # Wheels another set holds already (a torch and its nvidia-* wheels, GBs) are taken from
+            # the store, beside the host's indexes: pip prefers a local file to the same file online.
+            command += ["--find-links", str(self.store)]
         constraints = tmp.parent / f"{tmp.name}.constraints.txt"  # beside the download, gone with it
         if request.constraints:
             constraints.write_text("".join(f"{c}\n" for c in request.constraints))
