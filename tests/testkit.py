@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,6 +22,7 @@ from fake_wheels import make_wheel as make_wheel
 from fake_wheels import write_provenance as write_provenance
 from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
 from repo_paths import TEST_CACHE as TEST_CACHE
+from repo_paths import cache_lock as cache_lock
 
 # The binfmt_misc entry Debian bookworm's qemu-user-static registers through binfmt-support (F: usable
 # by containers), as /proc/sys/fs/binfmt_misc/qemu-aarch64 shows it: the emulation tests' fixture.
@@ -82,12 +84,55 @@ def host_pip_config(python: str = sys.executable) -> dict[str, str]:
 
 
 
+def uv_index_options(pip: dict[str, str]) -> list[str]:
+    """uv's options for the indexes the host's pip is configured with (``host_pip_config``): uv reads
+    no pip configuration, so what pip would ask is passed on, and no index is named here."""
+    options = ["--index-url", pip["index-url"]] if "index-url" in pip else []
+    options += [arg for url in pip.get("extra-index-url", "").split() for arg in ("--extra-index-url", url)]
+    options += [arg for link in pip.get("find-links", "").split() for arg in ("--find-links", link)]
+    # pip's view of several indexes: the best version from any of them (uv's default takes a
+    # package from the first index that has it)
+    return [*options, "--index-strategy", "unsafe-best-match"]
+
+
+def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path, ...] = (),
+            offline: bool = False) -> Path:
+    """A venv (with pip, which tests use in it) holding ``requirements``, installed by uv from
+    ``find_links`` (and, unless ``offline``, the host's indexes), each file hard-linked from the
+    test cache's unpacked wheels: a torch with its nvidia-* wheels in seconds, on disk once for
+    every venv of the run."""
+    from uv import find_uv_bin
+
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=300)
+    pip = host_pip_config()
+    sources = [arg for link in find_links for arg in ("--find-links", str(link))]
+    sources += ["--no-index"] if offline else uv_index_options(pip)
+    env = {**os.environ, "UV_CACHE_DIR": str(TEST_CACHE / "uv-cache"), "NO_COLOR": "1"}
+    if "cert" in pip:
+        env.setdefault("SSL_CERT_FILE", pip["cert"])
+    done = subprocess.run([find_uv_bin(), "pip", "install", "--no-config", "--python", str(path / "bin" / "python"),
+                           "--link-mode", "hardlink", "--quiet", *sources, *requirements],
+                          capture_output=True, text=True, env=env, timeout=1800, check=False)
+    assert done.returncode == 0, f"uv could not make {path} with {requirements}:\n{done.stderr[-3000:]}"
+    return path
+
+
 def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:
     """Build a bring-your-own project with the host engine for this interpreter's torch (2.13, CPU)
     into ``TEST_CACHE/host-byo/<project name>``; (wheel, manifest entry, build log). Cached by the
     factory's key: the Docker tier and the host tier share one build."""
     workdir = TEST_CACHE / "host-byo" / project.name
-    workdir.mkdir(parents=True, exist_ok=True)
+    with cache_lock(workdir):  # the Docker tier's module and the host tier's may ask at once
+        workdir.mkdir(parents=True, exist_ok=True)
+        _write_and_build_on_host(workdir, project, import_name, python, extra)
+    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
+    (entry,) = entries.values()
+    assert entry["status"] in ("built", "cached"), entry
+    log = (workdir / "dist" / entry["log"]).read_text()
+    return workdir / "dist" / entry["wheel"], entry, log
+
+
+def _write_and_build_on_host(workdir: Path, project: Path, import_name: str, python: str, extra: str) -> None:
     (workdir / "matrix.toml").write_text(f"""
 [project]
 path = "{project}"
@@ -104,11 +149,6 @@ engine = "host"
     result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True,
                             text=True, timeout=1800)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
-    (entry,) = entries.values()
-    assert entry["status"] in ("built", "cached"), entry
-    log = (workdir / "dist" / entry["log"]).read_text()
-    return workdir / "dist" / entry["wheel"], entry, log
 
 
 def docs_text(*pages: str) -> str:

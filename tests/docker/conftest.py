@@ -9,7 +9,6 @@ across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE 
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from wheelfactory.plan.indexes import debian_mirror
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # docker_helpers: helpers the test modules share
-from docker_helpers import LEAN, REQUIRED, free_module_wheelhouse, free_venvs  # noqa: E402
+from docker_helpers import LEAN, REQUIRED, free_torches, free_venvs  # noqa: E402
 
 CACHE = TEST_CACHE
 # The modules that install into the torch venvs of docker_helpers.pristine_venv (torch 2.6's is a
@@ -46,25 +45,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def lean_wheelhouse() -> Iterator[None]:
-    """LEAN (CI): a module's own torches leave the wheelhouse with it. A CUDA torch is ~3 GB of
-    wheels and ~5 GB installed; kept, every module's added up past the disk a CI machine has."""
+def lean_wheelhouse(request: pytest.FixtureRequest) -> Iterator[None]:
+    """LEAN (CI): the torches a module alone uses (its ``MODULE_TORCHES``, (torch, Python) pairs)
+    leave the wheelhouse with it. A CUDA torch is ~3 GB of wheels; kept, every module's added up
+    past the disk a CI machine has. Only its own: the other lane builds with the shared ones."""
     yield
-    if LEAN:
-        for path in free_module_wheelhouse(CACHE / "wheelhouse"):
+    own = getattr(request.module, "MODULE_TORCHES", frozenset())
+    if LEAN and own:
+        for path in free_torches(CACHE / "wheelhouse", own):
             print(f"lean: removed {path}")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """LEAN (CI): after the venv modules' last test their venvs go; after the tier's last test the
-    whole wheelhouse goes (no later test reads it), before the host tiers make their own venvs. A
-    directory without __init__.py has no package scope, hence a hook on the item that leaves it."""
+    """LEAN (CI): after the venv modules' last test their venvs go. A directory without
+    __init__.py has no package scope, hence a hook on the item that leaves it."""
     result = yield
     if LEAN and _uses_venvs(item) and not _uses_venvs(nextitem):
         free_venvs()
-    if LEAN and (nextitem is None or HERE not in nextitem.path.parents):
-        shutil.rmtree(CACHE / "wheelhouse", ignore_errors=True)
     return result
 
 

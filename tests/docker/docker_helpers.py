@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from testkit import REPO, TEST_CACHE
+from repo_paths import cache_lock
+from testkit import REPO, TEST_CACHE, uv_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
@@ -20,10 +21,6 @@ REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIR
 # done, since a CI clone reuses nothing and the CUDA builds after it need the disk.
 LEAN = os.environ.get("WHEELFACTORY_TEST_LEAN") == "1"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
-# The torches that several modules build with, at the build images' default Python: the two above
-# (docker_build), and 2.15, which the CUDA, kernel-builder and newest-torch modules share. In LEAN
-# runs their wheel sets and prepared environments stay between modules; others go with the module.
-SHARED_TORCHES = {("2.6.0", "3.11"), ("2.13.0", "3.11"), ("2.15.0", "3.11")}
 
 
 def prepared_torch_env(wheelhouse: Path, torch: str, python: str) -> Path | None:
@@ -38,9 +35,11 @@ def prepared_torch_env(wheelhouse: Path, torch: str, python: str) -> Path | None
     return None
 
 
-def free_module_wheelhouse(wheelhouse: Path) -> list[Path]:
-    """Collect, with the factory's own gc, the wheel sets and prepared environments holding a torch
-    not in SHARED_TORCHES: marked unused, then collected as `wheelfactory gc` does. What it removed."""
+def free_torches(wheelhouse: Path, torches: frozenset[tuple[str, str]]) -> list[Path]:
+    """Collect, with the factory's own gc, the wheel sets and prepared environments holding one of
+    ``torches`` ((torch, Python) pairs, e.g. ("2.5.0", "3.9")): marked unused, then collected as
+    `wheelfactory gc` does. What it removed. Only a module's own torches: the other lane may be
+    building with any other torch right now."""
     from wheelfactory.engines.prepared_env import COMPLETE as ENV_COMPLETE
     from wheelfactory.engines.prepared_env import collect_garbage
     from wheelfactory.engines.wheelhouse import COMPLETE as SET_COMPLETE
@@ -56,7 +55,7 @@ def free_module_wheelhouse(wheelhouse: Path) -> list[Path]:
         python = request["python"]  # a set's: {"version": "3.11", ...}; an env's: "cp311-cp311"
         version = python["version"] if isinstance(python, dict) else f"{python[2]}.{python[3:].split('-')[0]}"
         torch = torch_of(request)
-        if torch is not None and (torch, version) not in SHARED_TORCHES:
+        if torch is not None and (torch, version) in torches:
             os.utime(marker, (0, 0))  # unused since 1970: what gc collects
     week = 7 * 86400
     removed = [*collect_garbage(wheelhouse / "envs", unused_for_s=week),
@@ -76,15 +75,22 @@ backends = ["cpu"]
 
 
 def build_matrix(workdir: Path, matrix_toml: str) -> Path:
-    """Write ``matrix.toml`` into ``workdir`` (a persistent test cache dir), build, require success."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(matrix_toml)
-    result = build(workdir)
+    """Write ``matrix.toml`` into ``workdir`` (a persistent test cache dir), build, require success.
+    Another worker building the same directory is waited for (then its build is found cached)."""
+    with cache_lock(workdir):
+        workdir.mkdir(parents=True, exist_ok=True)
+        (workdir / "matrix.toml").write_text(matrix_toml)
+        result = _build(workdir)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     return workdir
 
 
 def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    with cache_lock(workdir):
+        return _build(workdir, *args)
+
+
+def _build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wheelfactory", "build", *args], cwd=workdir, capture_output=True,
                           text=True, timeout=3000)
 
@@ -138,12 +144,11 @@ def torch_wheels(version: str) -> Path:
 
 def pristine_venv(version: str) -> Path:
     path = TEST_CACHE / "venvs" / f"e2e-torch-{version}"
-    if not (path / ".complete").exists():
-        shutil.rmtree(path, ignore_errors=True)
-        run([sys.executable, "-m", "venv", str(path)])
-        run([str(path / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", "--find-links",
-             str(torch_wheels(version)), f"torch=={version}", "ninja"])
-        (path / ".complete").write_text(version)
+    with cache_lock(path):
+        if not (path / ".complete").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            uv_venv(path, (f"torch=={version}", "ninja"), find_links=(torch_wheels(version),), offline=True)
+            (path / ".complete").write_text(version)
     return path
 
 

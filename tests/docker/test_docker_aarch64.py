@@ -25,7 +25,7 @@ import pytest
 from docker_helpers import build_matrix, manifest
 from testkit import REPO, TEST_CACHE
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.emulated]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.emulated, pytest.mark.lane("docker-projects")]
 
 CACHE = TEST_CACHE
 VARIANT = "torch213-cxx11-cpu-aarch64-linux"

@@ -19,7 +19,8 @@ import pytest
 from docker_helpers import LEAN, build_matrix, manifest
 from testkit import REPO, TEST_CACHE
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
+MODULE_TORCHES = frozenset({("2.6.0", "3.13")})  # the CUDA 12.4 variant's, on trixie: this module's alone
 
 CACHE = TEST_CACHE
 VARIANT = "torch215-cxx11-cu132-x86_64-linux"

@@ -27,7 +27,8 @@ import pytest
 from docker_helpers import LEAN, build_matrix, manifest, prepared_torch_env
 from testkit import REPO, TEST_CACHE
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
+MODULE_TORCHES = frozenset({("2.5.0", "3.9"), ("2.6.0", "3.9")})  # bullseye's Python: this module's alone
 
 CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "kb_relu"

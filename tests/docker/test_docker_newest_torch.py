@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import LEAN, build, manifest
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, uv_venv
 from wheelfactory.plan.compat import load_table
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
 CACHE = TEST_CACHE
 NEWEST = load_table().releases[-1]
@@ -69,9 +69,9 @@ def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest
     venv = newest_build / "venv"
     shutil.rmtree(venv, ignore_errors=True)
     python = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=600)
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--find-links", str(sets[0].parent),
-                    f"torch=={NEWEST.build_version}"], check=True, timeout=1800)
+    # the build's offline wheel set, not the host's index: a pip configuration that caps torch (a
+    # machine's constraints file) has no say over a release the table knows
+    uv_venv(venv, (f"torch=={NEWEST.build_version}",), find_links=(sets[0].parent,), offline=True)
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True,
                    timeout=600)
     result = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, timeout=600, check=False,

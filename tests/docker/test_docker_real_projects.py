@@ -29,7 +29,7 @@ import pytest
 from docker_helpers import build, build_matrix, manifest
 from testkit import REPO, TEST_CACHE
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
 CACHE = TEST_CACHE
 FIXTURES = REPO / "tests" / "fixtures"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, cache_lock, uv_venv
 
 CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
@@ -36,8 +36,9 @@ def host_dist() -> Path:
 
     assert torch.__version__.split("+")[0] == BUILD_TORCH, "run the tests with torch 2.13.0 (see README)"
     out = CACHE / "dist-host"
-    run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
-        timeout=1800)
+    with cache_lock(out):  # a module on another worker may build it at the same time
+        run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
+            timeout=1800)
     return out
 
 
@@ -59,14 +60,17 @@ def _wheelhouse_sets_with(torch_version: str) -> list[Path]:
 def _venv(torch_version: str) -> Path:
     path = CACHE / "venvs" / f"torch-{torch_version}"
     marker = path / ".complete"
-    if not marker.exists():
-        shutil.rmtree(path, ignore_errors=True)
-        run([sys.executable, "-m", "venv", str(path)], timeout=300)
-        local = [arg for found in _wheelhouse_sets_with(torch_version) for arg in ("--find-links", str(found))]
-        run([str(path / "bin" / "pip"), "install", "-q", *local, f"torch=={torch_version}", "numpy", "ninja"],
-            timeout=1800)
-        marker.write_text(torch_version)
+    with cache_lock(path):
+        if not marker.exists():
+            _make_venv(path, torch_version)
     return path
+
+
+def _make_venv(path: Path, torch_version: str) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    local = tuple(_wheelhouse_sets_with(torch_version))
+    uv_venv(path, (f"torch=={torch_version}", "numpy", "ninja"), find_links=local)
+    (path / ".complete").write_text(torch_version)
 
 
 @pytest.fixture(scope="session")

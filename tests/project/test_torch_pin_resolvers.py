@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import host_pip_config, make_wheel
+from testkit import host_pip_config, make_wheel, uv_index_options
 from uv import find_uv_bin
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.torch_pin import TorchRequirement
@@ -46,16 +46,11 @@ def uv_compile(pip: dict[str, str], tmp_path: Path, wheels: Path,
                *requirements: str) -> subprocess.CompletedProcess[str]:
     """``uv pip compile`` of ``requirements`` for this interpreter, from ``wheels`` and the index of
     ``pip`` (the host's pip configuration)."""
-    options = ["--index-url", pip["index-url"]] if "index-url" in pip else []
-    options += [arg for url in pip.get("extra-index-url", "").split() for arg in ("--extra-index-url", url)]
-    options += [arg for link in pip.get("find-links", "").split() for arg in ("--find-links", link)]
     env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
     if "cert" in pip:
         env.setdefault("SSL_CERT_FILE", pip["cert"])
     command = [find_uv_bin(), "pip", "compile", "-", "--no-header", "--python", sys.executable,
-               # pip's view of several indexes: the best version from any of them (uv's default
-               # takes a package from the first index that has it)
-               "--index-strategy", "unsafe-best-match", "--find-links", str(wheels), *options]
+               "--find-links", str(wheels), *uv_index_options(pip)]
     return subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True,
                           env=env, check=False, timeout=300)
 
