@@ -117,7 +117,7 @@ def report(tests: list[Test], wall: float, ci_phases: list[tuple[str, float]], t
     out = []
     if ci_phases:
         total = sum(s for _, s in ci_phases)
-        out += ["## .ci/run by phase", table([(name, f"{s:.0f}", f"{100 * s / total:.0f} %") for name, s in ci_phases]
+        out += ["## .ci/run by phase", table([(name, f"{s:.0f}", f"{100 * s / max(total, 1):.0f} %") for name, s in ci_phases]
                                              + [("total", f"{total:.0f}", "100 %")], ("phase", "s", "share")), ""]
     if not tests:
         return "\n".join(out).rstrip()

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,6 +85,20 @@ def host_pip_config(python: str = sys.executable) -> dict[str, str]:
 
 
 
+def run_build(args: list[str], *, cwd: Path, timeout: float = 3000) -> subprocess.CompletedProcess[str]:
+    """``wheelfactory build ARGS`` in ``cwd``. While another command holds the output directory (a
+    test on the other worker indexing or exporting a shared dist: seconds), it is asked again."""
+    from wheelfactory.errors import OutputLocked
+
+    deadline = time.monotonic() + 900
+    while True:
+        result = subprocess.run([sys.executable, "-m", "wheelfactory", "build", *args], cwd=cwd,
+                                capture_output=True, text=True, timeout=timeout)
+        if result.returncode != OutputLocked.exit_code or time.monotonic() > deadline:
+            return result
+        time.sleep(2)
+
+
 def uv_index_options(pip: dict[str, str]) -> list[str]:
     """uv's options for the indexes the host's pip is configured with (``host_pip_config``): uv reads
     no pip configuration, so what pip would ask is passed on, and no index is named here."""
@@ -120,10 +135,17 @@ def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path
 def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:
     """Build a bring-your-own project with the host engine for this interpreter's torch (2.13, CPU)
     into ``TEST_CACHE/host-byo/<project name>``; (wheel, manifest entry, build log). Cached by the
-    factory's key: the Docker tier and the host tier share one build."""
-    workdir = TEST_CACHE / "host-byo" / project.name
+    factory's key: the Docker tier and the host tier share one build.
+
+    The output sits in a checkout, as a user's ``dist/`` does, whose pytest configuration and
+    conftest.py would break the project's own tests were they found from the test run (and the
+    build runs with this session's ``PYTEST_*`` variables): the project's tests see only their own."""
+    root = TEST_CACHE / "host-byo"
+    workdir = root / project.name
     with cache_lock(workdir):  # the Docker tier's module and the host tier's may ask at once
         workdir.mkdir(parents=True, exist_ok=True)
+        (root / "pytest.ini").write_text("[pytest]\naddopts = --no-such-option-of-the-checkout\n")
+        (root / "conftest.py").write_text('raise RuntimeError("the checkout\'s conftest.py reached the tests of a wheel")\n')
         _write_and_build_on_host(workdir, project, import_name, python, extra)
     entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
     (entry,) = entries.values()
@@ -146,8 +168,7 @@ python = {python}
 [build]
 engine = "host"
 {extra}""")
-    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True,
-                            text=True, timeout=1800)
+    result = run_build([], cwd=workdir, timeout=1800)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from repo_paths import cache_lock
-from testkit import REPO, TEST_CACHE, uv_venv
+from testkit import REPO, TEST_CACHE, run_build, uv_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
@@ -91,8 +91,7 @@ def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "wheelfactory", "build", *args], cwd=workdir, capture_output=True,
-                          text=True, timeout=3000)
+    return run_build(list(args), cwd=workdir)
 
 
 def manifest(dist: Path) -> dict[str, dict[str, object]]:

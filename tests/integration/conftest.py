@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE, cache_lock, uv_venv
+from testkit import REPO, TEST_CACHE, cache_lock, run_build, uv_venv
 
 CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
@@ -37,8 +37,8 @@ def host_dist() -> Path:
     assert torch.__version__.split("+")[0] == BUILD_TORCH, "run the tests with torch 2.13.0 (see README)"
     out = CACHE / "dist-host"
     with cache_lock(out):  # a module on another worker may build it at the same time
-        run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)], cwd=REPO,
-            timeout=1800)
+        result = run_build(["--engine", "host", "-o", str(out)], cwd=REPO, timeout=1800)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     return out
 
 

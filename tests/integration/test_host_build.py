@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import REPO
+from testkit import REPO, run_build
 
 BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
 OTHER_TORCH = "2.14.1"  # another minor release on this machine's disk
@@ -76,8 +76,7 @@ def test_manifest_and_wheel(host_dist: Path, host_wheel: Path) -> None:
 
 
 def test_unchanged_rebuild_is_cached(host_dist: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(host_dist)],
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
+    result = run_build(["--engine", "host", "-o", str(host_dist)], cwd=REPO, timeout=600)
     assert result.returncode == 0, result.stderr
     data = json.loads((host_dist / "manifest.json").read_text())
     assert [e["status"] for e in data["variants"].values()] == ["cached"]
