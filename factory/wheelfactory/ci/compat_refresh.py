@@ -91,6 +91,7 @@ def fetch(index: str, *, timeout: float = 60.0) -> Page:
     try:
         body, content_type = _download(url, limit=PAGE_LIMIT, timeout=timeout, accept=ACCEPT)
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the server's answer, and with it the connection
         raise ConfigError(f"cannot read the torch page of {index}: HTTP {exc.code} {exc.reason}",
                           hint="check the --index URL (the index root, which has /torch/ under it)") from None
     except (urllib.error.URLError, OSError, ValueError) as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
@@ -188,16 +189,25 @@ class HostEngine:
 
     def run_tests(self, stage: Stage, directory: Path, log: Path, tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
         """[test] in the smoke's venv (torch and the wheel; ``requires`` installed with the host's
-        pip configuration: the host engine is not hermetic), from a copy of the test sources."""
-        venv, project = directory / "venv", directory / "project"
-        stage_test_sources(stage, tests, project, log)
+        pip configuration: the host engine is not hermetic), from a copy of the test sources.
+
+        The copy is made outside the output directory, as the Docker engine's container has it in
+        /project: a test runner looks up the tree for its configuration, and under ``dist/`` it
+        would find the checkout's (its conftest.py importing the sources, not the wheel; its
+        options). For the same reason the caller's own test-runner settings (``PYTEST_*``, as
+        when the factory runs inside a pytest session) are not passed on."""
+        venv = directory / "venv"
         clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **TEST_TERMINAL,
-                 "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+                 "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                 **{name: "" for name in os.environ if name.startswith("PYTEST_")}}
         if tests.requires:
             self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean,
                         log=log)
-        return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))], cwd=project,
-                                                env=clean, log=log))
+        with tempfile.TemporaryDirectory(prefix="wheelfactory-tests-") as outside:
+            project = Path(outside) / "project"
+            stage_test_sources(stage, tests, project, log)
+            return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))],
+                                                    cwd=project, env=clean, log=log))
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
         """Run ``code`` in a fresh venv of the host interpreter that sees its torch and has only the

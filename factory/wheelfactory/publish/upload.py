@@ -289,6 +289,7 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
             page_url = answer.geturl()
         listed = listed_hashes(body, content_type, page_url)
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the server's answer, and with it the connection
         if exc.code == 404:
             _require_index(root)
             return {}
@@ -318,6 +319,7 @@ def _require_index(root: str) -> None:
         request = urllib.request.Request(root, method="HEAD")
         urllib.request.urlopen(request, timeout=TIMEOUT).close()  # noqa: S310 (read_held checked the scheme)
     except urllib.error.HTTPError as exc:
+        exc.close()
         if exc.code in (404, 410):
             raise PublishError(f"{mask_password(root)}: no such index (HTTP {exc.code}); create it first (devpi: "
                                "the user's index of each variant) or correct the target's URL (or its index_url)"
