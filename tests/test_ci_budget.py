@@ -1,7 +1,7 @@
-"""CI says where its time goes (CONTRIBUTING.md, "Time"): `.ci/run` times each of its phases and
-prints them, with the tests' time by module and by phase and the slowest tests, however the run
-ends; tests/timing_plugin.py records what benchmarks/ci_time.py tabulates, in pytest-xdist
-workers too."""
+"""CI stays fast and says where its time goes (CONTRIBUTING.md, "Time"): `.ci/run` times each of
+its phases and prints them, with the tests' time by module and by phase and the slowest tests,
+however the run ends; tests/timing_plugin.py records what benchmarks/ci_time.py tabulates, in
+pytest-xdist workers too; and no two shared builds compile the same variant."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from shared_builds import SharedBuild
 from testkit import REPO
 
 CI_RUN = REPO / ".ci" / "run"
@@ -118,3 +119,64 @@ def ci_time():  # type: ignore[no-untyped-def]
     sys.modules.setdefault("ci_time", module)  # its dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def declared_builds() -> list[tuple[Path, SharedBuild]]:
+    """Every SharedBuild a test module declares at its top level, with the module's path."""
+    import importlib.util
+
+    found = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if "fixtures" in path.relative_to(REPO).parts or "SharedBuild(" not in path.read_text():
+            continue
+        if str(path.parent) not in sys.path:
+            sys.path.insert(0, str(path.parent))  # its helpers (docker_helpers), as its conftest does
+        module = sys.modules.get(path.stem)
+        if module is None or getattr(module, "__file__", None) != str(path):
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[path.stem] = module  # as pytest imports it (its dataclasses look it up there)
+            spec.loader.exec_module(module)
+        found += [(path, value) for value in vars(module).values() if isinstance(value, SharedBuild)]
+    return found
+
+
+def test_no_two_shared_builds_build_the_same_variant() -> None:
+    """A module that needs a variant another module builds reads that build (its fixture, or the
+    session's docker_build) instead of compiling it again: the planner says what each declared
+    build makes, and no (engine, project, variant) is made by two of them."""
+    builds = declared_builds()
+    names = [build.name for _, build in builds]
+    assert len(builds) >= 15 and len(set(names)) == len(names), names  # each writes its own directory
+    made: dict[tuple[str, str, str], str] = {}
+    twice = []
+    for path, build in builds:
+        for variant in build.planned():
+            if variant in made and made[variant] != build.name:
+                twice.append(f"{variant[2]} of {variant[1]} ({variant[0]}): {made[variant]} and {build.name} "
+                             f"({path.relative_to(REPO)})")
+            made.setdefault(variant, build.name)
+    assert not twice, "built twice; share the first build's fixture instead:\n" + "\n".join(twice)
+
+
+def test_a_build_that_tests_only_read_is_a_declared_shared_build() -> None:
+    """Persistent builds go through make_shared(SharedBuild): a direct build_matrix() call in a test
+    module would be a build the check above cannot see. (A test that changes something builds its
+    own copy in tmp_path with `build()`.)"""
+    import ast
+
+    callers = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        if "fixtures" in path.relative_to(REPO).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "build_matrix":
+                callers.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert callers == ["tests/docker/docker_helpers.py:" + str(_make_shared_line())], callers
+
+
+def _make_shared_line() -> int:
+    text = (REPO / "tests" / "docker" / "docker_helpers.py").read_text().splitlines()
+    start = next(i for i, line in enumerate(text) if line.startswith("def make_shared("))
+    return next(i + 1 for i, line in enumerate(text) if i > start and "build_matrix(" in line)

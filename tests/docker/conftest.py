@@ -112,8 +112,8 @@ compile_cache_dir = "{CACHE / 'sccache'}"
 
 @pytest.fixture(scope="session")
 def docker_build(offline_build_tables: str) -> Path:
-    """The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11) built in Docker. Persistent:
-    a rerun with nothing changed finds everything cached (CI starts empty)."""
-    from docker_helpers import build_matrix, matrix_text
+    """The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11) built in Docker (SAMPLE).
+    Persistent: a rerun with nothing changed finds everything cached (CI starts empty)."""
+    from docker_helpers import SAMPLE, make_shared
 
-    return build_matrix(CACHE / "docker-build", matrix_text(offline_build_tables))
+    return make_shared(SAMPLE, offline_build_tables)

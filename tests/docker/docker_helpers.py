@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from repo_paths import cache_lock
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE, run_build, uv_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
@@ -63,26 +64,38 @@ def free_torches(wheelhouse: Path, torches: frozenset[tuple[str, str]]) -> list[
     return [item.path for item in removed]
 
 
+SAMPLE_TABLES = '[matrix]\ntorch = ["2.6", "2.13"]\nbackends = ["cpu"]\n'
+# The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11): what most Docker modules read
+# (the session's docker_build), and what the tests that change something copy.
+SAMPLE = SharedBuild("docker-build", REPO / "kernels" / "fusedops", SAMPLE_TABLES)
+
+
 def matrix_text(offline_build_tables: str, extra: str = "", project: Path = REPO / "kernels" / "fusedops") -> str:
+    """The sample's matrix (SAMPLE's) for another project directory or with ``extra`` tables."""
     return f"""
 [project]
 path = "{project}"
 
-[matrix]
-torch = ["2.6", "2.13"]
-backends = ["cpu"]
-{offline_build_tables}{extra}"""
+{SAMPLE_TABLES}{offline_build_tables}{extra}"""
 
 
-def build_matrix(workdir: Path, matrix_toml: str) -> Path:
-    """Write ``matrix.toml`` into ``workdir`` (a persistent test cache dir), build, require success.
-    Another worker building the same directory is waited for (then its build is found cached)."""
+def build_matrix(workdir: Path, matrix_toml: str, *args: str) -> Path:
+    """Write ``matrix.toml`` into ``workdir``, build (with ``args``), require success. Another
+    worker building the same directory is waited for (then its build is found cached). For a
+    persistent build in the test cache, declare a SharedBuild (tests/shared_builds.py) instead."""
     with cache_lock(workdir):
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / "matrix.toml").write_text(matrix_toml)
-        result = _build(workdir)
+        result = _build(workdir, *args)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
     return workdir
+
+
+def make_shared(build: SharedBuild, offline_tables: str = "") -> Path:
+    """A declared shared build, made (or found made) in ``TEST_CACHE/<name>``: its work directory."""
+    assert build.build_table is not None or offline_tables, f"{build.name} needs the offline tables"
+    return build_matrix(TEST_CACHE / build.name, build.matrix_toml(offline_tables),
+                        *(arg for pattern in build.only for arg in ("--only", pattern)))
 
 
 def build(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:

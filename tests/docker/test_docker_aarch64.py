@@ -22,7 +22,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build_matrix, manifest
+from docker_helpers import make_shared, manifest
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.emulated, pytest.mark.lane("docker-projects")]
@@ -32,13 +33,7 @@ VARIANT = "torch213-cxx11-cpu-aarch64-linux"
 AARCH64 = "AArch64"  # what readelf -h prints as the machine of an aarch64 ELF
 
 
-def tables() -> str:
-    from wheelfactory.images.emulation import arch_support
-
-    support = arch_support("aarch64")
-    if not support.runs:
-        pytest.fail(f"the emulation tier needs aarch64 to run here: {support.how}; fix: {support.fix}", pytrace=False)
-    return f"""
+TABLES = f"""
 [build]
 engine = "docker"
 debian_base = "bookworm"
@@ -48,19 +43,28 @@ compile_cache_dir = "{CACHE / 'sccache'}"
 """
 
 
-def project_matrix(project: Path, extra: str = "", *, python: str = "abi3", tests: str = "",
-                   backend: str = "cpu") -> str:
-    return f"""
-[project]
-path = "{project}"
-{extra}
+def emulation_runs() -> None:
+    from wheelfactory.images.emulation import arch_support
+
+    support = arch_support("aarch64")
+    if not support.runs:
+        pytest.fail(f"the emulation tier needs aarch64 to run here: {support.how}; fix: {support.fix}", pytrace=False)
+
+
+def aarch64_build(name: str, project: Path, extra: str = "", *, python: str = "abi3", tests: str = "",
+                  backend: str = "cpu", cuda: str = "") -> SharedBuild:
+    return SharedBuild(name, project, f"""{extra}
 [matrix]
 torch = ["2.13"]
 backends = ["{backend}"]
 python = ["{python}"]
 arch = ["aarch64"]
-{tests}
-{tables()}"""
+{tests}{cuda}""", build_table=TABLES)
+
+
+def make(build: SharedBuild) -> Path:
+    emulation_runs()
+    return make_shared(build)
 
 
 BYO_TESTS = """[test]
@@ -68,6 +72,14 @@ command = "python -m pytest -q -p no:cacheprovider {project}/tests"
 requires = ["pytest"]
 sources = ["tests"]
 """
+
+
+SAMPLE_AARCH64 = aarch64_build("docker-aarch64-sample", REPO / "kernels" / "fusedops")
+AXISOPS_AARCH64 = aarch64_build("docker-aarch64-axisops", REPO / "tests" / "fixtures" / "axisops")
+BYO_AARCH64 = aarch64_build("docker-aarch64-byo", REPO / "tests" / "fixtures" / "byo_ext",
+                            'import_name = "byo_ext"\ncpu_env = { FORCE_CUDA = "0" }', python="3.11", tests=BYO_TESTS)
+CU130_AARCH64 = aarch64_build("docker-aarch64-cu130", REPO / "kernels" / "fusedops", backend="cu130",
+                              cuda='[cuda]\narch_list = "9.0"\n')
 
 
 def machine_of(wheel: Path, member: str, tmp_path: Path) -> str:
@@ -86,7 +98,7 @@ def built(workdir: Path, variant: str = VARIANT) -> tuple[Path, dict[str, object
 
 @pytest.fixture(scope="module")
 def sample_build() -> Path:
-    return build_matrix(CACHE / "docker-aarch64-sample", project_matrix(REPO / "kernels" / "fusedops"))
+    return make(SAMPLE_AARCH64)
 
 
 def test_the_samples_aarch64_variant_builds_and_its_op_ran_as_aarch64(tmp_path: Path, sample_build: Path) -> None:
@@ -99,7 +111,7 @@ def test_the_samples_aarch64_variant_builds_and_its_op_ran_as_aarch64(tmp_path: 
 
 
 def test_a_native_fixtures_own_tests_pass_in_the_aarch64_container(tmp_path: Path) -> None:
-    work = build_matrix(CACHE / "docker-aarch64-axisops", project_matrix(REPO / "tests" / "fixtures" / "axisops"))
+    work = make(AXISOPS_AARCH64)
     wheel, entry, log = built(work)
     assert machine_of(wheel, "axisops/_C.abi3.so", tmp_path) == AARCH64
     tests = entry["tests"]
@@ -109,9 +121,7 @@ def test_a_native_fixtures_own_tests_pass_in_the_aarch64_container(tmp_path: Pat
 
 
 def test_a_bring_your_own_projects_aarch64_wheel_builds_and_passes_its_tests(tmp_path: Path) -> None:
-    project = REPO / "tests" / "fixtures" / "byo_ext"
-    work = build_matrix(CACHE / "docker-aarch64-byo", project_matrix(
-        project, 'import_name = "byo_ext"\ncpu_env = { FORCE_CUDA = "0" }', python="3.11", tests=BYO_TESTS))
+    work = make(BYO_AARCH64)
     wheel, entry, log = built(work, f"{VARIANT}-cp311")
     assert wheel.name.endswith("-cp311-cp311-manylinux_2_34_aarch64.whl"), wheel.name
     with zipfile.ZipFile(wheel) as archive:
@@ -161,8 +171,7 @@ def test_the_samples_cuda_13_aarch64_variant_holds_sm_90_read_by_the_x86_64_cuob
     """SBSA: the cu130 aarch64 variant (GH200's sm_90) builds from NVIDIA's aarch64 toolkit wheels:
     nvcc, cicc and ptxas run emulated, its host compiler is the image's cross g++ (first on PATH).
     This machine's x86-64 cuobjdump reads the aarch64 library's fat binary: exactly sm_90."""
-    work = build_matrix(CACHE / "docker-aarch64-cu130", project_matrix(
-        REPO / "kernels" / "fusedops", backend="cu130") + '[cuda]\narch_list = "9.0"\n')
+    work = make(CU130_AARCH64)
     variant = "torch213-cxx11-cu130-aarch64-linux"
     wheel, entry, log = built(work, variant)
     assert machine_of(wheel, "fusedops/_C.abi3.so", tmp_path) == AARCH64

@@ -18,7 +18,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import REQUIRED, build_matrix, manifest
+from docker_helpers import REQUIRED, make_shared, manifest
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 # last: .ci/run starts `wheelfactory base-image --arch aarch64` in the background before the tests
@@ -40,23 +41,23 @@ def emulation_or_skip() -> None:
         pytest.skip(message)
 
 
-@pytest.fixture(scope="module")
-def cross_build() -> Path:
-    emulation_or_skip()
-    return build_matrix(TEST_CACHE / "docker-aarch64-cross", f"""
-[project]
-path = "{REPO / 'kernels' / 'fusedops'}"
-[matrix]
+CROSS = SharedBuild("docker-aarch64-cross", REPO / "kernels" / "fusedops", """[matrix]
 torch = ["2.9"]
 backends = ["cpu"]
 python = ["abi3"]
 arch = ["aarch64"]
-[build]
+""", build_table=f"""[build]
 engine = "docker"
 debian_base = "bookworm"
 torch_index = "pypi"
 wheelhouse = "{TEST_CACHE / 'wheelhouse'}"
 """)
+
+
+@pytest.fixture(scope="module")
+def cross_build() -> Path:
+    emulation_or_skip()
+    return make_shared(CROSS)
 
 
 def test_the_samples_aarch64_variant_is_cross_compiled_and_its_op_runs_as_aarch64(tmp_path: Path,

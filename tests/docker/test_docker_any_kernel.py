@@ -12,27 +12,23 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build_matrix, manifest
-from testkit import REPO, TEST_CACHE
+from docker_helpers import make_shared, manifest
+from shared_builds import SharedBuild
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "axisops"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux": "0.3.0+cputorch2.6cxx98",
             "torch213-cxx11-cpu-x86_64-linux": "0.3.0+cputorch2.13"}
 
 
+AXISOPS = SharedBuild("docker-axisops", PROJECT, '[matrix]\ntorch = ["2.6", "2.13"]\nbackends = ["cpu"]\n')
+
+
 @pytest.fixture(scope="module")
 def axisops_build(offline_build_tables: str) -> Path:
-    return build_matrix(CACHE / "docker-axisops", f"""
-[project]
-path = "{PROJECT}"
-
-[matrix]
-torch = ["2.6", "2.13"]
-backends = ["cpu"]
-{offline_build_tables}""")
+    return make_shared(AXISOPS, offline_build_tables)
 
 
 def test_another_kernel_builds_for_two_torch_releases_and_passes_its_own_tests(axisops_build: Path) -> None:

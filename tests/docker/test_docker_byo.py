@@ -8,13 +8,15 @@ import json
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE
+from docker_helpers import make_shared
+from shared_builds import SharedBuild
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = TEST_CACHE
 PROJECT = REPO / "tests" / "fixtures" / "byo_ext"
 # The project's own pytest suite, run against each wheel in a clean container (cibuildwheel's keys).
 TESTS = """[test]
@@ -24,13 +26,7 @@ sources = ["tests"]
 """
 
 
-def test_byo_project_for_two_torch_releases(offline_build_tables: str) -> None:
-    workdir = CACHE / "docker-byo"
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "matrix.toml").write_text(f"""
-[project]
-path = "{PROJECT}"
-import_name = "byo_ext"
+BYO = SharedBuild("docker-byo", PROJECT, f"""import_name = "byo_ext"
 cpu_env = {{ FORCE_CUDA = "0" }}
 cuda_env = {{ FORCE_CUDA = "1" }}
 
@@ -39,12 +35,12 @@ torch = ["2.6", "2.13"]
 backends = ["cpu"]
 python = ["3.11"]
 
-{TESTS}
-{offline_build_tables}""")
+{TESTS}""")
+
+
+def test_byo_project_for_two_torch_releases(offline_build_tables: str) -> None:
     before = sorted(p.name for p in PROJECT.rglob("*"))
-    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=workdir, capture_output=True, text=True,
-                            timeout=3000)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    workdir = make_shared(BYO, offline_build_tables)
     assert sorted(p.name for p in PROJECT.rglob("*")) == before  # the project was not touched
     entries = json.loads((workdir / "dist" / "manifest.json").read_text())["variants"]
     expected = {"torch26-cxx98-cpu-x86_64-linux-cp311": "0.3.0+cputorch2.6cxx98",
@@ -72,11 +68,11 @@ python = ["3.11"]
         assert "3 passed" in log or entry["status"] == "cached"
 
 
-def test_a_failing_project_test_fails_its_variant_with_the_tests_message(offline_build_tables: str) -> None:
+def test_a_failing_project_test_fails_its_variant_with_the_tests_message(offline_build_tables: str,
+                                                                         tmp_path: Path) -> None:
     """The same project and suite, with the suite told to fail one test: the variant fails, no
     wheel is published for it, and the manifest carries pytest's summary line."""
-    workdir = CACHE / "docker-byo-failing"
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = tmp_path  # a changed test command: its own build, which the compile cache serves
     failing = TESTS.replace('command = "python', 'command = "BYO_EXT_FAIL=1 python')
     (workdir / "matrix.toml").write_text(f"""
 [project]

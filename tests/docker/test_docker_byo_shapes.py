@@ -24,27 +24,23 @@ from pathlib import Path
 
 import docker
 import pytest
-from docker_helpers import build_matrix, manifest
-from testkit import REPO, TEST_CACHE
+from docker_helpers import make_shared, manifest
+from shared_builds import SharedBuild
+from testkit import REPO
 from wheelfactory.images.containers import Container
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-CACHE = TEST_CACHE
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def matrix(name: str, import_name: str, python: str, offline_build_tables: str) -> str:
-    return f"""
-[project]
-path = "{FIXTURES / name}"
-import_name = "{import_name}"
+def shape(name: str, import_name: str, python: str) -> SharedBuild:
+    return SharedBuild(f"docker-{name.replace('_', '-')}", FIXTURES / name,
+                       f'import_name = "{import_name}"\n[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\npython = {python}\n')
 
-[matrix]
-torch = ["2.13"]
-backends = ["cpu"]
-python = {python}
-{offline_build_tables}"""
+
+MULTI = shape("byo_multi", "multi_ext", '["3.11"]')
+ABI3 = shape("byo_abi3", "abi3_ext", '["abi3"]')
 
 
 def smoke_result(log: str) -> dict[str, object]:
@@ -75,8 +71,7 @@ print(json.dumps({"threads": _ops_omp.parallel_threads(3), "library": _ops_omp.o
 
 def test_several_modules_and_openmp(offline_build_tables: str, tmp_path: Path,
                                     docker_client: docker.DockerClient) -> None:
-    workdir = build_matrix(CACHE / "docker-byo-multi", matrix("byo_multi", "multi_ext", '["3.11"]',
-                                                               offline_build_tables))
+    workdir = make_shared(MULTI, offline_build_tables)
     (entry,) = manifest(workdir / "dist").values()
     assert entry["status"] in ("built", "cached"), entry
     wheel = workdir / "dist" / str(entry["wheel"])
@@ -122,8 +117,7 @@ def test_several_modules_and_openmp(offline_build_tables: str, tmp_path: Path,
 
 
 def test_a_project_that_builds_abi3_itself(offline_build_tables: str) -> None:
-    workdir = build_matrix(CACHE / "docker-byo-abi3", matrix("byo_abi3", "abi3_ext", '["abi3"]',
-                                                              offline_build_tables))
+    workdir = make_shared(ABI3, offline_build_tables)
     entries = manifest(workdir / "dist")
     assert list(entries) == ["torch213-cxx11-cpu-x86_64-linux"]  # one wheel for every CPython
     (entry,) = entries.values()
@@ -163,8 +157,7 @@ def test_both_engines_compile_with_the_optimization_python_gives(offline_build_t
 
     from testkit import build_on_host
 
-    workdir = build_matrix(CACHE / "docker-byo-multi", matrix("byo_multi", "multi_ext", '["3.11"]',
-                                                               offline_build_tables))
+    workdir = make_shared(MULTI, offline_build_tables)
     (entry,) = manifest(workdir / "dist").values()
     in_docker = optimization_levels(workdir / "dist" / str(entry["wheel"]))
     with Container(docker_client, str(entry["image"]), labels={"wheelfactory.test": "byo-shapes"}) as box:

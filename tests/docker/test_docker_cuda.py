@@ -16,7 +16,8 @@ from pathlib import Path
 
 import docker
 import pytest
-from docker_helpers import LEAN, build_matrix, manifest
+from docker_helpers import LEAN, make_shared, manifest
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
@@ -26,19 +27,18 @@ CACHE = TEST_CACHE
 VARIANT = "torch215-cxx11-cu132-x86_64-linux"
 
 
-@pytest.fixture(scope="module")
-def cuda_build(offline_build_tables: str) -> Path:
-    return build_matrix(CACHE / "docker-cuda", f"""
-[project]
-path = "{REPO / 'kernels' / 'fusedops'}"
-
-[matrix]
+CU132 = SharedBuild("docker-cuda", REPO / "kernels" / "fusedops", """[matrix]
 torch = ["2.15"]
 backends = ["cu132"]
 
 [cuda]
 arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120: the newest PyTorch builds for
-{offline_build_tables}""")
+""")
+
+
+@pytest.fixture(scope="module")
+def cuda_build(offline_build_tables: str) -> Path:
+    return make_shared(CU132, offline_build_tables)
 
 
 def check_cuda_variant(workdir: Path, variant: str, *, version: str, toolkit: str, archs: list[str],
@@ -69,32 +69,27 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
 
 CU124 = "torch26-cxx98-cu124-x86_64-linux"
 
-CU124_MATRIX = f"""
-[project]
-path = "{REPO / 'kernels' / 'fusedops'}"
-
-[matrix]
+CU124_BUILD = SharedBuild("docker-cu124", REPO / "kernels" / "fusedops", """[matrix]
 torch = ["2.6"]
 backends = ["cu124"]
 cxx11_abi = false
 
 [cuda]
 arch_list = "8.0;9.0+PTX"   # CUDA 12.4 compiles up to sm_90
-
-[build]
+""", build_table=f"""[build]
 engine = "docker"
 debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
 torch_index = "pypi"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
-"""
+""")
 
 
 @pytest.fixture(scope="module")
 def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
     """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
     debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
-    workdir = build_matrix(CACHE / "docker-cu124", CU124_MATRIX)
+    workdir = make_shared(CU124_BUILD)
     yield workdir
     if LEAN:  # trixie + its CUDA toolkit is ~5.7 GB and no later test builds on it
         docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)

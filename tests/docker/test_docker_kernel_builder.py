@@ -24,7 +24,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, build_matrix, manifest, prepared_torch_env
+from docker_helpers import LEAN, make_shared, manifest, prepared_torch_env
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
@@ -43,41 +44,36 @@ def run(command: list[str], *, ok: bool = True, **kwargs: object) -> subprocess.
     return result  # type: ignore[no-any-return]
 
 
-@pytest.fixture(scope="module")
-def conforming_build() -> Path:
-    return build_matrix(CACHE / "docker-kb-conforming", f"""
-[project]
-path = "{PROJECT}"
-
-[matrix]
+CONFORMING = SharedBuild("docker-kb-conforming", PROJECT, """[matrix]
 torch = ["2.5", "2.6"]
 backends = ["cpu"]
 python = ["abi3"]
 cxx11_abi = false   # PyPI's builds of 2.5 and 2.6 (the PyTorch index is unreachable here)
-
-[build]
+""", build_table=f"""[build]
 engine = "docker"
 debian_base = "bullseye"   # GCC 10, glibc 2.31: libraries within manylinux_2_28, as the Hub requires
 torch_index = "pypi"
 wheelhouse = "{CACHE / 'wheelhouse'}"
 compile_cache_dir = "{CACHE / 'sccache'}"
 """)
-
-
-@pytest.fixture(scope="module")
-def cuda_build(offline_build_tables: str) -> Path:
-    return build_matrix(CACHE / "docker-kb-cuda", f"""
-[project]
-path = "{PROJECT}"
-
-[matrix]
+KB_CUDA = SharedBuild("docker-kb-cuda", PROJECT, """[matrix]
 torch = ["2.15"]
 backends = ["cu132"]
 python = ["abi3"]
 
 [cuda]
 arch_list = "12.0"   # the unit's cuda-capabilities (8.0, 9.0) replace it
-{offline_build_tables}""")
+""")
+
+
+@pytest.fixture(scope="module")
+def conforming_build() -> Path:
+    return make_shared(CONFORMING)
+
+
+@pytest.fixture(scope="module")
+def cuda_build(offline_build_tables: str) -> Path:
+    return make_shared(KB_CUDA, offline_build_tables)
 
 
 def wheel_of(workdir: Path, variant: str) -> tuple[Path, dict[str, object], str]:

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, build, manifest
+from docker_helpers import LEAN, make_shared, manifest
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE, uv_venv
 from wheelfactory.plan.compat import load_table
 
@@ -33,18 +34,15 @@ print(json.dumps({"mode": info["mode"], "variant": info["variant"], "torch": tor
 """
 
 
+# The repository's own matrix.toml, its [matrix] table as it is (its [build] table is replaced by
+# the offline tables), built for the newest release's CPU variant only.
+RELEASE_MATRIX = "[matrix]" + (REPO / "matrix.toml").read_text().split("\n[matrix]", 1)[1].split("\n[build]")[0]
+NEWEST_BUILD = SharedBuild("docker-newest-torch", REPO / "kernels" / "fusedops", RELEASE_MATRIX, only=(VARIANT,))
+
+
 @pytest.fixture(scope="module")
 def newest_build(offline_build_tables: str) -> Iterator[Path]:
-    """The repository's matrix.toml (its project path made absolute) with the offline tables, built
-    for the newest release's CPU variant only."""
-    work = CACHE / "docker-newest-torch"
-    work.mkdir(parents=True, exist_ok=True)
-    text = (REPO / "matrix.toml").read_text().replace('path = "kernels/fusedops"',
-                                                      f'path = "{REPO / "kernels" / "fusedops"}"')
-    text = text.split("\n[build]")[0]  # the offline tables bring their own [build]
-    (work / "matrix.toml").write_text(text + offline_build_tables)
-    result = build(work, "--only", VARIANT)
-    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-3000:]
+    work = make_shared(NEWEST_BUILD, offline_build_tables)
     yield work
     if LEAN:
         shutil.rmtree(work / "venv", ignore_errors=True)

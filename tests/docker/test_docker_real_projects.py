@@ -26,7 +26,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build, build_matrix, manifest
+from docker_helpers import build, make_shared, manifest
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
@@ -36,19 +37,26 @@ FIXTURES = REPO / "tests" / "fixtures"
 BOTH = ("torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux")
 
 
-def matrix(path: Path, offline_build_tables: str, *, import_name: str | None = None, python: str = '["abi3"]',
-           torch: str = '["2.6", "2.13"]', backends: str = '["cpu"]', extra: str = "") -> str:
+def matrix(*, import_name: str | None = None, python: str = '["abi3"]', torch: str = '["2.6", "2.13"]',
+           backends: str = '["cpu"]', extra: str = "") -> str:
+    """What follows [project] path in these projects' matrix.toml (the offline tables come after)."""
     name = f'import_name = "{import_name}"\n' if import_name else ""
-    return f"""
-[project]
-path = "{path}"
-{name}
+    return f"""{name}
 [matrix]
 torch = {torch}
 backends = {backends}
 python = {python}
-{extra}
-{offline_build_tables}"""
+{extra}"""
+
+
+TESTS = '[test]\ncommand = "python -m pytest -q {project}/tests"\nrequires = ["pytest"]\nsources = ["tests"]\n'
+HUB_KERNEL = SharedBuild("docker-kb-rms-norm", FIXTURES / "kb_rms_norm", matrix())
+CMAKE = SharedBuild("docker-skb-dsp", FIXTURES / "skb_dsp", matrix(import_name="tinydsp", extra=TESTS))
+SCM_CHECKOUT = CACHE / "scm-checkout"  # the scm fixture in a git repository (scm_checkout below)
+SCM = SharedBuild("docker-scm", SCM_CHECKOUT, matrix(import_name="sphops", python='["3.11"]', extra=TESTS))
+CUDA_ONLY = SharedBuild("docker-byo-cuda", FIXTURES / "byo_cuda_only",
+                       matrix(import_name="fused_ssim_lite", python='["3.11"]', torch='["2.15"]',
+                              backends='["cu132"]', extra='[cuda]\narch_list = "8.0;9.0"\n'))
 
 
 def prepared_env(log: str, role: str) -> dict[str, object]:
@@ -67,7 +75,7 @@ def built(workdir: Path, variant: str) -> tuple[Path, dict[str, object], str]:
 
 @pytest.fixture(scope="module")
 def hub_kernel(offline_build_tables: str) -> Path:
-    return build_matrix(CACHE / "docker-kb-rms-norm", matrix(FIXTURES / "kb_rms_norm", offline_build_tables))
+    return make_shared(HUB_KERNEL, offline_build_tables)
 
 
 @pytest.mark.parametrize("variant", BOTH)
@@ -87,9 +95,7 @@ def test_a_hub_kernel_builds_and_its_own_tests_run_offline(hub_kernel: Path, var
 
 @pytest.fixture(scope="module")
 def cmake_project(offline_build_tables: str) -> Path:
-    tests = '[test]\ncommand = "python -m pytest -q {project}/tests"\nrequires = ["pytest"]\nsources = ["tests"]\n'
-    return build_matrix(CACHE / "docker-skb-dsp", matrix(FIXTURES / "skb_dsp", offline_build_tables,
-                                                         import_name="tinydsp", extra=tests))
+    return make_shared(CMAKE, offline_build_tables)
 
 
 @pytest.mark.parametrize("variant", BOTH)
@@ -112,7 +118,7 @@ def test_a_scikit_build_core_project_builds_with_its_own_build_system(cmake_proj
 @pytest.fixture(scope="module")
 def scm_checkout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The scm fixture in a git repository: tagged v0.3.1, then two commits; (checkout, short hash)."""
-    root = CACHE / "scm-checkout"
+    root = SCM_CHECKOUT
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(FIXTURES / "scm_ext", root)
     git = ["git", "-C", str(root), "-c", "user.email=ci@example.invalid", "-c", "user.name=ci"]
@@ -132,9 +138,8 @@ def scm_checkout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 @pytest.fixture(scope="module")
 def scm_project(scm_checkout: tuple[Path, str], offline_build_tables: str) -> Path:
-    tests = '[test]\ncommand = "python -m pytest -q {project}/tests"\nrequires = ["pytest"]\nsources = ["tests"]\n'
-    return build_matrix(CACHE / "docker-scm", matrix(scm_checkout[0], offline_build_tables, import_name="sphops",
-                                                     python='["3.11"]', extra=tests))
+    assert scm_checkout[0] == SCM.project
+    return make_shared(SCM, offline_build_tables)
 
 
 @pytest.mark.parametrize("variant", [f"{v}-cp311" for v in BOTH])
@@ -154,8 +159,8 @@ def test_a_setuptools_scm_project_gets_the_version_of_its_git_history(
 
 def test_an_abi3_matrix_for_a_project_without_abi3_fails_before_any_build(
         scm_checkout: tuple[Path, str], offline_build_tables: str, tmp_path: Path) -> None:
-    (tmp_path / "matrix.toml").write_text(matrix(scm_checkout[0], offline_build_tables, import_name="sphops",
-                                                 torch='["2.13"]'))
+    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{scm_checkout[0]}"\n'
+                                          + matrix(import_name="sphops", torch='["2.13"]') + offline_build_tables)
     result = build(tmp_path)
     assert result.returncode == 1, result.stdout[-3000:]
     (entry,) = manifest(tmp_path / "dist").values()
@@ -165,9 +170,7 @@ def test_an_abi3_matrix_for_a_project_without_abi3_fails_before_any_build(
 
 @pytest.fixture(scope="module")
 def cuda_only(offline_build_tables: str) -> Path:
-    return build_matrix(CACHE / "docker-byo-cuda", matrix(
-        FIXTURES / "byo_cuda_only", offline_build_tables, import_name="fused_ssim_lite", python='["3.11"]',
-        torch='["2.15"]', backends='["cu132"]', extra='[cuda]\narch_list = "8.0;9.0"\n'))
+    return make_shared(CUDA_ONLY, offline_build_tables)
 
 
 def test_an_unedited_cuda_extension_builds_its_cuda_13_variant(cuda_only: Path) -> None:
@@ -179,8 +182,9 @@ def test_an_unedited_cuda_extension_builds_its_cuda_13_variant(cuda_only: Path) 
 
 
 def test_the_cpu_variant_of_a_cuda_only_project_says_so(offline_build_tables: str, tmp_path: Path) -> None:
-    (tmp_path / "matrix.toml").write_text(matrix(FIXTURES / "byo_cuda_only", offline_build_tables,
-                                                 import_name="fused_ssim_lite", python='["3.11"]', torch='["2.13"]'))
+    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{FIXTURES / "byo_cuda_only"}"\n'
+                                          + matrix(import_name="fused_ssim_lite", python='["3.11"]', torch='["2.13"]')
+                                          + offline_build_tables)
     result = build(tmp_path)
     assert result.returncode == 1
     (entry,) = manifest(tmp_path / "dist").values()

@@ -43,11 +43,12 @@ from urllib.parse import quote
 
 import pytest
 from docker_helpers import (
+    SAMPLE_TABLES,
     TORCHES,
-    build_matrix,
     check,
     fresh_venv,
     installed,
+    make_shared,
     matrix_text,
     pip,
     torch_pins,
@@ -66,6 +67,7 @@ from index_servers import (
     start,
     tree,
 )
+from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 from wheelfactory.publish.upload import read_held
 from wheelfactory.runner import manifest
@@ -108,27 +110,34 @@ def kernel_copy(name: str, version: str, comment: str = "") -> Path:
     return project
 
 
-def timed_build(request: pytest.FixtureRequest, name: str, matrix: str) -> Path:
+def timed_build(request: pytest.FixtureRequest, build: SharedBuild, offline_build_tables: str) -> Path:
     begun = time.monotonic()
-    dist = build_matrix(WORK / name, matrix) / "dist"
-    say(request, f"{name}: built (or found cached) in {time.monotonic() - begun:.0f} s")
+    dist = make_shared(build, offline_build_tables) / "dist"
+    say(request, f"{build.name}: built (or found cached) in {time.monotonic() - begun:.0f} s")
     return dist
+
+
+# The second release: the sample copied with kernel.toml's version raised (kernel_copy), both
+# variants; and its torch 2.13 variant again from sources with a comment added (other bytes).
+RELEASE_020 = SharedBuild("publish-e2e/build-0.2.0", WORK / "fusedops-0.2.0", SAMPLE_TABLES)
+REBUILT_020 = SharedBuild("publish-e2e/build-0.2.0-rebuilt", WORK / "fusedops-0.2.0-rebuilt",
+                          SAMPLE_TABLES + '\n[[exclude]]\ntorch = "2.6"\n')
 
 
 @pytest.fixture(scope="module")
 def release_020(offline_build_tables: str, request: pytest.FixtureRequest) -> Path:
     """0.2.0 of both variants, built as docker_build builds 0.1.0 (same tables, wheelhouse and
     compile cache). The op namespace names the version, so its compiles miss the cache."""
-    project = kernel_copy("fusedops-0.2.0", "0.2.0")
-    return timed_build(request, "build-0.2.0", matrix_text(offline_build_tables, project=project))
+    assert kernel_copy("fusedops-0.2.0", "0.2.0") == RELEASE_020.project
+    return timed_build(request, RELEASE_020, offline_build_tables)
 
 
 @pytest.fixture(scope="module")
 def rebuilt_020(offline_build_tables: str, request: pytest.FixtureRequest) -> Path:
     """0.2.0 of the torch 2.13 variant from its sources with a comment added: other bytes."""
-    project = kernel_copy("fusedops-0.2.0-rebuilt", "0.2.0", comment="rebuilt: other bytes, same version")
-    only = '\n[[exclude]]\ntorch = "2.6"\n'
-    return timed_build(request, "build-0.2.0-rebuilt", matrix_text(offline_build_tables, only, project=project))
+    assert kernel_copy("fusedops-0.2.0-rebuilt", "0.2.0", comment="rebuilt: other bytes, same version") \
+        == REBUILT_020.project
+    return timed_build(request, REBUILT_020, offline_build_tables)
 
 
 def dist_copy(dist: Path, dest: Path) -> Path:
