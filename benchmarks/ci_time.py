@@ -44,6 +44,7 @@ class Test:
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
     worker: str = ""
+    builds: list[dict[str, object]] = field(default_factory=list)  # what its fixtures and body built
 
     @property
     def module(self) -> str:
@@ -80,7 +81,8 @@ def from_times(data: dict[str, object]) -> tuple[list[Test], float]:
             phases[phase] += value
         phases["tests"] += float(raw["call"]) - sum(split.values())
         total = float(raw["setup"]) + float(raw["call"]) + float(raw["teardown"])
-        tests.append(Test(raw["nodeid"], total, dict(phases), raw.get("worker", "")))
+        builds = [*(b for f in raw["fixtures"] for b in f["builds"]), *raw["builds"]]
+        tests.append(Test(raw["nodeid"], total, dict(phases), raw.get("worker", ""), builds))
     return tests, float(data["finished"]) - float(data["started"])  # type: ignore[arg-type]
 
 
@@ -139,6 +141,10 @@ def report(tests: list[Test], wall: float, ci_phases: list[tuple[str, float]], t
         sums = {p: sum(t.phases.get(p, 0.0) for t in tests) for p in PHASES}
         out += ["## Test time by phase", table([(p, f"{s:.0f}", f"{100 * s / busy:.1f} %" if busy else "-")
                                                 for p, s in sums.items()], ("phase", "s", "share")), ""]
+    twice = built_twice(tests)
+    if twice:
+        out += ["## Built more than once (the same variant and cache key: a build a test could have shared)",
+                table(twice, ("variant", "key", "built by")), ""]
     slowest = sorted(tests, key=lambda t: -t.seconds)[:15]
     out += ["## The 15 slowest tests (set-up + call + tear-down)",
             table([(t.nodeid, f"{t.seconds:.1f}") for t in slowest], ("test", "s")), ""]
@@ -150,6 +156,18 @@ def report(tests: list[Test], wall: float, ci_phases: list[tuple[str, float]], t
     if ci_phases:
         out.append(f"total: {minutes(sum(s for _, s in ci_phases))}")
     return "\n".join(out)
+
+
+def built_twice(tests: list[Test]) -> list[tuple[str, str, str]]:
+    """(variant, key, the tests) of every build whose cache key was built ("built", not found
+    cached) in more than one dist during the run."""
+    where: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for test in tests:
+        for build in test.builds:
+            if build.get("status") == "built" and build.get("key"):
+                where[(str(build["variant"]), str(build["key"]))].setdefault(str(build["dist"]), test.nodeid)
+    return [(variant, key[:12], ", ".join(sorted(set(dists.values()))))
+            for (variant, key), dists in sorted(where.items()) if len(dists) > 1]
 
 
 def read_ci_phases(path: Path) -> list[tuple[str, float]]:

@@ -50,7 +50,7 @@ import pytest
 def write_dist(root, phases):
     dist = root / "dist"
     dist.mkdir(parents=True, exist_ok=True)
-    entry = {"status": "built", "seconds": sum(phases.values()), "phases": phases}
+    entry = {"status": "built", "seconds": sum(phases.values()), "phases": phases, "key": "k" * 64}
     (dist / "manifest.json").write_text(json.dumps({"variants": {"v1": entry}}))
 
 @pytest.fixture(scope="module")
@@ -105,6 +105,9 @@ def test_the_plugin_records_fixtures_and_builds_in_workers_and_ci_time_tabulates
                             capture_output=True, text=True, timeout=120, check=True).stdout
     assert "## Test time by module" in report and "## Test time by phase" in report
     assert "## The 15 slowest tests" in report and "busy per worker: gw" in report
+    # the same variant and key built into two dists: a build the second test could have shared
+    twice = report.split("## Built more than once", 1)[1].split("##", 1)[0]
+    assert "v1" in twice and "test_uses_the_build" in twice and "test_builds_its_own" in twice
     module_row = next(line for line in report.splitlines() if "test_sample.py" in line and "::" not in line)
     assert module_row.split()[1] == "3"  # its three tests
 

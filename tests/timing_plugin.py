@@ -43,7 +43,7 @@ def builds_in(root: Path, since: float, patterns: tuple[str, ...]) -> list[dict[
             for variant, entry in variants.items() if isinstance(variants, dict) else ():
                 if isinstance(entry, dict) and entry.get("status") in ("built", "failed") and entry.get("phases"):
                     found.append({"variant": variant, "status": entry["status"], "seconds": entry.get("seconds"),
-                                  "phases": entry["phases"], "dist": str(manifest.parent)})
+                                  "phases": entry["phases"], "dist": str(manifest.parent), "key": entry.get("key")})
     return found
 
 
