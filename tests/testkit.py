@@ -111,18 +111,22 @@ def uv_index_options(pip: dict[str, str]) -> list[str]:
 
 
 def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path, ...] = (),
-            offline: bool = False) -> Path:
+            offline: bool = False, cache: Path = TEST_CACHE / "uv-cache", constraints: tuple[str, ...] = ()) -> Path:
     """A venv (with pip, which tests use in it) holding ``requirements``, installed by uv from
-    ``find_links`` (and, unless ``offline``, the host's indexes), each file hard-linked from the
-    test cache's unpacked wheels: a torch with its nvidia-* wheels in seconds, on disk once for
-    every venv of the run."""
+    ``find_links`` (and, unless ``offline``, the host's indexes), held to ``constraints``, each file
+    hard-linked from the unpacked wheels in ``cache``: a torch with its nvidia-* wheels in seconds,
+    on disk once for every venv of the run."""
     from uv import find_uv_bin
 
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=300)
     pip = host_pip_config()
     sources = [arg for link in find_links for arg in ("--find-links", str(link))]
     sources += ["--no-index"] if offline else uv_index_options(pip)
-    env = {**os.environ, "UV_CACHE_DIR": str(TEST_CACHE / "uv-cache"), "NO_COLOR": "1"}
+    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
+    if constraints:
+        pinned = path / "constraints.txt"
+        pinned.write_text("".join(f"{line}\n" for line in constraints))
+        sources += ["--constraint", str(pinned)]
     if "cert" in pip:
         env.setdefault("SSL_CERT_FILE", pip["cert"])
     done = subprocess.run([find_uv_bin(), "pip", "install", "--no-config", "--python", str(path / "bin" / "python"),

@@ -154,12 +154,27 @@ def torch_wheels(version: str) -> Path:
     return found[0].parent
 
 
+def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> Path:
+    """A venv holding ``requirements`` from the test wheelhouse's set ``wheels``, whose files are the
+    very ones the Docker builds' prepared environments link (the wheelhouse's store, unpacked once
+    in its ``unpacked/``): a CUDA torch venv beside a build of the same torch takes no second 5 GB."""
+    from packaging.utils import parse_wheel_filename
+    from wheelfactory.engines.prepared_env import UNPACKED, unpacked_lock
+
+    wheelhouse = TEST_CACHE / "wheelhouse"
+    releases = {parse_wheel_filename(wheel.name)[:2] for wheel in wheels.glob("*.whl")}
+    with unpacked_lock(wheelhouse / UNPACKED, exclusive=False):  # a LEAN gc in the other lane waits
+        return uv_venv(path, requirements, find_links=(wheelhouse / "store",), offline=True,
+                       cache=wheelhouse / UNPACKED,
+                       constraints=tuple(sorted(f"{name}=={version}" for name, version in releases)))
+
+
 def pristine_venv(version: str) -> Path:
     path = TEST_CACHE / "venvs" / f"e2e-torch-{version}"
     with cache_lock(path):
         if not (path / ".complete").exists():
             shutil.rmtree(path, ignore_errors=True)
-            uv_venv(path, (f"torch=={version}", "ninja"), find_links=(torch_wheels(version),), offline=True)
+            wheelhouse_venv(path, (f"torch=={version}", "ninja"), torch_wheels(version))
             (path / ".complete").write_text(version)
     return path
 

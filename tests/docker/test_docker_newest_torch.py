@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, make_shared, manifest
+from docker_helpers import LEAN, make_shared, manifest, wheelhouse_venv
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE, uv_venv
+from testkit import REPO, TEST_CACHE
 from wheelfactory.plan.compat import load_table
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
@@ -69,7 +69,7 @@ def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest
     python = str(venv / "bin" / "python")
     # the build's offline wheel set, not the host's index: a pip configuration that caps torch (a
     # machine's constraints file) has no say over a release the table knows
-    uv_venv(venv, (f"torch=={NEWEST.build_version}",), find_links=(sets[0].parent,), offline=True)
+    wheelhouse_venv(venv, (f"torch=={NEWEST.build_version}",), sets[0].parent)
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True,
                    timeout=600)
     result = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, timeout=600, check=False,

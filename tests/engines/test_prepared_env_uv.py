@@ -100,16 +100,72 @@ def test_bytecode_is_compiled_here_for_this_python_and_left_to_the_image_for_ano
     assert not compile_bytecode_here(target, "/opt/wheelfactory/torch", other)
 
 
+def unpacked_packages(unpacked: Path) -> set[str]:
+    return {info.name.partition("-")[0] for info in unpacked.glob("archive-v*/*/*.dist-info")}
+
+
 def test_gc_takes_the_unpacked_wheels_with_the_last_environment(tmp_path: Path) -> None:
     wheels = wheel_set(tmp_path)
     envs = PreparedEnvs(tmp_path / "envs")
     made = envs.ensure(request(wheels), installer(wheels, tmp_path / UNPACKED))
+    assert unpacked_packages(tmp_path / UNPACKED) == {"fakelib", "helper"}
     assert collect_garbage(tmp_path / "envs", unused_for_s=86400) == []  # in use: nothing goes
     old = time.time() - 2 * 86400
     os.utime(made.path / COMPLETE, (old, old))
     removed = {item.path: item.bytes for item in collect_garbage(tmp_path / "envs", unused_for_s=86400)}
     assert set(removed) == {made.path, tmp_path / UNPACKED}
-    assert sum(removed.values()) >= len(BIG) and not (tmp_path / UNPACKED).exists()
+    assert sum(removed.values()) >= len(BIG) and unpacked_packages(tmp_path / UNPACKED) == set()
+
+
+def stored_sets(root: Path, count: int) -> tuple[Path, list[Path]]:
+    """A wheelhouse's shape: the wheels once in ``store``, each set a folder of hard links to them."""
+    store = wheel_set(root).rename(root / "store")
+    sets = []
+    for index in range(count):
+        folder = root / f"set{index}"
+        folder.mkdir()
+        for wheel in store.glob("*.whl"):
+            os.link(wheel, folder / wheel.name)
+        sets.append(folder)
+    return store, sets
+
+
+def store_installer(store: Path, wheels: Path, unpacked: Path):  # type: ignore[no-untyped-def]
+    def install(req: EnvRequest, target: Path) -> None:
+        install_from_set(req, target, wheels=wheels, python=AARCH64, unpacked=unpacked, store=store)
+    return install
+
+
+def test_environments_of_two_sets_share_the_wheels_the_store_holds_once(tmp_path: Path) -> None:
+    # Two sets (two Pythons' sets hold the same nvidia-* wheels): uv keys an unpacked wheel by the
+    # folder it found it in, so each set's folder would be unpacked apart; the store is one folder.
+    store, (first_set, second_set) = stored_sets(tmp_path, 2)
+    envs = PreparedEnvs(tmp_path / "envs")
+    first = envs.ensure(request(first_set), store_installer(store, first_set, tmp_path / UNPACKED))
+    second = envs.ensure(request(second_set, role="test"), store_installer(store, second_set, tmp_path / UNPACKED))
+    lib1, lib2 = (env.path / "fakelib" / "lib" / "libbig.so" for env in (first, second))
+    assert lib1.stat().st_ino == lib2.stat().st_ino and second.shared_bytes >= len(BIG)
+    # gc of the first keeps what the second still links: a third environment shares it too
+    old = time.time() - 2 * 86400
+    os.utime(first.path / COMPLETE, (old, old))
+    collect_garbage(tmp_path / "envs", unused_for_s=86400)
+    assert not first.path.exists() and unpacked_packages(tmp_path / UNPACKED) == {"fakelib", "helper"}
+    third = envs.ensure(request(first_set, role="tools"), store_installer(store, first_set, tmp_path / UNPACKED))
+    assert (third.path / "fakelib" / "lib" / "libbig.so").stat().st_ino == lib2.stat().st_ino
+
+
+def test_what_the_store_holds_beyond_the_set_is_never_installed(tmp_path: Path) -> None:
+    store, (wheels,) = stored_sets(tmp_path, 1)
+    make_wheel(store, "helper", "2.5", tag="py3-none-any", files={"helper/util.py": "def f():\n    return 2\n"})
+    target = tmp_path / "env"
+    install_from_set(request(wheels), target, wheels=wheels, python=AARCH64, unpacked=tmp_path / UNPACKED, store=store)
+    assert [p.name for p in target.glob("helper-*.dist-info")] == ["helper-2.1.dist-info"]  # the set's, not the newer
+    # a set without what its torch requires: uv would find it in the store; the set's gap is named
+    next(wheels.glob("helper-*")).unlink()
+    with pytest.raises(WheelhouseError) as raised:
+        install_from_set(request(wheels), tmp_path / "env2", wheels=wheels, python=AARCH64,
+                         unpacked=tmp_path / UNPACKED, store=store)
+    assert "helper" in str(raised.value) and "\n" not in str(raised.value)
 
 
 def test_a_set_that_cannot_serve_the_request_is_one_line_naming_the_environment(tmp_path: Path) -> None:

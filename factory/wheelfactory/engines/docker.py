@@ -469,7 +469,7 @@ class DockerEngine:
                 sink.write(f"# preparing the {request.role} environment {request.key} for {interpreter} "
                            f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n")
             install_from_set(request, staged, wheels=wheels.path, python=target,
-                             unpacked=self.wheelhouse.root / UNPACKED, log=log)
+                             unpacked=self.wheelhouse.root / UNPACKED, store=self.wheelhouse.store, log=log)
             point_scripts_at(staged, interpreter)
             link_unversioned_cudart(staged)
             if compile_bytecode_here(staged, request.mount, target.version, log=log):

@@ -36,14 +36,15 @@ import os
 import shutil
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
 from filelock import FileLock
-from packaging.utils import parse_wheel_filename
+from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import WheelhouseError
@@ -146,19 +147,45 @@ def shared_by_earlier(tree: Path) -> int:
 def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
                     dry_run: bool = False) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
-    partial ones a killed run left, then the shared files no remaining environment links to. When
-    any went, the unpacked wheels go too (``root``'s sibling ``unpacked/``): the environments left
-    keep their own links to those files, and the next new environment unpacks what it needs."""
+    partial ones a killed run left, then the shared files no remaining environment links to, and
+    the unpacked wheels (``root``'s sibling ``unpacked/``) no remaining environment links to: by
+    ``uv cache clean`` of their packages, uv's own way to drop a package from its cache. The
+    unpacked wheels still linked stay, so that the next environment of the same nvidia-* wheels
+    shares them with the ones left."""
     removed = collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
                                    dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
     unpacked = root.parent / UNPACKED
     if removed and unpacked.is_dir():
-        freed = sum(info.st_size for info in _files(unpacked) if info.st_nlink == 1)
-        if not dry_run:
-            with unpacked_lock(unpacked, exclusive=True):  # after any install that is reading it
-                shutil.rmtree(unpacked, ignore_errors=True)
-        removed.append(Removed(unpacked, freed))
+        with unpacked_lock(unpacked, exclusive=True):  # after any install that is reading it
+            unused = _unlinked_packages(unpacked)
+            if unused and not dry_run:
+                _uv_cache_clean(unpacked, sorted(unused))
+        if unused:
+            removed.append(Removed(unpacked, sum(unused.values())))
     return removed
+
+
+def _unlinked_packages(unpacked: Path) -> dict[str, int]:
+    """The packages (by name) of the unpacked wheels no environment links a file of, with the
+    bytes they hold. An unpacked wheel is one folder of uv's cache, holding its .dist-info."""
+    unused: dict[str, int] = {}
+    for archive in sorted(unpacked.glob("archive-v*/*")):
+        files = list(_files(archive))
+        if not archive.is_dir() or any(info.st_nlink > 1 for info in files):
+            continue
+        for info_dir in archive.glob("*.dist-info"):
+            name = str(canonicalize_name(info_dir.name[:-len(".dist-info")].partition("-")[0]))
+            unused[name] = unused.get(name, 0) + sum(info.st_size for info in files)
+    return unused
+
+
+def _uv_cache_clean(unpacked: Path, packages: list[str]) -> None:
+    from uv import find_uv_bin
+
+    try:
+        run([find_uv_bin(), "cache", "clean", "--cache-dir", str(unpacked), *packages])
+    except CommandFailed:
+        shutil.rmtree(unpacked, ignore_errors=True)  # all of it, then: environments keep their own links
 
 
 @contextmanager
@@ -191,12 +218,17 @@ def uv_platform(python: ContainerPython) -> str:
 
 
 def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python: ContainerPython, unpacked: Path,
-                     log: Path | None = None, runner: Runner = run) -> None:
+                     store: Path | None = None, log: Path | None = None, runner: Runner = run) -> None:
     """Install ``request`` into ``target`` for the container's interpreter, from the wheel set at
     ``wheels`` only: uv, offline and with no index, for ``python``'s version and platform, each
     file hard-linked from its wheel's unpacked copy in ``unpacked``. A "deps" request names the
     set's files (as the container sees them), resolved already: installed without dependencies,
-    each pinned by name and version (as a path, uv would unpack a second copy of the same wheel)."""
+    each pinned by name and version (as a path, uv would unpack a second copy of the same wheel).
+
+    uv keys an unpacked wheel by the folder it was found in, and every set is its own folder: the
+    same nvidia-* wheel in the sets of two Pythons would be unpacked (3 GB) and kept twice. When the
+    set's files are the wheelhouse ``store``'s (hard links, as Wheelhouse makes them), uv looks in
+    the store instead, held to the set by a constraint per wheel and a check of what it installed."""
     from uv import find_uv_bin
 
     def pinned(requirement: str) -> str:
@@ -205,11 +237,18 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
         name, version, _, _ = parse_wheel_filename(requirement.rsplit("/", 1)[1])
         return f"{name}=={version}"
 
+    in_set = _releases(name for name, _ in request.wheels) if request.wheels else \
+        _releases(path.name for path in wheels.glob("*.whl"))
+    source = store if store is not None and _all_stored(wheels, store) else wheels
     requirements = [pinned(r) for r in request.requirements]
+    target.mkdir(parents=True, exist_ok=True)
+    constraints = target.parent / f".{target.name}.constraints.txt"
+    constraints.write_text("".join(f"{name}=={version}\n" for name, versions in sorted(in_set.items())
+                                   if len(versions) == 1 for version in versions))
     command = [find_uv_bin(), "pip", "install", "--no-config", "--offline", "--no-index", "--quiet",
-               "--find-links", str(wheels), "--target", str(target), "--python", sys.executable,
-               "--python-version", python.version, "--python-platform", uv_platform(python),
-               "--link-mode", "hardlink", "--cache-dir", str(unpacked),
+               "--find-links", str(source), "--constraint", str(constraints), "--target", str(target),
+               "--python", sys.executable, "--python-version", python.version,
+               "--python-platform", uv_platform(python), "--link-mode", "hardlink", "--cache-dir", str(unpacked),
                *(["--no-deps"] if request.role == "deps" else []), *requirements]
     try:
         with unpacked_lock(unpacked, exclusive=False):
@@ -218,6 +257,40 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
         last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
         raise WheelhouseError(f"preparing the {request.role} environment ({' '.join(request.requirements)}) from "
                               f"the wheel set {wheels} failed: {last}") from None
+    finally:
+        constraints.unlink(missing_ok=True)
+    outside = sorted(f"{name} {version}" for name, version in _installed(target)
+                     if version not in in_set.get(name, ()))
+    if outside:
+        raise WheelhouseError(f"preparing the {request.role} environment from the wheel set {wheels} installed "
+                              f"{', '.join(outside)}, which the set does not hold: remove the set (wheelfactory gc) "
+                              "so that the next build downloads it whole")
+
+
+def _releases(filenames: Iterable[str]) -> dict[NormalizedName, set[Version]]:
+    found: dict[NormalizedName, set[Version]] = {}
+    for filename in filenames:
+        name, version, _, _ = parse_wheel_filename(filename)
+        found.setdefault(name, set()).add(version)
+    return found
+
+
+def _all_stored(wheels: Path, store: Path) -> bool:
+    """Every wheel of the set is the store's file (one inode): uv may take them from the store."""
+    files = sorted(wheels.glob("*.whl"))
+    try:
+        return bool(files) and all(os.path.samefile(f, store / f.name) for f in files)
+    except OSError:
+        return False
+
+
+def _installed(target: Path) -> Iterator[tuple[NormalizedName, Version]]:
+    for info in target.glob("*.dist-info"):
+        name, _, version = info.name[:-len(".dist-info")].partition("-")
+        try:
+            yield canonicalize_name(name), Version(version)
+        except InvalidVersion:
+            continue
 
 
 def point_scripts_at(target: Path, interpreter: str) -> None:
