@@ -187,3 +187,29 @@ def test_the_platform_is_the_images_glibc_capped_at_what_uv_names(glibc: str, pl
 def test_a_glibc_no_torch_supports_is_refused() -> None:
     with pytest.raises(WheelhouseError, match="older than 2.17"):
         uv_platform(ContainerPython("3.11", "x86_64", "2.12"))
+
+
+def test_gc_removes_the_unpacked_wheel_of_a_removed_environment_and_keeps_another_release_of_it(tmp_path: Path) -> None:
+    # Two torches (here: two fakelib releases) in two environments; the first goes. uv's own
+    # `cache clean fakelib` would drop both releases, and a later environment of the second would
+    # hold a second copy of it.
+    store, (wheels,) = stored_sets(tmp_path, 1)
+    other = os.urandom(200_000)
+    make_wheel(store, "fakelib", "2.0", tag="cp311-cp311-manylinux_2_28_aarch64", files={"fakelib/lib/libbig.so": other},
+               metadata="Requires-Dist: helper>=2\n")
+    os.link(next(store.glob("fakelib-2.0-*")), wheels / next(store.glob("fakelib-2.0-*")).name)
+    envs = PreparedEnvs(tmp_path / "envs")
+    install = store_installer(store, wheels, tmp_path / UNPACKED)
+    first = envs.ensure(request(wheels), install)
+    second = envs.ensure(request(wheels, requirements=("fakelib==2.0",)), install)
+    old = time.time() - 2 * 86400
+    os.utime(first.path / COMPLETE, (old, old))
+    removed = {item.path: item.bytes for item in collect_garbage(tmp_path / "envs", unused_for_s=86400)}
+    assert removed[tmp_path / UNPACKED] >= len(BIG)  # fakelib 1.0's unpacked copy went
+    archives = {info.name for info in (tmp_path / UNPACKED).glob("archive-v*/*/*.dist-info")}
+    assert archives == {"fakelib-2.0.dist-info", "helper-2.1.dist-info"}
+    third = envs.ensure(request(wheels, role="tools", requirements=("fakelib==2.0",)), install)
+    assert (third.path / "fakelib" / "lib" / "libbig.so").stat().st_ino == \
+        (second.path / "fakelib" / "lib" / "libbig.so").stat().st_ino
+    again = envs.ensure(request(wheels, role="test"), install)  # fakelib 1.0 is unpacked again
+    assert (again.path / "fakelib" / "lib" / "libbig.so").read_bytes() == BIG

@@ -148,44 +148,48 @@ def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None
                     dry_run: bool = False) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
     partial ones a killed run left, then the shared files no remaining environment links to, and
-    the unpacked wheels (``root``'s sibling ``unpacked/``) no remaining environment links to: by
-    ``uv cache clean`` of their packages, uv's own way to drop a package from its cache. The
-    unpacked wheels still linked stay, so that the next environment of the same nvidia-* wheels
-    shares them with the ones left."""
+    the unpacked wheels (``root``'s sibling ``unpacked/``) no remaining environment links to. The
+    unpacked wheels still linked stay, so that the next environment of the same wheel (the
+    nvidia-* wheels of every torch that pins them, the same torch for another image) shares them
+    with the environments left."""
     removed = collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
                                    dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
     unpacked = root.parent / UNPACKED
     if removed and unpacked.is_dir():
         with unpacked_lock(unpacked, exclusive=True):  # after any install that is reading it
-            unused = _unlinked_packages(unpacked)
-            if unused and not dry_run:
-                _uv_cache_clean(unpacked, sorted(unused))
-        if unused:
-            removed.append(Removed(unpacked, sum(unused.values())))
+            freed = remove_unlinked_wheels(unpacked, dry_run=dry_run)
+        if freed:
+            removed.append(Removed(unpacked, freed))
     return removed
 
 
-def _unlinked_packages(unpacked: Path) -> dict[str, int]:
-    """The packages (by name) of the unpacked wheels no environment links a file of, with the
-    bytes they hold. An unpacked wheel is one folder of uv's cache, holding its .dist-info."""
-    unused: dict[str, int] = {}
+def remove_unlinked_wheels(unpacked: Path, *, dry_run: bool = False) -> int:
+    """Remove from uv's cache ``unpacked`` each unpacked wheel no environment links a file of, and
+    the entries that point uv to it (a later install unpacks it again); the bytes freed.
+
+    Why not ``uv cache clean <package>``: it drops every unpacked wheel of a package, so cleaning
+    the torch of a removed environment would drop the torch other environments still link, and
+    the next environment of that torch would take a second copy of it. uv's cache keeps an unpacked
+    wheel as ``archive-v*/<id>/`` and each entry that leads to it (``wheels-v*/**``) names the id."""
+    garbage = {}
     for archive in sorted(unpacked.glob("archive-v*/*")):
-        files = list(_files(archive))
-        if not archive.is_dir() or any(info.st_nlink > 1 for info in files):
+        if archive.is_dir() and not archive.is_symlink():
+            files = list(_files(archive))
+            if not any(info.st_nlink > 1 for info in files):
+                garbage[archive] = sum(info.st_size for info in files)
+    if not garbage or dry_run:
+        return sum(garbage.values())
+    ids = [archive.name.encode() for archive in garbage]
+    for entry in sorted(unpacked.glob("wheels-v*/**/*")):
+        try:
+            if entry.is_file() and not entry.is_symlink() and entry.stat().st_size < 1 << 20 and \
+                    any(archive_id in entry.read_bytes() for archive_id in ids):
+                entry.unlink()
+        except OSError:
             continue
-        for info_dir in archive.glob("*.dist-info"):
-            name = str(canonicalize_name(info_dir.name[:-len(".dist-info")].partition("-")[0]))
-            unused[name] = unused.get(name, 0) + sum(info.st_size for info in files)
-    return unused
-
-
-def _uv_cache_clean(unpacked: Path, packages: list[str]) -> None:
-    from uv import find_uv_bin
-
-    try:
-        run([find_uv_bin(), "cache", "clean", "--cache-dir", str(unpacked), *packages])
-    except CommandFailed:
-        shutil.rmtree(unpacked, ignore_errors=True)  # all of it, then: environments keep their own links
+    for archive in garbage:
+        shutil.rmtree(archive, ignore_errors=True)
+    return sum(garbage.values())
 
 
 @contextmanager
