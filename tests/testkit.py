@@ -116,24 +116,51 @@ def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path
     ``find_links`` (and, unless ``offline``, the host's indexes), held to ``constraints``, each file
     hard-linked from the unpacked wheels in ``cache``: a torch with its nvidia-* wheels in seconds,
     on disk once for every venv of the run."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=300)
+    uv_install_into(path, requirements, find_links=find_links, offline=offline, cache=cache, constraints=constraints)
+    return path
+
+
+def uv_install_into(venv: Path, requirements: tuple[str, ...], *, find_links: tuple[Path, ...] = (),
+                    offline: bool = False, cache: Path = TEST_CACHE / "uv-cache",
+                    constraints: tuple[str, ...] = ()) -> None:
     from uv import find_uv_bin
 
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, capture_output=True, timeout=300)
     pip = host_pip_config()
     sources = [arg for link in find_links for arg in ("--find-links", str(link))]
     sources += ["--no-index"] if offline else uv_index_options(pip)
     env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
     if constraints:
-        pinned = path / "constraints.txt"
+        pinned = venv / "constraints.txt"
         pinned.write_text("".join(f"{line}\n" for line in constraints))
         sources += ["--constraint", str(pinned)]
     if "cert" in pip:
         env.setdefault("SSL_CERT_FILE", pip["cert"])
-    done = subprocess.run([find_uv_bin(), "pip", "install", "--no-config", "--python", str(path / "bin" / "python"),
+    done = subprocess.run([find_uv_bin(), "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"),
                            "--link-mode", "hardlink", "--quiet", *sources, *requirements],
                           capture_output=True, text=True, env=env, timeout=1800, check=False)
-    assert done.returncode == 0, f"uv could not make {path} with {requirements}:\n{done.stderr[-3000:]}"
-    return path
+    assert done.returncode == 0, f"uv could not install {requirements} into {venv}:\n{done.stderr[-3000:]}"
+
+
+def wheelhouse_sets_with(torch_version: str) -> list[Path]:
+    """The Docker tier's wheel sets (TEST_CACHE/wheelhouse) holding this torch for this Python."""
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    return sorted({wheel.parent for wheel in (TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{torch_version}-{tag}-*.whl")})
+
+
+def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> Path:
+    """A venv holding ``requirements`` from the test wheelhouse's set ``wheels``, whose files are the
+    very ones the Docker builds' prepared environments link (the wheelhouse's store, unpacked once
+    in its ``unpacked/``): a CUDA torch venv beside a build of the same torch takes no second 5 GB."""
+    from packaging.utils import parse_wheel_filename
+    from wheelfactory.engines.prepared_env import UNPACKED, unpacked_lock
+
+    wheelhouse = TEST_CACHE / "wheelhouse"
+    releases = {parse_wheel_filename(wheel.name)[:2] for wheel in wheels.glob("*.whl")}
+    with unpacked_lock(wheelhouse / UNPACKED, exclusive=False):  # a LEAN gc in the other lane waits
+        return uv_venv(path, requirements, find_links=(wheelhouse / "store",), offline=True,
+                       cache=wheelhouse / UNPACKED,
+                       constraints=tuple(sorted(f"{name}=={version}" for name, version in releases)))
 
 
 def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:

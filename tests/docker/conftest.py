@@ -46,9 +46,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="module", autouse=True)
 def lean_wheelhouse(request: pytest.FixtureRequest) -> Iterator[None]:
-    """LEAN (CI): the torches a module alone uses (its ``MODULE_TORCHES``, (torch, Python) pairs)
-    leave the wheelhouse with it. A CUDA torch is ~3 GB of wheels; kept, every module's added up
-    past the disk a CI machine has. Only its own: the other lane builds with the shared ones."""
+    """LEAN (CI): the torches no later module needs (a module's ``MODULE_TORCHES``, (torch,
+    Python) pairs: the last module of its lane that builds with them) leave the wheelhouse with it.
+    A CUDA torch is ~3 GB of wheels and ~5 GB installed; kept, every module's added up past the disk
+    a CI machine has. Never one the other lane builds with: it may be building with it right now."""
     yield
     own = getattr(request.module, "MODULE_TORCHES", frozenset())
     if LEAN and own:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from repo_paths import cache_lock
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE, run_build, uv_venv
+from testkit import REPO, TEST_CACHE, run_build, wheelhouse_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
@@ -38,9 +38,10 @@ def prepared_torch_env(wheelhouse: Path, torch: str, python: str) -> Path | None
 
 def free_torches(wheelhouse: Path, torches: frozenset[tuple[str, str]]) -> list[Path]:
     """Collect, with the factory's own gc, the wheel sets and prepared environments holding one of
-    ``torches`` ((torch, Python) pairs, e.g. ("2.5.0", "3.9")): marked unused, then collected as
-    `wheelfactory gc` does. What it removed. Only a module's own torches: the other lane may be
-    building with any other torch right now."""
+    ``torches`` ((torch, Python) pairs, e.g. ("2.5", "3.9"): a release or a minor, which is what a
+    matrix names and stands for the patch release the planner resolves, 2.5.1), marked unused, then
+    collected as `wheelfactory gc` does. What it removed. Only torches no later module needs: the
+    other lane may be building with any other torch right now."""
     from wheelfactory.engines.prepared_env import COMPLETE as ENV_COMPLETE
     from wheelfactory.engines.prepared_env import collect_garbage
     from wheelfactory.engines.wheelhouse import COMPLETE as SET_COMPLETE
@@ -56,7 +57,8 @@ def free_torches(wheelhouse: Path, torches: frozenset[tuple[str, str]]) -> list[
         python = request["python"]  # a set's: {"version": "3.11", ...}; an env's: "cp311-cp311"
         version = python["version"] if isinstance(python, dict) else f"{python[2]}.{python[3:].split('-')[0]}"
         torch = torch_of(request)
-        if torch is not None and (torch, version) in torches:
+        if torch is not None and any(version == interpreter and (torch == release or torch.startswith(f"{release}."))
+                                     for release, interpreter in torches):
             os.utime(marker, (0, 0))  # unused since 1970: what gc collects
     week = 7 * 86400
     removed = [*collect_garbage(wheelhouse / "envs", unused_for_s=week),
@@ -152,21 +154,6 @@ def torch_wheels(version: str) -> Path:
     found = sorted((TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
     assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
     return found[0].parent
-
-
-def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> Path:
-    """A venv holding ``requirements`` from the test wheelhouse's set ``wheels``, whose files are the
-    very ones the Docker builds' prepared environments link (the wheelhouse's store, unpacked once
-    in its ``unpacked/``): a CUDA torch venv beside a build of the same torch takes no second 5 GB."""
-    from packaging.utils import parse_wheel_filename
-    from wheelfactory.engines.prepared_env import UNPACKED, unpacked_lock
-
-    wheelhouse = TEST_CACHE / "wheelhouse"
-    releases = {parse_wheel_filename(wheel.name)[:2] for wheel in wheels.glob("*.whl")}
-    with unpacked_lock(wheelhouse / UNPACKED, exclusive=False):  # a LEAN gc in the other lane waits
-        return uv_venv(path, requirements, find_links=(wheelhouse / "store",), offline=True,
-                       cache=wheelhouse / UNPACKED,
-                       constraints=tuple(sorted(f"{name}=={version}" for name, version in releases)))
 
 
 def pristine_venv(version: str) -> Path:

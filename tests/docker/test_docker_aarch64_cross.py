@@ -25,7 +25,7 @@ from testkit import REPO, TEST_CACHE
 # last: .ci/run starts `wheelfactory base-image --arch aarch64` in the background before the tests
 # (ensure_base_image lets one maker at a time make a base: this waits for it if it is not done)
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.last, pytest.mark.lane("docker-projects")]
-MODULE_TORCHES = frozenset({("2.9.1", "3.11")})  # PyPI's aarch64 CPU build: this module's alone (LEAN frees it)
+MODULE_TORCHES = frozenset({("2.9", "3.11")})  # PyPI's aarch64 CPU build: this module's alone (LEAN frees it)
 
 VARIANT = "torch29-cxx11-cpu-aarch64-linux"
 

@@ -16,15 +16,53 @@ from pathlib import Path
 
 import docker
 import pytest
-from docker_helpers import LEAN, make_shared, manifest
+from docker_helpers import LEAN, free_torches, make_shared, manifest
 from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
-MODULE_TORCHES = frozenset({("2.6.0", "3.13")})  # the CUDA 12.4 variant's, on trixie: this module's alone
 
 CACHE = TEST_CACHE
 VARIANT = "torch215-cxx11-cu132-x86_64-linux"
+
+
+CU124 = "torch26-cxx98-cu124-x86_64-linux"
+
+CU124_BUILD = SharedBuild("docker-cu124", REPO / "kernels" / "fusedops", """[matrix]
+torch = ["2.6"]
+backends = ["cu124"]
+cxx11_abi = false
+
+[cuda]
+arch_list = "8.0;9.0+PTX"   # CUDA 12.4 compiles up to sm_90
+""", build_table=f"""[build]
+engine = "docker"
+debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
+torch_index = "pypi"
+wheelhouse = "{CACHE / 'wheelhouse'}"
+compile_cache_dir = "{CACHE / 'sccache'}"
+""")
+
+
+@pytest.fixture
+def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
+    """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
+    debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4.
+    First in the module and its lane, and freed as soon as its test is done (LEAN): trixie with its
+    CUDA toolkit is ~5.7 GB, its torch (Python 3.13) ~3 GB more, and no later test builds on them;
+    the torch 2.15 builds after it hold ~9 GB of their own."""
+    workdir = make_shared(CU124_BUILD)
+    yield workdir
+    if LEAN:
+        docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)
+        for path in free_torches(CACHE / "wheelhouse", frozenset({("2.6", "3.13")})):
+            print(f"lean: removed {path}")
+
+
+def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:
+    record = check_cuda_variant(cu124_build, CU124, version="0.1.0+cu124torch2.6cxx98", toolkit="12.4",
+                                archs=["8.0", "9.0+PTX"], cuobjdump="sm_80, sm_90 + PTX compute_90")
+    assert record["cxx11_abi"] is False
 
 
 CU132 = SharedBuild("docker-cuda", REPO / "kernels" / "fusedops", """[matrix]
@@ -67,35 +105,3 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
                        archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
 
 
-CU124 = "torch26-cxx98-cu124-x86_64-linux"
-
-CU124_BUILD = SharedBuild("docker-cu124", REPO / "kernels" / "fusedops", """[matrix]
-torch = ["2.6"]
-backends = ["cu124"]
-cxx11_abi = false
-
-[cuda]
-arch_list = "8.0;9.0+PTX"   # CUDA 12.4 compiles up to sm_90
-""", build_table=f"""[build]
-engine = "docker"
-debian_base = "bookworm"   # CPU variants; the CUDA 12.4 variant gets trixie + its toolkit
-torch_index = "pypi"
-wheelhouse = "{CACHE / 'wheelhouse'}"
-compile_cache_dir = "{CACHE / 'sccache'}"
-""")
-
-
-@pytest.fixture(scope="module")
-def cu124_build(docker_client: docker.DockerClient) -> Iterator[Path]:
-    """torch 2.6 + CUDA 12.4 (pre-cxx11): NVIDIA publishes no CUDA 12 nvcc wheels, so with
-    debian_base the factory builds it on Debian trixie with trixie's nvidia-cuda-toolkit 12.4."""
-    workdir = make_shared(CU124_BUILD)
-    yield workdir
-    if LEAN:  # trixie + its CUDA toolkit is ~5.7 GB and no later test builds on it
-        docker_client.images.remove(str(manifest(workdir / "dist")[CU124]["image"]), force=True)
-
-
-def test_cuda12_variant_builds_on_debians_toolkit_offline(cu124_build: Path) -> None:
-    record = check_cuda_variant(cu124_build, CU124, version="0.1.0+cu124torch2.6cxx98", toolkit="12.4",
-                                archs=["8.0", "9.0+PTX"], cuobjdump="sm_80, sm_90 + PTX compute_90")
-    assert record["cxx11_abi"] is False

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, make_shared, manifest, wheelhouse_venv
+from docker_helpers import LEAN, make_shared, manifest
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, wheelhouse_venv
 from wheelfactory.plan.compat import load_table
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]

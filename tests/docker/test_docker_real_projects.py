@@ -31,6 +31,9 @@ from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
+# torch 2.15 (CUDA 13.2, ~9 GB of wheels and environment): the CUDA, kernel-builder and newest-torch
+# modules before this one in its lane build with it too, and no module after it (nor the other lane)
+MODULE_TORCHES = frozenset({("2.15", "3.11")})
 
 CACHE = TEST_CACHE
 FIXTURES = REPO / "tests" / "fixtures"

@@ -8,18 +8,18 @@ completion marker exists (a half-made venv is rebuilt).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE, cache_lock, run_build, uv_venv
+from testkit import REPO, TEST_CACHE, cache_lock, run_build, uv_install_into, uv_venv, wheelhouse_sets_with, wheelhouse_venv
 
 CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
-OTHER_TORCH = "2.14.1"  # a different minor, on this machine's disk
 
 
 def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -49,14 +49,6 @@ def host_wheel(host_dist: Path) -> Path:
     return host_dist / entry["wheel"]
 
 
-def _wheelhouse_sets_with(torch_version: str) -> list[Path]:
-    """Sets in the docker tests' wheelhouse that hold this torch for this Python: pip takes the GBs of
-    a CUDA torch and its nvidia-* wheels from there instead of downloading them again."""
-    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    wheels = (CACHE / "wheelhouse" / "sets").glob(f"*/torch-{torch_version}-{tag}-*.whl")
-    return sorted({wheel.parent for wheel in wheels})
-
-
 def _venv(torch_version: str) -> Path:
     path = CACHE / "venvs" / f"torch-{torch_version}"
     marker = path / ".complete"
@@ -67,10 +59,31 @@ def _venv(torch_version: str) -> Path:
 
 
 def _make_venv(path: Path, torch_version: str) -> None:
+    """A torch the Docker tier's wheelhouse holds (2.6 for this Python, all run) comes from its
+    store and shares the files of the builds' prepared environment (a CUDA torch: 5 GB once, not
+    twice); numpy (torch warns on import without it) from the host's index."""
     shutil.rmtree(path, ignore_errors=True)
-    local = tuple(_wheelhouse_sets_with(torch_version))
-    uv_venv(path, (f"torch=={torch_version}", "numpy", "ninja"), find_links=local)
+    sets = wheelhouse_sets_with(torch_version)
+    if sets:
+        wheelhouse_venv(path, (f"torch=={torch_version}", "ninja"), sets[0])
+        uv_install_into(path, ("numpy",))
+    else:
+        uv_venv(path, (f"torch=={torch_version}", "numpy", "ninja"))
     (path / ".complete").write_text(torch_version)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def lean_venvs(request: pytest.FixtureRequest) -> Iterator[None]:
+    """LEAN (CI): the venvs of the torches no later test uses (a module's ``MODULE_VENVS``: torch
+    2.14 is a ~5.5 GB CUDA build) go with the module, and their unpacked wheels from uv's cache."""
+    yield
+    versions: tuple[str, ...] = getattr(request.module, "MODULE_VENVS", ())
+    if os.environ.get("WHEELFACTORY_TEST_LEAN") == "1" and versions:
+        from wheelfactory.engines.prepared_env import remove_unlinked_wheels
+
+        for version in versions:
+            shutil.rmtree(CACHE / "venvs" / f"torch-{version}", ignore_errors=True)
+        remove_unlinked_wheels(CACHE / "uv-cache")
 
 
 @pytest.fixture(scope="session")

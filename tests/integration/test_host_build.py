@@ -19,7 +19,7 @@ import pytest
 from testkit import REPO, run_build
 
 BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
-OTHER_TORCH = "2.14.1"  # another minor release on this machine's disk
+OTHER_TORCH = "2.6.0"  # another minor release, which the Docker tier's wheelhouse holds all run (shared files)
 
 pytestmark = pytest.mark.slow
 
@@ -100,7 +100,7 @@ def test_other_torch_minor_jits_then_hits_the_cache(host_wheel: Path, fresh_inst
     venv = venv_for(OTHER_TORCH)
     first = load_in(site, venv, env=env)["info"]
     assert first["mode"] == "jit", first  # type: ignore[index]
-    assert "2.14" in str(first["reason"])  # type: ignore[index]
+    assert "2.6" in str(first["reason"])  # type: ignore[index]
     second = load_in(site, venv, env=env)["info"]
     assert second["mode"] == "jit" and second["library"] == first["library"]  # type: ignore[index]
 

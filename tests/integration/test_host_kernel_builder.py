@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 from testkit import REPO, TEST_CACHE
 
-pytestmark = pytest.mark.slow
+# In the Docker lane of the CUDA torches, after the last of them is freed (test_docker_real_projects):
+# its torch 2.14 venv (a CUDA build, ~5.5 GB) and theirs (~9 GB) are never on the disk together.
+pytestmark = [pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
 
 @pytest.fixture(scope="module")

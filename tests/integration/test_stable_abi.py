@@ -14,7 +14,11 @@ import pytest
 from testkit import REPO
 
 VARIANT = "torch-stable-abi210-cpu-x86_64-linux"
-pytestmark = pytest.mark.slow
+# In the Docker lane of the CUDA torches, after the last of them is freed (test_docker_real_projects):
+# its torch 2.14 venv (a CUDA build, ~5.5 GB) and theirs (~9 GB) are never on the disk together.
+pytestmark = [pytest.mark.slow, pytest.mark.lane("docker-projects")]
+# torch 2.14's venv (~5.5 GB) goes after this module, the last of its lane that loads on it
+MODULE_VENVS = ("2.14.1",)
 
 OPS_CHECK = r"""
 import json, torch, fusedops
