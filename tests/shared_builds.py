@@ -34,17 +34,20 @@ torch_index = "pypi"
 class SharedBuild:
     """``matrix.toml`` of one shared build: ``[project] path = <project>``, then ``tables`` (more
     [project] keys, [matrix], [cuda], [test], ...), then its own ``[build]`` table
-    (``build_table``) or, when it has none, the Docker tier's offline tables. ``only``: the
-    variants built (`--only` patterns; none: the whole plan)."""
+    (``build_table``) or, when it has none, the Docker tier's offline tables, which end in their
+    [build] table; ``build_keys``: more keys of that [build] table. ``only``: the variants built
+    (`--only` patterns; none: the whole plan)."""
 
     name: str
     project: Path
     tables: str
     build_table: str | None = None
     only: tuple[str, ...] = ()
+    build_keys: str = ""
 
     def matrix_toml(self, offline_tables: str) -> str:
-        return f'[project]\npath = "{self.project}"\n{self.tables}\n{self.build_table or offline_tables}'
+        build = f"{(self.build_table or offline_tables).rstrip()}\n{self.build_keys}"
+        return f'[project]\npath = "{self.project}"\n{self.tables}\n{build}'
 
     def planned(self) -> set[tuple[str, str, str]]:
         """(engine, project, variant id) of each variant this build makes, by the factory's planner."""

@@ -163,6 +163,24 @@ def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> 
                        constraints=tuple(sorted(f"{name}=={version}" for name, version in releases)))
 
 
+# A [build] key for a test build that reads compile flags back from the wheel's DWARF: by
+# default the factory compiles with -g0 (factory/wheelfactory/engines/compile_flags.py).
+DEBUG_INFO = "debug_info = true\n"
+
+
+def debug_sections(wheel: Path) -> dict[str, list[str]]:
+    """Each shared library in ``wheel`` -> the names of its DWARF sections (.debug_info, ...)."""
+    import io
+    import zipfile
+
+    from elftools.elf.elffile import ELFFile
+
+    with zipfile.ZipFile(wheel) as archive:
+        return {name: sorted(section.name for section in ELFFile(io.BytesIO(archive.read(name))).iter_sections()
+                             if section.name.startswith((".debug_", ".zdebug_")))
+                for name in archive.namelist() if name.endswith(".so") or ".so." in name}
+
+
 def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:
     """Build a bring-your-own project with the host engine for this interpreter's torch (2.13, CPU)
     into ``TEST_CACHE/host-byo/<project name>``; (wheel, manifest entry, build log). Cached by the

@@ -26,7 +26,7 @@ import docker
 import pytest
 from docker_helpers import make_shared, manifest
 from shared_builds import SharedBuild
-from testkit import REPO
+from testkit import DEBUG_INFO, REPO, debug_sections
 from wheelfactory.images.containers import Container
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -34,12 +34,15 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
-def shape(name: str, import_name: str, python: str) -> SharedBuild:
+def shape(name: str, import_name: str, python: str, build_keys: str = "") -> SharedBuild:
     return SharedBuild(f"docker-{name.replace('_', '-')}", FIXTURES / name,
-                       f'import_name = "{import_name}"\n[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\npython = {python}\n')
+                       f'import_name = "{import_name}"\n[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\npython = {python}\n',
+                       build_keys=build_keys)
 
 
-MULTI = shape("byo_multi", "multi_ext", '["3.11"]')
+# debug_info = true: the compile flags are read back from the DWARF (optimization_levels); the
+# host tier builds the same project with the same key (tests/integration/test_host_byo.py).
+MULTI = shape("byo_multi", "multi_ext", '["3.11"]', build_keys=DEBUG_INFO)
 ABI3 = shape("byo_abi3", "abi3_ext", '["abi3"]')
 
 
@@ -126,6 +129,8 @@ def test_a_project_that_builds_abi3_itself(offline_build_tables: str) -> None:
     log = (workdir / "dist" / str(entry["log"])).read_text()
     assert "abi3audit --strict" in log and '"is_abi3": true' in log
     assert smoke_result(log)["extensions"] == {"abi3_ext._C": "imported"}
+    # [build] debug_info left at false: Python's -g dropped (-g0), as in released torch wheels
+    assert debug_sections(workdir / "dist" / str(entry["wheel"])) == {"abi3_ext/_C.abi3.so": []}
 
 
 def optimization_levels(wheel: Path) -> dict[str, str]:
@@ -139,7 +144,7 @@ def optimization_levels(wheel: Path) -> dict[str, str]:
     with zipfile.ZipFile(wheel) as archive:
         for name in (n for n in archive.namelist() if n.endswith(".so")):
             elf = ELFFile(io.BytesIO(archive.read(name)))
-            assert elf.has_dwarf_info(), f"{name} has no DWARF: Python's CFLAGS have -g"
+            assert elf.has_dwarf_info(), f"{name} has no DWARF: Python's CFLAGS have -g, and debug_info = true"
             for unit in elf.get_dwarf_info().iter_CUs():
                 top = unit.get_top_DIE()
                 producer = top.attributes["DW_AT_producer"].value.decode()
@@ -163,7 +168,8 @@ def test_both_engines_compile_with_the_optimization_python_gives(offline_build_t
     with Container(docker_client, str(entry["image"]), labels={"wheelfactory.test": "byo-shapes"}) as box:
         container_cflags = box.run(["/opt/python/cp311-cp311/bin/python", "-c",
                                     "import sysconfig; print(sysconfig.get_config_var('CFLAGS'))"]).strip()
-    host_wheel, _, _ = build_on_host(FIXTURES / "byo_multi", "multi_ext", f'["{sys.version_info[0]}.{sys.version_info[1]}"]')
+    host_wheel, _, _ = build_on_host(FIXTURES / "byo_multi", "multi_ext", f'["{sys.version_info[0]}.{sys.version_info[1]}"]',
+                                     DEBUG_INFO)
     on_host = optimization_levels(host_wheel)
     expected_docker = [f for f in container_cflags.split() if f.startswith("-O")][-1]
     expected_host = [f for f in str(sysconfig.get_config_var("CFLAGS")).split() if f.startswith("-O")][-1]

@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE, build_on_host
+from testkit import DEBUG_INFO, REPO, TEST_CACHE, build_on_host, debug_sections
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +44,8 @@ def smoke_result(log: str) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def multi() -> tuple[Path, dict[str, object], str]:
-    return build("byo_multi", "multi_ext", f'["{PYTHON}"]')
+    # debug_info = true: the same build as the Docker tier's compile-flag test (tests/docker/test_docker_byo_shapes.py)
+    return build("byo_multi", "multi_ext", f'["{PYTHON}"]', DEBUG_INFO)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,8 @@ def test_several_modules_one_wheel_each_imported_by_the_smoke(multi: tuple[Path,
     assert [n.split(".")[0] for n in libraries] == ["multi_ext/_ops_cpu", "multi_ext/_ops_omp"]  # no _ops_cuda
     assert smoke_result(log)["extensions"] == {"multi_ext._ops_cpu": "imported", "multi_ext._ops_omp": "imported"}
     assert entry.get("warnings") is None  # a CPU variant needs no device code
+    # [build] debug_info = true keeps the -g of Python's compile flags: every library has its DWARF
+    assert all(".debug_info" in sections for sections in debug_sections(wheel).values()), debug_sections(wheel)
 
 
 def test_openmp_is_linked_not_grafted_and_torch_provides_it(multi: tuple[Path, dict[str, object], str],
@@ -123,6 +126,7 @@ def test_a_project_that_builds_abi3_itself(abi3: tuple[Path, dict[str, object], 
     assert entry["wheel"].startswith("torch213-cxx11-cpu-x86_64-linux/")  # type: ignore[union-attr]
     assert "abi3audit --strict" in log and '"is_abi3": true' in log
     assert smoke_result(log)["extensions"] == {"abi3_ext._C": "imported"}
+    assert debug_sections(wheel) == {"abi3_ext/_C.abi3.so": []}  # by default compiled with -g0
 
 
 @pytest.fixture(scope="module")

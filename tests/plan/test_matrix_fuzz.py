@@ -243,6 +243,7 @@ FIELDS: dict[str, tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]] = {
     "build.glibc_floor": (st.sampled_from(["2.17", "2.28", "2.34"]), st.sampled_from(["2.x", "228", "", "3.1"])),
     "build.torch_requirement": (st.sampled_from(["pinned", "unpinned"]),
                                 st.one_of(typos_of(["pinned", "unpinned"]), st.sampled_from(["", "Pinned", "exact"]))),
+    "build.debug_info": (st.booleans(), st.sampled_from(["true", "false", 1, 0, ""])),
     # [[include]] / [[exclude]] entries
     "entry.torch": (st.sampled_from(["2.6", "2.13", "2.5.1", "2.14", "2.8", ">=2.9"]),
                     st.one_of(st.sampled_from(NEAR_TORCH), st.sampled_from(["latest", ">=2.4"]))),
@@ -478,6 +479,7 @@ NEAR_MISSES: dict[str, list[Any]] = {
     "build.compile_cache_redis": ["", "redis://", "redis://:pw@h", "unix://x", "http://h", 6379],
     "build.glibc_floor": ["2.x", "228", "", 2.28, "3.1"],
     "build.torch_requirement": ["pined", "Pinned", "none", "", True, ["pinned"]],
+    "build.debug_info": ["true", "false", "yes", 1, 0, ["true"]],
     "entry.torch": NEAR_TORCH + ["latest", ">=2.4"],
     "entry.backend": NEAR_BACKENDS + ["rocm", "cuda", "cu118"],
     "entry.cxx11_abi": ["both", "true", 1],

@@ -30,6 +30,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
+from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.prepared_env import (
     UNPACKED,
     WHEELHOUSE_MOUNT,
@@ -545,6 +546,7 @@ class DockerEngine:
             build_env.update(CUDA_HOME=cuda_home, CUDACXX=f"{cuda_home}/bin/nvcc")
         build_env.update(project_env)
         build_env.update(dict(variant.settings.env))
+        build_env = with_compile_flags(variant, build_env)
         tag = python.split("-")[0]
         path = ":".join([*([cache.path_prefix] if cache else []), *([cross_bin] if cross_bin else []),
                          *(f"{env.mount}/bin" for env in envs),

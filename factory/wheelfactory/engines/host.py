@@ -13,6 +13,7 @@ from functools import partial
 from pathlib import Path
 
 from wheelfactory.engines import BuildInputs
+from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.wheelhouse import ContainerPython, runtime_requirements
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
@@ -163,6 +164,7 @@ class HostEngine:
             env["PYTORCH_ROCM_ARCH"] = ";".join(stage.variant.arch_list)
         env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
+        env = with_compile_flags(stage.variant, env)
         with timeline.phase("compile"):
             with diagnosed(stage, log, HostEngineError):
                 self.runner([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw),

@@ -248,12 +248,17 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
         torch_index=table.torch_index(release, backend, key.cxx11_abi, key.arch),
         torch_on_pypi=release.on_pypi(backend, key.cxx11_abi, key.arch),
         wheel_platform=release.wheel_platform,
-        settings=include.settings if include else BuildSettings(),
+        settings=_settings(matrix, include),
         notes=tuple(notes),
         toolkit_wheels=toolkit_wheels,
         toolkit_wheels_home=toolkit_home,
         toolkit_debian=toolkit_debian,
     )
+
+
+def _settings(matrix: Matrix, include: Include | None) -> BuildSettings:
+    run_wide = BuildSettings(debug_info=matrix.build.debug_info)  # [build] keys that change the wheel
+    return run_wide.merged(include.settings) if include else run_wide
 
 
 def _apply_include(matrix: Matrix, table: CompatTable, include: Include,

@@ -150,21 +150,24 @@ class VariantId:
 
 @dataclass(frozen=True)
 class BuildSettings:
-    """Per-variant build settings that come from [[include]] entries (they change the wheel)."""
+    """Per-variant build settings (they change the wheel): from [[include]] entries, and
+    ``debug_info`` from [build]."""
 
     extra_cflags: tuple[str, ...] = ()
     extra_cuda_cflags: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
+    debug_info: bool = False  # keep the -g Python's own compile flags add (project/compile_flags.py)
 
     def merged(self, other: BuildSettings) -> BuildSettings:
         return BuildSettings(
             extra_cflags=self.extra_cflags + other.extra_cflags,
             extra_cuda_cflags=self.extra_cuda_cflags + other.extra_cuda_cflags,
             env=tuple(sorted({**dict(self.env), **dict(other.env)}.items())),
+            debug_info=self.debug_info or other.debug_info,
         )
 
     def __bool__(self) -> bool:
-        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env)
+        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env or self.debug_info)
 
 
 @dataclass(frozen=True)
@@ -230,6 +233,7 @@ class Variant:
             "extra_cflags": list(self.settings.extra_cflags),
             "extra_cuda_cflags": list(self.settings.extra_cuda_cflags),
             "env": dict(self.settings.env),
+            "debug_info": self.settings.debug_info,
             "notes": list(self.notes),
             "toolkit_wheels": list(self.toolkit_wheels),
         }

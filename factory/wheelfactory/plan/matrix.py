@@ -179,6 +179,8 @@ class BuildConfig:
     # The wheels' Requires-Dist on torch: "pinned" to the release line built for (plan/torch_pin.py)
     # or "unpinned" (plain torch: the runtime's JIT or reference ops serve any other torch).
     torch_requirement: TorchRequirement = "pinned"
+    # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (project/compile_flags.py).
+    debug_info: bool = False
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -345,6 +347,8 @@ MATRIX_FILE = Section(
             Key("torch_requirement", Text(choices=TORCH_REQUIREMENTS),
                 "pinned: each wheel requires the torch line it was built for; unpinned: plain torch",
                 default="pinned"),
+            Key("debug_info", Flag(), "keep the debug info (-g) Python's compile flags add; false: compile with -g0",
+                default=False),
         ), conflicts=(("debian_base", "base_image"),)), "settings of the run, not of any one variant"),
         Key("indexes", TextMap(names=Text(pattern=_ALIAS, excluded=(PYPI,), examples=("pytorch",)),
                                value=Text(pattern=_URL, examples=("http://127.0.0.1:8080/whl",))),
@@ -709,11 +713,12 @@ def _build(table: Table, base_dir: Path) -> BuildConfig:
         table.error("torch_requirement", f"must be {' or '.join(map(repr, TORCH_REQUIREMENTS))}, "
                     f"not {torch_requirement!r}", did_you_mean(torch_requirement, TORCH_REQUIREMENTS)
                     or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
+    debug_info = table.boolean("debug_info", False)
     return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
                        torch_index=torch_index,
                        wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
-                       glibc_floor=glibc_floor, torch_requirement=torch_requirement)
+                       glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info)
 
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
