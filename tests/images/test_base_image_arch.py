@@ -157,3 +157,57 @@ def test_a_second_maker_of_the_same_base_waits_for_the_first_and_reuses_its_imag
     waiter.join(timeout=10)
     (base,) = result
     assert base.reused and base.id == "sha256:made" and not (tmp_path / "tmp").exists()  # type: ignore[attr-defined]
+
+
+def test_an_idle_priority_base_runs_debootstrap_at_nice_19_and_its_steps_at_the_lowest_cpu_weight(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`base-image --idle-priority` (.ci/run's arm64 base, made beside the tests): debootstrap and
+    the emulated second stage it starts at nice 19, the Dockerfile's RUN steps in containers of the
+    engine's lowest CPU weight; without the flag, neither."""
+    import docker
+    from wheelfactory.images import base_image
+    from wheelfactory.images.dockerfiles import CONTENT_LABEL, IDLE_CPU_SHARES
+
+    rendered = render_base(spec())
+    commands: list[list[str]] = []
+    builds: list[dict[str, Any]] = []
+
+    def debootstrap(command: list[str], **_: object) -> str:
+        commands.append(command)
+        (Path(command[-2]) / "etc").mkdir(parents=True)
+        return ""
+
+    class Images:
+        def get(self, tag: str) -> object:
+            if tag == rendered.tag and not builds:
+                raise docker.errors.ImageNotFound(tag)
+            if tag != rendered.tag and not commands:
+                raise docker.errors.ImageNotFound(tag)
+            return type("Image", (), {"id": "sha256:x", "labels": {CONTENT_LABEL: rendered.content} if builds else {},
+                                      "attrs": {"Architecture": "amd64"}})()
+
+    class Api:
+        def import_image(self, **_: object) -> None:
+            pass
+
+        def build(self, **kwargs: Any) -> list[dict[str, str]]:
+            builds.append(kwargs)
+            return [{"stream": "Step 1/1\n"}]
+
+    monkeypatch.setattr(base_image, "run", debootstrap)
+    monkeypatch.setattr(base_image.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(base_image.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(base_image, "host_arch", lambda: "x86_64")
+    for idle in (True, False):
+        commands.clear()
+        builds.clear()
+        client = type("Client", (), {"images": Images(), "api": Api()})()
+        made = ensure_base_image(client, spec(), cache_dir=tmp_path / str(idle), idle=idle)  # type: ignore[arg-type]
+        assert not made.reused
+        (command,) = commands
+        (build,) = builds
+        if idle:
+            assert command[:4] == ["nice", "-n", "19", "debootstrap"]
+            assert build["container_limits"] == {"cpushares": IDLE_CPU_SHARES}
+        else:
+            assert command[0] == "debootstrap" and build["container_limits"] is None

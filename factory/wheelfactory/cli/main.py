@@ -511,7 +511,11 @@ def rocm_check_command(matrix_path: Path, compat_path: Path | None, out_dir: Pat
                    "run on this machine.")
 @click.option("--cache-dir", type=click.Path(path_type=Path, file_okay=False), default=Path(".cache/wheelfactory"),
               show_default=True, help="Where the temporary rootfs and the logs go.")
-def base_image(suite: str, mirror: str | None, tag: str | None, arch: str | None, cache_dir: Path) -> None:
+@click.option("--idle-priority", is_flag=True, default=False,
+              help="Use only the CPU other work leaves (debootstrap at nice 19, the apt layer at the engine's "
+                   "lowest CPU weight): for a base made in the background beside builds or tests.")
+def base_image(suite: str, mirror: str | None, tag: str | None, arch: str | None, cache_dir: Path,
+               idle_priority: bool) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
     from wheelfactory.cli.render import EventRenderer
     from wheelfactory.errors import ImageBuildFailed
@@ -524,7 +528,8 @@ def base_image(suite: str, mirror: str | None, tag: str | None, arch: str | None
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
     spec = base_spec(parse_suite(suite), debian_mirror(mirror), arch or host_arch(), tag=tag)
     try:
-        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err))
+        image = ensure_base_image(client, spec, cache_dir=cache_dir.resolve(), progress=EventRenderer(err),
+                                  idle=idle_priority)
     except ImageBuildFailed as exc:
         if exc.tail:
             err.print(exc.tail, markup=False, highlight=False)

@@ -194,9 +194,12 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
 
 
 def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
-                      progress: Listener = ignore, binfmt: Path | None = None) -> BaseImage:
+                      progress: Listener = ignore, binfmt: Path | None = None, idle: bool = False) -> BaseImage:
     """The base image for ``spec``: reused when its tag exists, else made (see the module doc).
-    ``binfmt``: the binfmt_misc table a foreign arch's emulation is read from (tests)."""
+    ``binfmt``: the binfmt_misc table a foreign arch's emulation is read from (tests). ``idle``:
+    made with only the CPU other work leaves (debootstrap at nice 19, the apt layer's RUN steps at
+    the engine's lowest CPU weight): a warm-up started beside builds or tests (.ci/run's arm64
+    base, ~10 CPU-minutes under emulation) must not slow them down."""
     # First: a base this machine cannot run is of no use, made or found.
     foreign = spec.arch != host_arch()
     if foreign:
@@ -213,9 +216,9 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
             if found is None:
                 timings: list[tuple[str, float]] = []
                 _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
-                               foreign=foreign)
+                               foreign=foreign, idle=idle)
                 progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
-                ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch)
+                ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch, idle=idle)
                 timings.append(("build", ref.seconds))
                 return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
     progress(StepDone(f"exists: reused ({found.id})"))
@@ -238,7 +241,8 @@ def _one_maker(content: str, tag: str, progress: Listener) -> Iterator[None]:
 
 
 def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
-                   progress: Listener, timings: list[tuple[str, float]], foreign: bool = False) -> None:
+                   progress: Listener, timings: list[tuple[str, float]], foreign: bool = False,
+                   idle: bool = False) -> None:
     import docker
 
     tag = spec.rootfs_tag
@@ -260,7 +264,7 @@ def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
     work = Path(tempfile.mkdtemp(prefix=f"rootfs-{spec.suite.name}-", dir=work_root))
     try:
         rootfs = work / "rootfs"
-        command = debootstrap_command(spec, rootfs, foreign=foreign)
+        command = [*(IDLE_NICE if idle else []), *debootstrap_command(spec, rootfs, foreign=foreign)]
         progress(StepStarted(f"debootstrap {spec.suite.name} (log: {log})"))
         progress(CommandRun(shlex.join(command)))
         start = time.monotonic()
@@ -302,6 +306,9 @@ def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
         shutil.rmtree(work, ignore_errors=True)
         if work.exists():
             progress(StepDone(f"warning: could not remove {work}"))
+
+
+IDLE_NICE = ["nice", "-n", "19"]  # the second stage's emulated children inherit it
 
 
 def debootstrap_command(spec: BaseImageSpec, rootfs: Path, *, foreign: bool) -> list[str]:

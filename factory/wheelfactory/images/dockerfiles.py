@@ -172,12 +172,18 @@ def find_image(client: DockerClient, rendered: RenderedImage) -> ImageRef | None
     return ImageRef(rendered.tag, str(image.id), built=False)
 
 
+# The lowest CPU weight the engine gives a container (cgroup v2 cpu.weight 1 of the default 100):
+# a build that runs only on what other work leaves.
+IDLE_CPU_SHARES = 2
+
+
 def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
-                 progress: Listener = ignore, arch: str | None = None) -> ImageRef:
+                 progress: Listener = ignore, arch: str | None = None, idle: bool = False) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
     (classic builder, network only when the template asks for it), its log appended to ``log``.
     ``arch``: the platform the image is for (a planner arch); None: the engine's own. Another
-    arch's RUN steps run through QEMU user emulation (images/emulation.py)."""
+    arch's RUN steps run through QEMU user emulation (images/emulation.py). ``idle``: its RUN
+    steps get the lowest CPU weight (a warm-up beside other work)."""
     import docker
 
     found = find_image(client, rendered)
@@ -199,6 +205,7 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
                                           tag=rendered.tag, network_mode=rendered.network, rm=True,
                                           forcerm=True, pull=False, decode=True,
                                           labels={CONTENT_LABEL: rendered.content},
+                                          container_limits={"cpushares": IDLE_CPU_SHARES} if idle else None,
                                           platform=f"linux/{OCI_ARCH[arch]}" if arch else None):
                 text = chunk.get("stream", "")
                 if text:
