@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from repo_paths import cache_lock
@@ -229,3 +230,24 @@ def installed(venv: Path) -> str:
     """The wheel pip or uv put in the venv: fusedops' version (its local label names the variant)."""
     return run([str(venv / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('fusedops'))"],
                cwd=venv).stdout.strip()
+
+
+def check_cuda_variant(workdir: Path, variant: str, *, version: str, toolkit: str, archs: list[str],
+                       cuobjdump: str) -> dict[str, object]:
+    """Built, nothing grafted, the record's toolkit and archs, cuobjdump's listing, the size, and the
+    smoke test's verdict (CUDA torch, no GPU: prebuilt, CPU ops); returns the record."""
+    entry = manifest(workdir / "dist")[variant]
+    assert entry["status"] in ("built", "cached"), entry
+    wheel = workdir / "dist" / str(entry["wheel"])
+    assert wheel.name.startswith(f"fusedops-{version}-cp39-abi3-manylinux_")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        record: dict[str, object] = json.loads(archive.read("fusedops/_build.json"))
+    grafted = [n for n in names if any(lib in n for lib in ("libcudart", "libcuda.", "libnvrtc", "libtorch", "libc10"))]
+    assert not grafted, grafted
+    assert record["backend"] == "cuda" and record["toolkit"] == toolkit and record["arch_list"] == archs
+    log = (workdir / "dist" / str(entry["log"])).read_text()
+    assert f"# cuobjdump fusedops/_C.abi3.so: {cuobjdump}" in log
+    assert "# wheel size:" in log
+    assert f'{{"mode": "prebuilt", "variant": "{variant}", ' in log
+    return record
