@@ -25,6 +25,11 @@ from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchma
 from repo_paths import TEST_CACHE as TEST_CACHE
 from repo_paths import cache_lock as cache_lock
 
+# WHEELFACTORY_TEST_LEAN=1 (.ci/run sets it): a module frees the GBs it alone needed (images, wheel
+# sets, venvs) once it is done, since a CI clone reuses nothing and the disk is ~34 GiB
+# (CONTRIBUTING.md, Disk). Read here only; the tiers' fixtures ask it.
+LEAN = os.environ.get("WHEELFACTORY_TEST_LEAN") == "1"
+
 # The binfmt_misc entry Debian bookworm's qemu-user-static registers through binfmt-support (F: usable
 # by containers), as /proc/sys/fs/binfmt_misc/qemu-aarch64 shows it: the emulation tests' fixture.
 QEMU_AARCH64_BINFMT = """enabled
@@ -152,15 +157,15 @@ def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> 
     """A venv holding ``requirements`` from the test wheelhouse's set ``wheels``, whose files are the
     very ones the Docker builds' prepared environments link (the wheelhouse's store, unpacked once
     in its ``unpacked/``): a CUDA torch venv beside a build of the same torch takes no second 5 GB."""
-    from packaging.utils import parse_wheel_filename
-    from wheelfactory.engines.prepared_env import UNPACKED, unpacked_lock
+    from wheelfactory.engines.prepared_env import UNPACKED, unpacked_lock, wheel_releases
 
     wheelhouse = TEST_CACHE / "wheelhouse"
-    releases = {parse_wheel_filename(wheel.name)[:2] for wheel in wheels.glob("*.whl")}
+    releases = wheel_releases(wheel.name for wheel in wheels.glob("*.whl"))
     with unpacked_lock(wheelhouse / UNPACKED, exclusive=False):  # a LEAN gc in the other lane waits
         return uv_venv(path, requirements, find_links=(wheelhouse / "store",), offline=True,
                        cache=wheelhouse / UNPACKED,
-                       constraints=tuple(sorted(f"{name}=={version}" for name, version in releases)))
+                       constraints=tuple(sorted(f"{name}=={version}" for name, versions in releases.items()
+                                                for version in versions)))
 
 
 # A [build] key for a test build that reads compile flags back from the wheel's DWARF: by

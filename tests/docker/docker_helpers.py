@@ -14,14 +14,12 @@ from pathlib import Path
 
 from repo_paths import cache_lock
 from shared_builds import SharedBuild
+from testkit import LEAN as LEAN
 from testkit import REPO, TEST_CACHE, run_build, wheelhouse_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
 REQUIRED = os.environ.get("CI") == "true" or os.environ.get("WHEELFACTORY_REQUIRE_DOCKER") == "1"
-# WHEELFACTORY_TEST_LEAN=1 (.ci/run sets it): a module frees the GBs its cached venvs hold once it is
-# done, since a CI clone reuses nothing and the CUDA builds after it need the disk.
-LEAN = os.environ.get("WHEELFACTORY_TEST_LEAN") == "1"
 VARIANTS = {"torch26-cxx98-cpu-x86_64-linux", "torch213-cxx11-cpu-x86_64-linux"}
 
 
@@ -182,14 +180,11 @@ def torch_pins(venv: Path, version: str) -> list[str]:
     wheelhouse set of torch ``version`` (torch and what it requires), with the set record's hashes.
     uv's hash-checking mode wants a hash for every requirement, installed ones too: with these, the
     resolver sees torch installed and resolves against it, and no index is asked for it."""
-    from packaging.utils import canonicalize_name, parse_wheel_filename
-    from packaging.version import Version
+    from packaging.utils import parse_wheel_filename
+    from wheelfactory.engines.prepared_env import installed_releases
     from wheelfactory.engines.wheelhouse import COMPLETE
 
-    present = set()
-    for info in venv.glob("lib/python*/site-packages/*.dist-info"):
-        name, _, release = info.name[:-len(".dist-info")].partition("-")
-        present.add((canonicalize_name(name), Version(release)))
+    present = {release for site in venv.glob("lib/python*/site-packages") for release in installed_releases(site)}
     record = json.loads((torch_wheels(version) / COMPLETE).read_text())
     pins = []
     for filename, sha256 in record["wheels"]:

@@ -8,7 +8,6 @@ completion marker exists (a half-made venv is rebuilt).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE, cache_lock, run_build, uv_install_into, uv_venv, wheelhouse_sets_with, wheelhouse_venv
+from testkit import LEAN, REPO, TEST_CACHE, cache_lock, run_build, uv_install_into, uv_venv, wheelhouse_sets_with, wheelhouse_venv
 
 CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
@@ -78,7 +77,7 @@ def lean_venvs(request: pytest.FixtureRequest) -> Iterator[None]:
     2.14 is a ~5.5 GB CUDA build) go with the module, and their unpacked wheels from uv's cache."""
     yield
     versions: tuple[str, ...] = getattr(request.module, "MODULE_VENVS", ())
-    if os.environ.get("WHEELFACTORY_TEST_LEAN") == "1" and versions:
+    if LEAN and versions:
         from wheelfactory.engines.prepared_env import remove_unlinked_wheels
 
         for version in versions:

@@ -241,8 +241,8 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
         name, version, _, _ = parse_wheel_filename(requirement.rsplit("/", 1)[1])
         return f"{name}=={version}"
 
-    in_set = _releases(name for name, _ in request.wheels) if request.wheels else \
-        _releases(path.name for path in wheels.glob("*.whl"))
+    in_set = wheel_releases(name for name, _ in request.wheels) if request.wheels else \
+        wheel_releases(path.name for path in wheels.glob("*.whl"))
     source = store if store is not None and _all_stored(wheels, store) else wheels
     requirements = [pinned(r) for r in request.requirements]
     target.mkdir(parents=True, exist_ok=True)
@@ -263,7 +263,7 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
                               f"the wheel set {wheels} failed: {last}") from None
     finally:
         constraints.unlink(missing_ok=True)
-    outside = sorted(f"{name} {version}" for name, version in _installed(target)
+    outside = sorted(f"{name} {version}" for name, version in installed_releases(target)
                      if version not in in_set.get(name, ()))
     if outside:
         raise WheelhouseError(f"preparing the {request.role} environment from the wheel set {wheels} installed "
@@ -271,7 +271,8 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
                               "so that the next build downloads it whole")
 
 
-def _releases(filenames: Iterable[str]) -> dict[NormalizedName, set[Version]]:
+def wheel_releases(filenames: Iterable[str]) -> dict[NormalizedName, set[Version]]:
+    """Each distribution among these wheel file names -> its versions there."""
     found: dict[NormalizedName, set[Version]] = {}
     for filename in filenames:
         name, version, _, _ = parse_wheel_filename(filename)
@@ -288,7 +289,9 @@ def _all_stored(wheels: Path, store: Path) -> bool:
         return False
 
 
-def _installed(target: Path) -> Iterator[tuple[NormalizedName, Version]]:
+def installed_releases(target: Path) -> Iterator[tuple[NormalizedName, Version]]:
+    """(name, version) of each distribution installed in ``target`` (a site-packages or a
+    ``--target`` tree), read from its ``*.dist-info`` directory names."""
     for info in target.glob("*.dist-info"):
         name, _, version = info.name[:-len(".dist-info")].partition("-")
         try:
