@@ -69,7 +69,7 @@ from index_servers import (
 )
 from shared_builds import SharedBuild
 from testkit import REPO, TEST_CACHE
-from wheelfactory.publish.upload import read_held
+from wheelfactory.publish.held import read_held
 from wheelfactory.runner import manifest
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

@@ -18,15 +18,9 @@ from dist_fakes import indexed
 from testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.publish_config import UploadTarget
+from wheelfactory.publish.held import listed_hashes, read_held
 from wheelfactory.publish.index import IndexedWheel
-from wheelfactory.publish.upload import (
-    _masked,
-    held_queries,
-    listed_hashes,
-    plan_upload,
-    read_held,
-    render_plan,
-)
+from wheelfactory.publish.upload import _masked, held_queries, plan_upload, render_plan
 
 A, B = "torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux"
 PER_VARIANT = UploadTarget("http://127.0.0.1:9/me/{variant}/", None, None, True)

@@ -18,9 +18,10 @@ from testkit import run_cli
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.publish_config import UploadTarget
+from wheelfactory.publish.held import read_held
 from wheelfactory.publish.index import IndexedWheel, collect
 from wheelfactory.publish.pypi_default import default_wheels
-from wheelfactory.publish.upload import UploadResult, publish_uploads, read_held
+from wheelfactory.publish.upload import UploadResult, publish_uploads
 
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
 

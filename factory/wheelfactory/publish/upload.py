@@ -11,7 +11,7 @@ Where the wheels go (``plan_upload``, pure apart from hashing the default wheels
   never gets them (there, the labelled wheel of the same variant is already listed).
 
 Files are immutable, as PyPI rules: before anything is uploaded, what each index already holds is
-read (``read_held``: its simple page, PEP 691 JSON or PEP 503 HTML; an index that is not there
+read (``read_held``, publish/held.py: its simple page, PEP 691 JSON or PEP 503 HTML; an index that is not there
 at all stops the publish here). A file it holds with the same sha256 is skipped, so a rerun
 completes an interrupted publish and uploads nothing new; one it holds with other bytes refuses
 the whole publish (exit 7) and nothing is uploaded anywhere.
@@ -33,36 +33,27 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import logging
 import os
 import re
-import urllib.error
-import urllib.request
-import urllib.response
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from wheelfactory.errors import EnvironmentProblem, PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import VARIANT_FIELD, UploadTarget
-from wheelfactory.plan.torch_releases import listed_files
 from wheelfactory.project.keys import file_sha256
+from wheelfactory.publish.held import one_line, read_held
 from wheelfactory.publish.index import IndexedWheel
 
 if TYPE_CHECKING:  # twine is the publish extra's: imported where an upload runs
     from twine.settings import Settings
 
-JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"  # PEP 691: JSON, HTML where not served
-PAGE_LIMIT = 64 * 1024 * 1024  # a project page; one far larger is not a simple page
-TIMEOUT = 60.0
-_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 Say = Callable[[str], None]
 
@@ -256,99 +247,8 @@ def render_plan(plan: UploadPlan) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# reading what a server holds
-# ---------------------------------------------------------------------------------------------
-
-def listed_hashes(body: bytes, content_type: str, page_url: str) -> list[tuple[str, str | None, str]]:
-    """(file name, sha256 or None, file URL) of each file a project page lists: PEP 691 JSON
-    (``files[].hashes.sha256``) or PEP 503 HTML (a ``#sha256=`` fragment), read by the one page
-    reader (plan/torch_releases.py). ValueError when the page is neither."""
-    return [(f.name, f.sha256, f.url) for f in listed_files(body, content_type, page_url)]
-
-
-def _open(url: str, accept: str | None = None) -> urllib.response.addinfourl:
-    if urlsplit(url).scheme not in ("http", "https"):
-        raise ValueError(f"{url}: not an http(s) URL")
-    request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
-    answer: urllib.response.addinfourl = urllib.request.urlopen(request, timeout=TIMEOUT)  # noqa: S310 (checked)
-    return answer
-
-
-def read_held(simple_url: str, project: str, *, only: Collection[str] | None = None) -> dict[str, str]:
-    """File name -> sha256 of what the index at ``simple_url`` holds of ``project``; {} where the
-    project has no page (404) in an index that is there. A file listed without a sha256 is
-    downloaded and hashed, where it is one of ``only`` (None: every such file), else left out.
-    PublishError, naming the URL (password masked), when the page cannot be read or the index is
-    not there."""
-    root = simple_url if simple_url.endswith("/") else simple_url + "/"
-    url = f"{root}{canonicalize_name(project)}/"
-    try:
-        with _open(url, JSON_ACCEPT) as answer:
-            body = answer.read(PAGE_LIMIT)
-            content_type = answer.headers.get("Content-Type", "text/html")
-            page_url = answer.geturl()
-        listed = listed_hashes(body, content_type, page_url)
-    except urllib.error.HTTPError as exc:
-        exc.close()  # it holds the server's answer, and with it the connection
-        if exc.code == 404:
-            _require_index(root)
-            return {}
-        raise PublishError(f"cannot read what {mask_password(url)} holds: HTTP {exc.code} {exc.reason}"
-                           + ("; the index asks for credentials to be read" if exc.code in (401, 403) else "")) from None
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise PublishError(f"cannot read what {mask_password(url)} holds: {_one_line(str(reason))}; "
-                           "is the server up, and is this its simple index?") from None
-    held: dict[str, str] = {}
-    for name, digest, file_url in listed:
-        if digest is None:
-            if only is not None and name not in only:
-                continue
-            digest = _hash_of(file_url, name)
-        held[name] = digest
-    return held
-
-
-def _require_index(root: str) -> None:
-    """PublishError where the index at ``root`` is not there (404, 410): a devpi index never
-    created, or a mistyped user, answers 404 for a project page too, as an index that holds nothing
-    of the project does, and would fail only at the upload, after other targets were written. A
-    HEAD: a root page may list a whole index (PyPI's is tens of MB). A server that answers HEAD
-    otherwise (405) is taken to have it: the upload says more."""
-    try:
-        request = urllib.request.Request(root, method="HEAD")
-        urllib.request.urlopen(request, timeout=TIMEOUT).close()  # noqa: S310 (read_held checked the scheme)
-    except urllib.error.HTTPError as exc:
-        exc.close()
-        if exc.code in (404, 410):
-            raise PublishError(f"{mask_password(root)}: no such index (HTTP {exc.code}); create it first (devpi: "
-                               "the user's index of each variant) or correct the target's URL (or its index_url)"
-                               ) from None
-    except (urllib.error.URLError, OSError, ValueError):
-        pass  # it answered the project page a moment ago: the upload will say what is wrong
-
-
-def _hash_of(url: str, name: str) -> str:
-    """The sha256 of a listed file whose page gives none (pypiserver --hash-algo md5, some proxies)."""
-    digest = hashlib.sha256()
-    try:
-        with _open(url) as answer:
-            for block in iter(lambda: answer.read(1 << 20), b""):
-                digest.update(block)
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", None) or exc
-        raise PublishError(f"{name}: listed without a sha256 and cannot be read to hash it from "
-                           f"{mask_password(url)}: {_one_line(str(reason))}") from None
-    return digest.hexdigest()
-
-
-# ---------------------------------------------------------------------------------------------
 # uploading
 # ---------------------------------------------------------------------------------------------
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
 
 def _masked(text: str, secret: str | None) -> str:
     """``text`` fit to print: URL passwords and the password itself as ***."""
@@ -419,7 +319,7 @@ def _failure(index: IndexUpload, exc: Exception, secret: str | None) -> PublishE
         return PublishError(_masked(f"upload to {where} refused: HTTP {status} {exc.response.reason}{hint}", secret))
     if isinstance(exc, requests.ConnectionError):
         return PublishError(f"cannot reach {where} to upload: is the server up and the URL right?")
-    detail = _masked(_one_line(str(exc)), secret) or type(exc).__name__
+    detail = _masked(one_line(str(exc)), secret) or type(exc).__name__
     return PublishError(f"upload to {where} failed: {detail}")
 
 
