@@ -14,11 +14,10 @@ from pathlib import Path
 import pytest
 from docker_helpers import check_cuda_variant, make_shared
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
-CACHE = TEST_CACHE
 VARIANT = "torch215-cxx11-cu132-x86_64-linux"
 
 
