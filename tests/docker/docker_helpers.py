@@ -148,11 +148,21 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str
 
 
 def torch_wheels(version: str) -> Path:
-    """The docker tests' wheelhouse set holding this torch (with its dependencies)."""
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs below are this interpreter's
+    """The docker tests' wheelhouse set holding this torch (with its dependencies) for this
+    interpreter: the one a build of it made; where there is none (the build was found cached,
+    and LEAN freed its set in an earlier run), one the factory's wheelhouse makes now, from the
+    host's pip configuration, as that build would have."""
+    import platform
+
+    from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest
+
+    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs made from it are this interpreter's
     found = sorted((TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
-    assert found, f"no torch {version} in the test wheelhouse (the docker build fixture fills it)"
-    return found[0].parent
+    if found:
+        return found[0].parent
+    python = ContainerPython(f"{sys.version_info[0]}.{sys.version_info[1]}", platform.machine(),
+                             ".".join(platform.libc_ver()[1].split(".")[:2]))
+    return Wheelhouse(TEST_CACHE / "wheelhouse").ensure(WheelhouseRequest((f"torch=={version}",), (), python)).path
 
 
 def pristine_venv(version: str) -> Path:

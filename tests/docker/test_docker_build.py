@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -99,7 +100,9 @@ def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: P
     assert result.returncode == 0, result.stdout[-3000:]
     assert manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]["status"] == "cached"
     with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
-        source.write("\nnamespace { [[maybe_unused]] int wheelfactory_edit_marker = 1; }\n")
+        # a value of this run's: the test cache's sccache keeps what an earlier run compiled, and the
+        # same edit again would be a hit (a rerun with warm caches)
+        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
     result = build(tmp_path, *only)
     assert result.returncode == 0, result.stdout[-3000:]
     entry = manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]

@@ -1,7 +1,8 @@
 """Day-0 torch: the release matrix's variant of the newest torch the table knows (2.15, from its
 PyPI build, cu132 with the cxx11 ABI), CPU, built in Docker from the repository's own matrix.toml
 and loaded prebuilt in a fresh venv whose torch is that release (from the build's offline wheel
-set: the same files the container compiled against)."""
+set: the same files the container compiled against, or the same release downloaded again where a
+later module freed that set and the build was found cached)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, make_shared, manifest
+from docker_helpers import LEAN, make_shared, manifest, torch_wheels
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE, wheelhouse_venv
+from testkit import REPO, wheelhouse_venv
 from wheelfactory.plan.compat import load_table
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
-CACHE = TEST_CACHE
 NEWEST = load_table().releases[-1]
 VARIANT = f"torch{NEWEST.minor.replace('.', '')}-cxx11-cpu-x86_64-linux"
 CHECK = """
@@ -61,15 +61,12 @@ def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest
     assert entry["torch_version"] == NEWEST.build_version
     wheel = newest_build / "dist" / str(entry["wheel"])
     assert f"+cputorch{NEWEST.minor}-cp39-abi3-" in wheel.name
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    sets = sorted((CACHE / "wheelhouse" / "sets").glob(f"*/torch-{NEWEST.build_version}-{tag}-*.whl"))
-    assert sets, f"no torch {NEWEST.build_version} for {tag} in the wheel sets the build used"
     venv = newest_build / "venv"
     shutil.rmtree(venv, ignore_errors=True)
     python = str(venv / "bin" / "python")
     # the build's offline wheel set, not the host's index: a pip configuration that caps torch (a
     # machine's constraints file) has no say over a release the table knows
-    wheelhouse_venv(venv, (f"torch=={NEWEST.build_version}",), sets[0].parent)
+    wheelhouse_venv(venv, (f"torch=={NEWEST.build_version}",), torch_wheels(NEWEST.build_version))
     subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True,
                    timeout=600)
     result = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, timeout=600, check=False,
