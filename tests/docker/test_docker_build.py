@@ -154,15 +154,16 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     facts = engine.facts(image)
     version, python = facts.python_for(variant, engine.options.python_support[variant.key.torch])
     log = tmp_path / "build.log"
+    target = ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2]))
     original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
-        variant, ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2])),
+        variant, target,
         torch_index=engine.options.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))
     assert not original.downloaded
-    before = engine.environments.torch_and_tools(variant, image, python, engine.target(image, python), original, log)
+    before = engine.environments.torch_and_tools(variant, image, python, target, original, log)
     assert not any(env.created for env in before)  # the fixture's build made them
     name, sha = original.wheels[-1]
     changed = WheelSet(original.path, (*original.wheels[:-1], (name, "0" * 64)), False)
-    after = engine.environments.torch_and_tools(variant, image, python, engine.target(image, python), changed, log)
+    after = engine.environments.torch_and_tools(variant, image, python, target, changed, log)
     try:
         assert all(env.created for env in after) and {e.key for e in after}.isdisjoint(e.key for e in before)
         assert (after[0].path / "torch" / "__init__.py").is_file()  # a real install, offline, from the set

@@ -7,9 +7,9 @@ objects carry full DWARF for every torch header they include: a translation unit
 (benchmarks/debug_info.py). Released wheels ship without it, as torch's own do, unless
 ``[build] debug_info = true``. The ``-g0`` goes into CPPFLAGS, which setuptools appends after
 Python's flags (CFLAGS from the environment *replaces* them in today's setuptools, so it must not
-go there) and torch's ninja build copies; a project's own ``-g``
-in its ``extra_compile_args`` comes later and still wins. CMake and Meson ignore CPPFLAGS or add no
-``-g`` in their release build types: their projects are left as their authors set them.
+go there) and torch's ninja build copies; a project's own ``-g`` in its ``extra_compile_args``
+comes later and still wins. CMake and Meson ignore CPPFLAGS or add no ``-g`` in their release
+build types: their projects are left as their authors set them.
 """
 
 from __future__ import annotations

@@ -302,7 +302,7 @@ class DockerEngine:
                                                       (*sets.torch.wheels, *sets.build_system.wheels),
                                                       _driver_versions())
         with timeline.phase("environment"):
-            envs = self._environments(stage, image, python, sets, log)
+            envs = self._environments(stage, image, python, container_python, sets, log)
         source, output = workdir / "src", workdir / "out"
         with timeline.phase("stage"):
             shutil.rmtree(output, ignore_errors=True)
@@ -311,7 +311,7 @@ class DockerEngine:
                                       timeline)
         wheel = stage.finish(repaired, workdir / "final")
         with timeline.phase("environment"):
-            deps_env = self.environments.for_dependencies(variant, image, python, self.target(image, python), wheel,
+            deps_env = self.environments.for_dependencies(variant, image, python, container_python, wheel,
                                                           sets.torch, log)
         self.verify(stage, image, envs.torch, wheel, log, timeline, test_env=envs.tests, workdir=workdir,
                     deps_env=deps_env)
@@ -334,9 +334,9 @@ class DockerEngine:
                                           log=log) if test_requires else None
         return _VariantSets(torch, build_system, test_set, test_requires)
 
-    def _environments(self, stage: Stage, image: ImageRef, python: str, sets: _VariantSets,
-                      log: Path) -> _VariantEnvs:
-        environments, target = self.environments, self.target(image, python)
+    def _environments(self, stage: Stage, image: ImageRef, python: str, target: ContainerPython,
+                      sets: _VariantSets, log: Path) -> _VariantEnvs:
+        environments = self.environments
         torch_env, tools_env = environments.torch_and_tools(stage.variant, image, python, target, sets.torch, log)
         build_env = environments.ensure(EnvRequest("build", image.id, python,
                                                    stage.build_system.environment_requirements(),
@@ -404,11 +404,6 @@ class DockerEngine:
     def environments(self) -> ContainerEnvironments:
         """How this engine's prepared environments are made (engines/docker_envs.py)."""
         return ContainerEnvironments(self.client, self.wheelhouse, self.options.labels, self._cache_requirements())
-
-    def target(self, image: ImageRef, python: str) -> ContainerPython:
-        """What the image's ``/opt/python/<python>`` interpreter runs as: its version, arch and glibc."""
-        facts = self.facts(image)
-        return ContainerPython(interpreter_version(python), facts.machine, ".".join(facts.glibc.split(".")[:2]))
 
     def _cache_requirements(self) -> tuple[str, ...]:
         cache = self.options.compile_cache

@@ -156,7 +156,7 @@ class BuildSettings:
     extra_cflags: tuple[str, ...] = ()
     extra_cuda_cflags: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    debug_info: bool = False  # keep the -g Python's own compile flags add (project/compile_flags.py)
+    debug_info: bool = False  # keep the -g Python's own compile flags add (engines/compile_flags.py)
 
     def merged(self, other: BuildSettings) -> BuildSettings:
         return BuildSettings(

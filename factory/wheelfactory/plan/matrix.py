@@ -179,7 +179,7 @@ class BuildConfig:
     # The wheels' Requires-Dist on torch: "pinned" to the release line built for (plan/torch_pin.py)
     # or "unpinned" (plain torch: the runtime's JIT or reference ops serve any other torch).
     torch_requirement: TorchRequirement = "pinned"
-    # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (project/compile_flags.py).
+    # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (engines/compile_flags.py).
     debug_info: bool = False
 
     def base_image(self, arch: str) -> str:
