@@ -116,7 +116,7 @@ def test_error_line_points_into_array_of_tables(parse: Callable[[str], Matrix]) 
 
 def test_build_base_and_compile_cache_settings(parse: Callable[[str], Matrix]) -> None:
     from wheelfactory.images.base_image import SUITES
-    from wheelfactory.plan.matrix import DEBIAN_SUITES, default_compile_cache
+    from wheelfactory.plan.build_config import DEBIAN_SUITES, default_compile_cache
 
     assert tuple(SUITES) == DEBIAN_SUITES  # the matrix accepts exactly the suites the base builder makes
     from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis

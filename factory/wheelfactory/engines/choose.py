@@ -17,12 +17,12 @@ from wheelfactory.engines.host import HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.images.containers import DockerClient
 from wheelfactory.images.emulation import ArchSupport, arch_support
+from wheelfactory.plan.build_config import Engine as EngineChoice
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import ProjectConstraints, project_expand, project_matrix
 from wheelfactory.plan.expand import Plan, select
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
-from wheelfactory.plan.matrix import Engine as EngineChoice
 from wheelfactory.plan.matrix import Matrix
 from wheelfactory.support.progress import Listener, ToolOutput, ignore
 

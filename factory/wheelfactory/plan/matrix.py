@@ -16,14 +16,16 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from wheelfactory.plan.compat import CompatTable, TorchRelease
-from wheelfactory.plan.compile_cache_settings import (
-    TOOLS,
-    CompileCache,
-    Tool,
-    default_dir,
-    mask_password,
-    parse_redis,
+from wheelfactory.plan.build_config import (
+    DEBIAN_MIRROR,
+    DEBIAN_SUITES,
+    DEFAULT_BASE_IMAGES,
+    ENGINES,
+    GLIBC_FLOOR,
+    BuildConfig,
+    parse_build,
 )
+from wheelfactory.plan.compile_cache_settings import TOOLS
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import ALIAS, PYPI, URL, is_url
 from wheelfactory.plan.project_tests import TEST_SECTION, ProjectTests, parse_test_table
@@ -41,34 +43,18 @@ from wheelfactory.plan.toml_model import (
     TextMap,
 )
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
-from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
+from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS
 
-Engine = Literal["auto", "docker", "host"]
-ENGINES: tuple[Engine, ...] = ("auto", "docker", "host")
 # [project] kind (project/kinds.py is the table of kinds): "setuptools" is the old spelling of
 # bring-your-own, accepted and not suggested.
 PROJECT_KINDS = ("auto", "native", "kernel-builder", "bring-your-own")
 OLD_PROJECT_KINDS = ("setuptools",)
-DEFAULT_BASE_IMAGES = {
-    "x86_64": "quay.io/pypa/manylinux_2_28_x86_64",
-    "aarch64": "quay.io/pypa/manylinux_2_28_aarch64",
-}
-
-DEBIAN_SUITES = ("bullseye", "bookworm", "trixie")  # factory/wheelfactory/images/base_image.py describes each
-
-
-def default_compile_cache() -> CompileCache:
-    return CompileCache("sccache", default_dir("sccache"))
-
-
 _PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
 _CUDA_ARCH_PART = r"[0-9]{1,2}\.[0-9][af]?(\+PTX)?"
 CUDA_ARCH = f"^{_CUDA_ARCH_PART}$"
 # arch_list as one string: the archs separated by ";" or spaces (TORCH_CUDA_ARCH_LIST's form)
 CUDA_ARCH_STRING = f"^[ ;]*{_CUDA_ARCH_PART}([ ;]+{_CUDA_ARCH_PART})*[ ;]*$"
 GFX = r"^gfx[0-9a-f]{3,4}$"
-DEBIAN_MIRROR = r"^https?://\S+$"
-GLIBC_FLOOR = r"^2\.\d{1,2}$"
 _CUDA_ARCH = re.compile(CUDA_ARCH)
 _GFX = re.compile(GFX)
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
@@ -156,34 +142,6 @@ class Include:
     match: Selector
     settings: BuildSettings = BuildSettings()
     arch_list: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildConfig:
-    """matrix.toml's [build] table: settings of the run, not of any one variant."""
-    engine: Engine = "auto"
-    jobs: int = 0  # 0: derive from cores and memory
-    out: str = "dist"
-    base_images: tuple[tuple[str, str], ...] = tuple(sorted(DEFAULT_BASE_IMAGES.items()))
-    # overrides the table's torch index: an index alias ("pypi": the host's pip index; "pytorch";
-    # any alias of [indexes]) or an index URL used as written. See factory/wheelfactory/plan/indexes.py.
-    torch_index: str | None = None
-    wheelhouse: Path | None = None  # absolute; default ~/.cache/wheelfactory/wheelhouse
-    # Build the base image here from Debian packages (wheelfactory base-image) instead of
-    # pulling base_image: for engines that reach no container registry.
-    debian_base: str | None = None  # a suite: bullseye, bookworm, trixie
-    debian_mirror: str | None = None  # None: the mirror the host's apt sources use (plan/indexes.py)
-    # The compile cache every variant's container shares (factory/wheelfactory/engines/compile_cache.py); None: none.
-    compile_cache: CompileCache | None = field(default_factory=default_compile_cache)
-    glibc_floor: str | None = None  # "2.28": no wheel may need a newer glibc (verification fails it)
-    # The wheels' Requires-Dist on torch: "pinned" to the release line built for (plan/torch_pin.py)
-    # or "unpinned" (plain torch: the runtime's JIT or reference ops serve any other torch).
-    torch_requirement: TorchRequirement = "pinned"
-    # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (engines/compile_flags.py).
-    debug_info: bool = False
-
-    def base_image(self, arch: str) -> str:
-        return dict(self.base_images)[arch]
 
 
 @dataclass(frozen=True)
@@ -626,101 +584,6 @@ def _include(entry: Table, number: int, compat: CompatTable) -> Include:
     )
 
 
-def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
-    """``compile_cache = "sccache" | "ccache" | false``, ``compile_cache_dir``, ``compile_cache_redis``."""
-    value = table.data.get("compile_cache", "sccache")
-    if value is False:  # off for now: the other compile_cache_* keys are kept but not used
-        return None
-    if value not in TOOLS:
-        hint = ('name the tool, and the directory in compile_cache_dir: compile_cache = "ccache"'
-                if isinstance(value, str) and ("/" in value or value.startswith("~")) else
-                'use "sccache" (default; caches nvcc too), "ccache", or false')
-        table.error("compile_cache", f"must be one of {', '.join(TOOLS)} or false, not {value!r}", hint)
-    tool: Tool = "ccache" if value == "ccache" else "sccache"
-    directory = default_dir(tool)
-    raw_dir = table.string("compile_cache_dir")
-    if raw_dir is not None:
-        if not raw_dir.strip() or "\0" in raw_dir:
-            table.error("compile_cache_dir", "must be a directory path", 'e.g. "~/.cache/wheelfactory/sccache"')
-        directory = (base_dir / Path(raw_dir).expanduser()).resolve()
-    redis = None
-    raw_redis = table.string("compile_cache_redis")
-    if raw_redis is not None:
-        if tool != "sccache":
-            table.error("compile_cache_redis", "needs compile_cache = \"sccache\" (ccache has no Redis store here)",
-                        'set compile_cache = "sccache"')
-        redis = parse_redis(raw_redis)
-        if redis is None:
-            table.error("compile_cache_redis", f"{mask_password(raw_redis)!r} is not a Redis URL",
-                        'e.g. "redis://127.0.0.1:6379/0" or "unix:///run/redis/redis.sock" (no password: '
-                        "set SCCACHE_REDIS_PASSWORD in the environment)")
-    return CompileCache(tool, directory, redis)
-
-
-def _build(table: Table, base_dir: Path) -> BuildConfig:
-    table.reject_unknown(MATRIX_FILE.section("build").names())
-    engine = table.string("engine", "auto")
-    if engine not in ENGINES:
-        table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)
-                    or f"use one of {', '.join(ENGINES)}")
-    jobs = table.integer("jobs", 0)
-    if jobs < 0:
-        table.error("jobs", "must be 0 (automatic) or more")
-    images = dict(DEFAULT_BASE_IMAGES)
-    if table.has("base_image"):
-        value = table.data["base_image"]
-        if isinstance(value, str):
-            images = {arch: value for arch in images}
-        else:
-            per_arch = table.string_map("base_image")
-            for arch in per_arch:
-                if arch not in ARCHES:
-                    table.table("base_image").error(arch, "unknown arch", did_you_mean(arch, ARCHES))
-            images.update(per_arch)
-    for arch, image in images.items():
-        if not image.strip():
-            table.error("base_image", f"empty image name for {arch}")
-    out = table.string("out", "dist")
-    if not out.strip():
-        table.error("out", "is empty", "name the output directory, e.g. \"dist\"")
-    torch_index = table.string("torch_index")
-    if torch_index is not None and not is_url(torch_index) and not ALIAS.fullmatch(torch_index):
-        table.error("torch_index", f"{torch_index!r} is neither an index alias nor an index URL",
-                    "e.g. \"pypi\" (the host's pip index), \"pytorch\" (PyTorch's per-build indexes, "
-                    "configured in [indexes] or WHEELFACTORY_INDEX_PYTORCH) or a URL")
-    wheelhouse = table.string("wheelhouse")
-    if wheelhouse is not None and (not wheelhouse.strip() or "\0" in wheelhouse):
-        table.error("wheelhouse", "is not a directory path")
-    debian_base = table.string("debian_base")
-    if debian_base is not None:
-        if debian_base not in DEBIAN_SUITES:
-            table.error("debian_base", f"unknown Debian suite {debian_base!r}",
-                        did_you_mean(debian_base, DEBIAN_SUITES) or f"use one of {', '.join(DEBIAN_SUITES)}")
-        if table.has("base_image"):
-            table.error("debian_base", "and base_image are both set",
-                        "keep one: debian_base builds the base here, base_image names one to pull")
-    debian_mirror = table.string("debian_mirror")
-    if debian_mirror is not None and not re.match(DEBIAN_MIRROR, debian_mirror):
-        table.error("debian_mirror", f"{debian_mirror!r} is not a mirror URL",
-                    "e.g. \"http://127.0.0.1:3142/debian\"; leave it out to use the host's apt mirror")
-    compile_cache = _compile_cache(table, base_dir)
-    glibc_floor = table.string("glibc_floor")
-    if glibc_floor is not None and not re.fullmatch(GLIBC_FLOOR, glibc_floor):
-        table.error("glibc_floor", f"{glibc_floor!r} is not a glibc version",
-                    "e.g. \"2.28\" (what manylinux_2_28 promises)")
-    torch_requirement = table.string("torch_requirement", "pinned")
-    if torch_requirement not in TORCH_REQUIREMENTS:
-        table.error("torch_requirement", f"must be {' or '.join(map(repr, TORCH_REQUIREMENTS))}, "
-                    f"not {torch_requirement!r}", did_you_mean(torch_requirement, TORCH_REQUIREMENTS)
-                    or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
-    debug_info = table.boolean("debug_info", False)
-    return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
-                       torch_index=torch_index,
-                       wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
-                       debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
-                       glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info)
-
-
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
     table.reject_unknown(MATRIX_FILE.section("project").names())
     path = table.string("path", ".")  # the project beside its matrix.toml, as `wheelfactory new` lays it out
@@ -735,3 +598,8 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
         table.error("import_name", f"{import_name!r} is not a module name", "e.g. import_name = \"my_ext\"")
     return ProjectConfig((base_dir / path).resolve(), kind, import_name,
                          *(tuple(sorted(table.string_map(key).items())) for key in ("env", "cpu_env", "cuda_env")))
+
+
+def _build(table: Table, base_dir: Path) -> BuildConfig:
+    table.reject_unknown(MATRIX_FILE.section("build").names())
+    return parse_build(table, base_dir)

@@ -16,9 +16,10 @@ from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
 from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, set_up_emulation, start_engine
 from wheelfactory.errors import ConfigError
+from wheelfactory.plan.build_config import ENGINES
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
-from wheelfactory.plan.matrix import ENGINES, load_matrix
+from wheelfactory.plan.matrix import load_matrix
 from wheelfactory.project.kinds import LoadContext, PurePythonBuilds, resolve_kind
 from wheelfactory.project.stage import Stage
 from wheelfactory.project.vcs_version import VersionProbe
