@@ -14,7 +14,8 @@ import pytest
 from wheelfactory.engines import socketpipe
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import RELAY_SCRIPT
-from wheelfactory.engines.docker import DockerEngine, DockerOptions, ImageFacts
+from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.image_facts import ImageFacts
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
 

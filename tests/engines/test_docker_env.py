@@ -8,7 +8,8 @@ import pytest
 from testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
-from wheelfactory.engines.docker import DockerEngine, DockerOptions, ImageFacts
+from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.image_facts import ImageFacts
 from wheelfactory.engines.prepared_env import PreparedEnv
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
@@ -176,7 +177,7 @@ def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_mean
 def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Path, variant: Variant) -> None:
     """CUDA_HOME, CUDACXX and nvcc on PATH for every project kind: a bring-your-own setup.py that
     calls CUDAExtension reads CUDA_HOME while `build` asks it for its build requirements."""
-    from wheelfactory.engines.docker import cuda_home
+    from wheelfactory.engines.image_facts import cuda_home
 
     table = load_table()
     matrix = parse_matrix(TomlDocument.from_text('[matrix]\ntorch = "2.15"\nbackends = ["cu132"]\n', "m.toml"), table,
@@ -262,7 +263,7 @@ def test_an_emulated_arch_compiles_with_the_images_cross_compilers_when_they_run
     whose cross compilers run on another machine, compiles with the image's own."""
     from dataclasses import replace
 
-    from wheelfactory.engines.docker import compile_note, cross_compilers
+    from wheelfactory.engines.image_facts import compile_note, cross_compilers
 
     aarch64 = replace(variant, key=replace(variant.key, arch="aarch64"))
     crossed = ImageFacts("2.36", ("cp311-cp311",), machine="aarch64", cross_runs_on="x86_64")

@@ -23,17 +23,17 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.docker_envs import ContainerEnvironments
+from wheelfactory.engines.image_facts import PROBE, ImageFacts, compile_note, cross_compilers, cuda_home
 from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv
 from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest, WheelSet, request_for
 from wheelfactory.errors import DockerBuildError, WheelhouseError
-from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
 from wheelfactory.images.emulation import host_arch
@@ -55,15 +55,10 @@ from wheelfactory.verify.checks import (
 from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
-_PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
-          "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
-          "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), 'machine': platform.machine(), "
-          "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None), "
-          f"'cross': open('{CROSS_PREFIX}/runs-on').read().strip() if os.path.exists('{CROSS_PREFIX}/runs-on') "
-          "else ''}))")
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
 OWNER_LABEL = "wheelfactory.owner"
+
 
 def _driver_versions() -> tuple[tuple[str, str], ...]:
     """The host-side tools that drive a build (what runs inside is in the wheel set)."""
@@ -83,65 +78,6 @@ def container_name(listed: dict[str, object]) -> str:
     names = listed.get("Names")
     first = names[0] if isinstance(names, list) and names else listed.get("Id", "")
     return str(first).lstrip("/")
-
-
-def cuda_home(variant: Variant, facts: ImageFacts, torch_env: PreparedEnv) -> str | None:
-    """Where a CUDA variant's toolkit is in the build container: NVIDIA's toolkit wheels installed
-    beside torch (CUDA 13), else the image's own nvcc; None for other backends."""
-    if variant.key.backend.kind != "cuda":
-        return None
-    if variant.toolkit_wheels_home:
-        return f"{torch_env.mount}/nvidia/{variant.toolkit_wheels_home}"
-    return str(PurePosixPath(facts.nvcc).parent.parent) if facts.nvcc else None
-
-
-def interpreter_version(entry: str) -> str:
-    """The Python version of an /opt/python entry: ``cp311-cp311`` -> ``3.11``."""
-    return f"{entry[2]}.{entry[3:entry.index('-')]}"
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    """What a build image offers: its interpreters (cpXY-cpXY) and its glibc."""
-
-    glibc: str
-    pythons: tuple[str, ...]
-    ccache: str | None = None  # path of ccache in the image; None: no compile cache there
-    nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
-    machine: str = ""  # what platform.machine() says in a container of the image: its code's arch
-    cross_runs_on: str = ""  # the machine its cross compilers (CROSS_PREFIX) run on; "": it has none
-
-    def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
-        """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
-        newest one the variant's torch ships wheels for (the wheel serves every CPython >= 3.9)."""
-        have = {interpreter_version(p): p for p in self.pythons}
-        wanted = [variant.key.python] if variant.key.python != "abi3" else sorted(
-            (v for v in have if v in supported), key=lambda v: tuple(int(x) for x in v.split(".")))[-1:]
-        if not wanted or wanted[0] not in have:
-            raise DockerBuildError(f"{variant.id}: the build image has no Python that torch {variant.key.torch} "
-                                   f"supports (image: {', '.join(self.pythons) or 'none'}; torch: "
-                                   f"{', '.join(supported)})")
-        return wanted[0], have[wanted[0]]
-
-
-def cross_compilers(variant: Variant, facts: ImageFacts, host: str) -> str | None:
-    """The directory of cross compilers a variant compiles with: the image's, when the variant's
-    arch is emulated here and they run on this machine natively (~10x faster than compiling under
-    QEMU); None: the image's own compilers."""
-    if variant.key.arch != host and facts.cross_runs_on == host:
-        return f"{CROSS_PREFIX}/bin"
-    return None
-
-
-def compile_note(variant: Variant, facts: ImageFacts, host: str) -> str:
-    """How the variant compiles, for its log: natively, with cross compilers, or emulated."""
-    if variant.key.arch == host:
-        return ""
-    if cross_compilers(variant, facts, host):
-        return (f"compiling with the image's cross compilers ({CROSS_PREFIX}/bin, run natively on {host}); "
-                f"Python, the smoke test and the tests run as {variant.key.arch} under emulation")
-    return (f"compiling as {variant.key.arch} under emulation (~10x slower than native): the image has no cross "
-            f"compilers for {host} (a [build] debian_base image made on {host} has them)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,7 +186,7 @@ class DockerEngine:
     def facts(self, image: ImageRef) -> ImageFacts:
         if image.id not in self._caches.facts:
             with Container(self.client, image.id, labels=self.options.labels) as box:
-                data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", _PROBE]).strip())
+                data = json.loads(box.run(["/opt/python/cp39-cp39/bin/python", "-c", PROBE]).strip())
             self._caches.facts[image.id] = ImageFacts(data["glibc"], tuple(data["pythons"]), data.get("ccache"),
                                                       data.get("nvcc"), host_arch(data.get("machine", "")),
                                                       data.get("cross", ""))
