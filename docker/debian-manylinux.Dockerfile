@@ -11,7 +11,7 @@ RUN apt-get update -qq \
 # The layout cibuildwheel expects: /opt/python/<abi>-<abi>/bin/python, here a venv of the distro
 # Python, and /opt/python/cp39-cp39, which cibuildwheel runs its helper steps with.
 RUN mkdir -p /opt/python \
- && python3 -m venv /opt/python/{{abi}}-{{abi}} \
+ && {{make_venv}} \
  && if [ ! -e /opt/python/cp39-cp39 ]; then ln -s /opt/python/{{abi}}-{{abi}} /opt/python/cp39-cp39; fi \
  && /opt/python/cp39-cp39/bin/python -c "import sys, venv; print(sys.version)" \
  && test "$(ldd --version | head -n1 | awk '{print $NF}')" = "{{glibc}}"

@@ -20,6 +20,7 @@ def test_a_wheel_install_finds_templates_and_runtime(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "whl").glob("wheelfactory-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     for needed in ("wheelfactory/_docker/build-cpu.Dockerfile", "wheelfactory/_docker/debian-manylinux.Dockerfile",
+                   "wheelfactory/_docker/cross-toolchain-fetch.sh",
                    "wheelfactory/_runtime/__init__.py", "wheelfactory/_runtime/_loader.py",
                    "wheelfactory/engines/docker.py", "wheelfactory/data/compat.toml", "wheelfactory/py.typed",
                    "wheelfactory/data/schema/matrix.schema.json", "wheelfactory/data/schema/kernel.schema.json"):

@@ -97,17 +97,33 @@ def test_a_base_for_another_arch_gets_cross_compilers_that_run_on_this_machine()
     """base_spec is what `build` and `base-image` make: for a foreign arch, the suite's own gcc for
     this machine targeting that arch (docker/cross-toolchain.Dockerfile), under CROSS_PREFIX, with
     a file saying where they run; for the machine's own arch the base renders as it always did."""
-    from wheelfactory.images.base_image import CROSS_PREFIX, base_spec, cross_toolchain_step
+    from wheelfactory.images.base_image import (
+        CROSS_PREFIX,
+        NATIVE_CONTEXT,
+        base_spec,
+        cross_fetch_script,
+        cross_toolchain_step,
+    )
 
     bookworm = parse_suite("bookworm")
     arm = base_spec(bookworm, MIRROR, "aarch64", host="x86_64")
     assert arm.compilers_from == "x86_64" and arm.rootfs_tag == spec("aarch64").rootfs_tag  # one rootfs
     dockerfile = render_base(arm).dockerfile
-    assert "dpkg --add-architecture amd64" in dockerfile and "-o APT::Architecture=amd64" in dockerfile
-    assert '"g++-$gcc_major-aarch64-linux-gnu"' in dockerfile  # the suite's gcc, whatever its version
+    assert "dpkg --add-architecture amd64" in dockerfile and "dpkg -i /tmp/cross-same/*.deb" in dockerfile
     assert f"echo x86_64 > {CROSS_PREFIX}/runs-on" in dockerfile
     assert f"ln -s aarch64-linux-gnu-g++ {CROSS_PREFIX}/bin/c++" in dockerfile
     assert dockerfile.index("build-essential") < dockerfile.index("--add-architecture")  # after the native gcc
+    # apt and dpkg-deb run natively beforehand (an amd64 container of the suite): the build COPYs
+    # their result, and the venv made there, from its context; nothing of that runs emulated
+    fetch = cross_fetch_script(arm)
+    assert '"g++-aarch64-linux-gnu"' in fetch and "Multi-Arch" in fetch  # the suite's default gcc
+    assert "python3 -m venv /opt/python/cp311-cp311" in fetch and "python3 -m venv" not in dockerfile
+    assert f"COPY {NATIVE_CONTEXT}/cross/ {CROSS_PREFIX}/" in dockerfile
+    assert f"COPY {NATIVE_CONTEXT}/venv/ /opt/python/cp311-cp311/" in dockerfile
+    assert "apt-get update" not in dockerfile.split(f"COPY {NATIVE_CONTEXT}/cross/")[1]
+    # the script is part of what the tag names: another script, another base
+    assert render_base(arm).content != render_base(spec("aarch64")).content
+    assert cross_fetch_script(spec()) == "" and "python3 -m venv /opt/python/cp311-cp311" in render_base(spec()).dockerfile
     assert 'wheelfactory.cross-compilers-run-on="x86_64"' in dockerfile
     assert render_base(arm).tag != render_base(spec("aarch64")).tag
     # made on an arm64 machine, or this machine's own arch: no cross compilers, nothing changes

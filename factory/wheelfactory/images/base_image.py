@@ -15,7 +15,10 @@ import`` marks an image with the engine's own arch whatever ``--platform`` says 
 cibuildwheel pulls (and fails) when the image's arch is not the variant's. So the rootfs goes in
 by ``docker load`` of a one-layer image whose config names the arch. Such a base also gets the
 suite's cross compilers for this machine (``BaseImageSpec.compilers_from``,
-docker/cross-toolchain.Dockerfile): emulated, a compile is ~10x slower than native.
+docker/cross-toolchain.Dockerfile): emulated, a compile is ~10x slower than native. What apt
+fetches and unpacks for them, and the Python layout's venv, are made natively first, in a
+container of the suite's rootfs for this machine (docker/cross-toolchain-fetch.sh), and reach the
+build as its context: emulated, those steps took ~80 of the base's ~390 s.
 
 Rendering (``render_base``) is pure; ``ensure_base_image`` has the side effects.
 """
@@ -47,6 +50,7 @@ from wheelfactory.images.dockerfiles import (
     label_block,
     load_template,
 )
+from wheelfactory.images.containers import Container
 from wheelfactory.images.emulation import DEBIAN_ARCH, OCI_ARCH, arch_support, host_arch
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import CommandRun, Listener, StepDone, StepStarted, ignore
@@ -58,6 +62,9 @@ BASE_REPOSITORY = "wheelfactory/base"
 ROOTFS_REPOSITORY = "wheelfactory/rootfs"
 TEMPLATE = "debian-manylinux.Dockerfile"
 CROSS_TEMPLATE = "cross-toolchain.Dockerfile"
+CROSS_FETCH_TEMPLATE = "cross-toolchain-fetch.sh"
+NATIVE_CONTEXT = "wheelfactory-native"  # the build context's directory of what was made natively
+NATIVE_OUT = "/wheelfactory-out"  # where the native container writes it
 CROSS_PREFIX = "/opt/wheelfactory/cross"  # bin/ holds cc, c++, gcc, g++; runs-on names their machine
 DEBOOTSTRAP_TIMEOUT_S = 1800
 _STREAM_CHUNK = 1 << 20
@@ -153,15 +160,32 @@ def triplet(arch: str) -> str:
     return f"{arch}-linux-gnu"
 
 
+def _cross_values(spec: BaseImageSpec, host: str) -> dict[str, str]:
+    return {"host": host, "host_debian": DEBIAN_ARCH[host], "host_triplet": triplet(host),
+            "target": triplet(spec.arch), "prefix": CROSS_PREFIX, "abi": spec.suite.abi,
+            "native": NATIVE_CONTEXT, "out": NATIVE_OUT}
+
+
 def cross_toolchain_step(spec: BaseImageSpec) -> str:
-    """The Dockerfile step that adds the cross compilers (docker/cross-toolchain.Dockerfile) on
+    """The Dockerfile steps that add the cross compilers (docker/cross-toolchain.Dockerfile) on
     lines of its own after the apt step, or "" (a base without them renders as it always did)."""
     if spec.compilers_from is None:
         return ""
-    return "\n" + load_template(CROSS_TEMPLATE).fill({
-        "host": spec.compilers_from, "host_debian": DEBIAN_ARCH[spec.compilers_from],
-        "host_triplet": triplet(spec.compilers_from), "target": triplet(spec.arch), "prefix": CROSS_PREFIX,
-    }).rstrip("\n")
+    return "\n" + load_template(CROSS_TEMPLATE).fill(_cross_values(spec, spec.compilers_from)).rstrip("\n")
+
+
+def cross_fetch_script(spec: BaseImageSpec) -> str:
+    """The shell script (docker/cross-toolchain-fetch.sh) a container of the suite's rootfs for
+    ``spec.compilers_from`` runs natively to make what the cross steps COPY; "" without them."""
+    if spec.compilers_from is None:
+        return ""
+    return load_template(CROSS_FETCH_TEMPLATE).fill(_cross_values(spec, spec.compilers_from))
+
+
+def _venv_command(spec: BaseImageSpec) -> str:
+    """The Python layout's venv: made here, or (cross compilers) copied in by the cross steps."""
+    venv = f"/opt/python/{spec.suite.abi}-{spec.suite.abi}"
+    return f"test -x {venv}/bin/python" if spec.compilers_from else f"python3 -m venv {venv}"
 
 
 def base_labels(spec: BaseImageSpec) -> dict[str, str]:
@@ -186,9 +210,11 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     template = load_template(TEMPLATE)
     labels = base_labels(spec)
     dockerfile = template.fill({"rootfs": spec.rootfs_tag, "abi": spec.suite.abi, "glibc": spec.suite.glibc,
-                                "cross_toolchain": cross_toolchain_step(spec), "labels": label_block(labels)})
+                                "cross_toolchain": cross_toolchain_step(spec), "make_venv": _venv_command(spec),
+                                "labels": label_block(labels)})
     name, extra = spec._named
-    content = content_digest(dockerfile, spec.suite.name, spec.mirror, *extra)
+    fetch = cross_fetch_script(spec)
+    content = content_digest(dockerfile, spec.suite.name, spec.mirror, *extra, *((fetch,) if fetch else ()))
     tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{name}{content[:12]}"
     return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
 
@@ -217,12 +243,51 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
                 timings: list[tuple[str, float]] = []
                 _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
                                foreign=foreign, idle=idle)
-                progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
-                ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch, idle=idle)
+                with _natively_made(client, spec, cache_dir=cache_dir, log=log, progress=progress,
+                                    timings=timings, idle=idle) as context:
+                    progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
+                    ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch, idle=idle,
+                                       context=context)
                 timings.append(("build", ref.seconds))
                 return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
     progress(StepDone(f"exists: reused ({found.id})"))
     return BaseImage(found.tag, found.id, spec.suite, True, log)
+
+
+@contextlib.contextmanager
+def _natively_made(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path, progress: Listener,
+                   timings: list[tuple[str, float]], idle: bool) -> Iterator[Path | None]:
+    """The directory (NATIVE_CONTEXT) of what the cross steps COPY, made by cross_fetch_script in
+    a container of the suite's rootfs for the machine the compilers run on; None for a base
+    without cross compilers. Removed when the build is done."""
+    script = cross_fetch_script(spec)
+    if not script or spec.compilers_from is None:
+        yield None
+        return
+    native = BaseImageSpec(spec.suite, spec.mirror, arch=spec.compilers_from)
+    _ensure_rootfs(client, native, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
+                   foreign=native.arch != host_arch(), idle=idle)
+    work_root = cache_dir / "tmp"
+    work_root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cross-", dir=work_root))
+    out = work / NATIVE_CONTEXT
+    out.mkdir()
+    try:
+        progress(StepStarted(f"cross compilers and venv, natively in {native.rootfs_tag} "
+                             f"(docker/{CROSS_FETCH_TEMPLATE})"))
+        start = time.monotonic()
+        try:
+            with Container(client, native.rootfs_tag, network="host", volumes={out: NATIVE_OUT},
+                           labels={"wheelfactory": "base-image"}) as box:
+                box.run(["sh", "-c", script], log=log)
+        except CommandFailed as exc:
+            raise ImageBuildFailed(f"fetching the {spec.suite.name} cross compilers for {spec.arch} from {spec.mirror} "
+                                   f"failed (log: {log}): check that the mirror answers", tail=exc.tail) from exc
+        timings.append(("native", round(time.monotonic() - start, 3)))
+        progress(StepDone(f"made in {timings[-1][1]:.1f} s ({_size_mb(out)} MB)"))
+        yield out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -243,17 +308,34 @@ def _one_maker(content: str, tag: str, progress: Listener) -> Iterator[None]:
 def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
                    progress: Listener, timings: list[tuple[str, float]], foreign: bool = False,
                    idle: bool = False) -> None:
+    tag = spec.rootfs_tag
+    if _rootfs_exists(client, tag, progress):
+        return
+    # One maker per rootfs too: a base for another arch makes this machine's (for its cross
+    # compilers) while this machine's own base may be making it.
+    with _one_maker(content_digest(tag), tag, progress):
+        if not _rootfs_exists(client, tag, progress):
+            _make_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
+                         foreign=foreign, idle=idle)
+
+
+def _rootfs_exists(client: DockerClient, tag: str, progress: Listener) -> bool:
     import docker
 
-    tag = spec.rootfs_tag
     try:
         image = client.images.get(tag)
     except docker.errors.ImageNotFound:
-        pass
-    else:
-        progress(StepStarted(f"rootfs {tag}"))
-        progress(StepDone(f"exists: reused ({image.id})"))
-        return
+        return False
+    progress(StepStarted(f"rootfs {tag}"))
+    progress(StepDone(f"exists: reused ({image.id})"))
+    return True
+
+
+def _make_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path, progress: Listener,
+                 timings: list[tuple[str, float]], foreign: bool, idle: bool) -> None:
+    import docker
+
+    tag = spec.rootfs_tag
     if shutil.which("debootstrap") is None:
         raise ImageBuildFailed("debootstrap is not installed: apt-get install -y debootstrap")
     if os.geteuid() != 0:

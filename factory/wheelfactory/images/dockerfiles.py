@@ -11,16 +11,18 @@ mirror); everything else builds with no network at all.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import re
 import tarfile
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from wheelfactory.errors import ConfigError, ImageBuildFailed
 from wheelfactory.images.containers import Network
@@ -146,15 +148,19 @@ def render_image(base: str, toolkit_layer: str | None = None, *, labels: Mapping
                          tuple(sorted(all_labels.items())))
 
 
-def _context(dockerfile: str) -> io.BytesIO:
-    """A build context holding only the Dockerfile (templates COPY nothing)."""
+def _context(dockerfile: str, directory: Path | None = None) -> BinaryIO:
+    """A build context holding the Dockerfile and, when given, ``directory`` under its own name
+    (what the template COPYs; links kept as links). With a directory it is a temp file beside it,
+    not memory: a cross toolchain is ~200 MB."""
     data = dockerfile.encode()
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
+    buffer: BinaryIO = io.BytesIO() if directory is None else tempfile.TemporaryFile(dir=directory.parent)
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(data)
         info.mode = 0o644
         tar.addfile(info, io.BytesIO(data))
+        if directory is not None:
+            tar.add(str(directory), arcname=directory.name)
     buffer.seek(0)
     return buffer
 
@@ -178,12 +184,14 @@ IDLE_CPU_SHARES = 2
 
 
 def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
-                 progress: Listener = ignore, arch: str | None = None, idle: bool = False) -> ImageRef:
+                 progress: Listener = ignore, arch: str | None = None, idle: bool = False,
+                 context: Path | None = None) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
     (classic builder, network only when the template asks for it), its log appended to ``log``.
     ``arch``: the platform the image is for (a planner arch); None: the engine's own. Another
     arch's RUN steps run through QEMU user emulation (images/emulation.py). ``idle``: its RUN
-    steps get the lowest CPU weight (a warm-up beside other work)."""
+    steps get the lowest CPU weight (a warm-up beside other work). ``context``: a directory the
+    template COPYs from, by its name (else the context holds the Dockerfile alone)."""
     import docker
 
     found = find_image(client, rendered)
@@ -197,11 +205,12 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
             f"(docker/{rendered.template}, through the SDK)"
     progress(CommandRun(shown))
     error = ""
-    with log.open("a", encoding="utf-8") as sink:
+    with log.open("a", encoding="utf-8") as sink, contextlib.ExitStack() as stack:
         sink.write(f"$ {shown}\n{rendered.dockerfile}\n")
         sink.flush()
         try:
-            for chunk in client.api.build(fileobj=_context(rendered.dockerfile), custom_context=True,
+            for chunk in client.api.build(fileobj=stack.enter_context(_context(rendered.dockerfile, context)),
+                                          custom_context=True,
                                           tag=rendered.tag, network_mode=rendered.network, rm=True,
                                           forcerm=True, pull=False, decode=True,
                                           labels={CONTENT_LABEL: rendered.content},
