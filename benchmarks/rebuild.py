@@ -116,7 +116,7 @@ def main() -> None:
         if redis:  # another runner: its own output directory, a fresh container, no local cache
             steps.append(("2nd runner, Redis", *build(workdir, out="dist-runner2")))
         steps.append(("no change", *build(workdir)))
-        edit(workdir / "fusedops" / "csrc" / "cuda" / "activation.cu")
+        edit(workdir / "fusedops" / "csrc" / "cuda" / "launchers.cu")
         steps.append(("CUDA source edited", *build(workdir)))
         edit(workdir / "fusedops" / "csrc" / "cpu" / "activation.cpp")
         steps.append(("one C++ source edited", *build(workdir)))

@@ -37,7 +37,8 @@ def cache_dir() -> Path:
 
 
 def cuda_sources(kernel: KernelSpec) -> tuple[Path, ...]:
-    """The device sources a CUDA variant adds to the CPU ones, as absolute paths."""
+    """The sources a CUDA variant adds to the CPU ones (the .cu units and the host C++ of their
+    torch side), as absolute paths."""
     cpu = set(kernel.sources_for("cpu"))
     return tuple(kernel.root / p for p in kernel.sources_for("cuda") if p not in cpu)
 

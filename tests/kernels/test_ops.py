@@ -540,6 +540,8 @@ def test_cuda_source_compiles(
     cmd = _nvcc_command(kernel, cuda_source, obj, std)
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, f"nvcc failed after {time.monotonic() - start:.0f} s:\n{proc.stderr[-4000:]}"
+    if cuda_source.suffix != ".cu":  # the torch side: host C++ with CUDA's headers (nvcc hands it on)
+        return
     archs = _cubin_archs(obj) or _listed_archs(obj)
     if archs is None:
         pytest.skip(f"the device images in {obj.name} are compressed and there is no cuobjdump to list them")

@@ -32,7 +32,8 @@ def test_sample_kernel_declaration_loads() -> None:
     spec = load_kernel(REPO / "kernels" / "fusedops")
     assert spec.name == "fusedops" and spec.namespace_macro == "FUSEDOPS_NAMESPACE"
     assert set(spec.ops) == {"silu_and_mul", "gelu_and_mul", "rms_norm", "fused_add_rms_norm"}
-    assert all(p.suffix == ".cu" for p in spec.sources_for("cuda")[-2:])
+    # the CUDA sources follow the CPU ones: host C++ for the torch side, one .cu for the device
+    assert [p.suffix for p in spec.sources_for("cuda")[-2:]] == [".cpp", ".cu"]
     assert not any(p.suffix == ".cu" for p in spec.sources_for("cpu"))
 
 

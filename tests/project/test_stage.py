@@ -54,7 +54,7 @@ def test_generated_setup_py(planned: dict[str, Variant]) -> None:
     kernel = load_kernel(REPO / "kernels" / "fusedops")
     old = plan_stage(kernel, planned["torch26-cxx98-cu124-x86_64-linux"]).setup_py
     ast.parse(old)
-    assert "CUDAExtension(" in old and "activation.cu" in old and "py_limited_api=True" in old
+    assert "CUDAExtension(" in old and "launchers.cu" in old and "py_limited_api=True" in old
     assert "('Py_LIMITED_API', '0x03090000')" in old  # torch < 2.7 does not define it itself
     new = plan_stage(kernel, planned["torch213-cxx11-cpu-x86_64-linux"]).setup_py
     assert "CppExtension(" in new and ".cu'" not in new and "Py_LIMITED_API" not in new
@@ -95,7 +95,8 @@ def _key_materials(root: Path, planned: dict[str, Variant]) -> dict[str, object]
 
 
 @pytest.mark.parametrize("edited, rebuilt", [
-    ("csrc/cuda/activation.cu", {"torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/cuda/launchers.cu", {"torch213-cxx11-cu130-x86_64-linux"}),
+    ("csrc/cuda/ops.cpp", {"torch213-cxx11-cu130-x86_64-linux"}),  # host C++ among the CUDA sources
     ("csrc/cpu/activation.cpp", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
     ("csrc/fusedops.h", {"torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux"}),
 ])

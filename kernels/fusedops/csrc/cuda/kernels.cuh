@@ -1,7 +1,7 @@
 // The device code of the CUDA ops, free of torch: kernels and their helpers, templated on the
 // element type (float, c10::Half, c10::BFloat16 at the launch sites). The launchers in
-// activation.cu and layernorm.cu include it; so does device_instances.cu, the unit a ROCm
-// compile check hipifies and builds for gfx targets where no ROCm torch is reachable.
+// launchers.cu include it; so does device_instances.cu, the unit a ROCm compile check
+// hipifies and builds for gfx targets where no ROCm torch is reachable.
 #pragma once
 
 #include <cstdint>
