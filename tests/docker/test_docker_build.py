@@ -143,7 +143,7 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     """The same variant with one wheel of its set changed (a re-published build tool): both
     environments are keyed by the set's content, so new ones are made, in a real container."""
     from wheelfactory.engines.docker import DockerEngine
-    from wheelfactory.engines.wheelhouse import ContainerPython, WheelSet, request_for
+    from wheelfactory.engines.wheelhouse import WheelSet, request_for
     from wheelfactory.runner.session import prepare_build
 
     prepared = prepare_build(docker_build / "matrix.toml", only=["torch213-*"])
@@ -154,7 +154,7 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     facts = engine.facts(image)
     version, python = facts.python_for(variant, engine.options.python_support[variant.key.torch])
     log = tmp_path / "build.log"
-    target = ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2]))
+    target = facts.container_python(version, variant.key.arch)
     original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
         variant, target,
         torch_index=engine.options.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))

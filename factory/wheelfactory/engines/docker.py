@@ -231,7 +231,7 @@ class DockerEngine:
                 f"{variant.id}: CUDA {variant.toolkit} is not published as complete wheels (only CUDA 13 is) and "
                 f"the build image {image.tag} has no nvcc: use a base image that carries the toolkit "
                 f"(e.g. pytorch/manylinux2_28-builder:cuda{variant.toolkit}) in [build] base_image")
-        container_python = ContainerPython(version, variant.key.arch, ".".join(facts.glibc.split(".")[:2]))
+        container_python = facts.container_python(version, variant.key.arch)
         with timeline.phase("wheelhouse"):
             sets = self._wheel_sets(stage, container_python, log)
         self._caches.inputs[variant.id] = BuildInputs("docker", python, image.id, image.tag,

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from wheelfactory.engines.prepared_env import PreparedEnv
+from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import DockerBuildError
 from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.plan.identity import Variant
@@ -48,6 +49,11 @@ class ImageFacts:
     nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
     machine: str = ""  # what platform.machine() says in a container of the image: its code's arch
     cross_runs_on: str = ""  # the machine its cross compilers (CROSS_PREFIX) run on; "": it has none
+
+    def container_python(self, version: str, arch: str) -> ContainerPython:
+        """What an interpreter of this image runs as, for wheel sets and environments: the Python
+        ``version`` on ``arch``, with the image's glibc (major.minor)."""
+        return ContainerPython(version, arch, ".".join(self.glibc.split(".")[:2]))
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the

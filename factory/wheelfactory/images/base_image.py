@@ -260,10 +260,10 @@ def _natively_made(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
     """The directory (NATIVE_CONTEXT) of what the cross steps COPY, made by cross_fetch_script in
     a container of the suite's rootfs for the machine the compilers run on; None for a base
     without cross compilers. Removed when the build is done."""
-    script = cross_fetch_script(spec)
-    if not script or spec.compilers_from is None:
+    if spec.compilers_from is None:
         yield None
         return
+    script = cross_fetch_script(spec)
     native = BaseImageSpec(spec.suite, spec.mirror, arch=spec.compilers_from)
     _ensure_rootfs(client, native, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
                    foreign=native.arch != host_arch(), idle=idle)
