@@ -6,7 +6,8 @@ which real projects it was shaped after):
   it with ``kernels.get_kernel("<org>/<name>")`` and run offline against each variant, and the one
   that needs another Hub kernel is reported as not run;
 - tests/fixtures/skb_dsp, scikit-build-core + CMake (no setup.py), OpenMP, abi3, and a package that
-  imports numpy, a declared dependency, in its ``__init__``;
+  imports its declared dependencies numpy, packaging and ninja (the last two also build tools of
+  every variant, which the smoke environment must hold all the same) in its ``__init__``;
 - tests/fixtures/scm_ext, setuptools-scm with several extension modules, versioned from a git
   history this module makes: the wheel's version is what ``git describe`` implies, the variant's
   label merged into the local one;
@@ -108,8 +109,11 @@ def test_a_scikit_build_core_project_builds_with_its_own_build_system(cmake_proj
     # its [build-system] requires and what scikit-build-core asks for, in an environment of their own
     assert prepared_env(log, "build")["requirements"] == ["scikit-build-core>=0.10", "cmake>=3.26", "ninja>=1.5"]
     assert "*** Configuring CMake..." in log
-    # __init__ imports numpy: the wheel's dependencies were installed for the smoke test and the tests
-    assert any("/numpy-" in wheel for wheel in prepared_env(log, "deps")["requirements"])  # type: ignore[union-attr]
+    # __init__ imports numpy, packaging and ninja: the wheel's dependencies were installed for the
+    # smoke test and the tests, build tools of the variant's wheel set (packaging, ninja) included
+    deps = prepared_env(log, "deps")["requirements"]
+    for name in ("numpy", "packaging", "ninja"):
+        assert any(f"/{name}-" in wheel for wheel in deps), (name, deps)  # type: ignore[union-attr]
     assert '"extensions": {"tinydsp._C": "imported"}' in log
     assert entry["tests"]["passed"] is True  # type: ignore[index]
     with zipfile.ZipFile(wheel) as archive:

@@ -6,7 +6,8 @@
 - tests/fixtures/byo_abi3: a project that builds its own cp39-abi3 wheel (py_limited_api), with
   `python = ["abi3"]`;
 - tests/fixtures/skb_dsp: scikit-build-core + CMake, its build system installed for the host build
-  with the host's pip, and a package that imports numpy (a declared dependency) in its __init__.
+  with the host's pip, and a package that imports its declared dependencies (numpy, packaging,
+  ninja) in its __init__.
 
 One build each, shared by the tests of this module (cached across runs by the factory's key).
 """
@@ -141,7 +142,7 @@ def test_a_scikit_build_core_project_and_its_declared_dependency(cmake_project: 
     assert wheel.name.startswith("tinydsp_torch-0.4.1+cputorch2.13-cp39-abi3-manylinux_")
     # the project's build system, installed beside this interpreter's torch for the build
     assert "'scikit-build-core>=0.10' 'cmake>=3.26' 'ninja>=1.5'" in log and "*** Configuring CMake..." in log
-    # its __init__ imports numpy: the smoke environment got the wheel's dependencies
-    assert "-m pip install -q numpy" in log
+    # its __init__ imports numpy, packaging and ninja: the smoke environment got the wheel's dependencies
+    assert "-m pip install -q numpy 'packaging>=20' ninja" in log
     assert smoke_result(log)["extensions"] == {"tinydsp._C": "imported"}
     assert entry["tests"]["passed"] is True  # type: ignore[index]

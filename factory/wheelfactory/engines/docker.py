@@ -248,7 +248,7 @@ class DockerEngine:
         wheel = stage.finish(repaired, workdir / "final")
         with timeline.phase("environment"):
             deps_env = self.environments.for_dependencies(variant, image, python, container_python, wheel,
-                                                          sets.torch, log)
+                                                          envs.torch, log)
         self.verify(stage, image, envs.torch, wheel, log, timeline, test_env=envs.tests, workdir=workdir,
                     deps_env=deps_env)
         return wheel

@@ -24,6 +24,7 @@ from wheelfactory.engines.prepared_env import (
     PreparedEnvs,
     compile_bytecode_here,
     install_from_set,
+    installed_releases,
     link_unversioned_cudart,
     point_scripts_at,
 )
@@ -74,11 +75,13 @@ class ContainerEnvironments:
                            wheels, log)
 
     def for_dependencies(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
-                         wheel: Path, torch_wheels: WheelSet, log: Path) -> PreparedEnv | None:
+                         wheel: Path, torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
         """What the wheel requires at run time besides torch (its Requires-Dist for the container's
         Python, extras not asked for), prepared like torch for the smoke test and the project's
-        tests; None when it requires nothing else. What the torch set already holds (torch's own
-        dependencies) is not installed again: the torch environment beside it provides them."""
+        tests; None when it requires nothing else. What the torch environment mounted beside it
+        holds (torch's own dependencies: filelock, sympy, ...) is not installed again; everything
+        else is, build tools included: the variant's wheel set holds packaging and ninja for the
+        build, and a wheel that needs them at run time (DeepSpeed) must find them in its own."""
         requires = runtime_requirements(wheel, target)
         if not requires:
             return None
@@ -88,9 +91,11 @@ class ContainerEnvironments:
         except WheelhouseError as exc:
             raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
                                    f"as wheels for Python {target.version}: {exc}") from None
-        provided = {canonicalize_name(parse_wheel_filename(name)[0]) for name, _ in torch_wheels.wheels}
+        provided = {name for name, _ in installed_releases(torch_env.path)}
         files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
                       if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
+        if not files:
+            return None
         return self.ensure(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, target, wheels,
                            log)
 

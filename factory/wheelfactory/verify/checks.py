@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 import time
 import zipfile
@@ -32,7 +33,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.kind_facts import SmokeProgram
 from wheelfactory.project.stage import Stage
 from wheelfactory.project.wheel_checks import copy_test_sources
-from wheelfactory.support.proc import run
+from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary
 from wheelfactory.verify.repair import check_wheel, is_shared_library
@@ -188,6 +189,9 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
                 _append(log, tools_log)
     if tool_problems:
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(tool_problems)}")
+    if isinstance(smoke_failure, CommandFailed):  # its message is the whole smoke program: say what it died of
+        where = f" (the whole output: {smoke_failure.log})" if smoke_failure.log else ""
+        raise error(f"{variant.id}: the smoke test failed: {died_of(smoke_failure.tail)}{where}") from None
     if smoke_failure is not None:
         raise smoke_failure
     ran_as = smoke_machine(output)
@@ -206,6 +210,31 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         if run_tests is None:
             raise error(f"{variant.id}: {tests.declared_in} [test] is set, and this engine cannot run tests")
         run_project_tests(stage, tests, wheel, log, run_tests, timeline, error)
+
+
+# A traceback's frame: where the exception was raised, as ``File "x.py", line 9, in <module>``.
+_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt|Warning)\b")
+
+
+def died_of(output: str) -> str:
+    """What a failed Python program died of, from its output's tail: the last traceback's exception
+    line and the frame that raised it (``ModuleNotFoundError: No module named 'packaging' (at
+    /tmp/smoke/pkg/__init__.py:9)``); else an exception line alone; else the last line said."""
+    lines = [line.rstrip() for line in output.splitlines() if line.strip()]
+    starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if starts:
+        block = lines[starts[-1] + 1:]
+        frames = [index for index, line in enumerate(block) if _FRAME.match(line)]
+        after = block[frames[-1] + 1:] if frames else block
+        raised = next((line for line in after if not line[0].isspace()), None)
+        if raised is not None:
+            frame = _FRAME.match(block[frames[-1]]) if frames else None
+            return f"{raised} (at {frame['file']}:{frame['line']})" if frame else raised
+    said = [line.strip() for line in lines if _EXCEPTION.match(line.strip())]
+    if said:
+        return said[-1]
+    return lines[-1].strip() if lines else "it printed nothing"
 
 
 EXCERPT_LINES = 30
