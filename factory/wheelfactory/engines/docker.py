@@ -34,7 +34,14 @@ from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.docker_envs import ContainerEnvironments
 from wheelfactory.engines.image_facts import PROBE, ImageFacts, compile_note, cross_compilers, cuda_home
 from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv, installed_releases
-from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest, WheelSet, request_for
+from wheelfactory.engines.wheelhouse import (
+    ContainerPython,
+    Wheelhouse,
+    WheelhouseRequest,
+    WheelSet,
+    local_wheels,
+    request_for,
+)
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import BASE_ID_LABEL, ImageRef, ensure_image, resolve_base
@@ -104,6 +111,7 @@ class DockerOptions:
     refusals: Mapping[str, str] = field(default_factory=dict)
     compile_jobs: int = field(default_factory=lambda: os.cpu_count() or 2)  # MAX_JOBS in each build
     container_memory: int | None = None  # docker --memory of each build container (--max-memory)
+    find_links: tuple[str, ...] = ()  # [build] find_links: directories of wheels every wheel set may take from
 
     @property
     def labels(self) -> dict[str, str]:
@@ -261,7 +269,8 @@ class DockerEngine:
         variant = stage.variant
         torch = self.wheelhouse.ensure(
             request_for(variant, python, torch_index=self.options.torch_indexes.get(variant.id),
-                        extra=(*variant.toolkit_wheels, *self._cache_requirements())),
+                        extra=(*variant.toolkit_wheels, *self._cache_requirements()),
+                        find_links=self.options.find_links),
             log=log)
         # The project's build system is a set of its own too: one torch set serves every project.
         build_system = self._build_system_set(stage, python, log)
@@ -269,7 +278,8 @@ class DockerEngine:
         # make a new torch set, and download GBs of torch again.
         tests = stage.checks.tests_for(variant.id)
         test_requires = tests.requires if tests is not None else ()
-        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python),
+        local = local_wheels((*self.options.find_links, *(tests.find_links if tests is not None else ())))
+        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python, find_links=local),
                                           log=log) if test_requires else None
         return _VariantSets(torch, build_system, test_set, test_requires)
 
@@ -360,7 +370,9 @@ class DockerEngine:
         system = stage.build_system
         try:
             return self.wheelhouse.ensure(WheelhouseRequest(system.environment_requirements(), (), python,
-                                                            constraints=(stage.variant.torch_requirement,)), log=log)
+                                                            constraints=(stage.variant.torch_requirement,),
+                                                            find_links=local_wheels(self.options.find_links)),
+                                          log=log)
         except WheelhouseError as exc:
             raise DockerBuildError(f"{stage.variant.id}: the project's build requirements ({system.declared_in}) "
                                    f"cannot be had as wheels for Python {python.version}: {exc}") from None
@@ -368,7 +380,8 @@ class DockerEngine:
     @property
     def environments(self) -> ContainerEnvironments:
         """How this engine's prepared environments are made (engines/docker_envs.py)."""
-        return ContainerEnvironments(self.client, self.wheelhouse, self.options.labels, self._cache_requirements())
+        return ContainerEnvironments(self.client, self.wheelhouse, self.options.labels, self._cache_requirements(),
+                                     self.options.find_links)
 
     def _cache_requirements(self) -> tuple[str, ...]:
         cache = self.options.compile_cache

@@ -34,6 +34,7 @@ from wheelfactory.engines.wheelhouse import (
     Wheelhouse,
     WheelhouseRequest,
     WheelSet,
+    local_wheels,
     runtime_requirements,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
@@ -52,6 +53,7 @@ class ContainerEnvironments:
     wheelhouse: Wheelhouse
     labels: Mapping[str, str]
     tool_extras: tuple[str, ...] = ()
+    find_links: tuple[str, ...] = ()  # [build] find_links: beside the host's index for the wheel's dependencies
 
     def requests(self, variant: Variant, image_id: str, python: str,
                  wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
@@ -87,7 +89,8 @@ class ContainerEnvironments:
             return None
         try:
             wheels = self.wheelhouse.ensure(WheelhouseRequest(requires, (), target,
-                                                              constraints=(variant.torch_requirement,)), log=log)
+                                                              constraints=(variant.torch_requirement,),
+                                                              find_links=local_wheels(self.find_links)), log=log)
         except WheelhouseError as exc:
             raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
                                    f"as wheels for Python {target.version}: {exc}") from None

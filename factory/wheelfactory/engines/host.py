@@ -165,6 +165,7 @@ class HostEngine:
     glibc_floor: str | None = None
     jobs_per_build: int = field(default_factory=lambda: os.cpu_count() or 1)  # MAX_JOBS
     runner: Runner = run  # every command of a build, a test run and a smoke
+    find_links: tuple[str, ...] = ()  # [build] find_links: beside the host's pip index for every install
     name: str = "host"
 
     def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
@@ -251,7 +252,8 @@ class HostEngine:
         return ensure_host_env(self.tools, HostEnvRequest(stage.build_system.environment_requirements(),
                                                           (f"torch=={self.environment.torch_release}",),
                                                           self.environment.executable,
-                                                          f"the project's build ({stage.build_system.declared_in})"),
+                                                          f"the project's build ({stage.build_system.declared_in})",
+                                                          self.find_links),
                                log=log)
 
     def run_tests(self, stage: Stage, directory: Path, log: Path, tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
@@ -268,8 +270,8 @@ class HostEngine:
                  "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
                  **{name: "" for name in os.environ if name.startswith("PYTEST_")}}
         if tests.requires:
-            self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *tests.requires], env=clean,
-                        log=log)
+            self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                         *self.find_links_args(*tests.find_links), *tests.requires], env=clean, log=log)
             # A requirement the interpreter already had is not installed again, nor is its script
             # (pytest): without one in the venv, `pytest` in the command would be whichever is next
             # on PATH, another interpreter's, without torch or the wheel.
@@ -279,6 +281,10 @@ class HostEngine:
             stage_test_sources(stage, tests, project, log)
             return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))],
                                                     cwd=project, env=clean, log=log))
+
+    def find_links_args(self, *more: str) -> list[str]:
+        """pip's --find-links for [build] find_links (and ``more``: [test] find_links)."""
+        return [arg for directory in (*self.find_links, *more) for arg in ("--find-links", directory)]
 
     def link_scripts(self, venv: Path, distributions: tuple[str, ...], env: Mapping[str, str], log: Path) -> None:
         """Write into the venv's bin the console scripts of ``distributions`` it lacks (they are
@@ -316,7 +322,7 @@ class HostEngine:
         # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
         requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
         if requires:
-            self.runner([python, "-m", "pip", "install", "-q", *requires], env=clean, log=log)
+            self.runner([python, "-m", "pip", "install", "-q", *self.find_links_args(), *requires], env=clean, log=log)
         return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 

@@ -71,20 +71,34 @@ class WheelhouseRequest:
     python: ContainerPython
     # pip constraints: a requirement that depends on torch takes the variant's (torch==X)
     constraints: tuple[str, ...] = ()
+    # Directories of wheels beside the indexes ([build]/[test] find_links), each with what it held
+    # when asked ((directory, digest of its wheels' names and sizes)): a new wheel there, a new set.
+    find_links: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
         # SET_FORMAT: sets made before the marker pass (see _download) may lack what an older
         # container Python needs, yet look complete; a new key leaves them to `wheelfactory gc`.
-        return json_digest({**asdict(self), "format": SET_FORMAT})[:16]
+        fields = asdict(self)
+        if not self.find_links:  # the sets asked without any keep the keys they had
+            del fields["find_links"]
+        return json_digest({**fields, "format": SET_FORMAT})[:16]
 
 
 def request_for(variant: Variant, python: ContainerPython, *, torch_index: str | None = None,
-                extra: tuple[str, ...] = ()) -> WheelhouseRequest:
+                extra: tuple[str, ...] = (), find_links: tuple[str, ...] = ()) -> WheelhouseRequest:
     """What a variant's build container installs. ``torch_index``: the URL of the index that
     serves the variant's torch (``Indexes.torch_url``); None: the host's pip index serves it."""
     extras = (torch_index,) if torch_index else ()
-    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), extras, python)
+    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), extras, python,
+                             find_links=local_wheels(find_links))
+
+
+def local_wheels(directories: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """``directories`` (find_links) as a WheelhouseRequest holds them: each with a digest of the
+    wheels it holds now (names and sizes)."""
+    return tuple((directory, json_digest(sorted((p.name, p.stat().st_size) for p in Path(directory).glob("*.whl")
+                                                if p.is_file()))[:16]) for directory in directories)
 
 
 def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
@@ -278,6 +292,8 @@ class Wheelhouse:
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
+        for directory, _ in request.find_links:
+            command += ["--find-links", directory]
         if self.store.is_dir():
             # Wheels another set holds already (a torch and its nvidia-* wheels, GBs) are taken from
             # the store, beside the host's indexes: pip prefers a local file to the same file online.
@@ -298,7 +314,8 @@ class Wheelhouse:
             except CommandFailed as exc:
                 shutil.rmtree(tmp, ignore_errors=True)
                 constraints.unlink(missing_ok=True)
-                where = " and ".join(("the host's pip index", *request.extra_index_urls))
+                where = " and ".join(("the host's pip index", *request.extra_index_urls,
+                                      *(directory for directory, _ in request.find_links)))
                 raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
                                       f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
             wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)

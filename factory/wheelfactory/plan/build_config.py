@@ -21,6 +21,7 @@ from wheelfactory.plan.compile_cache_settings import (
 )
 from wheelfactory.plan.identity import ARCHES
 from wheelfactory.plan.indexes import ALIAS, is_url
+from wheelfactory.plan.project_tests import wheel_directories
 from wheelfactory.plan.tomlsource import Table, did_you_mean
 from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 
@@ -65,6 +66,8 @@ class BuildConfig:
     torch_requirement: TorchRequirement = "pinned"
     # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (engines/compile_flags.py).
     debug_info: bool = False
+    # Directories of wheels every wheel set may also take from (a package no index has), absolute.
+    find_links: tuple[str, ...] = ()
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -158,8 +161,10 @@ def parse_build(table: Table, base_dir: Path) -> BuildConfig:
                     f"not {torch_requirement!r}", did_you_mean(torch_requirement, TORCH_REQUIREMENTS)
                     or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
     debug_info = table.boolean("debug_info", False)
+    find_links = wheel_directories(table, "find_links", base_dir)
     return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
                        torch_index=torch_index,
                        wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
-                       glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info)
+                       glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info,
+                       find_links=find_links)

@@ -307,6 +307,9 @@ MATRIX_FILE = Section(
                 default="pinned"),
             Key("debug_info", Flag(), "keep the debug info (-g) Python's compile flags add; false: compile with -g0",
                 default=False),
+            Key("find_links", TextList(item=Text(examples=(".",))),
+                "directories of wheels every wheel set may also take from (a package no index has), relative "
+                "to matrix.toml"),
         ), conflicts=(("debian_base", "base_image"),)), "settings of the run, not of any one variant"),
         Key("indexes", TextMap(names=Text(pattern=_ALIAS, excluded=(PYPI,), examples=("pytorch",)),
                                value=Text(pattern=_URL, examples=("http://127.0.0.1:8080/whl",))),
@@ -351,7 +354,7 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
         build=_build(root.table("build"), base_dir),
         stable_abi=_stable_abi(axes, table),
         indexes=_indexes(root),
-        test=parse_test_table(root.table("test"), declared_in=doc.file),
+        test=parse_test_table(root.table("test"), declared_in=doc.file, base_dir=base_dir),
         publish=parse_publish_table(root.table("publish"), base_dir=base_dir),
     )
 

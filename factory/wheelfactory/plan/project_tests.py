@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from wheelfactory.plan.toml_model import NONBLANK, Key, Section, Text, TextList
 from wheelfactory.plan.tomlsource import Table
@@ -31,6 +31,9 @@ TEST_SECTION = Section(
             "files and directories of the project the tests need, relative to the project"),
         Key("skip", TextList(item=Text(examples=("*-cu*",))),
             "variant id patterns (fnmatch) whose wheels are not tested"),
+        Key("find_links", TextList(item=Text(examples=(".",))),
+            "directories of wheels the tests' requirements may also come from (ones no index has), "
+            "relative to the file"),
     ),
 )
 TEST_KEYS = TEST_SECTION.names()
@@ -48,6 +51,7 @@ class ProjectTests:
     sources: tuple[str, ...] = ()  # files or directories, relative to the project root
     skip: tuple[str, ...] = ()  # variant id patterns (fnmatch) that do not run the tests
     declared_in: str = "matrix.toml"  # or "kernel.toml": for messages
+    find_links: tuple[str, ...] = ()  # absolute directories of wheels, beside the host's pip index
 
     def runs_for(self, variant_id: str) -> bool:
         return not any(fnmatch.fnmatchcase(variant_id, pattern) for pattern in self.skip)
@@ -57,8 +61,9 @@ class ProjectTests:
         return _PLACEHOLDER.sub(lambda _: project, self.command)
 
 
-def parse_test_table(table: Table, *, declared_in: str) -> ProjectTests | None:
-    """The [test] table, or None when there is none (or it has no command)."""
+def parse_test_table(table: Table, *, declared_in: str, base_dir: Path | None = None) -> ProjectTests | None:
+    """The [test] table, or None when there is none (or it has no command). ``base_dir``: what
+    ``find_links`` is relative to (the file's directory)."""
     if not table.data:
         return None
     table.reject_unknown(TEST_KEYS)
@@ -74,7 +79,22 @@ def parse_test_table(table: Table, *, declared_in: str) -> ProjectTests | None:
     for requirement in table.string_list("requires", ()):
         _check_requirement(table, requirement)
     return ProjectTests(command=command, requires=table.string_list("requires", ()), sources=sources,
-                    skip=table.string_list("skip", ()), declared_in=declared_in)
+                        skip=table.string_list("skip", ()), declared_in=declared_in,
+                        find_links=wheel_directories(table, "find_links", base_dir))
+
+
+def wheel_directories(table: Table, key: str, base_dir: Path | None) -> tuple[str, ...]:
+    """``key``'s directories of wheels (``find_links``), absolute, each an existing directory."""
+    found = []
+    for text in table.string_list(key, ()):
+        path = Path(text).expanduser()
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        if not text.strip() or "\0" in text or not path.is_dir():
+            table.error(key, f"{text!r} is not a directory", "name directories of wheels, relative to the file, "
+                        'e.g. find_links = ["wheels"]')
+        found.append(str(path.resolve()))
+    return tuple(found)
 
 
 def _check_requirement(table: Table, requirement: str) -> None:

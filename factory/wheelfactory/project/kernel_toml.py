@@ -213,7 +213,7 @@ def _sample_inputs(kernel: Table, package: Path) -> tuple[str, str] | None:
 
 
 def _test(table: Table, root: Path, file: str) -> ProjectTests | None:
-    spec = parse_test_table(table, declared_in=file)
+    spec = parse_test_table(table, declared_in=file, base_dir=root)
     for source in spec.sources if spec else ():
         if not (root / source).exists():
             table.error("sources", f"{source!r} does not exist under {root}", "list files or directories of the kernel")

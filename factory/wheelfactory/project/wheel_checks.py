@@ -45,7 +45,7 @@ class WheelChecks:
             return None
         files = [p.relative_to(self.root) for source in self.tests.sources for p in _files(self.root, source)]
         return [self.tests.command, self.tests.requires, self.tests.skip, tree_digest(self.root, files),
-                list(self.support_files)]
+                list(self.support_files), *([list(self.tests.find_links)] if self.tests.find_links else [])]
 
 
 def check_sources(tests: ProjectTests, root: Path) -> None:

@@ -35,10 +35,12 @@ class HostEnvRequest:
     constraints: tuple[str, ...] = ()  # e.g. ("torch==2.13.0",): a dependency on torch takes that one
     python: str = sys.executable  # the interpreter that installs and later imports them
     purpose: str = "the build"  # for messages: what needs these packages
+    find_links: tuple[str, ...] = ()  # directories of wheels beside the host's pip index
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(json.dumps([self.requirements, self.constraints, self.python]).encode()).hexdigest()[:16]
+        keyed = [self.requirements, self.constraints, self.python, *([list(self.find_links)] if self.find_links else [])]
+        return hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:16]
 
 
 def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = None) -> Path:
@@ -58,7 +60,8 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
         staged.mkdir(parents=True)
         try:
             command = [request.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                       "--no-warn-script-location", "--target", str(staged)]
+                       "--no-warn-script-location", "--target", str(staged),
+                       *(arg for directory in request.find_links for arg in ("--find-links", directory))]
             if request.constraints:
                 constraints = staged.parent / f".{request.key}.constraints.txt"
                 constraints.write_text("".join(f"{c}\n" for c in request.constraints))
