@@ -109,6 +109,7 @@ VALUES: dict[str, Callable[[KernelSpec], object]] = {
     "test.requires": lambda k: list(k.test.requires) if k.test else "no [test]",
     "test.sources": lambda k: list(k.test.sources) if k.test else "no [test]",
     "test.skip": lambda k: list(k.test.skip) if k.test else "no [test]",
+    "test.find_links": lambda k: list(k.test.find_links) if k.test else "no [test]",
 }
 
 
