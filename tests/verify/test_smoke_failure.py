@@ -75,3 +75,15 @@ def test_a_failed_import_is_reported_by_its_exception_and_frame(tmp_path: Path) 
 ])
 def test_what_a_program_died_of(output: str, said: str) -> None:
     assert checks.died_of(output) == said
+
+
+@pytest.mark.parametrize(("output", "counts"), [
+    ("....\n4 passed, 1 warning in 0.92s\n", {"passed": 4, "warnings": 1}),
+    ("\x1b[33m=========== \x1b[32m36 passed\x1b[0m, \x1b[33m17 skipped\x1b[0m, 21 warnings in 120.10s ====\x1b[0m\n",
+     {"passed": 36, "skipped": 17, "warnings": 21}),
+    ("FAILED t.py::test_x - assert 1\n1 failed, 2 passed, 1 error in 3.01s\nwheelfactory-tests-exit 1\n",
+     {"failed": 1, "passed": 2, "errors": 1}),
+    ("no tests ran in 0.01s\n", {}),
+])
+def test_the_tests_counts_come_from_pytests_summary(output: str, counts: dict[str, int]) -> None:
+    assert checks.test_counts(output) == counts

@@ -276,7 +276,7 @@ def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path,
     excerpt = "" if passed else failure_excerpt(output)
     timeline.results["tests"] = {"command": tests.command, "declared_in": tests.declared_in, "passed": passed,
                                  "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None,
-                                 "not_run": not_run(output) or None}
+                                 "not_run": not_run(output) or None, "counts": test_counts(output) or None}
     if not passed:
         first = next((line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
                      excerpt.splitlines()[-1] if excerpt else "no output")
@@ -285,6 +285,22 @@ def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path,
                     + ("; they ask for a GPU, which the build machine has not: leave these variants out of the "
                        "tests with matrix.toml [test] skip (e.g. skip = [\"*\"] where every test needs one)"
                        if needs_gpu else ""))
+
+
+# pytest's (and unittest's) closing counts: "36 passed, 17 skipped, 21 warnings in 120.10s".
+_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|warnings?|deselected)\b")
+_PLURAL = {"error": "errors", "warning": "warnings"}
+
+
+def test_counts(output: str) -> dict[str, int]:
+    """The counts of the last line of ``output`` that reports tests passed, failed or in error
+    (pytest's summary line, colours and ``=`` rules stripped); {} when none does."""
+    for line in reversed(output.splitlines()):
+        plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
+        found = _COUNT.findall(plain)
+        if any(kind in ("passed", "failed", "error", "errors") for _, kind in found):
+            return {_PLURAL.get(kind, kind): int(count) for count, kind in found}
+    return {}
 
 
 # What the offline Hub loader says of a test that needs a kernel this build did not make
