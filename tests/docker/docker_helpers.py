@@ -157,7 +157,8 @@ def torch_wheels(version: str) -> Path:
     from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest
 
     tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"  # the venvs made from it are this interpreter's
-    found = sorted((TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*.whl"))
+    # (and this machine's arch: an aarch64 build's set holds the same torch release for another)
+    found = sorted((TEST_CACHE / "wheelhouse" / "sets").glob(f"*/torch-{version}*-{tag}-*_{platform.machine()}.whl"))
     if found:
         return found[0].parent
     python = ContainerPython(f"{sys.version_info[0]}.{sys.version_info[1]}", platform.machine(),
