@@ -120,7 +120,8 @@ def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
                             python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),
                             compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
                             debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
-                            refusals=refusals, find_links=build.find_links)
+                            refusals=refusals, find_links=build.find_links,
+                            cpu_baselines=dict(build.cpu_baselines))
     engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
     refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from wheelfactory.engines import BuildInputs
+from wheelfactory.engines import BuildInputs, cpu_baseline
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
 from wheelfactory.engines.compile_flags import with_compile_flags
@@ -112,6 +112,7 @@ class DockerOptions:
     compile_jobs: int = field(default_factory=lambda: os.cpu_count() or 2)  # MAX_JOBS in each build
     container_memory: int | None = None  # docker --memory of each build container (--max-memory)
     find_links: tuple[str, ...] = ()  # [build] find_links: directories of wheels every wheel set may take from
+    cpu_baselines: Mapping[str, str] = field(default_factory=dict)  # arch -> [build] cpu_baseline
 
     @property
     def labels(self) -> dict[str, str]:
@@ -311,13 +312,19 @@ class DockerEngine:
                            relay_dir=self._caches.relay.directory if self._caches.relay else None,
                            nvcc=variant.key.backend.kind == "cuda")
             (stats_dir / SETUP_SCRIPT).write_text(wired.setup)
+        baseline = cpu_baseline.baseline_for(variant.key.arch, self.options.cpu_baselines)
+        flags_dir = workdir / "cpu-flags"  # the flag shims' setup, and what they rewrote
+        shutil.rmtree(flags_dir, ignore_errors=True)
+        flags_dir.mkdir(parents=True)
+        (flags_dir / cpu_baseline.SETUP).write_text(cpu_baseline.shims_script(baseline))
         mounted = (envs.build_system, envs.tools, envs.torch)
         home = cuda_home(variant, facts, envs.torch)
         table = self._project_table(stage, source, python, mounted, set(
             self.build_environment(variant, stage.build_env(), wired, mounted, stage.source_date_epoch, home)), log)
         env = self._cibuildwheel_env(variant, image, python, sets.torch.path, stage.build_env(), wired,
                                      envs=mounted, epoch=stage.source_date_epoch, cuda_home=home,
-                                     cross_bin=cross_compilers(variant, facts, host_arch()), table=table)
+                                     cross_bin=cross_compilers(variant, facts, host_arch()), table=table,
+                                     flags_dir=flags_dir)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             for note in (cache_note, compile_note(variant, facts, host_arch())):
                 if note:
@@ -331,10 +338,22 @@ class DockerEngine:
         # container's steps print phase markers (container start and copy, compile, repair).
         timeline.observe("compile")  # the live view: cibuildwheel's steps are timed from its markers
         started = time.time()
-        with diagnosed(stage, log, DockerBuildError):
-            printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir", str(output),
-                           "--config-file", str(no_table), "."], cwd=source, env={**env, "PYTHONUNBUFFERED": "1"},
-                          log=log)
+        try:
+            with diagnosed(stage, log, DockerBuildError):
+                printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir",
+                               str(output), "--config-file", str(no_table), "."], cwd=source,
+                              env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
+        except DockerBuildError as exc:
+            native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
+            if native is None:
+                raise
+            raise DockerBuildError(f"{exc}; {native}, and code that needs more than {baseline} (intrinsics "
+                                   "the project enables for the build machine's CPU) does not build for it: set "
+                                   "[build] cpu_baseline to what the wheel may require (x86-64-v4: AVX-512 machines "
+                                   "only), or turn the project's own CPU detection off") from None
+        native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
+        if native is not None:
+            timeline.warn(native)
         for name, seconds in split_by_markers(started, time.time(), "container", printed):
             timeline.add(name, seconds)
         if cache is not None:
@@ -411,7 +430,7 @@ class DockerEngine:
                           project_env: dict[str, str], cache: Wiring | None = None,
                           envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
                           cuda_home: str | None = None, cross_bin: str | None = None,
-                          table: CibwDecision | None = None) -> dict[str, str]:
+                          table: CibwDecision | None = None, flags_dir: Path | None = None) -> dict[str, str]:
         """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
         first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
         image's /opt/python one, as cibuildwheel checks. ``cross_bin``: cross compilers named cc,
@@ -419,7 +438,9 @@ class DockerEngine:
         before the image's own on PATH; the compile cache's shims, first, resolve to them.
         ``table``: what the project's own cibuildwheel options add (project/cibw_table.py): its
         environment before the factory's (which wins), its steps before the factory's, its
-        frontend args after --no-isolation, its auditwheel flags beside the factory's excludes."""
+        frontend args after --no-isolation, its auditwheel flags beside the factory's excludes.
+        ``flags_dir``: the -march=native shims' setup (engines/cpu_baseline.py), mounted; they come
+        first on PATH, in front of the compile cache's."""
         table = table or CibwDecision(CibwTable("", "", ()), ())
         excludes = " ".join([*(f"--exclude {shlex.quote(p)}" for p in (*AUDITWHEEL_EXCLUDES, *table.repair_excludes)),
                              *([f"--plat {shlex.quote(table.repair_plat)}"] if table.repair_plat else [])])
@@ -435,9 +456,12 @@ class DockerEngine:
             # One cache for every variant and run: an edit recompiles only what it touched, and
             # variants with the same torch share object files.
             create_args.extend(f"-v {host}:{inside}" for host, inside in cache.mounts)
+        if flags_dir is not None:
+            create_args.append(f"-v {flags_dir}:{cpu_baseline.NOTES_MOUNT}")
         build_env = self.build_environment(variant, project_env, cache, envs, epoch, cuda_home)
         tag = python.split("-")[0]
-        path = ":".join([*([cache.path_prefix] if cache else []), *([cross_bin] if cross_bin else []),
+        path = ":".join([*([cpu_baseline.FLAG_SHIMS] if flags_dir else []), *([cache.path_prefix] if cache else []),
+                         *([cross_bin] if cross_bin else []),
                          *(f"{env.mount}/bin" for env in envs),
                          *([f"{cuda_home}/bin"] if cuda_home else []), "$PATH"])
         return {
@@ -451,6 +475,7 @@ class DockerEngine:
             # Nothing to install: torch and the tools are mounted. What is left is the project's
             # own steps, the compile cache's shims, and the marker where the compile starts.
             "CIBW_BEFORE_BUILD": " && ".join([*table.before_build, *([f"sh {STATS}/{SETUP_SCRIPT}"] if cache else []),
+                                              *([f"sh {cpu_baseline.NOTES_MOUNT}/{cpu_baseline.SETUP}"] if flags_dir else []),
                                               marker_command("compile")]),
             "CIBW_BUILD_FRONTEND": "build; args: " + shlex.join(["--no-isolation", *table.frontend_args]),
             **({"CIBW_BEFORE_ALL": " && ".join(table.before_all)} if table.before_all else {}),
@@ -531,3 +556,10 @@ class DockerEngine:
 
         verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.options.glibc_floor, error=DockerBuildError,
                      timeline=timeline, run_tests=run_tests)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""

@@ -43,6 +43,15 @@ def default_compile_cache() -> CompileCache:
     return CompileCache("sccache", default_dir("sccache"))
 
 
+# The CPU level each arch's wheels are compiled for where a build asks for -march=native
+# (engines/cpu_baseline.py), unless [build] cpu_baseline says otherwise: what a wheel of the
+# platform can count on (x86-64-v2: SSE4.2 and POPCNT, every x86-64 CPU since 2009; armv8-a:
+# every 64-bit Arm), and the levels one may choose instead.
+DEFAULT_CPU_BASELINES = {"x86_64": "x86-64-v2", "aarch64": "armv8-a"}
+CPU_BASELINES = {"x86_64": ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"),
+                 "aarch64": ("armv8-a", "armv8.1-a", "armv8.2-a", "armv8.4-a", "armv9-a")}
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildConfig:
     """matrix.toml's [build] table: settings of the run, not of any one variant."""
@@ -68,6 +77,7 @@ class BuildConfig:
     debug_info: bool = False
     # Directories of wheels every wheel set may also take from (a package no index has), absolute.
     find_links: tuple[str, ...] = ()
+    cpu_baselines: tuple[tuple[str, str], ...] = ()  # arch -> the CPU level its wheels are built for
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -162,9 +172,17 @@ def parse_build(table: Table, base_dir: Path) -> BuildConfig:
                     or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
     debug_info = table.boolean("debug_info", False)
     find_links = wheel_directories(table, "find_links", base_dir)
+    cpu_baselines = table.string_map("cpu_baseline") if table.has("cpu_baseline") else {}
+    for arch, level in cpu_baselines.items():
+        if arch not in CPU_BASELINES:
+            table.table("cpu_baseline").error(arch, "unknown arch", did_you_mean(arch, ARCHES))
+        if level not in CPU_BASELINES[arch]:
+            table.table("cpu_baseline").error(arch, f"{level!r} is not a CPU level of {arch}",
+                                              did_you_mean(level, CPU_BASELINES[arch])
+                                              or f"use one of {', '.join(CPU_BASELINES[arch])}")
     return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
                        torch_index=torch_index,
                        wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
                        glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info,
-                       find_links=find_links)
+                       find_links=find_links, cpu_baselines=tuple(sorted(cpu_baselines.items())))

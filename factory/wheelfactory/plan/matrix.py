@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.build_config import (
+    CPU_BASELINES,
     DEBIAN_MIRROR,
     DEBIAN_SUITES,
     DEFAULT_BASE_IMAGES,
@@ -310,6 +311,11 @@ MATRIX_FILE = Section(
             Key("find_links", TextList(item=Text(examples=(".",))),
                 "directories of wheels every wheel set may also take from (a package no index has), relative "
                 "to matrix.toml"),
+            Key("cpu_baseline", Section(keys=tuple(Key(arch, Text(choices=levels), f"the CPU level of {arch} wheels")
+                                                   for arch, levels in CPU_BASELINES.items()),
+                                        description="per arch"),
+                "the CPU level an arch's wheels are compiled for where a build asks for -march=native, "
+                '{x86_64 = "x86-64-v3"}; default x86-64-v2 and armv8-a'),
         ), conflicts=(("debian_base", "base_image"),)), "settings of the run, not of any one variant"),
         Key("indexes", TextMap(names=Text(pattern=_ALIAS, excluded=(PYPI,), examples=("pytorch",)),
                                value=Text(pattern=_URL, examples=("http://127.0.0.1:8080/whl",))),

@@ -1,0 +1,101 @@
+"""Portable CPU code: a build's ``-march=native`` rewritten to the variant's CPU baseline.
+
+A project that compiles with ``-march=native`` (DeepSpeed's and ColossalAI's CPU Adam, many
+hand-written setup.py files) makes a wheel for the build machine's CPU: built on an AVX-512
+machine, it dies with an illegal instruction on one without. A wheel is for every machine of its
+platform tag, so the Docker engine puts shims of its own first on the build's PATH, named after
+the compilers the build calls (as the compile cache's are, and in front of them): each rewrites
+``-march=native`` (and ``-mcpu=native``) to the baseline of the variant's arch (``[build]
+cpu_baseline``; x86-64-v2 and armv8-a by default) and ``-mtune=native`` to ``-mtune=generic``,
+notes the flag and the unit in a file the engine reads after the build, then runs the compiler it
+stands for. Units a project compiles on purpose for a higher level (``-mavx512f``, a Hub
+kernel's AVX-512 unit it dispatches to at run time) are left as they are: only ``native`` names
+the build machine.
+
+Pure: from the settings to the shell script that makes the shims, and from the notes to what
+the build log says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from wheelfactory.plan.build_config import DEFAULT_CPU_BASELINES
+
+FLAG_SHIMS = "/tmp/wheelfactory-flags"  # inside the container, first on PATH
+NOTES_MOUNT = "/wf-flags"  # mounted: the setup script, and the notes the shims write
+SETUP = "flags-setup.sh"
+NOTES = "native-flags.txt"
+PROJECT = "/project/"  # where cibuildwheel's container has the project: units are named relative to it
+# The names a build calls its compilers by, beyond those found in the image (sysconfig's CC/CXX,
+# $CC/$CXX): torch's ninja build's, setuptools' and nvcc's host compiler.
+COMPILERS = ("cc", "c++", "gcc", "g++")
+
+_SETUP = r"""set -e
+names="{compilers}"
+for w in $(python -c 'import sysconfig
+for v in ("CC", "CXX"):
+    print((sysconfig.get_config_var(v) or "").split(" ")[0])') ${{CC%% *}} ${{CXX%% *}}; do
+  case "$w" in */*|"") continue ;; esac
+  case " $names " in *" $w "*) ;; *) names="$names $w" ;; esac
+done
+mkdir -p {shims}
+for c in $names; do
+  real="$(command -v "$c")" || continue
+  case "$real" in {shims}/*) continue ;; esac
+  cat > {shims}/"$c" <<EOF
+#!/bin/sh
+# wheelfactory: -march=native is the build machine's CPU; the wheel is for {baseline}
+native=""
+for a do
+  shift
+  case "\$a" in
+    -march=native) native="\$a"; a="-march={baseline}" ;;
+    -mcpu=native) native="\$a"; a="-mcpu={cpu}" ;;
+    -mtune=native) native="\${{native:-\$a}}"; a="-mtune=generic" ;;
+  esac
+  set -- "\$@" "\$a"
+done
+if [ -n "\$native" ]; then
+  unit=""
+  for a do case "\$a" in *.c|*.cc|*.cpp|*.cxx|*.cu|*.C) unit="\$a" ;; esac; done
+  printf '%s %s\n' "\$native" "\${{unit:-(a link)}}" >> {notes}
+fi
+exec "$real" "\$@"
+EOF
+  chmod +x {shims}/"$c"
+done
+"""
+
+
+def baseline_for(arch: str, chosen: Mapping[str, str]) -> str:
+    """The CPU baseline of ``arch``'s wheels: [build] cpu_baseline's, else the default."""
+    return chosen.get(arch, DEFAULT_CPU_BASELINES.get(arch, ""))
+
+
+def shims_script(baseline: str, *, shims: str = FLAG_SHIMS, notes: str = f"{NOTES_MOUNT}/{NOTES}") -> str:
+    """The sh script that makes the flag shims (in ``shims``) in front of whatever each compiler
+    name resolves to now (the compile cache's shims, or the compiler); they append to ``notes``."""
+    return _SETUP.format(compilers=" ".join(COMPILERS), shims=shims, baseline=baseline, cpu="generic", notes=notes)
+
+
+def rewritten(notes: str) -> list[tuple[str, str]]:
+    """(flag, unit) of each compile the shims rewrote, in order, each once."""
+    seen: dict[tuple[str, str], None] = {}
+    for line in notes.splitlines():
+        flag, _, unit = line.strip().partition(" ")
+        if flag:
+            seen[(flag, unit.removeprefix(PROJECT))] = None
+    return list(seen)
+
+
+def rewrite_note(notes: str, baseline: str) -> str | None:
+    """What the build log says of the rewritten flags; None when the build asked for none."""
+    found = rewritten(notes)
+    if not found:
+        return None
+    flags = sorted({flag for flag, _ in found})
+    units = list(dict.fromkeys(unit for _, unit in found))
+    shown = ", ".join(units[:4]) + (f" and {len(units) - 4} more" if len(units) > 4 else "")
+    return (f"the project's build asks for {' and '.join(flags)} (the build machine's CPU) in {shown}: compiled "
+            f"for {baseline} instead, the variant's CPU baseline ([build] cpu_baseline)")
