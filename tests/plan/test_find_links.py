@@ -71,10 +71,3 @@ def test_pip_download_is_given_each_directory(tmp_path: Path, monkeypatch: pytes
     command = seen[0]
     assert command[command.index("--find-links") + 1] == str(tmp_path / "local")
 
-
-def test_cpu_baseline_is_per_arch_and_a_wrong_level_is_one_line(tmp_path: Path) -> None:
-    parsed = matrix(tmp_path, '[build]\ncpu_baseline = { x86_64 = "x86-64-v3" }\n')
-    assert parsed.build.cpu_baselines == (("x86_64", "x86-64-v3"),)
-    with pytest.raises(ConfigError) as refused:
-        matrix(tmp_path, '[build]\ncpu_baseline = { x86_64 = "armv8-a" }\n')
-    assert "'armv8-a' is not a CPU level of x86_64" in str(refused.value) and "\n" not in str(refused.value)
