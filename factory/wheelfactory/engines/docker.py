@@ -53,7 +53,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.cibw_table import CibwDecision, CibwTable, decide, read_cibw_table
 from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.proc import run
+from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -343,14 +343,14 @@ class DockerEngine:
                 printed = run([sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--output-dir",
                                str(output), "--config-file", str(no_table), "."], cwd=source,
                               env={**env, "PYTHONUNBUFFERED": "1"}, log=log)
-        except DockerBuildError as exc:
+        except (DockerBuildError, CommandFailed) as exc:
             native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
             if native is None:
                 raise
-            raise DockerBuildError(f"{exc}; {native}, and code that needs more than {baseline} (intrinsics "
+            raise DockerBuildError(f"{variant.id}: {native}, and code that needs more than {baseline} (intrinsics "
                                    "the project enables for the build machine's CPU) does not build for it: set "
                                    "[build] cpu_baseline to what the wheel may require (x86-64-v4: AVX-512 machines "
-                                   "only), or turn the project's own CPU detection off") from None
+                                   f"only), or turn the project's own CPU detection off ({exc})") from None
         native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
         if native is not None:
             timeline.warn(native)
