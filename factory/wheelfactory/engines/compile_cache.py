@@ -49,11 +49,12 @@ def stats_name(cache: CompileCache, variant_id: str) -> str:
     return f"{variant_id}.{'json' if cache.tool == 'sccache' else 'log'}"
 
 
-# The compilers a build actually calls, by name, found inside the container: cc and c++ (torch's
+# The compilers a build actually calls, by name, found inside the container (the compile cache's
+# shims and the -march=native shims of engines/cpu_baseline.py are both made for these): cc and c++ (torch's
 # ninja build), the interpreter's configured CC and CXX (what setuptools' own compiler runs
 # without ninja: "gcc" on manylinux, "x86_64-linux-gnu-gcc" on Debian), and $CC/$CXX when the
 # project's settings name one. Each is resolved to its real path before any shim exists.
-_COMPILER_NAMES = r"""
+COMPILER_NAMES = r"""
 names="{always}"
 for w in $(python -c 'import sysconfig
 for v in ("CC", "CXX"):
@@ -79,7 +80,7 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
         # Paths relative to the project (CCACHE_BASEDIR), so the staged copy's place does not matter.
         env.update({"CCACHE_DIR": STORE, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
                     "CCACHE_COMPILERCHECK": "content", "CCACHE_STATSLOG": stats_file})
-        names = _COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=SHIMS)
+        names = COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=SHIMS)
         setup = (f'set -e\n{names}C="$(command -v ccache)"\n'
                  f'for pair in $resolved; do ln -sf "$C" {SHIMS}/"${{pair%%=*}}"; done\n')
         return Wiring(mounts=((cache.directory, STORE), (stats_dir, STATS)), env=env, setup=setup)
@@ -105,7 +106,7 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
         relay = (f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
                  f"--to unix:{RELAY}/{RELAY_SOCKET} --background\n")
     always = ALWAYS if nvcc else (*ALWAYS, *NVCC_HOST)
-    names = _COMPILER_NAMES.format(always=" ".join(always), skip=" ".join(NVCC_HOST) if nvcc else "", shims=SHIMS)
+    names = COMPILER_NAMES.format(always=" ".join(always), skip=" ".join(NVCC_HOST) if nvcc else "", shims=SHIMS)
     # sccache comes from the prepared tools environment (on PATH); each shim holds the real
     # compiler's absolute path.
     setup = (f'set -e\n{relay}{names}ln -sf "$(command -v sccache)" {SHIMS}/sccache\n'

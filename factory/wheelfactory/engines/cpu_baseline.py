@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from wheelfactory.engines.compile_cache import ALWAYS, COMPILER_NAMES, NVCC_HOST
 from wheelfactory.plan.build_config import DEFAULT_CPU_BASELINES
 
 FLAG_SHIMS = "/tmp/wheelfactory-flags"  # inside the container, first on PATH
@@ -27,21 +28,11 @@ NOTES_MOUNT = "/wf-flags"  # mounted: the setup script, and the notes the shims 
 SETUP = "flags-setup.sh"
 NOTES = "native-flags.txt"
 PROJECT = "/project/"  # where cibuildwheel's container has the project: units are named relative to it
-# The names a build calls its compilers by, beyond those found in the image (sysconfig's CC/CXX,
-# $CC/$CXX): torch's ninja build's, setuptools' and nvcc's host compiler.
-COMPILERS = ("cc", "c++", "gcc", "g++")
-
+# After the compile cache's COMPILER_NAMES (which names each compiler a build calls, resolved to
+# what runs now: the cache's shim, or the compiler): a shim in front of each.
 _SETUP = r"""set -e
-names="{compilers}"
-for w in $(python -c 'import sysconfig
-for v in ("CC", "CXX"):
-    print((sysconfig.get_config_var(v) or "").split(" ")[0])') ${{CC%% *}} ${{CXX%% *}}; do
-  case "$w" in */*|"") continue ;; esac
-  case " $names " in *" $w "*) ;; *) names="$names $w" ;; esac
-done
-mkdir -p {shims}
-for c in $names; do
-  real="$(command -v "$c")" || continue
+{names}for pair in $resolved; do
+  c="${{pair%%=*}}" real="${{pair#*=}}"
   case "$real" in {shims}/*) continue ;; esac
   cat > {shims}/"$c" <<EOF
 #!/bin/sh
@@ -76,7 +67,8 @@ def baseline_for(arch: str, chosen: Mapping[str, str]) -> str:
 def shims_script(baseline: str, *, shims: str = FLAG_SHIMS, notes: str = f"{NOTES_MOUNT}/{NOTES}") -> str:
     """The sh script that makes the flag shims (in ``shims``) in front of whatever each compiler
     name resolves to now (the compile cache's shims, or the compiler); they append to ``notes``."""
-    return _SETUP.format(compilers=" ".join(COMPILERS), shims=shims, baseline=baseline, cpu="generic", notes=notes)
+    names = COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=shims)
+    return _SETUP.format(names=names, shims=shims, baseline=baseline, cpu="generic", notes=notes)
 
 
 def rewritten(notes: str) -> list[tuple[str, str]]:
