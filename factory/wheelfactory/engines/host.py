@@ -25,7 +25,7 @@ from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
+from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args
 from wheelfactory.support.proc import Runner, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import (
@@ -271,7 +271,7 @@ class HostEngine:
                  **{name: "" for name in os.environ if name.startswith("PYTEST_")}}
         if tests.requires:
             self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                         *self.find_links_args(*tests.find_links), *tests.requires], env=clean, log=log)
+                         *find_links_args((*self.find_links, *tests.find_links)), *tests.requires], env=clean, log=log)
             # A requirement the interpreter already had is not installed again, nor is its script
             # (pytest): without one in the venv, `pytest` in the command would be whichever is next
             # on PATH, another interpreter's, without torch or the wheel.
@@ -281,10 +281,6 @@ class HostEngine:
             stage_test_sources(stage, tests, project, log)
             return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))],
                                                     cwd=project, env=clean, log=log))
-
-    def find_links_args(self, *more: str) -> list[str]:
-        """pip's --find-links for [build] find_links (and ``more``: [test] find_links)."""
-        return [arg for directory in (*self.find_links, *more) for arg in ("--find-links", directory)]
 
     def link_scripts(self, venv: Path, distributions: tuple[str, ...], env: Mapping[str, str], log: Path) -> None:
         """Write into the venv's bin the console scripts of ``distributions`` it lacks (they are
@@ -322,7 +318,7 @@ class HostEngine:
         # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
         requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
         if requires:
-            self.runner([python, "-m", "pip", "install", "-q", *self.find_links_args(), *requires], env=clean, log=log)
+            self.runner([python, "-m", "pip", "install", "-q", *find_links_args(self.find_links), *requires], env=clean, log=log)
         return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 

@@ -31,6 +31,7 @@ from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import PYPI
 from wheelfactory.project.keys import file_sha256, json_digest
+from wheelfactory.support.host_env import find_links_args
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
 
@@ -292,8 +293,7 @@ class Wheelhouse:
                    "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
-        for directory, _ in request.find_links:
-            command += ["--find-links", directory]
+        command += find_links_args(directory for directory, _ in request.find_links)
         if self.store.is_dir():
             # Wheels another set holds already (a torch and its nvidia-* wheels, GBs) are taken from
             # the store, beside the host's indexes: pip prefers a local file to the same file online.

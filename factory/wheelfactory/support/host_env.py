@@ -17,6 +17,7 @@ import os
 import shlex
 import shutil
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +44,11 @@ class HostEnvRequest:
         return hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:16]
 
 
+def find_links_args(directories: Iterable[str]) -> list[str]:
+    """pip's ``--find-links`` for each of ``directories`` ([build] / [test] find_links)."""
+    return [arg for directory in directories for arg in ("--find-links", directory)]
+
+
 def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = None) -> Path:
     """The directory holding ``request``'s packages (made now if needed); EnvironmentProblem
     naming the requirements when pip cannot install them."""
@@ -60,8 +66,7 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
         staged.mkdir(parents=True)
         try:
             command = [request.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                       "--no-warn-script-location", "--target", str(staged),
-                       *(arg for directory in request.find_links for arg in ("--find-links", directory))]
+                       "--no-warn-script-location", "--target", str(staged), *find_links_args(request.find_links)]
             if request.constraints:
                 constraints = staged.parent / f".{request.key}.constraints.txt"
                 constraints.write_text("".join(f"{c}\n" for c in request.constraints))
