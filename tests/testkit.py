@@ -208,8 +208,10 @@ def build_on_host(project: Path, import_name: str, python: str, extra: str = "")
     return workdir / "dist" / entry["wheel"], entry, log
 
 
-def _write_and_build_on_host(workdir: Path, project: Path, import_name: str, python: str, extra: str) -> None:
-    (workdir / "matrix.toml").write_text(f"""
+def host_matrix(project: Path, import_name: str, python: str, extra: str = "") -> str:
+    """matrix.toml of a bring-your-own project built by the host engine for torch 2.13 (CPU);
+    ``extra`` follows its [build] table (more [build] keys, then other tables)."""
+    return f"""
 [project]
 path = "{project}"
 import_name = "{import_name}"
@@ -221,7 +223,11 @@ python = {python}
 
 [build]
 engine = "host"
-{extra}""")
+{extra}"""
+
+
+def _write_and_build_on_host(workdir: Path, project: Path, import_name: str, python: str, extra: str) -> None:
+    (workdir / "matrix.toml").write_text(host_matrix(project, import_name, python, extra))
     result = run_build([], cwd=workdir, timeout=1800)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 

