@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from testkit import docs_text, markdown_section
-from wheelfactory.plan.matrix import MATRIX_FILE
+from wheelfactory.plan.matrix_schema import MATRIX_FILE
 from wheelfactory.plan.toml_model import Section, Sections
 from wheelfactory.project.kernel_toml import KERNEL_FILE
 

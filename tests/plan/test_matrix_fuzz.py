@@ -33,13 +33,8 @@ from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand
-from wheelfactory.plan.matrix import (
-    INCLUDE_SETTING_KEYS,
-    MATRIX_KEYS,
-    SELECTOR_KEYS,
-    TOP_LEVEL_KEYS,
-    parse_matrix,
-)
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.matrix_schema import INCLUDE_SETTING_KEYS, MATRIX_KEYS, SELECTOR_KEYS, TOP_LEVEL_KEYS
 from wheelfactory.plan.tomlsource import TomlDocument, format_key
 
 TABLE = load_table()

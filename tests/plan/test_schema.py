@@ -30,7 +30,8 @@ from schema_documents import UNKNOWN, documents, full_document, mutations
 from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.matrix import MATRIX_FILE, parse_matrix
+from wheelfactory.plan.matrix import parse_matrix
+from wheelfactory.plan.matrix_schema import MATRIX_FILE
 from wheelfactory.plan.schema import DRAFT
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.scaffold import plan_scaffold

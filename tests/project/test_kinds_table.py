@@ -10,7 +10,8 @@ from typing import get_args
 
 import pytest
 from testkit import REPO
-from wheelfactory.plan.matrix import OLD_PROJECT_KINDS, PROJECT_KINDS, ProjectConfig
+from wheelfactory.plan.matrix import ProjectConfig
+from wheelfactory.plan.matrix_schema import OLD_PROJECT_KINDS, PROJECT_KINDS
 from wheelfactory.project.kind_facts import KindName
 from wheelfactory.project.kinds import KINDS, resolve_kind
 from wheelfactory.verify.checks import SMOKES

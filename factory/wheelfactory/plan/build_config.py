@@ -1,6 +1,6 @@
 """matrix.toml's [build] table: how and where the run builds (engine, base images, wheelhouse,
 compile cache, glibc floor, the wheels' torch pin, debug info), read into a ``BuildConfig``. Its
-keys are declared with the rest of the file in plan/matrix.py, which checks them first; every
+keys are declared with the rest of the file in plan/matrix_schema.py, checked first; every
 mistake is one line naming the key.
 """
 
@@ -115,7 +115,7 @@ def _compile_cache(table: Table, base_dir: Path) -> CompileCache | None:
 
 
 def parse_build(table: Table, base_dir: Path) -> BuildConfig:
-    """The [build] table (its keys already checked against the declaration in plan/matrix.py)."""
+    """The [build] table (its keys already checked against the declaration in plan/matrix_schema.py)."""
     engine = table.string("engine", "auto")
     if engine not in ENGINES:
         table.error("engine", f"unknown engine {engine!r}", did_you_mean(engine, ENGINES)

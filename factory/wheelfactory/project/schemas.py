@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wheelfactory.plan.matrix import MATRIX_FILE
+from wheelfactory.plan.matrix_schema import MATRIX_FILE
 from wheelfactory.plan.schema import document_schema, render
 from wheelfactory.project.kernel_toml import KERNEL_FILE
 
