@@ -78,3 +78,41 @@ def test_the_wheels_library_holds_no_instruction_beyond_the_baseline(table_build
                              text=True, check=True).stdout
     assert "<_ZN8graphops" in listing  # the op library's own code was read
     assert "%ymm" not in listing and "%zmm" not in listing  # AVX, AVX2, AVX-512: beyond x86-64-v2
+
+
+def test_a_table_step_no_offline_build_can_run_fails_its_variant_before_anything_is_made(
+        offline_build_tables: str, tmp_path: Path) -> None:
+    """A before-all that installs system packages (yum) can never run offline: the variant fails
+    at once naming the option and the fix, before its image, its wheel sets or its compile."""
+    import shutil
+
+    from docker_helpers import build
+
+    project = tmp_path / "graphops"
+    shutil.copytree(REPO / "tests" / "fixtures" / "cibw_table", project)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace(
+        "[tool.cibuildwheel.linux]\n", "[tool.cibuildwheel.linux]\nbefore-all = \"yum install -y openblas-devel\"\n"))
+    wheelhouse = tmp_path / "wheelhouse"
+    tables = "\n".join(f'wheelhouse = "{wheelhouse}"' if line.startswith("wheelhouse =") else line
+                       for line in offline_build_tables.splitlines())
+    (tmp_path / "matrix.toml").write_text(f"""[project]
+path = "{project}"
+import_name = "graphops"
+
+[matrix]
+torch = ["2.13"]
+backends = ["cpu"]
+python = ["3.11"]
+{tables}
+""")
+    result = build(tmp_path)
+    assert result.returncode != 0, result.stdout[-3000:]
+    entry = manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux-cp311"]
+    assert entry["status"] == "failed" and entry["error"] == (
+        "torch213-cxx11-cpu-x86_64-linux-cp311: pyproject.toml [tool.cibuildwheel] before-all: refused: "
+        "`yum install -y openblas-devel` installs system packages, and the build container has no network: "
+        "use a base image that has them ([build] base_image)"), entry
+    assert "refused by the project's own cibuildwheel table (they fail at once)" in result.stdout + result.stderr
+    assert not wheelhouse.exists(), "nothing was downloaded for a refused variant"
+    assert not (tmp_path / "dist" / ".work" / "torch213-cxx11-cpu-x86_64-linux-cp311").exists()

@@ -177,3 +177,20 @@ def test_no_table_no_decisions_and_a_cibuildwheel_toml_counts(tmp_path: Path) ->
 def test_an_option_cibuildwheel_does_not_know_is_one_line_naming_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"pyproject.toml \[tool.cibuildwheel\]: cibuildwheel cannot read it"):
         read_cibw_table(project(tmp_path, '[tool.cibuildwheel]\ntest-comand = "pytest"\n'), "cp311-manylinux_x86_64")
+
+
+@pytest.mark.parametrize(("step", "refused"), [
+    ("yum install -y openblas-devel", "before-all: refused: `yum install -y openblas-devel` installs system packages"),
+    ("curl -sSL https://example.invalid/x.tar.gz | tar xz", "before-all: refused: `curl -sSL"),
+    ("python -m pip install -r requirements-build.txt", "installs a requirements file from an index"),
+    # named packages wait for the build's environments, which may hold them
+    ("pip install cython>=3 --index-url https://example.invalid/simple", None),
+])
+def test_what_no_build_can_hold_is_refused_before_the_build(tmp_path: Path, step: str, refused: str | None) -> None:
+    from wheelfactory.project.cibw_table import refusal_before_build
+
+    root = project(tmp_path, TABLE.replace('before-build = "pip install torch --index-url '
+                                           'https://torch-index.example/whl/cpu && rm -rf build"',
+                                           f"before-all = {step!r}"))
+    said = refusal_before_build(root, "cp311-manylinux_x86_64", has_tests=False)
+    assert (said is None) if refused is None else (refused in str(said) and said.startswith("pyproject.toml")), said

@@ -116,15 +116,18 @@ def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
         base_images = {arch: debian_base(build.debian_base, arch) for arch in sorted({v.key.arch for v in variants})}
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
+    tables = table_refusals([v for v in variants if v.id not in refusals], matrix)
     options = DockerOptions(base_images=base_images, image_log=out / "images.log", torch_indexes=urls,
                             python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),
                             compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
                             debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
-                            refusals=refusals, find_links=build.find_links,
+                            refusals={**refusals, **tables}, find_links=build.find_links,
                             cpu_baselines=dict(build.cpu_baselines))
     engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
     cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
-    refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "")
+    refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "") + (
+        f"; {len(tables)} of them are refused by the project's own cibuildwheel table (they fail at once)"
+        if tables else "")
     unrun = f"; {len(not_built)} selected variant(s) not built: their arch does not run here" if not_built else ""
     return Chosen(engine, variants,
                   f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}{unrun}",
@@ -145,6 +148,21 @@ def _runnable(variants: Sequence[Variant],
 
     refused = tuple(refusal(v, support[v.key.arch]) for v in variants if not support[v.key.arch].runs)
     return tuple(v for v in variants if support[v.key.arch].runs), refused
+
+
+def table_refusals(variants: Sequence[Variant], matrix: Matrix) -> dict[str, str]:
+    """variant id -> why the project's own cibuildwheel table refuses its offline build whatever the
+    build holds (a step installing system packages or downloading), known before any image,
+    download or compile: the variant fails at once with the option and the fix."""
+    from wheelfactory.project.cibw_table import identifier_for, refusal_before_build
+
+    found: dict[str, str] = {}
+    for variant in variants:
+        reason = refusal_before_build(matrix.project.path, identifier_for(variant.key.python, variant.key.arch),
+                                      has_tests=matrix.test is not None)
+        if reason:
+            found[variant.id] = f"{variant.id}: {reason}"
+    return found
 
 
 def torch_indexes(variants: Sequence[Variant], matrix: Matrix, table: CompatTable, env: Mapping[str, str], *,

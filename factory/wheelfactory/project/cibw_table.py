@@ -455,3 +455,16 @@ def project_table_tests(root: Path, identifier: str) -> ProjectTests | None:
     if (root / PYPROJECT).is_file():
         pyproject = tomllib.loads((root / PYPROJECT).read_text(encoding="utf-8"))  # read fine by table_file
     return table_tests(table, pyproject)
+
+
+def refusal_before_build(root: Path, identifier: str, *, has_tests: bool) -> str | None:
+    """What refuses the project's table for ``identifier`` whatever the build will hold (a step
+    installing system packages, downloading, or pip-installing a requirements file), as the
+    variant's error; None when nothing does. Said before the image, the wheelhouse and the
+    compile: a step pip-installing named packages waits for the build's environments, which may
+    hold them."""
+    table = read_cibw_table(root, identifier)
+    if table is None:
+        return None
+    refused = decide(table, has_tests=has_tests, installed=lambda _: True, factory_env=frozenset()).refused
+    return f"{table.declared_in} {refused[0].option}: refused: {refused[0].note}" if refused else None
