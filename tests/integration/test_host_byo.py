@@ -146,3 +146,41 @@ def test_a_scikit_build_core_project_and_its_declared_dependency(cmake_project: 
     assert "-m pip install -q numpy 'packaging>=20' ninja" in log
     assert smoke_result(log)["extensions"] == {"tinydsp._C": "imported"}
     assert entry["tests"]["passed"] is True  # type: ignore[index]
+
+
+OPTKIT_TABLES = """
+[project.env]
+OPTKIT_BUILD_OPS = "0"
+OPTKIT_BUILD_CPU_ADAM = "1"
+
+[test]
+command = "pytest -p no:cacheprovider {project}/tests/unit"
+requires = ["pytest"]
+sources = ["tests"]
+"""
+
+
+@pytest.fixture(scope="module")
+def optkit() -> tuple[Path, dict[str, object], str]:
+    return build("optkit", "optkit", f'["{PYTHON}"]', OPTKIT_TABLES)
+
+
+def test_an_op_chosen_by_the_environment_is_prebuilt_for_the_baseline_not_this_cpu(
+        optkit: tuple[Path, dict[str, object], str], tmp_path: Path) -> None:
+    """tests/fixtures/optkit (DeepSpeed's shape) on the host: the op the environment asks for is in
+    the wheel and its loader takes it in the project's own tests; the builder's -march=native is
+    compiled for x86-64-v2 here too, since the wheel is for other machines than this one."""
+    wheel, entry, log = optkit
+    library = f"optkit/ops/adam/cpu_adam_op.cpython-{TAG[2:]}-x86_64-linux-gnu.so"
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        (tmp_path / "op.so").write_bytes(archive.read(library))
+    assert not [n for n in names if "cpu_lion_op" in n], names
+    tests: dict[str, object] = entry["tests"]  # type: ignore[assignment]
+    assert tests["passed"] is True, tests
+    if entry["status"] == "built":
+        assert ("# WARNING: the project's build asks for -march=native (the build machine's CPU) in "
+                "csrc/adam/cpu_adam.cpp: compiled for x86-64-v2 instead") in log
+    listing = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(tmp_path / "op.so")], capture_output=True,
+                             text=True, check=True).stdout
+    assert "adam_update" in listing and "%ymm" not in listing and "%zmm" not in listing

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wheelfactory.engines import Engine
-from wheelfactory.engines.host import HostEnvironment, host_variant, probe
+from wheelfactory.engines.host import HostEngine, HostEnvironment, host_variant, probe
 from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
 from wheelfactory.images.containers import DockerClient
 from wheelfactory.images.emulation import ArchSupport, arch_support
@@ -150,6 +150,12 @@ def _runnable(variants: Sequence[Variant],
     return tuple(v for v in variants if support[v.key.arch].runs), refused
 
 
+def host_engine(environment: HostEnvironment, matrix: Matrix) -> HostEngine:
+    """The host engine for ``environment``, with matrix.toml's [build] settings it reads."""
+    return HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
+                      find_links=matrix.build.find_links, cpu_baselines=dict(matrix.build.cpu_baselines))
+
+
 def table_refusals(variants: Sequence[Variant], matrix: Matrix) -> dict[str, str]:
     """variant id -> why the project's own cibuildwheel table refuses its offline build whatever the
     build holds (a step installing system packages or downloading), known before any image,
@@ -217,8 +223,6 @@ def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Ca
 
 def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
     """--engine host: its own variant (or, with --only/--shard, a selection it can build entirely)."""
-    from wheelfactory.engines.host import HostEngine
-
     matrix, table, python = project_matrix(request.matrix, request.constraints), request.table, request.python
     environment = probe_host(python)
     variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
@@ -230,16 +234,13 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
                           f"variants planned against torch {environment.torch_release}; the selection has {ids}",
                           hint="build those with the docker engine, or pick the host's variant with --only")
     names = ", ".join(v.id for v in chosen)
-    return Chosen(HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
-                             find_links=matrix.build.find_links), tuple(chosen),
+    return Chosen(host_engine(environment, matrix), tuple(chosen),
                   f"engine host: {environment.executable} with torch {environment.torch}; building {names}")
 
 
 def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
     """--engine auto with no Docker engine: the host builds the selected variants it can (its own,
     stable-ABI ones planned against its torch); every other selected variant is not built."""
-    from wheelfactory.engines.host import HostEngine
-
     matrix, table = project_matrix(request.matrix, request.constraints), request.table
     selection = select(request.plan(), request.only, request.shard)
     action = (f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
@@ -255,8 +256,7 @@ def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[
     buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
     reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
     not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
-    engine = HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
-                        find_links=matrix.build.find_links)
+    engine = host_engine(environment, matrix)
     building = ", ".join(v.id for v in buildable) or "none of the selected variants"
     return Chosen(engine, buildable,
                   f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "

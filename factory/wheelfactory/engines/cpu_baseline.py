@@ -71,19 +71,28 @@ def shims_script(baseline: str, *, shims: str = FLAG_SHIMS, notes: str = f"{NOTE
     return _SETUP.format(names=names, shims=shims, baseline=baseline, cpu="generic", notes=notes)
 
 
-def rewritten(notes: str) -> list[tuple[str, str]]:
-    """(flag, unit) of each compile the shims rewrote, in order, each once."""
+def rewritten(notes: str, project: str = PROJECT) -> list[tuple[str, str]]:
+    """(flag, unit) of each compile the shims rewrote, in order, each once; units named relative
+    to ``project`` (where the build has the project's copy)."""
     seen: dict[tuple[str, str], None] = {}
     for line in notes.splitlines():
         flag, _, unit = line.strip().partition(" ")
         if flag:
-            seen[(flag, unit.removeprefix(PROJECT))] = None
+            seen[(flag, unit.removeprefix(project))] = None
     return list(seen)
 
 
-def rewrite_note(notes: str, baseline: str) -> str | None:
+def refusal(note: str, baseline: str, failure: object) -> str:
+    """The error of a build that failed once its -march=native was rewritten (``note``: what
+    ``rewrite_note`` said): the project's code needs more than the baseline."""
+    return (f"{note}, and code that needs more than {baseline} (intrinsics the project enables for the build "
+            "machine's CPU) does not build for it: set [build] cpu_baseline to what the wheel may require "
+            f"(x86-64-v4: AVX-512 machines only), or turn the project's own CPU detection off ({failure})")
+
+
+def rewrite_note(notes: str, baseline: str, project: str = PROJECT) -> str | None:
     """What the build log says of the rewritten flags; None when the build asked for none."""
-    found = rewritten(notes)
+    found = rewritten(notes, project)
     if not found:
         return None
     flags = sorted({flag for flag, _ in found})

@@ -342,10 +342,7 @@ class DockerEngine:
             native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
             if native is None:
                 raise
-            raise DockerBuildError(f"{variant.id}: {native}, and code that needs more than {baseline} (intrinsics "
-                                   "the project enables for the build machine's CPU) does not build for it: set "
-                                   "[build] cpu_baseline to what the wheel may require (x86-64-v4: AVX-512 machines "
-                                   f"only), or turn the project's own CPU detection off ({exc})") from None
+            raise DockerBuildError(f"{variant.id}: {cpu_baseline.refusal(native, baseline, exc)}") from None
         native = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
         if native is not None:
             timeline.warn(native)

@@ -15,7 +15,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from wheelfactory.engines import BuildInputs
+from wheelfactory.engines import BuildInputs, cpu_baseline
 from wheelfactory.engines.compile_flags import with_compile_flags
 from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, runtime_requirements
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
@@ -26,7 +26,7 @@ from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args
-from wheelfactory.support.proc import Runner, run
+from wheelfactory.support.proc import CommandFailed, Runner, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify.checks import (
     TEST_TERMINAL,
@@ -166,6 +166,7 @@ class HostEngine:
     jobs_per_build: int = field(default_factory=lambda: os.cpu_count() or 1)  # MAX_JOBS
     runner: Runner = run  # every command of a build, a test run and a smoke
     find_links: tuple[str, ...] = ()  # [build] find_links: beside the host's pip index for every install
+    cpu_baselines: Mapping[str, str] = field(default_factory=dict)  # arch -> [build] cpu_baseline
     name: str = "host"
 
     def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
@@ -220,10 +221,34 @@ class HostEngine:
         env.update(stage.build_env())
         env.update(dict(stage.variant.settings.env))
         env = with_compile_flags(stage.variant, env)
+        # The wheel is for other machines too: -march=native becomes the variant's baseline, as in
+        # the Docker engine (engines/cpu_baseline.py), through shims first on PATH.
+        baseline = cpu_baseline.baseline_for(stage.variant.key.arch, self.cpu_baselines)
+        flags_dir = workdir / "cpu-flags"
+        shutil.rmtree(flags_dir, ignore_errors=True)
+        flags_dir.mkdir(parents=True)
+        notes = flags_dir / cpu_baseline.NOTES
+        (flags_dir / cpu_baseline.SETUP).write_text(
+            cpu_baseline.shims_script(baseline, shims=str(flags_dir / "bin"), notes=str(notes)))
+        self.runner(["sh", str(flags_dir / cpu_baseline.SETUP)], env=env, log=log)
+        env["PATH"] = os.pathsep.join([str(flags_dir / "bin"), env["PATH"]])
+
+        def said() -> str:  # what the shims noted
+            return notes.read_text(errors="replace") if notes.is_file() else ""
+
         with timeline.phase("compile"):
-            with diagnosed(stage, log, HostEngineError):
-                self.runner([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw),
-                             str(source)], env=env, log=log)
+            try:
+                with diagnosed(stage, log, HostEngineError):
+                    self.runner([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw),
+                                 str(source)], env=env, log=log)
+            except (HostEngineError, CommandFailed) as exc:
+                native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
+                if native is None:
+                    raise
+                raise HostEngineError(f"{stage.variant.id}: {cpu_baseline.refusal(native, baseline, exc)}") from None
+        native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
+        if native is not None:
+            timeline.warn(native)
         (wheel,) = raw.glob("*.whl")
         with timeline.phase("repair"):
             self.runner(auditwheel_command(python, wheel, repaired), env=env, log=log)
