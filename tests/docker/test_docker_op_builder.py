@@ -5,7 +5,8 @@ switches), built unedited in Docker with the recipe docs/reference/bring-your-ow
 record of what it built reaches the wheel; the project's own loader, run by its own tests in the
 factory, loads the prebuilt op from the installed package, not a JIT compile; and its
 `-march=native` (from its builder, with the SIMD macro its lscpu detection picks) is compiled for
-the variant's baseline: no instruction beyond x86-64-v2 in the library."""
+the variant's baseline: no instruction beyond x86-64-v2 in the library. Its tests need `adamref`,
+a wheel the project brings ([test] find_links, tests/fixtures/wheels) that no index has."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ python = ["3.11"]
 
 [test]
 command = "pytest -p no:cacheprovider {project}/tests/unit"
-requires = ["pytest"]
+requires = ["pytest", "adamref"]
 sources = ["tests"]
-""")
+find_links = ["%s"]
+""" % (REPO / "tests" / "fixtures" / "wheels"))
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,7 @@ def test_the_op_the_environment_asks_for_is_prebuilt_and_the_loader_takes_it(opt
     tests: dict[str, object] = entry["tests"]  # type: ignore[assignment]
     assert tests["passed"] is True, tests
     counts = tests.get("counts")
-    assert entry["status"] == "cached" or isinstance(counts, dict) and counts["passed"] == 13 and "failed" not in counts
+    assert entry["status"] == "cached" or isinstance(counts, dict) and counts["passed"] == 15 and "failed" not in counts
     if entry["status"] == "built":
         log = (optkit_build / "dist" / str(entry["log"])).read_text()
         assert "OPTKIT_BUILD_CPU_ADAM=1" in log  # the recipe's switch reached the build

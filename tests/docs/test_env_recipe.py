@@ -20,7 +20,7 @@ def test_the_recipe_is_what_the_docker_test_builds() -> None:
     recipe = tomllib.loads(SECTION.split("```toml\n", 1)[1].split("```", 1)[0])["project"]
     built = (REPO / "tests" / "docker" / "test_docker_op_builder.py").read_text()
     matrix = tomllib.loads(built.split('SharedBuild("docker-optkit", REPO / "tests" / "fixtures" / "optkit", """', 1)[1]
-                           .split('""")', 1)[0])
+                           .split('"""', 1)[0])
     assert recipe["import_name"] == matrix["import_name"] == "optkit"
     assert recipe["env"] == matrix["env"] == {"OPTKIT_BUILD_OPS": "0", "OPTKIT_BUILD_CPU_ADAM": "1"}
     assert recipe["path"].endswith("/optkit")

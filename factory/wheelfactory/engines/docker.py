@@ -274,7 +274,10 @@ class DockerEngine:
         tests = stage.checks.tests_for(variant.id)
         test_requires = tests.requires if tests is not None else ()
         local = local_wheels((*self.options.find_links, *(tests.find_links if tests is not None else ())))
-        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python, find_links=local),
+        # a requirement of the tests that depends on torch (a project's own helper wheel) takes the
+        # variant's, never the newest
+        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python, find_links=local,
+                                                            constraints=(variant.torch_requirement,)),
                                           log=log) if test_requires else None
         return _VariantSets(torch, build_system, test_set, test_requires)
 
@@ -287,7 +290,7 @@ class DockerEngine:
                                                    sets.build_system.wheels), image, python, target,
                                         sets.build_system, log)
         test_env = None if sets.tests is None else environments.for_tests(image, python, target, sets.tests,
-                                                                          sets.test_requires, log)
+                                                                          torch_env, log)
         return _VariantEnvs(torch_env, tools_env, build_env, test_env)
 
     def _cibuildwheel(self, stage: Stage, image: ImageRef, facts: ImageFacts, python: str, sets: _VariantSets,

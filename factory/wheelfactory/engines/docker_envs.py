@@ -22,6 +22,7 @@ from wheelfactory.engines.prepared_env import (
     EnvRequest,
     PreparedEnv,
     PreparedEnvs,
+    Role,
     compile_bytecode_here,
     install_from_set,
     installed_releases,
@@ -71,10 +72,12 @@ class ContainerEnvironments:
         return made[0], made[1]
 
     def for_tests(self, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
-                  requires: tuple[str, ...], log: Path) -> PreparedEnv:
-        """The project tests' requirements ([test] requires), prepared like torch: once per content."""
-        return self.ensure(EnvRequest("test", image.id, python, requires, wheels.wheels), image, python, target,
-                           wheels, log)
+                  torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
+        """The project tests' requirements ([test] requires), prepared like torch: once per content.
+        What the torch environment mounted beside it holds is not installed again: a test
+        requirement that depends on torch uses the variant's (a second torch in front of it would
+        be the one the tests import). None when the torch environment has everything."""
+        return self._beside_torch("test", image, python, target, wheels, torch_env, log)
 
     def for_dependencies(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
                          wheel: Path, torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
@@ -94,12 +97,18 @@ class ContainerEnvironments:
         except WheelhouseError as exc:
             raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
                                    f"as wheels for Python {target.version}: {exc}") from None
+        return self._beside_torch("deps", image, python, target, wheels, torch_env, log)
+
+    def _beside_torch(self, role: Role, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
+                      torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
+        """The set's wheels that the torch environment does not hold, as an environment of ``role``
+        mounted beside it (the set is resolved already: installed as files, without dependencies)."""
         provided = {name for name, _ in installed_releases(torch_env.path)}
         files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
                       if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
         if not files:
             return None
-        return self.ensure(EnvRequest("deps", image.id, python, files, wheels.wheels), image, python, target, wheels,
+        return self.ensure(EnvRequest(role, image.id, python, files, wheels.wheels), image, python, target, wheels,
                            log)
 
     def ensure(self, request: EnvRequest, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,

@@ -78,6 +78,11 @@ class EnvRequest:
         return f"{self.role}-{json_digest(asdict(self))[:16]}"
 
     @property
+    def names_files(self) -> bool:
+        """The requirements are the set's files (resolved already: installed without dependencies)."""
+        return bool(self.requirements) and all(r.startswith(f"{WHEELHOUSE_MOUNT}/") for r in self.requirements)
+
+    @property
     def mount(self) -> str:
         """Where containers see it: what goes on PYTHONPATH (and ``/bin`` on PATH)."""
         return f"{MOUNT_ROOT}/{self.role}"
@@ -214,8 +219,8 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
                      store: Path | None = None, log: Path | None = None, runner: Runner = run) -> None:
     """Install ``request`` into ``target`` for the container's interpreter, from the wheel set at
     ``wheels`` only: uv, offline and with no index, for ``python``'s version and platform, each
-    file hard-linked from its wheel's unpacked copy in ``unpacked``. A "deps" request names the
-    set's files (as the container sees them), resolved already: installed without dependencies,
+    file hard-linked from its wheel's unpacked copy in ``unpacked``. A request that names the
+    set's files ("deps", "test") (as the container sees them), resolved already: installed without dependencies,
     each pinned by name and version (as a path, uv would unpack a second copy of the same wheel).
 
     uv keys an unpacked wheel by the folder it was found in, and every set is its own folder: the
@@ -242,7 +247,7 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
                "--find-links", str(source), "--constraint", str(constraints), "--target", str(target),
                "--python", sys.executable, "--python-version", python.version,
                "--python-platform", uv_platform(python), "--link-mode", "hardlink", "--cache-dir", str(unpacked),
-               *(["--no-deps"] if request.role == "deps" else []), *requirements]
+               *(["--no-deps"] if request.names_files else []), *requirements]
     try:
         with unpacked_lock(unpacked, exclusive=False):
             runner(command, log=log)
