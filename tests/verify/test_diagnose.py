@@ -85,3 +85,34 @@ def test_find_package_torch_against_a_cuda_torch_on_a_cpu_variant(plan_of: Calla
               "  Your installed Caffe2 version uses CUDA but I cannot find the CUDA\n  libraries.  Please set the proper\n")
     message = diagnosis(cpu, output, declared_in="p/pyproject.toml [build-system]")
     assert message is not None and "find_package(Torch)" in message and 'torch_index = "pytorch"' in message
+
+
+# ColossalAI 0.5.0's BUILD_EXT=1 on a CUDA variant: its nvcc flags come from the build machine's GPU.
+ASKS_THE_GPU = """Traceback (most recent call last):
+  File "/opt/wheelfactory/build/pyproject_hooks/_in_process/_in_process.py", line 389, in <module>
+    main()
+  File "/opt/wheelfactory/build/setuptools/build_meta.py", line 317, in run_setup
+    exec(code, locals())  # noqa: S102 # exec is intentional here
+  File "<string>", line 86, in <module>
+  File "/project/extensions/cuda_extension.py", line 116, in build_aot
+    "nvcc": self.strip_empty_entries(self.nvcc_flags()),
+  File "/project/extensions/pybind/layernorm/layernorm_cuda.py", line 24, in nvcc_flags
+    extra_cuda_flags.extend(get_cuda_cc_flag())
+  File "/project/extensions/utils.py", line 207, in get_cuda_cc_flag
+    max_arch = "".join(str(i) for i in torch.cuda.get_device_capability())
+  File "/opt/wheelfactory/torch/torch/cuda/__init__.py", line 616, in _lazy_init
+    torch._C._cuda_init()
+RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver
+"""
+
+
+def test_a_build_that_asks_for_the_gpu_is_told_where_and_what_to_read(plan_of: Callable[[str], Plan]) -> None:
+    cuda = plan_of('[matrix]\ntorch = "2.15"\nbackends = ["cu132"]\n\n[cuda]\narch_list = "9.0"\n').variants[0]
+    message = diagnosis(cuda, ASKS_THE_GPU, declared_in="p/pyproject.toml [build-system]")
+    assert message == (f"{cuda.id}: the project's build asks torch about the machine's GPU (at "
+                       "extensions/utils.py:207 (get_cuda_cc_flag): 'Found no NVIDIA driver on your system'), and "
+                       "build machines have none: the project must take its GPU architectures from "
+                       "TORCH_CUDA_ARCH_LIST, which the factory sets to the variant's ([cuda] arch_list: 9.0), or be "
+                       "built on a machine with a GPU")
+    cpu = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
+    assert diagnosis(cpu, ASKS_THE_GPU, declared_in="d") is None  # a CPU variant asks for no GPU code

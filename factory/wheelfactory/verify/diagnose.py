@@ -19,6 +19,24 @@ from wheelfactory.support.proc import CommandFailed
 
 _MISSING = re.compile(r"Missing dependencies:\s*\n((?:\s+\S.*\n?)+)")
 _BACKEND = re.compile(r"Backend '([^']+)' is not available")
+# torch's words when code asks it about a GPU on a machine without one
+_NO_GPU = ("Found no NVIDIA driver on your system", "No CUDA GPUs are available",
+           "Torch not compiled with CUDA enabled")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# frames of the tools under the project's build, not its own code
+_TOOL_FRAMES = ("/torch/", "site-packages", "/opt/wheelfactory/", "/setuptools/", "<string>", "/pyproject_hooks/",
+                "/lib/python3")
+
+
+def _asking_frame(output: str, marker: str) -> str | None:
+    """``path:line (function)`` of the project's own frame nearest to the traceback that ends in
+    ``marker``: the code that asked."""
+    ending = output.find(marker)
+    frames = [m for m in _FRAME.finditer(output, 0, ending) if not any(t in m.group(1) for t in _TOOL_FRAMES)]
+    if not frames:
+        return None
+    path, line, function = frames[-1].groups()
+    return f"{path.removeprefix('/project/')}:{line} ({function})"
 
 
 def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
@@ -34,6 +52,14 @@ def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
                 "serves), and CMake's find_package(Torch) asks for that build's CUDA toolkit even for CPU code: "
                 "take CPU torch builds for CPU variants ([build] torch_index = \"pytorch\", whose cpu index has "
                 "them), or have the project find torch's headers and libraries without torch's CMake config")
+    if variant.key.backend.kind in ("cuda", "rocm"):
+        marker = next((m for m in _NO_GPU if m in output), None)
+        where = _asking_frame(output, marker) if marker else None
+        if marker and where:
+            return (f"{variant.id}: the project's build asks torch about the machine's GPU (at {where}: "
+                    f"{marker!r}), and build machines have none: the project must take its GPU architectures from "
+                    f"TORCH_CUDA_ARCH_LIST, which the factory sets to the variant's ([cuda] arch_list: "
+                    f"{';'.join(variant.arch_list) or 'none'}), or be built on a machine with a GPU")
     missing = _MISSING.search(output)
     if missing:
         names = ", ".join(line.strip() for line in missing.group(1).splitlines() if line.strip())
