@@ -219,3 +219,14 @@ def test_cli_reuses_the_image(bookworm_base: BaseImage, tmp_path: Path) -> None:
     assert result.stdout.split() == [bookworm_base.tag, bookworm_base.id]
     assert "exists: reused" in result.stderr
     assert not (tmp_path / "tmp").exists()  # no rootfs was made
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_container_that_runs_a_wheel_has_shared_memory_for_torchs_processes(
+        docker_client: docker.DockerClient, bookworm_base: BaseImage) -> None:
+    """torch.multiprocessing and DataLoader workers share tensors through /dev/shm: Docker's 64 MB
+    failed DeepSpeed's cross-process optimizer test ("unable to allocate shared memory")."""
+    with Container(docker_client, bookworm_base.tag, network="none") as box:
+        size_kb = int(box.run(["df", "-k", "--output=size", "/dev/shm"]).split()[-1])
+    assert size_kb >= 2 * 1024 * 1024, size_kb

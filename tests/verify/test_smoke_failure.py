@@ -87,3 +87,25 @@ def test_what_a_program_died_of(output: str, said: str) -> None:
 ])
 def test_the_tests_counts_come_from_pytests_summary(output: str, counts: dict[str, int]) -> None:
     assert checks.test_counts(output) == counts
+
+
+def test_a_coloured_test_failure_is_said_plainly(tmp_path: Path) -> None:
+    """DeepSpeed's tests print pytest's colours in the build container: the variant's error and the
+    manifest's excerpt name the failed test without escape sequences."""
+    from wheelfactory.errors import HostEngineError
+    from wheelfactory.plan.project_tests import ProjectTests
+
+    output = ("\x1b[1m\x1b[31mE       RuntimeError: unable to allocate shared memory(shm)\x1b[0m\n"
+              "\x1b[36m\x1b[1m=========================== short test summary info ============================\x1b[0m\n"
+              "\x1b[31mFAILED\x1b[0m tests/unit/ops/adam/test_cpu_adam.py::\x1b[1mtest_zenflow_adam_cross_process\x1b[0m"
+              " - RuntimeError: unable to allocate shared memory(shm)\n"
+              "\x1b[31m=== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m35 passed\x1b[0m in 69.67s ===\x1b[0m\n")
+    timeline = Timeline(tmp_path / "log")
+    with pytest.raises(HostEngineError) as failed:
+        checks.run_project_tests(ByoStage(ByoProject(tmp_path, "x", (), (), ()), host_variant()), ProjectTests("pytest"), tmp_path / "x.whl", tmp_path / "log",
+                                 lambda tests, wheel: (False, output), timeline, HostEngineError)
+    assert str(failed.value).endswith("(pytest): FAILED tests/unit/ops/adam/test_cpu_adam.py::"
+                                      "test_zenflow_adam_cross_process - RuntimeError: unable to allocate shared "
+                                      "memory(shm)")
+    recorded = timeline.results["tests"]
+    assert "\x1b" not in str(recorded["excerpt"]) and recorded["counts"] == {"failed": 1, "passed": 35}

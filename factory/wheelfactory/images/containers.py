@@ -93,6 +93,13 @@ def _unix_socket_refusal(path: str) -> str | None:
     return None
 
 
+# /dev/shm of the containers that run a wheel (smoke test, the project's tests): torch shares tensors
+# between processes through it (torch.multiprocessing, DataLoader workers), and Docker's 64 MB
+# default fails DeepSpeed's cross-process optimizer test with "unable to allocate shared memory".
+# A tmpfs: it takes memory only as it is used, under the container's memory cap.
+SHM_SIZE = "2g"
+
+
 @final
 class Container:
     """A started container that idles (``sleep infinity``) while ``run`` executes commands in it.
@@ -124,7 +131,7 @@ class Container:
     def __enter__(self) -> Container:
         container = self.client.containers.create(
             self.image, ["sleep", "infinity"], network_mode=self.network, volumes=self.volumes,
-            environment=self.environment, working_dir=self.workdir, labels=self.labels)
+            environment=self.environment, working_dir=self.workdir, labels=self.labels, shm_size=SHM_SIZE)
         self._container = container
         try:
             container.start()

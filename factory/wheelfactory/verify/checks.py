@@ -273,7 +273,7 @@ def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path,
     start = time.monotonic()
     with timeline.phase("tests"):
         passed, output = run_tests(tests, wheel)
-    excerpt = "" if passed else failure_excerpt(output)
+    excerpt = "" if passed else failure_excerpt(plain_text(output))
     timeline.results["tests"] = {"command": tests.command, "declared_in": tests.declared_in, "passed": passed,
                                  "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None,
                                  "not_run": not_run(output) or None, "counts": test_counts(output) or None}
@@ -292,12 +292,20 @@ _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|warni
 _PLURAL = {"error": "errors", "warning": "warnings"}
 
 
+# a terminal's colours and styles (a project's pytest configuration may force them on)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def plain_text(output: str) -> str:
+    """``output`` without terminal escape sequences (colours)."""
+    return _ANSI.sub("", output)
+
+
 def test_counts(output: str) -> dict[str, int]:
     """The counts of the last line of ``output`` that reports tests passed, failed or in error
     (pytest's summary line, colours and ``=`` rules stripped); {} when none does."""
-    for line in reversed(output.splitlines()):
-        plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
-        found = _COUNT.findall(plain)
+    for line in reversed(plain_text(output).splitlines()):
+        found = _COUNT.findall(line)
         if any(kind in ("passed", "failed", "error", "errors") for _, kind in found):
             return {_PLURAL.get(kind, kind): int(count) for count, kind in found}
     return {}
