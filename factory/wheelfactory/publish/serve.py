@@ -11,7 +11,8 @@ browser, curl and a tie get HTML), with ``Vary: Accept``. The access log names t
 
 Requests come from anyone who can reach the port, so nothing they send is trusted: a path with
 control characters, bad percent-encoding or ``..`` segments gets a short 400 (never a traceback),
-directories are not listed, log lines have control characters escaped before they reach the
+only regular files inside the root are answered (``open_inside``: no link followed, no FIFO or
+device opened to wait on or stream from), directories are not listed, log lines have control characters escaped before they reach the
 terminal, and select.py's base URL comes from ``--base-url`` or the bound address, never from the
 request's Host header.
 """
@@ -22,6 +23,7 @@ import functools
 import os
 import queue
 import re
+import stat
 import sys
 import threading
 import time
@@ -140,6 +142,33 @@ def check_base_url(base_url: str) -> str:
     return base_url.rstrip("/")
 
 
+def open_inside(root: str | int, parts: list[str]) -> tuple[int, bool] | None:
+    """(descriptor, is a directory) of ``parts`` under ``root`` (a path, whose own link is followed:
+    dist/index is one, or a directory descriptor), each component opened without following a link
+    (O_NOFOLLOW) and checked by fstat; None when one is missing, a link, or neither a directory
+    nor (the last) a regular file. O_NONBLOCK: opening a FIFO must not wait for a writer."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if isinstance(root, str) else os.dup(root)
+    except OSError:
+        return None
+    try:
+        for index, part in enumerate(parts):
+            following = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
+            os.close(fd)
+            fd = following
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISREG(mode) and index == len(parts) - 1:
+                os.set_blocking(fd, True)
+                return fd, False
+            if not stat.S_ISDIR(mode):
+                os.close(fd)
+                return None
+        return fd, True
+    except OSError:
+        os.close(fd)
+        return None
+
+
 class _Handler(SimpleHTTPRequestHandler):
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".whl": "application/octet-stream",
                       ".json": "application/json", ".txt": "text/plain; charset=utf-8",
@@ -172,39 +201,64 @@ class _Handler(SimpleHTTPRequestHandler):
             super().do_GET()
 
     def send_head(self) -> BinaryIO | BytesIO | None:
-        chosen = self._negotiated()
-        if chosen is None:
-            return super().send_head()
-        name, content_type = chosen
-        try:
-            answer = open(os.path.join(self.translate_path(self.path), name), "rb")  # noqa: SIM115 (the caller closes it)
-        except OSError:
+        """The headers of the answer and the open file to send (None: answered already). Every
+        component of the path is opened inside the root without following a link, and only a
+        regular file is answered: a link in the root to a file or folder outside it, a FIFO (which
+        would never answer) or a device (an endless body) is 404, as a missing file is."""
+        url_path = urlsplit(self.path).path
+        parts = [part for part in unquote(url_path).split("/") if part]  # path_problem refused ".."
+        found = open_inside(self.directory, parts)
+        if found is None:
             self.send_error(HTTPStatus.NOT_FOUND)
             return None
+        fd, is_directory = found
+        content_type, negotiated = self.guess_type(url_path), False
+        if is_directory:
+            try:
+                if not url_path.endswith("/"):  # as the base class: the directory's URL ends in /
+                    self.send_response(HTTPStatus.MOVED_PERMANENTLY)
+                    self.send_header("Location", url_path + "/")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return None
+                name, content_type = self._page(fd, parts)
+                negotiated = name != "index.html" or "simple" in parts[-2:]
+                page = open_inside(fd, [name])
+            finally:
+                os.close(fd)
+            if page is None or page[1]:  # no page: directories are not listed
+                if page is not None:
+                    os.close(page[0])
+                self.send_error(HTTPStatus.NOT_FOUND)
+                return None
+            fd = page[0]
+            self.answered_with = name if negotiated else None
+        answer = os.fdopen(fd, "rb")
         try:
-            stat = os.fstat(answer.fileno())
-            self.answered_with = name
+            stat_result = os.fstat(answer.fileno())
             self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(stat.st_size))
-            self.send_header("Last-Modified", self.date_time_string(stat.st_mtime))
-            self.send_header("Vary", "Accept")
+            self.send_header("Content-Length", str(stat_result.st_size))
+            self.send_header("Last-Modified", self.date_time_string(stat_result.st_mtime))
+            if negotiated:
+                self.send_header("Vary", "Accept")
             self.end_headers()
         except BaseException:
             answer.close()
             raise
         return answer
 
-    def _negotiated(self) -> tuple[str, str] | None:
-        """(file, Content-Type) for a simple-API directory URL (the PEP 691 pages); None for the rest."""
-        if not urlsplit(self.path).path.endswith("/"):
-            return None  # the base class redirects a directory without its slash
-        path = self.translate_path(self.path)
-        if not os.path.isdir(path) or "simple" not in Path(os.path.relpath(path, self.directory)).parts[-2:]:
-            return None
+    def _page(self, directory: int, parts: list[str]) -> tuple[str, str]:
+        """(file, Content-Type) a directory URL answers with: a simple-API directory's by content
+        negotiation (PEP 691), any other's index.html."""
+        if "simple" not in parts[-2:]:
+            return REPRESENTATIONS[0][1:]
         name, content_type = negotiate(self.headers.get("Accept"))
-        if not os.path.isfile(os.path.join(path, name)):  # an HTML-only directory (variants/simple/)
-            name, content_type = REPRESENTATIONS[0][1:]
+        found = open_inside(directory, [name])
+        if found is not None:
+            os.close(found[0])
+        if found is None or found[1]:  # an HTML-only directory (variants/simple/)
+            return REPRESENTATIONS[0][1:]
         return name, content_type
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -212,20 +266,18 @@ class _Handler(SimpleHTTPRequestHandler):
         shown = f" ({self.answered_with})" if self.answered_with else ""
         self.log_message('"%s" %s %s%s', self.requestline, str(status), str(size), shown)
 
-    def list_directory(self, path: str | os.PathLike[str]) -> BytesIO | None:
-        """No listings: a directory is served only through its index.html."""
-        self.send_error(404)
-        return None
-
     def _send_select(self, base_url: str) -> None:
         """select.py defaulting to ``base_url`` (the index was written with ``index --base-url``,
         which may name another port or host). Never the request's Host header: a client must not
         choose where the selector it hands to others points."""
-        try:
-            source = (Path(self.directory) / "select.py").read_text(encoding="utf-8")
-        except OSError:
+        found = open_inside(self.directory, ["select.py"])
+        if found is None or found[1]:
+            if found is not None:
+                os.close(found[0])
             self.send_error(404)
             return
+        with os.fdopen(found[0], "rb") as handle:
+            source = handle.read().decode("utf-8", errors="replace")
         body = re.sub(r'(?m)^DEFAULT_INDEX = .*$', lambda _: f"DEFAULT_INDEX = {base_url!r}", source, count=1).encode()
         self.send_response(200)
         self.send_header("Content-Type", "text/x-python; charset=utf-8")
