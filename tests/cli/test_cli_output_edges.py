@@ -89,3 +89,17 @@ def test_a_locale_that_cannot_encode_a_name_prints_it_escaped(tmp_path: Path) ->
     for args in (["plan", "-m", MATRIX], ["new", "--help"]):
         code, said = run(args, "capture", ascii_only)
         assert code == 0 and "Traceback" not in said, (args, said)
+
+
+def test_an_output_directory_under_a_regular_file_is_exit_2_before_anything_runs(tmp_path: Path) -> None:
+    """`build -o FILE/sub`: one line naming the file, exit 2 (bad input), no traceback, and no
+    engine chosen or image made first."""
+    (tmp_path / "regular").write_text("a file\n")
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "-o", str(tmp_path / "regular" / "sub"),
+                             "--matrix", str(REPO / "matrix.toml"), "--engine", "host"],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"wheelfactory: error: -o {tmp_path / 'regular' / 'sub'}: {tmp_path / 'regular'} is not a directory; "
+        "name a path inside a directory"]
+    assert "Traceback" not in result.stdout + result.stderr and "engine" not in result.stdout

@@ -26,6 +26,7 @@ from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.noarch_run import build_noarch
 from wheelfactory.runner.run import Outcome, run_matrix
+from wheelfactory.support.outputs import check_output_directory
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import Listener, Notice, ignore
@@ -97,6 +98,7 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     if setup:
         set_up_engine(choice, debian_base=bool(spec.build.debian_base), progress=progress, archs=spec.arch)
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
+    check_output_directory("-o" if out else "[build] out", out_dir)  # before any engine or image is made
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
         check_sources(spec.test, spec.project.path)
     kind = resolve_kind(spec.project)

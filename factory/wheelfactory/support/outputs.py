@@ -13,7 +13,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from wheelfactory.errors import UsageError, WriteFailed
@@ -60,9 +60,20 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
         atomic.check_replaceable(path, what=option)
 
 
+def check_output_directory(option: str, path: Path) -> None:
+    """``path`` (an output directory, made if missing) is a directory or can become one: the
+    nearest existing one of it and its ancestors is a directory (a file there: ENOTDIR later)."""
+    _check_nearest(option, path, (path.absolute(), *path.absolute().parents))
+
+
 def _check_parent(option: str, path: Path) -> None:
     """The nearest existing ancestor must be a directory (a file there: ENOTDIR at the write)."""
-    for parent in path.absolute().parents:
+    _check_nearest(option, path, path.absolute().parents)
+
+
+def _check_nearest(option: str, path: Path, candidates: Iterable[Path]) -> None:
+    """The first of ``candidates`` that exists must be a directory."""
+    for parent in candidates:
         try:
             info = os.stat(parent)
         except FileNotFoundError:
