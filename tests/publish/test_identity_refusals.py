@@ -12,6 +12,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from dist_fakes import make_dist
 from testkit import make_wheel, write_provenance
 from wheelfactory.runner import manifest
@@ -158,3 +160,18 @@ def test_merge_refuses_a_mismatch_and_exits_7_after_merging_the_rest(tmp_path: P
     assert done.returncode == 7, done.stdout + done.stderr
     assert all(f"refused {vid} from {part}: " in done.stdout for vid in (MOVED, RECORD, LABEL, HASHES))
     assert sorted(manifest.read(tmp_path / "out")) == GOOD
+
+
+def test_export_with_nothing_to_export_exits_non_zero(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Every variant of the dist failed: `export` writes nothing and says so with exit 7, not
+    "0 variant(s)" and success."""
+    from dist_fakes import WHEELS, make_dist
+    from wheelfactory.cli.main import main
+
+    only = sorted(WHEELS)[0]
+    (tmp_path / "dist").mkdir()
+    make_dist(tmp_path / "dist", variants=[only], failed=only)
+    with pytest.raises(SystemExit) as exited:
+        main(["export", "-o", str(tmp_path / "dist"), "--hf-layout", str(tmp_path / "hf")])
+    assert exited.value.code == 7
+    assert "nothing was exported" in capfd.readouterr().err

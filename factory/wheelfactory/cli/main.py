@@ -326,6 +326,10 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool, allow_u
                            f"base (the default base_image, or debian_base = \"bullseye\"), or pass --skip-abi-check "
                            f"for local use")
     _refused_error([r.variant_id for r in result.refused], "wheelfactory export")
+    if not result.exported:  # every variant failed to build, or was skipped: nothing to load
+        raise PublishError(f"nothing was exported: {out / manifest.MANIFEST} holds no built variant the layout "
+                           f"can take ({len(result.skipped)} not exported, listed above); build them first "
+                           f"(`wheelfactory build -o {out_dir}`)")
 
 
 @cli.command("which")
