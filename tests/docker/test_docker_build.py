@@ -223,7 +223,13 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
     import signal
     import time
 
-    (tmp_path / "matrix.toml").write_text(matrix_text(offline_build_tables))
+    # An edit no compile cache holds: the container compiles for seconds, and the kill lands in it
+    # (with every object cached, cibuildwheel can finish and remove its container before the kill).
+    kernel = clone_kernel(tmp_path / "clone")
+    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
+        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+    (tmp_path / "matrix.toml").write_text(
+        matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
     out = tmp_path / "dist"
     factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -233,7 +239,7 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
             assert factory.poll() is None, "the build ended before its container started"
             assert time.monotonic() < deadline, "cibuildwheel's container never started"
             time.sleep(0.5)
-        time.sleep(3)  # inside the container now
+        time.sleep(2)  # inside the container now
     finally:  # also when an assertion above fails: no factory is left running into later tests
         factory.send_signal(signal.SIGKILL)
         factory.wait()
@@ -266,3 +272,50 @@ def _orphans(out: Path) -> list[str]:
         if str(out / ".work").encode() in text:
             found.append(text.replace(b"\0", b" ").decode(errors="replace"))
     return found
+
+
+def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_client: object, docker_build: Path,
+                                                                        offline_build_tables: str,
+                                                                        tmp_path: Path) -> None:
+    """The fixture's good wheels, then an edited source rebuilt and SIGTERM sent to the factory alone
+    (what `kill` and a CI cancel send) while cibuildwheel's container builds: exit 143 saying so,
+    no container of the run left 10 s later, the manifest entry and the wheel as they were, and
+    `index` still publishes it."""
+    import signal
+    import time
+
+    kernel = clone_kernel(tmp_path / "clone")
+    shutil.copytree(docker_build / "dist", tmp_path / "dist")
+    out, vid = tmp_path / "dist", "torch213-cxx11-cpu-x86_64-linux"
+    good = manifest(out)[vid]
+    (tmp_path / "matrix.toml").write_text(
+        matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
+    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:  # a compile cache miss: a real compile
+        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+    factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
+            assert factory.poll() is None, "the build ended before its container started"
+            assert time.monotonic() < deadline, "cibuildwheel's container never started"
+            time.sleep(0.2)
+        time.sleep(1)
+        factory.send_signal(signal.SIGTERM)
+        output, _ = factory.communicate(timeout=120)
+    finally:
+        if factory.poll() is None:
+            factory.kill()
+            factory.communicate()
+    assert factory.returncode == 143, output[-3000:]
+    assert "wheelfactory: interrupted by SIGTERM" in output and "Traceback" not in output, output[-3000:]
+    deadline = time.monotonic() + 10
+    while owned_containers(docker_client, out) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not owned_containers(docker_client, out)
+    assert manifest(out)[vid] == good and (out / str(good["wheel"])).is_file()
+    listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
+    assert list((out / "index").rglob(Path(str(good["wheel"])).name)), "the good wheel left the index"
+

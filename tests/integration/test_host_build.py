@@ -157,33 +157,67 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     assert not list(out.rglob("*.partial")) and not list(out.rglob(".*.tmp"))
 
 
-def test_ctrl_c_mid_build_exits_130_and_the_rerun_builds(tmp_path: Path) -> None:
-    """SIGINT to the process group, as a terminal's Ctrl-C sends it: the compile stops, the run
-    exits 130 saying so, no wheel is left, the lock is free and the rerun builds the variant."""
+def test_an_interrupt_is_a_cancel_and_the_last_good_wheel_stays_published(tmp_path: Path) -> None:
+    """A good wheel built; a source edited; the rebuild interrupted mid-compile, once by Ctrl-C
+    (SIGINT to the process group, as a terminal sends it) and once by SIGTERM to the factory alone
+    (as `kill` and a CI cancel send it): each exits 130 / 143 saying so, leaves no process of the
+    build running, and keeps the good wheel and its manifest entry as they were, so `index` still
+    publishes it; the next run builds the edited source."""
+    import shutil
     import signal
+    import time
 
-    out = tmp_path / "dist"
-    command = [sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "-o", str(out)]
+    project = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", project, ignore=shutil.ignore_patterns("build", "*.so"))
+    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{project}"\n\n[matrix]\ntorch = ["2.13"]\n'
+                                          'backends = ["cpu"]\npython = ["abi3"]\n\n[build]\nengine = "host"\n')
+    out, vid = tmp_path / "dist", "torch213-cxx11-cpu-x86_64-linux"
+    command = [sys.executable, "-m", "wheelfactory", "build", "-o", str(out)]
+    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    good = json.loads((out / "manifest.json").read_text())["variants"][vid]
+    source = next(project.rglob("*.cpp"))
+    source.write_text(source.read_text() + "\n// edited: the next build compiles again\n")
+    log = out / vid / "build.log"
     # SIGINT back to its default in the child: a shell that runs the tests in the background leaves it
     # ignored, an ignored signal stays ignored across exec, and a terminal's foreground job has it.
-    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               start_new_session=True,
-                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
-    log = out / "torch213-cxx11-cpu-x86_64-linux" / "build.log"
-    try:
-        wait_until_compiling(process, log, "interrupted")
-        os.killpg(process.pid, signal.SIGINT)
-        output, _ = process.communicate(timeout=120)
-    finally:  # a run that did not stop (or the assertion above) leaves nothing running
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-    assert process.returncode == 130, output[-3000:]
-    assert "wheelfactory: interrupted" in output and "Traceback" not in output
-    assert not list(out.rglob("*.whl"))
-    entries = json.loads((out / "manifest.json").read_text())["variants"]
-    assert entries["torch213-cxx11-cpu-x86_64-linux"]["status"] == "failed"  # recorded, so rebuilt next time
-    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1200)
+    for signum, to_group, code in ((signal.SIGINT, True, 130), (signal.SIGTERM, False, 143)):
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+        try:
+            log.unlink(missing_ok=True)
+            wait_until_compiling(process, log, "interrupted")
+            (os.killpg if to_group else os.kill)(process.pid, signum)
+            output, _ = process.communicate(timeout=120)
+        finally:  # a run that did not stop (or the assertion above) leaves nothing running
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+        assert process.returncode == code, (signum, output[-3000:])
+        assert "wheelfactory: interrupted by" in output and "Traceback" not in output, output[-3000:]
+        assert "# CANCELLED after" in log.read_text()
+        deadline = time.monotonic() + 10
+        while _build_processes(out) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _build_processes(out), (signum, _build_processes(out))
+        assert json.loads((out / "manifest.json").read_text())["variants"][vid] == good, signum
+        assert (out / good["wheel"]).is_file()
+        listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=300)
+        assert listed.returncode == 0 and "not listed" not in listed.stdout + listed.stderr, listed.stdout
+        assert list((out / "index").rglob(Path(good["wheel"]).name)), "the good wheel left the index"
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert json.loads((out / "manifest.json").read_text())["variants"][
-        "torch213-cxx11-cpu-x86_64-linux"]["status"] == "built"
+    assert json.loads((out / "manifest.json").read_text())["variants"][vid]["status"] == "built"
+
+
+def _build_processes(out: Path) -> list[str]:
+    """Processes whose command line names the build's output directory (the build, its compiles)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            text = cmdline.read_bytes()
+            if str(out).encode() in text:
+                found.append(text.replace(b"\0", b" ").decode(errors="replace"))
+    return found

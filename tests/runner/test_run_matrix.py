@@ -154,3 +154,44 @@ def test_parallel_builds_that_finish_together_are_all_recorded(tmp_path: Path) -
             assert entry.status == "built" and entry.wheel is not None
             assert (out / entry.wheel).read_bytes() == variant.id.encode() * 1000
         assert not [p for p in out.rglob(".*.tmp")] and not [p for p in out.rglob("*.partial")]
+
+
+class CancelledEngine(FakeEngine):
+    """Its build of ``cancel_on`` dies as a compile does when Ctrl-C or SIGTERM reaches it: the
+    cancel is set (runner/cancel.py's handler) and the command fails with the signal."""
+
+    def __init__(self, cancel_on: str) -> None:
+        super().__init__()
+        self.cancel_on = cancel_on
+
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
+        if stage.variant.id == self.cancel_on:
+            from wheelfactory.runner.cancel import CANCEL
+            from wheelfactory.support.proc import CommandFailed
+
+            CANCEL.event.set()
+            raise CommandFailed(["python", "-m", "build"], -signal.SIGTERM, "", None)
+        return super().build(stage, workdir, log, timeline)
+
+
+def test_a_cancelled_rebuild_keeps_the_last_good_entry_and_records_nothing_new(
+        tmp_path: Path, variants: tuple[Variant, ...]) -> None:
+    from wheelfactory.runner.cancel import CANCEL
+
+    first = run_matrix(FakeStage, variants[:1], FakeEngine(), tmp_path)  # type: ignore[arg-type]
+    good = manifest.read(tmp_path)[variants[0].id]
+    assert first[0].entry.status == "built"
+
+    class Changed(FakeStage):  # a source edit: a new key, so the variant builds again
+        def key_material(self) -> object:
+            return f"{self.variant.id} edited"
+
+    try:
+        outcomes = run_matrix(Changed, variants[:2], CancelledEngine(variants[0].id), tmp_path, jobs=1)  # type: ignore[arg-type]
+    finally:
+        CANCEL.event.clear()
+    assert [o.cancelled for o in outcomes] == [True, True]  # the second never started: cancelled too
+    recorded = manifest.read(tmp_path)
+    assert recorded[variants[0].id] == good and (tmp_path / str(good.wheel)).is_file()
+    assert variants[1].id not in recorded  # nothing was built for it: nothing is recorded
+    assert "# CANCELLED after" in (tmp_path / variants[0].id / "build.log").read_text()

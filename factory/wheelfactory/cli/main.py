@@ -94,6 +94,7 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
     from wheelfactory.cli.render import BuildView, EventRenderer, print_build_summary
     from wheelfactory.engines.capacity import parse_size
     from wheelfactory.errors import VariantsNotBuilt
+    from wheelfactory.runner.cancel import CANCEL
     from wheelfactory.runner.session import prepare_build
 
     shard_spec = parse_shard(shard) if shard else None
@@ -104,13 +105,14 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
                              shard=shard_spec, jobs=jobs, max_memory=memory_cap, setup=setup, progress=shown)
     out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
-    if prepared.build_ids:
-        with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built) as view:
-            shown.view = view
-            result = prepared.run(progress=shown)
-        shown.view = None
-    else:
-        result = prepared.run()
+    with CANCEL.installed():  # Ctrl-C and SIGTERM cancel: children stopped, earlier results kept
+        if prepared.build_ids:
+            with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built) as view:
+                shown.view = view
+                result = prepared.run(progress=shown)
+            shown.view = None
+        else:
+            result = prepared.run()
     outcomes = list(result.outcomes)
     print_build_summary(out_console, outcomes, str(result.out), not_built=result.not_built)
     if result.failed:
@@ -603,6 +605,11 @@ def main(argv: list[str] | None = None) -> None:
         label = "config error" if isinstance(exc, ConfigError) else "error"
         _say_and_exit(f"wheelfactory: {label}: {exc}", exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt, EOFError):
+        from wheelfactory.runner.cancel import CANCEL
+
+        if CANCEL.event.is_set():  # a build: its children were stopped, and nothing earlier changed
+            _say_and_exit(f"wheelfactory: interrupted by {CANCEL.described}: the builds under way were stopped; "
+                          "earlier wheels and their manifest entries are kept", CANCEL.exit_code)
         _say_and_exit("wheelfactory: interrupted", 130)
     except click.ClickException as exc:
         exc.show()

@@ -22,6 +22,7 @@ from wheelfactory.project.keys import file_sha256, json_digest, python_files, tr
 from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
+from wheelfactory.runner.cancel import CANCEL
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
 from wheelfactory.support.proc import CommandFailed, tail_of
@@ -38,6 +39,7 @@ class Outcome:
     variant: Variant | NoarchBuild  # a compiled variant, or a pure-Python build (runner/noarch_run.py)
     entry: manifest.Entry
     log_tail: str = ""
+    cancelled: bool = False  # stopped by an interrupt: the manifest keeps what it had (runner/cancel.py)
 
 
 def cache_key(stage: Stage, engine: Engine) -> str:
@@ -64,8 +66,12 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             progress(VariantPhase("*", "reclaimed", name))
 
         def one(variant: Variant) -> Outcome:
+            if CANCEL.event.is_set():  # a thread the interrupt did not stop in time starts nothing
+                previous = recorder.get(variant.id)
+                return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
             outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), progress)
-            recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
+            if not outcome.cancelled:  # a cancelled attempt never replaces what the manifest had
+                recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
             return outcome
 
         prefix = f"wheelfactory-build-{os.getpid()}-{time.monotonic_ns()}"
@@ -74,14 +80,21 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             futures = [pool.submit(one, variant) for variant in variants]
             return [future.result() for future in futures]
         except BaseException:
-            # Ctrl-C (KeyboardInterrupt lands here, in the main thread): start nothing more; the
-            # builds under way see the same SIGINT in their commands, fail and are recorded. The
+            # Ctrl-C or SIGTERM (KeyboardInterrupt lands here, in the main thread; runner/cancel.py):
+            # start nothing more; the builds under way see their commands stopped and end as
+            # cancelled, the manifest keeping what it had for them. The
             # pool's threads are joined by name: one whose start the interrupt cut short is not
             # in the pool's own list, and shutdown(wait=True) would not wait for it.
             pool.shutdown(wait=False, cancel_futures=True)
+            # The run's containers go first: a smoke test or the project's tests running in one
+            # (through the Docker API, no child process to stop) ends with it, and so does a
+            # container whose cibuildwheel the cancel stopped.
+            reclaimed = engine.reclaim()
             for thread in threading.enumerate():
                 if thread.name.startswith(prefix):
                     thread.join()
+            for name in sorted({*reclaimed, *engine.reclaim()}):
+                progress(VariantPhase("*", "reclaimed", name))
             raise
         finally:
             pool.shutdown(wait=True)
@@ -102,6 +115,9 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         with timeline.phase("image"):
             key = cache_key(stage, engine)  # may build the variant's image
     except WheelfactoryError as exc:
+        if CANCEL.caused(exc):  # stopped while its image was made
+            progress(VariantPhase(variant.id, "cancelled", ""))
+            return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         progress(VariantPhase(variant.id, "failed", str(exc)))
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None,
                                                seconds=round(time.monotonic() - start, 1), key="", log=None,
@@ -139,6 +155,13 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             shutil.rmtree(workdir, ignore_errors=True)
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
+        if CANCEL.caused(exc):
+            kept = "the last good wheel and its manifest entry are kept" if previous and previous.status in (
+                "built", "cached") else "nothing is recorded for it"
+            with log.open("a") as sink:
+                sink.write(f"\n# CANCELLED after {seconds} s by {CANCEL.described}: {kept}\n")
+            progress(VariantPhase(variant.id, "cancelled", kept))
+            return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         with log.open("a") as sink:
             sink.write(f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}")
         progress(VariantPhase(variant.id, "failed", str(exc)))
@@ -158,6 +181,12 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                            image=engine.image_id(variant), torch_version=facts[0],
                                            toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
                                            tests=timeline.results.get("tests"), warnings=timeline.warnings or None))
+
+
+def _cancelled_entry(engine: Engine) -> manifest.Entry:
+    """What a cancelled variant's outcome carries where the manifest had nothing (never recorded)."""
+    return manifest.Entry(status="failed", wheel=None, sha256=None, seconds=0.0, key="", log=None,
+                          error="cancelled", engine=engine.name, image=None)
 
 
 def _phase_line(seconds: float, phases: dict[str, float]) -> str:
