@@ -26,7 +26,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.plan.toml_model import AnyOf, Flag, Key, Section, Sections, Text
@@ -143,8 +143,11 @@ def parse_target(text: str, *, base_dir: Path, base_url: str | None = None, endp
             raise InvalidTarget(f"{text!r} names {VARIANT_FIELD} twice")
         return UploadTarget(text, None, index_url, True if local_labels is None else local_labels)
     if text.startswith("file://"):
-        path = urlsplit(text).path
-        if urlsplit(text).netloc not in ("", "localhost") or not path.startswith("/"):
+        try:  # a URL's path is percent-encoded: file:///srv/my%20site is the folder "my site"
+            path = unquote(urlsplit(text).path, errors="strict")
+        except UnicodeDecodeError:
+            raise InvalidTarget(f"{text!r}: its percent-encoding is not UTF-8") from None
+        if urlsplit(text).netloc not in ("", "localhost") or not path.startswith("/") or "\0" in path:
             raise InvalidTarget(f"{text!r} is not a file:// URL of a local directory (file:///srv/whl)")
         _refuse_keys(text, only, allowed=())
         return DirectoryTarget(Path(path), base_url)

@@ -8,6 +8,8 @@ the upload servers (publish/upload.py) are written one after the other.
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from wheelfactory.errors import PublishError, UsageError
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.publish_config import PublishConfig, Target, UploadTarget
+from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget, PublishConfig, Target, UploadTarget
 from wheelfactory.publish import release, upload
 from wheelfactory.publish.index import IndexedWheel, Skipped, collect
 from wheelfactory.publish.pypi_default import default_wheels
@@ -68,14 +70,20 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
         raise UsageError("no publish target: name one with --to (s3://bucket/prefix, a directory, an upload URL "
                          "or a twine alias), or list them in matrix.toml's [publish] table")
     dist = request.dist
-    held = manifest.lock(dist)  # nothing rebuilds the wheels while they are read and sent
+    targets = distinct_targets(request.config.targets, say)
+    # Nothing rebuilds the wheels while they are read and sent; a dry run sends nothing, and takes
+    # no lock either (the lock file would be its one write).
+    held = None if request.dry_run else manifest.lock(dist)
+    scratch = contextlib.ExitStack()
     try:
         wheels, skipped = _checked_wheels(dist, request.allow_unattested)
         tampered: list[str] = []
         pages: tuple[tuple[str, str], ...] = ()
         links: tuple[tuple[str, Path], ...] = ()
-        if any(not isinstance(t, UploadTarget) for t in request.config.targets):  # only static pages hold them
-            pages, links = variant_metadata(wheels, dist, tampered=tampered)
+        if any(not isinstance(t, UploadTarget) for t in targets):  # only static pages hold them
+            # A dry run writes nothing anywhere: the labelled wheel copies go to a scratch folder
+            copies = Path(scratch.enter_context(tempfile.TemporaryDirectory())) if request.dry_run else dist
+            pages, links = variant_metadata(wheels, copies, tampered=tampered)
         if tampered:
             raise PublishError(f"variant wheel copies changed under {dist}: {'; '.join(tampered[:3])}; "
                                "run `wheelfactory index` and publish again")
@@ -86,12 +94,13 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
             # on one leaves all of them as they were.
             statics: list[tuple[Store, release.StaticPlan]] = []
             uploads: list[upload.UploadPlan] = []
-            for target in request.config.targets:
+            for target in targets:
                 if isinstance(target, UploadTarget):
                     uploads.append(upload.read_plan(target, wheels, defaults))
                     continue
                 store = open_store(target)
-                sessions.enter_context(store.session())
+                if not request.dry_run:  # the lock (and the directory) are writes too
+                    sessions.enter_context(store.session())
                 statics.append((store, release.plan_static(store, target, wheels, skipped, extra_pages=pages,
                                                            extra_links=links)))
             for store, plan in statics:
@@ -107,8 +116,32 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                     result = upload.execute_plan(planned, say=say)
                     lines.append(f"{planned.target}: {result} ({time.monotonic() - started:.1f} s)")
     finally:
-        held.release()
+        scratch.close()
+        if held is not None:
+            held.release()
     return Published(tuple(lines), sum(w.provenance is None for w in wheels))
+
+
+def distinct_targets(targets: Sequence[Target], say: Callable[[str], None]) -> tuple[Target, ...]:
+    """``targets`` each once: the same directory named twice (``site`` and ``site/../site``, a link
+    to it), bucket prefix or upload URL is one target, said in one line (two sessions on one
+    directory would block each other on its lock)."""
+    seen: dict[object, Target] = {}
+    for target in targets:
+        key = _identity(target)
+        if key in seen:
+            say(f"{target}: named twice (as {seen[key]}): published once")
+            continue
+        seen[key] = target
+    return tuple(seen.values())
+
+
+def _identity(target: Target) -> object:
+    if isinstance(target, DirectoryTarget):
+        return ("directory", os.path.realpath(target.path))
+    if isinstance(target, BucketTarget):
+        return ("bucket", target.endpoint_url, target.bucket, target.prefix.strip("/"))
+    return ("upload", target.url, target.repository)
 
 
 def targets_from_cli(texts: Sequence[str], config: PublishConfig, base_dir: Path, *, base_url: str | None = None

@@ -11,10 +11,12 @@ bucket because an S3 PUT is atomic per object. Nothing here decides what to writ
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import os
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,7 +122,7 @@ class DirectoryStore:
         if self.root.exists() and (self.root.is_symlink() or not self.root.is_dir()):
             raise PublishError(f"{self.root} is not a directory: publish to a directory (or remove the link)")
         self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / LOCK_FILE).open("a") as lock:
+        with os.fdopen(_open_lock(self.root / LOCK_FILE), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -135,6 +137,24 @@ class DirectoryStore:
             for name in files:
                 if TEMP_MARK in name and name.startswith("."):
                     (Path(folder) / name).unlink(missing_ok=True)
+
+
+def _open_lock(path: Path) -> int:
+    """The publish lock's descriptor: created or opened as a regular file, never through a link
+    (O_NOFOLLOW: a link planted there would have us create what it names) and never waiting on a
+    FIFO (O_NONBLOCK); PublishError naming it otherwise."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as exc:
+        kind = "a symbolic link" if exc.errno == errno.ELOOP else "a directory" if exc.errno == errno.EISDIR else None
+        raise PublishError(f"{path}: the publish lock cannot be opened ({kind or exc.strerror}): "
+                           "remove it, a publish makes its own") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise PublishError(f"{path}: the publish lock is not a regular file: remove it, a publish makes its own")
+    os.set_blocking(fd, True)
+    return fd
 
 
 @dataclass(frozen=True)

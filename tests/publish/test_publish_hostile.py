@@ -1,0 +1,81 @@
+"""`wheelfactory publish` to a directory where a hostile user or a hurried one left something odd
+(issue 36, item 3): a link, a FIFO or a folder where the publish lock belongs, a dry run that must
+write nothing anywhere, a file:// URL with percent-encoding, the same target named twice. Each is
+one line and the right exit code, never a traceback, a hang or a write through a link."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from dist_fakes import make_dist
+from testkit import run_cli
+
+VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
+LOCK = ".wheelfactory-publish.lock"
+
+
+def release(tmp_path: Path) -> Path:
+    dist = tmp_path / "dist"
+    make_dist(dist, version="0.1.0", variants=VARIANTS)
+    return dist
+
+
+def files_under(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.lstat().st_size for p in root.rglob("*")} if root.exists() else {}
+
+
+def publish(dist: Path, *targets: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Through the real CLI in a child process: a FIFO that hangs the publish fails the timeout."""
+    command = [sys.executable, "-m", "wheelfactory", "publish", "-o", str(dist)]
+    for target in targets:
+        command += ["--to", target]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("planted", ["link", "fifo", "directory"])
+def test_an_odd_lock_file_is_one_line_and_nothing_is_written_through_it(tmp_path: Path, planted: str) -> None:
+    dist, site = release(tmp_path), tmp_path / "site"
+    site.mkdir()
+    named = tmp_path / "elsewhere" / "created-by-the-lock.txt"
+    named.parent.mkdir()
+    if planted == "link":
+        os.symlink(named, site / LOCK)
+    elif planted == "fifo":
+        os.mkfifo(site / LOCK)
+    else:
+        (site / LOCK).mkdir()
+    result = publish(dist, str(site), cwd=tmp_path)
+    assert result.returncode == 7, result.stdout + result.stderr
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and LOCK in said[0] and "remove it" in said[0], said
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not named.exists(), "the lock was created through the link"
+    assert sorted(p.name for p in site.iterdir()) == [LOCK]  # nothing published past it
+
+
+def test_a_dry_run_writes_nothing_anywhere(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dist, site = release(tmp_path), tmp_path / "site"
+    before = files_under(dist)
+    assert run_cli("publish", "-o", str(dist), "--to", str(site), "--dry-run") == 0
+    assert "would write" in capsys.readouterr().out
+    assert not site.exists(), "a dry run made the target (or its lock)"
+    assert files_under(dist) == before, "a dry run wrote into dist"
+
+
+def test_a_file_url_is_percent_decoded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    dist = release(tmp_path)
+    assert run_cli("publish", "-o", str(dist), "--to", (tmp_path / "my site").as_uri()) == 0
+    assert (tmp_path / "my site" / "index.html").is_file()
+    assert not (tmp_path / "my%20site").exists()
+
+
+def test_the_same_directory_named_twice_is_one_target(tmp_path: Path) -> None:
+    dist, site = release(tmp_path), tmp_path / "site"
+    result = publish(dist, str(site), str(site / ".." / "site"), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "named twice" in result.stdout + result.stderr
+    assert (site / "index.html").is_file()
