@@ -62,3 +62,33 @@ def test_a_hung_program_times_out(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_a_real_interpreter_passes_the_probe() -> None:
     selector.check_interpreter(sys.executable)  # no error
+
+
+def test_which_exit_codes_follow_the_table(tmp_path: Path) -> None:
+    """Nothing listening at --index (even a 300-character one) is bad input, 2, in one line; an
+    interpreter without torch lacks what the answer needs, 9. Neither is 1, a failed build's code."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    for index in (f"http://127.0.0.1:{port}", f"http://127.0.0.1:{port}/{'a' * 300}"):
+        done = subprocess.run([sys.executable, "-m", "wheelfactory", "which", "--index", index], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "cannot read" in lines[0] and len(lines[0]) < 300, lines
+    from dist_fakes import make_dist
+    from test_index import index as write_index
+
+    dist, bare = tmp_path / "dist", tmp_path / "bare"
+    dist.mkdir()
+    make_dist(dist)
+    write_index(dist)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "wheelfactory", "which", "--python", str(bare / "bin" / "python"),
+                           "--index", str(dist)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 9, done.stdout + done.stderr
+    assert "torch is not installed" in done.stderr and "Traceback" not in done.stderr

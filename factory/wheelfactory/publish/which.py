@@ -33,8 +33,18 @@ from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted he
 )
 
 DEFAULT_INDEX = "http://127.0.0.1:8000"  # replaced with the index's base URL in the served copy
+# Exit codes, as wheelfactory's table spells them (README "Exit codes"): a wrong --index is bad
+# input (2), an environment without torch lacks what the answer needs (9).
 EXIT_NO_MATCH = 1
 EXIT_BAD_INDEX = 2  # index.json is corrupt or not the shape `wheelfactory index` writes
+EXIT_NO_INDEX = 2  # nothing answers at --index, or it holds no index.json
+EXIT_NO_TORCH = 9
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    """One line on stderr, then exit ``code`` (SystemExit with a message would exit 1)."""
+    print(message, file=sys.stderr)
+    raise SystemExit(code)
 
 
 def detect() -> dict[str, object]:
@@ -42,8 +52,8 @@ def detect() -> dict[str, object]:
     try:
         import torch
     except ImportError:
-        raise SystemExit("select: torch is not installed in this environment; install torch first "
-                         "(the kernel wheel is built against it)") from None
+        _fail("select: torch is not installed in this environment; install torch first "
+              "(the kernel wheel is built against it)", EXIT_NO_TORCH)
     version = torch.__version__.split("+")[0]
     cuda = getattr(torch.version, "cuda", None)
     hip = getattr(torch.version, "hip", None)
@@ -67,7 +77,9 @@ def load_listing(index: str) -> dict[str, object]:
             with urllib.request.urlopen(url, timeout=30) as response:  # noqa: S310 (http(s) only, checked above)
                 raw: bytes = response.read()
         except (OSError, ValueError) as exc:
-            raise SystemExit(f"select: cannot read {url}: {exc}") from None
+            shown = url if len(url) <= 120 else url[:120] + "..."
+            _fail(f"select: cannot read {shown}: {exc}; is `wheelfactory serve` (or the index's host) "
+                  "running there?", EXIT_NO_INDEX)
         return _checked(raw, url)
     root = Path(index)
     for candidate in (root / "index.json", root / "index" / "index.json"):
@@ -77,7 +89,7 @@ def load_listing(index: str) -> dict[str, object]:
             except OSError as exc:
                 _bad_index(str(candidate), f"cannot read it ({exc.strerror or exc})")
             return _checked(data, str(candidate))
-    raise SystemExit(f"select: no index.json under {root} (run `wheelfactory index` first)")
+    _fail(f"select: no index.json under {root} (run `wheelfactory index` first)", EXIT_NO_INDEX)
 
 
 # Each variant's keys that the fit rule and the pip command read, with their JSON types.
