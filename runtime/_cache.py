@@ -46,6 +46,7 @@ __all__ = [
 ]
 
 COMPLETE_FILE = "complete.json"
+ELF_MAGIC = b"\x7fELF"
 COMPLETION_SCHEMA = 1
 
 
@@ -289,6 +290,10 @@ def verify_entry(entry: Path, key: str, namespace: str) -> tuple[CompletionRecor
         size = os.fstat(fd).st_size
         if size != record.size:
             return None, f"the library is {size} bytes, its record says {record.size} (truncated or replaced)"
+        # A record may name another file of the entry (its build.log) with that file's true hash:
+        # what is not a shared object would fail dlopen on every load, never rebuilt.
+        if os.pread(fd, len(ELF_MAGIC), 0) != ELF_MAGIC:
+            return None, f"{library.name} is not a shared library (no ELF header)"
         digest = _sha256_fd(fd)
     finally:
         os.close(fd)

@@ -328,3 +328,17 @@ def test_a_cache_path_past_the_systems_limit_is_one_clear_error(tmp_path: Path) 
     deep = tmp_path.joinpath(*["a"] * 2500)
     with pytest.raises(UnsafeCacheDirError, match=r"cache directory path is \d+ bytes long.*Fix: set X_CACHE_DIR"):
         ensure_private_dir(deep, "X_CACHE_DIR")
+
+
+def test_a_record_naming_its_build_log_with_the_logs_true_hash_is_stale_and_heals(tmp_path: Path) -> None:
+    """complete.json names build.log with build.log's own size and sha256: every check of the
+    record passes, and dlopen would fail on every load, never rebuilt. It is refused (no ELF
+    header), so the loader discards the entry and builds it again."""
+    entry = make_entry(tmp_path)
+    log = entry / "build.log"
+    log.write_text("c++ -O3 ... -o lib.so\n")
+    rewrite_record(entry, library="build.log", sha256=sha256_file(log), size=log.stat().st_size)
+    record, problem = verdict(entry)
+    assert record is None and problem == "build.log is not a shared library (no ELF header)"
+    discard_entry(entry)
+    assert not os.path.lexists(entry)
