@@ -4,6 +4,7 @@ instead of taking whatever the program prints for an answer."""
 from __future__ import annotations
 
 import sys
+import os
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,31 @@ def test_which_exit_codes_follow_the_table(tmp_path: Path) -> None:
                            "--index", str(dist)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 9, done.stdout + done.stderr
     assert "torch is not installed" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_which_into_a_full_device_or_a_closed_pipe_is_never_a_traceback(tmp_path: Path) -> None:
+    """The selector's answer into /dev/full: one line and 9; into a pipe whose reader is gone
+    (`| head -c0`): quiet, 141 (what a Unix tool killed by SIGPIPE reports)."""
+    import subprocess
+    import sys
+
+    from dist_fakes import make_dist
+    from test_index import index as write_index
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    make_dist(dist)
+    write_index(dist)
+    command = [sys.executable, "-m", "wheelfactory", "which", "--index", str(dist)]
+    for quiet in ([], ["--quiet"]):
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(command + quiet, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert done.returncode == 9, done.stderr
+        assert done.stderr.strip().splitlines() == ["select: cannot write standard output: No space left on device"]
+    reader, writer = os.pipe()
+    os.close(reader)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(writer)
+    assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr

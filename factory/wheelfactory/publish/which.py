@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import sys
@@ -289,5 +290,37 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+EXIT_CLOSED_PIPE = 141  # 128 + SIGPIPE, as a Unix tool whose reader went away
+EXIT_WRITE_FAILED = 9  # standard output could not be written (a full disk, /dev/full)
+
+
+def run() -> int:
+    """``main`` with its output's failures said in one line, never a traceback: a reader that
+    went away (``| head``) ends it quietly, a full device is one line on stderr."""
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_CLOSED_PIPE
+    except OSError as exc:
+        if exc.errno is None or exc.filename is not None:
+            raise
+        _silence_stdout()
+        print(f"select: cannot write standard output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush at exit fails no more."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
