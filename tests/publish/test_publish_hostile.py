@@ -79,3 +79,21 @@ def test_the_same_directory_named_twice_is_one_target(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "named twice" in result.stdout + result.stderr
     assert (site / "index.html").is_file()
+
+
+def test_a_wheel_deleted_from_the_target_stops_the_next_release(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """0.1.0 published, one of its wheels deleted from the directory, 0.2.0 published: the pages
+    would go on linking the deleted wheel, so nothing is written and the wheel is named (exit 7)."""
+    site = tmp_path / "site"
+    first, second = tmp_path / "first", tmp_path / "second"
+    make_dist(first, version="0.1.0", variants=VARIANTS)
+    make_dist(second, version="0.2.0", variants=VARIANTS)
+    assert run_cli("publish", "-o", str(first), "--to", str(site)) == 0
+    deleted = next(site.rglob("tiny-0.1.0*.whl"))
+    deleted.unlink()
+    before = files_under(site)
+    assert run_cli("publish", "-o", str(second), "--to", str(site)) == 7
+    said = capsys.readouterr().err
+    assert "no longer there" in said and deleted.name in said, said
+    assert files_under(site) == before

@@ -133,6 +133,12 @@ def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Seque
     """What publishing ``new`` to ``target`` writes, asking the store what it holds; nothing is
     written here. PublishError when a file would change."""
     published = read_published(store, target)
+    rewritten = {wheel.path for wheel in new}
+    gone = [wheel.path for wheel in published if wheel.path not in rewritten and not store.holds(wheel.path)]
+    if gone:  # the pages would go on linking them: pip would find a release it cannot download
+        raise PublishError(f"{target}: {len(gone)} wheel(s) its {LISTING} lists are no longer there: "
+                           f"{'; '.join(gone[:3])}{' ...' if len(gone) > 3 else ''}. Nothing was written: put "
+                           "them back, or publish to an empty target (the pages link every release listed)")
     wheels, added = merge_releases(published, new, target)
     base_url = (target.base_url or store.default_base_url()).rstrip("/")
     extra_pages = with_earlier_files(extra_pages, store.read)  # the variant pages accumulate too

@@ -40,6 +40,9 @@ class Store(Protocol):
     def held(self, path: str) -> str | None:
         """The sha256 of the file at ``path``; None when there is none."""
 
+    def holds(self, path: str) -> bool:
+        """Whether there is a file at ``path`` (its bytes not read)."""
+
     def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
         """The file at ``path`` (None: there is none); PublishError past ``limit`` bytes."""
 
@@ -86,6 +89,9 @@ class DirectoryStore:
     def held(self, path: str) -> str | None:
         target = self._existing(path)
         return None if target is None else file_sha256(target)
+
+    def holds(self, path: str) -> bool:
+        return self._existing(path) is not None
 
     def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
         target = self._existing(path)
@@ -187,6 +193,16 @@ class BucketStore:
     def _errors(self) -> tuple[type[Exception], ...]:
         from botocore.exceptions import BotoCoreError, ClientError
         return (BotoCoreError, ClientError)
+
+    def holds(self, path: str) -> bool:
+        key = self.target.key(path)
+        try:
+            self.client.head_object(Bucket=self.target.bucket, Key=key)
+        except self._errors() as exc:
+            if _status(exc) == 404:
+                return False
+            raise self._failed(exc, f"reading {key}") from None
+        return True
 
     def held(self, path: str) -> str | None:
         key = self.target.key(path)
