@@ -8,10 +8,12 @@ anything. A failure is one PublishError line naming the URL, its password masked
 from __future__ import annotations
 
 import hashlib
+import threading
 import urllib.error
 import urllib.request
 import urllib.response
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 from packaging.utils import canonicalize_name
@@ -22,7 +24,13 @@ from wheelfactory.plan.torch_releases import listed_files
 
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"  # PEP 691: JSON, HTML where not served
 PAGE_LIMIT = 64 * 1024 * 1024  # a project page; one far larger is not a simple page
-TIMEOUT = 60.0
+FILE_LIMIT = 8 * 1024 * 1024 * 1024  # a listed file hashed here; a stream past it is no wheel we publish
+T = TypeVar("T")
+TIMEOUT = 60.0  # connecting, and each read: a server that goes quiet
+# Whole answers: a server that trickles (a byte every few seconds never trips TIMEOUT) or streams
+# forever would hold the publish with no end. Each page and each file read has its deadline.
+PAGE_DEADLINE = 120.0
+FILE_DEADLINE = 1800.0
 
 
 def one_line(text: str) -> str:
@@ -54,10 +62,8 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
     root = simple_url if simple_url.endswith("/") else simple_url + "/"
     url = f"{root}{canonicalize_name(project)}/"
     try:
-        with _open(url, JSON_ACCEPT) as answer:
-            body = answer.read(PAGE_LIMIT)
-            content_type = answer.headers.get("Content-Type", "text/html")
-            page_url = answer.geturl()
+        body, content_type, page_url = _within(PAGE_DEADLINE, f"the page {mask_password(url)}",
+                                               lambda: _read_page(url))
         listed = listed_hashes(body, content_type, page_url)
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the server's answer, and with it the connection
@@ -78,6 +84,39 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
             digest = _hash_of(file_url, name)
         held[name] = digest
     return held
+
+
+def _read_page(url: str) -> tuple[bytes, str, str]:
+    with _open(url, JSON_ACCEPT) as answer:
+        body = answer.read(PAGE_LIMIT + 1)
+        if len(body) > PAGE_LIMIT:
+            raise PublishError(f"cannot read what {mask_password(url)} holds: its page is over "
+                               f"{PAGE_LIMIT >> 20} MiB, which no project's simple page is; is this the index's "
+                               "simple URL?")
+        return body, answer.headers.get("Content-Type", "text/html"), answer.geturl()
+
+
+def _within(seconds: float, what: str, work: Callable[[], T]) -> T:
+    """``work()``'s result, or PublishError when it has not ended within ``seconds`` (the thread is
+    left to its socket's timeout: the publish goes on, or stops, without it)."""
+    done: list[T] = []
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            done.append(work())
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    worker = threading.Thread(target=run, name="wheelfactory-held-read", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise PublishError(f"{what}: no whole answer within {seconds:.0f} s (connect and each read may take "
+                           f"{TIMEOUT:.0f} s); is the server overloaded, or not an index?")
+    if failed:
+        raise failed[0]
+    return done[0]
 
 
 def _require_index(root: str) -> None:
@@ -101,13 +140,20 @@ def _require_index(root: str) -> None:
 
 def _hash_of(url: str, name: str) -> str:
     """The sha256 of a listed file whose page gives none (pypiserver --hash-algo md5, some proxies)."""
-    digest = hashlib.sha256()
-    try:
+    def read() -> str:
+        digest, size = hashlib.sha256(), 0
         with _open(url) as answer:
             for block in iter(lambda: answer.read(1 << 20), b""):
+                size += len(block)
+                if size > FILE_LIMIT:
+                    raise PublishError(f"{name}: listed without a sha256, and {mask_password(url)} sends more than "
+                                       f"{FILE_LIMIT >> 30} GiB of it: not a wheel this publish could have sent")
                 digest.update(block)
+        return digest.hexdigest()
+
+    try:
+        return _within(FILE_DEADLINE, f"{name} (listed without a sha256, read to hash it)", read)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise PublishError(f"{name}: listed without a sha256 and cannot be read to hash it from "
                            f"{mask_password(url)}: {one_line(str(reason))}") from None
-    return digest.hexdigest()

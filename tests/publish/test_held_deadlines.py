@@ -1,0 +1,87 @@
+"""What publish reads from an upload server before sending anything (publish/held.py) has limits:
+a page trickled a byte at a time, a file that streams forever and a page larger than any project
+page are each one PublishError naming the limit, not a publish that runs forever or a page taken
+as holding nothing. A hostile server on 127.0.0.1, the real reader, limits made small."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from wheelfactory.errors import PublishError
+from wheelfactory.publish import held
+
+STOP = threading.Event()
+
+
+class Hostile(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+        if self.path.startswith("/trickle/"):
+            self._headers("text/html", 10_000)
+            for _ in range(10_000):
+                if STOP.wait(0.5):
+                    return
+                self.wfile.write(b"<")
+                self.wfile.flush()
+        elif self.path.startswith("/big/"):
+            body = b"<html>" + b" " * (3 << 20) + b"</html>"
+            self._headers("text/html", len(body))
+            self.wfile.write(body)
+        elif self.path.startswith("/endless/tiny/"):  # lists a file without a hash: it is read to hash it
+            body = b'<html><a href="/forever/tiny-1.0-py3-none-any.whl">tiny-1.0-py3-none-any.whl</a></html>'
+            self._headers("text/html", len(body))
+            self.wfile.write(body)
+        elif self.path.startswith("/forever/"):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.end_headers()
+            block = b"\0" * 65536
+            while not STOP.is_set():
+                try:
+                    self.wfile.write(block)
+                except OSError:
+                    return
+        else:
+            self.send_error(404)
+
+    def _headers(self, content_type: str, length: int) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    monkeypatch.setattr(held, "PAGE_DEADLINE", 2.0)
+    monkeypatch.setattr(held, "FILE_DEADLINE", 2.0)
+    monkeypatch.setattr(held, "PAGE_LIMIT", 1 << 20)
+    STOP.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    STOP.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_trickled_page_stops_at_its_deadline(server: str) -> None:
+    with pytest.raises(PublishError, match=r"no whole answer within 2 s"):  # not the 10,000 bytes' 5,000 s
+        held.read_held(f"{server}/trickle/", "tiny")
+
+
+def test_a_page_larger_than_any_project_page_is_refused_not_taken_as_empty(server: str) -> None:
+    with pytest.raises(PublishError, match=r"its page is over 1 MiB"):
+        held.read_held(f"{server}/big/", "tiny")
+
+
+def test_a_file_that_streams_forever_stops_at_its_deadline(server: str) -> None:
+    with pytest.raises(PublishError, match=r"tiny-1.0-py3-none-any.whl \(listed without a sha256, read to hash it\): "
+                                           r"no whole answer within 2 s"):
+        held.read_held(f"{server}/endless/", "tiny")
