@@ -85,3 +85,13 @@ def test_a_file_that_streams_forever_stops_at_its_deadline(server: str) -> None:
     with pytest.raises(PublishError, match=r"tiny-1.0-py3-none-any.whl \(listed without a sha256, read to hash it\): "
                                            r"no whole answer within 2 s"):
         held.read_held(f"{server}/endless/", "tiny")
+
+
+def test_the_limits_the_publishing_page_gives_are_the_readers() -> None:
+    from testkit import docs_text
+
+    text = " ".join(docs_text("publishing.md").split())
+    said = (f"{held.TIMEOUT:.0f} s to connect and for each read, {held.PAGE_DEADLINE:.0f} s for a whole page and "
+            f"{held.FILE_DEADLINE:.0f} s for a file listed without a hash (read to hash it), "
+            f"{held.PAGE_LIMIT >> 20} MiB for a page")
+    assert said in text and f"{held.FILE_LIMIT >> 30} GiB for a file" in text
