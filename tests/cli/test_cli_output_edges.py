@@ -103,3 +103,40 @@ def test_an_output_directory_under_a_regular_file_is_exit_2_before_anything_runs
         f"wheelfactory: error: -o {tmp_path / 'regular' / 'sub'}: {tmp_path / 'regular'} is not a directory; "
         "name a path inside a directory"]
     assert "Traceback" not in result.stdout + result.stderr and "engine" not in result.stdout
+
+
+@pytest.mark.slow
+def test_every_subcommand_run_for_real_never_prints_a_traceback(tmp_path: Path) -> None:
+    """Not only --help: each subcommand doing its work (on a small dist with an index), and with a
+    300-character argument where it takes a path or URL, under a full standard output, a closed
+    pipe and the C locale. Exit codes vary with the case; a traceback is never the answer."""
+    sys.path.insert(0, str(REPO / "tests" / "publish"))
+    try:
+        from dist_fakes import make_dist
+    finally:
+        sys.path.pop(0)
+    dist, long = tmp_path / "dist", "x" * 300
+    dist.mkdir()
+    make_dist(dist)
+    subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(dist)], capture_output=True, timeout=300,
+                   check=True)
+    real = [["index", "-o", str(dist)], ["report", "-o", str(dist), "-m", MATRIX],
+            ["export", "-o", str(dist), "--hf-layout", str(tmp_path / "hf"), "--skip-abi-check"],
+            ["which", "--index", str(dist)], ["publish", "-o", str(dist), "--to", str(tmp_path / "site"), "--dry-run"],
+            ["bake", "-m", MATRIX, "--file", "-"], ["ci", "github", "-m", MATRIX, "--workflow", "-"],
+            ["gc", "--dry-run"], ["new", long], ["plan", "-m", long], ["index", "-o", long], ["which", "--index", long],
+            ["publish", "-o", str(dist), "--to", long, "--dry-run"],
+            ["report", "-o", str(dist), "-m", MATRIX, "--html", f"{long}/x.html"]]
+    cases = [(args, mode) for args in real for mode in ("full", "closed", "c-locale")]
+
+    def one(case: tuple[list[str], str]) -> tuple[list[str], str, int, str]:
+        args, mode = case
+        if mode == "c-locale":
+            return (args, mode, *run(args, "capture", {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}))
+        return (args, mode, *run(args, mode))
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, cases))
+    assert len(results) == 42
+    tracebacks = [(args[:2], mode, said[-300:]) for args, mode, _, said in results if "Traceback" in said]
+    assert tracebacks == []

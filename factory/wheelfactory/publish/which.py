@@ -83,14 +83,19 @@ def load_listing(index: str) -> dict[str, object]:
                   "running there?", EXIT_NO_INDEX)
         return _checked(raw, url)
     root = Path(index)
+    shown = index if len(index) <= 120 else index[:120] + "..."
     for candidate in (root / "index.json", root / "index" / "index.json"):
-        if candidate.is_file():
+        try:
+            found = candidate.is_file()
+        except OSError as exc:  # a name too long, a permission: one line, as a missing index
+            _fail(f"select: cannot look for index.json under {shown}: {exc.strerror or exc}", EXIT_NO_INDEX)
+        if found:
             try:
                 data = candidate.read_bytes()
             except OSError as exc:
                 _bad_index(str(candidate), f"cannot read it ({exc.strerror or exc})")
             return _checked(data, str(candidate))
-    _fail(f"select: no index.json under {root} (run `wheelfactory index` first)", EXIT_NO_INDEX)
+    _fail(f"select: no index.json under {shown} (run `wheelfactory index` first)", EXIT_NO_INDEX)
 
 
 # Each variant's keys that the fit rule and the pip command read, with their JSON types.
