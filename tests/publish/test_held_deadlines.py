@@ -66,9 +66,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    STOP.set()
+    STOP.set()  # the hostile answers end, and with them the reads the deadline left behind
     httpd.shutdown()
     httpd.server_close()
+    for thread in threading.enumerate():
+        if thread.name == "wheelfactory-held-read":
+            thread.join(30)
 
 
 def test_a_trickled_page_stops_at_its_deadline(server: str) -> None:

@@ -97,8 +97,9 @@ def _read_page(url: str) -> tuple[bytes, str, str]:
 
 
 def _within(seconds: float, what: str, work: Callable[[], T]) -> T:
-    """``work()``'s result, or PublishError when it has not ended within ``seconds`` (the thread is
-    left to its socket's timeout: the publish goes on, or stops, without it)."""
+    """``work()``'s result, or PublishError when it has not ended within ``seconds``. The read is
+    left to end on its own, in a daemon thread (closing its answer from here would wait on the
+    lock its read holds): the publish stops without it."""
     done: list[T] = []
     failed: list[BaseException] = []
 
@@ -115,8 +116,10 @@ def _within(seconds: float, what: str, work: Callable[[], T]) -> T:
         raise PublishError(f"{what}: no whole answer within {seconds:.0f} s (connect and each read may take "
                            f"{TIMEOUT:.0f} s); is the server overloaded, or not an index?")
     if failed:
-        raise failed[0]
-    return done[0]
+        # popped, not indexed: the failure's traceback holds run()'s frame, which holds this list;
+        # left in it, the cycle (and the failed connection's socket) would wait for the garbage collector
+        raise failed.pop()
+    return done.pop()
 
 
 def _require_index(root: str) -> None:
