@@ -285,7 +285,8 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     import time
 
     kernel = clone_kernel(tmp_path / "clone")
-    shutil.copytree(docker_build / "dist", tmp_path / "dist")
+    # the built variants, not an index another module wrote there: `index` below makes its own
+    shutil.copytree(docker_build / "dist", tmp_path / "dist", ignore=shutil.ignore_patterns("index", ".index"))
     out, vid = tmp_path / "dist", "torch213-cxx11-cpu-x86_64-linux"
     good = manifest(out)[vid]
     (tmp_path / "matrix.toml").write_text(
