@@ -87,6 +87,25 @@ def clone_kernel(dest: Path) -> Path:
     return dest / "kernels" / "fusedops"
 
 
+def edit_one_source(kernel: Path) -> None:
+    """Append a declaration to one .cpp of the kernel, with a value of this run's: the test cache's
+    sccache keeps what an earlier run compiled, and the same edit again would be a hit."""
+    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
+        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+
+
+def wait_for_cibuildwheel(client: object, out: Path, factory: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """Return once the build writing ``out`` has its cibuildwheel container (at most 600 s);
+    fail if the factory ended first."""
+    import time
+
+    deadline = time.monotonic() + 600
+    while not [n for n in owned_containers(client, out) if n.startswith("cibuildwheel")]:
+        assert factory.poll() is None, "the build ended before its container started"
+        assert time.monotonic() < deadline, "cibuildwheel's container never started"
+        time.sleep(0.2)
+
+
 def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
                                                                  tmp_path: Path) -> None:
     """A copy of the kernel with the fixture's dist: cached; after editing one .cpp, the variant
@@ -99,10 +118,7 @@ def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: P
     result = build(tmp_path, *only)
     assert result.returncode == 0, result.stdout[-3000:]
     assert manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]["status"] == "cached"
-    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
-        # a value of this run's: the test cache's sccache keeps what an earlier run compiled, and the
-        # same edit again would be a hit (a rerun with warm caches)
-        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+    edit_one_source(kernel)
     result = build(tmp_path, *only)
     assert result.returncode == 0, result.stdout[-3000:]
     entry = manifest(tmp_path / "dist")["torch213-cxx11-cpu-x86_64-linux"]
@@ -226,19 +242,14 @@ def test_kill_9_mid_docker_build_then_rerun(docker_client: object, offline_build
     # An edit no compile cache holds: the container compiles for seconds, and the kill lands in it
     # (with every object cached, cibuildwheel can finish and remove its container before the kill).
     kernel = clone_kernel(tmp_path / "clone")
-    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:
-        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+    edit_one_source(kernel)
     (tmp_path / "matrix.toml").write_text(
         matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
     out = tmp_path / "dist"
     factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 600
-        while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
-            assert factory.poll() is None, "the build ended before its container started"
-            assert time.monotonic() < deadline, "cibuildwheel's container never started"
-            time.sleep(0.5)
+        wait_for_cibuildwheel(docker_client, out, factory)
         time.sleep(2)  # inside the container now
     finally:  # also when an assertion above fails: no factory is left running into later tests
         factory.send_signal(signal.SIGKILL)
@@ -291,16 +302,11 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     good = manifest(out)[vid]
     (tmp_path / "matrix.toml").write_text(
         matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
-    with (kernel / "csrc" / "cpu" / "activation.cpp").open("a") as source:  # a compile cache miss: a real compile
-        source.write(f"\nnamespace {{ [[maybe_unused]] int wheelfactory_edit_marker = {secrets.randbits(31)}; }}\n")
+    edit_one_source(kernel)  # a compile cache miss: a real compile
     factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 600
-        while not [n for n in owned_containers(docker_client, out) if n.startswith("cibuildwheel")]:
-            assert factory.poll() is None, "the build ended before its container started"
-            assert time.monotonic() < deadline, "cibuildwheel's container never started"
-            time.sleep(0.2)
+        wait_for_cibuildwheel(docker_client, out, factory)
         time.sleep(1)
         factory.send_signal(signal.SIGTERM)
         output, _ = factory.communicate(timeout=120)
