@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, pip_install
 
 pytestmark = pytest.mark.slow
 
@@ -31,8 +31,7 @@ def test_a_wheel_install_finds_templates_and_runtime(tmp_path: Path) -> None:
         assert member in names, f"{member}: add its package to [tool.setuptools] packages in pyproject.toml"
     assert not any(name.startswith("factory/") for name in names)
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target", str(site),
-                    str(wheel)], check=True, capture_output=True, timeout=300)
+    pip_install(sys.executable, "--no-deps", "--no-index", "--target", str(site), str(wheel), timeout=300)
     code = ("import wheelfactory, wheelfactory.support.resources as r, wheelfactory.images.dockerfiles as i; "
             "print(wheelfactory.__file__); print(r.templates_dir()); print(r.runtime_dir()); "
             "print(i.render_image('some/base:1').tag)")

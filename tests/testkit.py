@@ -1,4 +1,4 @@
-"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel, host_pip_config``.
+"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel, pip_install``.
 
 tests/ is on sys.path for every test module (tests/conftest.py puts it there), so this imports
 from any folder below it. Fixtures stay in the conftest files; plain helpers live here, since
@@ -7,14 +7,13 @@ test modules cannot import a conftest. It imports nothing heavy (no torch, no do
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
@@ -72,23 +71,6 @@ def race(work: Callable[[int, int], None], threads: int, rounds: int) -> list[Ba
     return errors
 
 
-def host_pip_config(python: str = sys.executable) -> dict[str, str]:
-    """The host's pip configuration as pip itself reads it (``pip config list``: its config files and
-    ``PIP_*`` variables), option -> value as ``pip install`` sees it: a ``PIP_*`` variable wins over
-    an ``[install]`` section, which wins over ``[global]``. For tools that do not read pip's
-    configuration (uv): no index is named in the tests, each is the one the host configured."""
-    listed = subprocess.run([python, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                            check=True, timeout=120).stdout
-    rank = {":env:": 0, "install": 1, "global": 2}
-    found: dict[str, tuple[int, str]] = {}
-    for line in listed.splitlines():
-        key, equals, value = line.partition("=")
-        section, _, option = key.rpartition(".")
-        if equals and section in rank and (option not in found or rank[section] < found[option][0]):
-            found[option] = (rank[section], str(ast.literal_eval(value)))  # pip prints repr()s
-    return {option: value for option, (_, value) in found.items()}
-
-
 
 def run_build(args: list[str], *, cwd: Path, timeout: float = 3000) -> subprocess.CompletedProcess[str]:
     """``wheelfactory build ARGS`` in ``cwd``. While another command holds the output directory (a
@@ -104,15 +86,64 @@ def run_build(args: list[str], *, cwd: Path, timeout: float = 3000) -> subproces
         time.sleep(2)
 
 
-def uv_index_options(pip: dict[str, str]) -> list[str]:
-    """uv's options for the indexes the host's pip is configured with (``host_pip_config``): uv reads
-    no pip configuration, so what pip would ask is passed on, and no index is named here."""
-    options = ["--index-url", pip["index-url"]] if "index-url" in pip else []
-    options += [arg for url in pip.get("extra-index-url", "").split() for arg in ("--extra-index-url", url)]
-    options += [arg for link in pip.get("find-links", "").split() for arg in ("--find-links", link)]
-    # pip's view of several indexes: the best version from any of them (uv's default takes a
-    # package from the first index that has it)
-    return [*options, "--index-strategy", "unsafe-best-match"]
+def release_pip_environment() -> dict[str, str]:
+    """The environment of every pip the tests run to install or resolve packages (a torch release
+    above all): the product's treatment of wheel sets (``engines/wheelhouse.download_environment``).
+    The host's indexes, mirrors, find-links, certificates and timeouts come as ``PIP_*`` variables;
+    its constraint and requirement files, and its other settings for its own environment, do not:
+    a machine whose pip caps torch (ours ship ``torch<=2.14.1``) would refuse a venv of a newer
+    torch with ResolutionImpossible, and a cap at the very release a test asks for would hide what
+    the test checks."""
+    from wheelfactory.engines.wheelhouse import download_environment
+
+    return {**os.environ, **download_environment(sys.executable)}
+
+
+def _without_host_sources() -> dict[str, str]:
+    """This process's environment less every pip and uv setting: a test of one index alone (ours),
+    where the host's own index must not answer instead."""
+    return {key: value for key, value in os.environ.items() if not key.startswith(("PIP_", "UV_"))}
+
+
+def pip_install(python: Path | str, *args: str, host_sources: bool = True, env: Mapping[str, str] | None = None,
+                check: bool = True, timeout: float = 1800, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``PYTHON -m pip install ARGS``: the one way a test runs pip to install or resolve
+    (tests/test_release_installs.py holds every test module to it). With ``host_sources``, in
+    ``release_pip_environment``; without, ``--isolated`` and no ``PIP_*`` variable: only what
+    ``args`` name. ``env``: variables on top (a proxy exception)."""
+    isolated = [] if host_sources else ["--isolated"]
+    base = release_pip_environment() if host_sources else _without_host_sources()
+    done = subprocess.run([str(python), "-m", "pip", *isolated, "install", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**base, **(env or {})}, timeout=timeout, check=False)
+    if check:
+        assert done.returncode == 0, f"pip install {' '.join(args)} failed:\n{done.stdout[-2000:]}{done.stderr[-3000:]}"
+    return done
+
+
+def uv_pip(subcommand: str, *args: str, cache: Path | None, host_sources: bool = True,
+           env: Mapping[str, str] | None = None, input: str | None = None, check: bool = True,
+           timeout: float = 1800) -> subprocess.CompletedProcess[str]:
+    """``uv pip SUBCOMMAND ARGS`` reading no configuration of its own or pip's (``--no-config``), its
+    cache in ``cache`` (None: ``--no-cache``): the one way a test runs uv. With ``host_sources``,
+    the indexes, find-links, certificates and timeouts of ``release_pip_environment`` as the
+    product's ``uv_index_args`` translates them (pip's view of several indexes: the best version
+    from any); without, no ``PIP_*``/``UV_*`` variable and only what ``args`` name."""
+    from uv import find_uv_bin
+    from wheelfactory.engines.target_resolution import uv_index_args
+
+    sources, uv_env = ["--no-config"], {}
+    if host_sources:
+        pip_settings = {key: value for key, value in release_pip_environment().items() if key.startswith("PIP_")}
+        sources, uv_env = uv_index_args(pip_settings)
+        sources += ["--index-strategy", "unsafe-best-match"]
+    sources += ["--no-cache"] if cache is None else []
+    base = os.environ if host_sources else _without_host_sources()
+    variables = {**base, **uv_env, "NO_COLOR": "1", **({"UV_CACHE_DIR": str(cache)} if cache else {}), **(env or {})}
+    done = subprocess.run([find_uv_bin(), "pip", subcommand, *sources, *args], input=input, capture_output=True,
+                          text=True, env=variables, timeout=timeout, check=False)
+    if check:
+        assert done.returncode == 0, f"uv pip {subcommand} {' '.join(args)} failed:\n{done.stderr[-3000:]}"
+    return done
 
 
 def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path, ...] = (),
@@ -129,22 +160,14 @@ def uv_venv(path: Path, requirements: tuple[str, ...], *, find_links: tuple[Path
 def uv_install_into(venv: Path, requirements: tuple[str, ...], *, find_links: tuple[Path, ...] = (),
                     offline: bool = False, cache: Path = TEST_CACHE / "uv-cache",
                     constraints: tuple[str, ...] = ()) -> None:
-    from uv import find_uv_bin
-
-    pip = host_pip_config()
-    sources = [arg for link in find_links for arg in ("--find-links", str(link))]
-    sources += ["--no-index"] if offline else uv_index_options(pip)
-    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
+    options = [arg for link in find_links for arg in ("--find-links", str(link))]
+    options += ["--no-index"] if offline else []
     if constraints:
         pinned = venv / "constraints.txt"
         pinned.write_text("".join(f"{line}\n" for line in constraints))
-        sources += ["--constraint", str(pinned)]
-    if "cert" in pip:
-        env.setdefault("SSL_CERT_FILE", pip["cert"])
-    done = subprocess.run([find_uv_bin(), "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"),
-                           "--link-mode", "hardlink", "--quiet", *sources, *requirements],
-                          capture_output=True, text=True, env=env, timeout=1800, check=False)
-    assert done.returncode == 0, f"uv could not install {requirements} into {venv}:\n{done.stderr[-3000:]}"
+        options += ["--constraint", str(pinned)]
+    uv_pip("install", "--python", str(venv / "bin" / "python"), "--link-mode", "hardlink", "--quiet", *options,
+           *requirements, cache=cache, host_sources=not offline)
 
 
 def wheelhouse_sets_with(torch_version: str) -> list[Path]:

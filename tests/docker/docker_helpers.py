@@ -15,7 +15,7 @@ from pathlib import Path
 from repo_paths import cache_lock
 from shared_builds import SharedBuild
 from testkit import LEAN as LEAN
-from testkit import REPO, TEST_CACHE, run_build, wheelhouse_venv
+from testkit import REPO, TEST_CACHE, run_build, uv_pip, wheelhouse_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.
@@ -119,7 +119,6 @@ def manifest(dist: Path) -> dict[str, dict[str, object]]:
 # ----------------------------------------------------------------------------------------------
 
 TORCHES = {"torch26-cxx98-cpu-x86_64-linux": "2.6.0", "torch213-cxx11-cpu-x86_64-linux": "2.13.0"}
-UV = str(Path(sys.executable).parent / "uv")
 
 # Loads fusedops in a venv, checks two ops against the reference, prints what the runtime chose.
 CHECK = r"""
@@ -211,10 +210,6 @@ def check(venv: Path, env: dict[str, str] | None = None) -> dict[str, object]:
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def pip(venv: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run([str(venv / "bin" / "python"), "-m", "pip", *args])
-
-
 def free_venvs() -> None:
     """The pristine venvs and every copy made of them (LEAN: the torch 2.6 venv alone is ~5 GB, a
     CUDA build with its nvidia-* wheels)."""
@@ -224,12 +219,10 @@ def free_venvs() -> None:
 
 
 def uv_install(venv: Path, cache: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    """uv, the second real installer, into ``venv``: no user or project configuration, its own cache."""
-    command = [UV, "pip", "install", "--no-config", "--python", str(venv / "bin" / "python"), *args]
-    env = {**os.environ, "UV_CACHE_DIR": str(cache), "NO_COLOR": "1"}
-    if check:
-        return run(command, env=env)
-    return subprocess.run(command, capture_output=True, text=True, timeout=1800, check=False, env=env)
+    """uv, the second real installer, into ``venv``: no user or project configuration, its own cache,
+    only the sources ``args`` name."""
+    return uv_pip("install", "--python", str(venv / "bin" / "python"), *args, cache=cache, host_sources=False,
+                  check=check)
 
 
 def installed(venv: Path) -> str:

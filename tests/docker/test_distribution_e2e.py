@@ -24,11 +24,11 @@ from docker_helpers import (
     check,
     fresh_venv,
     installed,
-    pip,
     run,
     torch_wheels,
     uv_install,
 )
+from testkit import pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -52,7 +52,7 @@ def index_url(docker_build: Path) -> Iterator[str]:
 def test_pip_installs_the_variant_from_its_index_and_it_loads_prebuilt(index_url: str, variant: str,
                                                                        tmp_path: Path) -> None:
     venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
-    pip(venv, "install", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
+    pip_install(venv / "bin" / "python", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
     result = check(venv)
     assert result["mode"] == "prebuilt" and result["variant"] == variant and not result["warnings"], result
 
@@ -71,16 +71,15 @@ def test_the_selector_names_the_variant_of_each_environment(index_url: str, vari
 def test_require_hashes_install_with_the_index_hashes(index_url: str, tmp_path: Path) -> None:
     variant = "torch213-cxx11-cpu-x86_64-linux"
     venv = fresh_venv(TORCHES[variant], tmp_path / "venv")
-    pip(venv, "install", "--require-hashes", "--no-deps", "--index-url", f"{index_url}/{variant}/simple",
-        "-r", f"{index_url}/{variant}/requirements.txt")
+    pip_install(venv / "bin" / "python", "--require-hashes", "--no-deps", "--index-url",
+                f"{index_url}/{variant}/simple", "-r", f"{index_url}/{variant}/requirements.txt")
     assert check(venv)["mode"] == "prebuilt"
     pinned = (tmp_path / "wrong.txt")
     text = subprocess.run(["curl", "-fsS", f"{index_url}/{variant}/requirements.txt"], capture_output=True,
                           text=True, check=True).stdout
     pinned.write_text(re.sub(r"sha256:[0-9a-f]{64}", "sha256:" + "0" * 64, text))
-    refused = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--force-reinstall",
-                              "--require-hashes", "--no-deps", "--index-url", f"{index_url}/{variant}/simple",
-                              "-r", str(pinned)], capture_output=True, text=True, check=False, timeout=600)
+    refused = pip_install(venv / "bin" / "python", "--force-reinstall", "--require-hashes", "--no-deps",
+                          "--index-url", f"{index_url}/{variant}/simple", "-r", str(pinned), check=False, timeout=600)
     assert refused.returncode != 0 and "DO NOT MATCH THE HASHES" in refused.stdout + refused.stderr
 
 
@@ -89,9 +88,10 @@ def test_changing_torch_under_an_installed_wheel_jits_then_falls_back(index_url:
     wheel's runtime compiles its sources for the new torch (mode jit, correct results); with no
     compiler on PATH it runs the reference ops with one warning. Never an undefined-symbol crash."""
     venv = fresh_venv("2.6.0", tmp_path / "venv")
-    pip(venv, "install", "--index-url", f"{index_url}/torch26-cxx98-cpu-x86_64-linux/simple", "fusedops")
+    python = venv / "bin" / "python"
+    pip_install(python, "--index-url", f"{index_url}/torch26-cxx98-cpu-x86_64-linux/simple", "fusedops")
     assert check(venv)["mode"] == "prebuilt"
-    pip(venv, "install", "-q", "--no-index", "--find-links", str(torch_wheels("2.13.0")), "torch==2.13.0")
+    pip_install(python, "-q", "--no-index", "--find-links", str(torch_wheels("2.13.0")), "torch==2.13.0")
     cache = {"FUSEDOPS_CACHE_DIR": str(tmp_path / "jit-cache")}
     jit = check(venv, cache)
     assert jit["torch"].startswith("2.13") and jit["mode"] == "jit" and not jit["warnings"], jit
@@ -174,7 +174,7 @@ def test_uv_installs_what_pip_installs_from_the_index_the_find_links_page_and_ha
     from urllib.request import urlopen
 
     by_pip = fresh_venv(TORCHES[variant], tmp_path / "pip")
-    pip(by_pip, "install", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
+    pip_install(by_pip / "bin" / "python", "--index-url", f"{index_url}/{variant}/simple", "fusedops")
     expected = installed(by_pip)
     entry = listing(index_url)[variant]
     with urlopen(f"{index_url}/{entry['requirements']}", timeout=60) as answer:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docker_helpers import make_shared, manifest
 from shared_builds import SharedBuild
-from testkit import REPO
+from testkit import REPO, pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -56,8 +56,7 @@ def test_the_wheel_loads_prebuilt_outside_the_factory(axisops_build: Path, tmp_p
     named only in kernel.toml (the package passes no ops= to KernelPackage) work."""
     entry = manifest(axisops_build / "dist")["torch213-cxx11-cpu-x86_64-linux"]
     wheel = axisops_build / "dist" / str(entry["wheel"])
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-                    str(tmp_path / "site"), str(wheel)], check=True)
+    pip_install(sys.executable, "-q", "--no-deps", "--no-index", "--target", str(tmp_path / "site"), str(wheel))
     code = ("import axisops, torch; x = torch.tensor([-2.0, 0.1]); "
             "assert axisops.clamp_abs(x, 1.0).tolist() == [1.0, x[1].item()]; "
             "print(axisops.backend_info()['mode'])")

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from docker_helpers import LEAN, make_shared, manifest, prepared_torch_env
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 MODULE_TORCHES = frozenset({("2.5", "3.9"), ("2.6", "3.9")})  # bullseye's Python: this module's alone
@@ -129,7 +129,7 @@ def loader(docker_build: Path) -> Iterator[tuple[Path, dict[str, str]]]:
         run([sys.executable, "-m", "venv", str(venv)])
         # the kernels release this suite is tested with (its loader's signature changes between releases)
         torch = [] if prepared else ["torch==2.6.0"]
-        run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *torch, f"kernels=={version('kernels')}"])
+        pip_install(venv / "bin" / "python", "-q", *torch, f"kernels=={version('kernels')}")
         marker.write_text(made_for)
     yield venv / "bin" / "python", ({"PYTHONPATH": str(prepared)} if prepared else {})
     if LEAN:

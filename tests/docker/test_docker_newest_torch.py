@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from docker_helpers import LEAN, make_shared, manifest, torch_wheels
 from shared_builds import SharedBuild
-from testkit import REPO, wheelhouse_venv
+from testkit import REPO, pip_install, wheelhouse_venv
 from wheelfactory.plan.compat import load_table
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
@@ -67,8 +67,7 @@ def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest
     # the build's offline wheel set, not the host's index: a pip configuration that caps torch (a
     # machine's constraints file) has no say over a release the table knows
     wheelhouse_venv(venv, (f"torch=={NEWEST.build_version}",), torch_wheels(NEWEST.build_version))
-    subprocess.run([python, "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(wheel)], check=True,
-                   timeout=600)
+    pip_install(python, "-q", "--no-index", "--no-deps", str(wheel), timeout=600)
     result = subprocess.run([python, "-c", CHECK], capture_output=True, text=True, timeout=600, check=False,
                             cwd=venv)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -50,7 +50,6 @@ from docker_helpers import (
     installed,
     make_shared,
     matrix_text,
-    pip,
     torch_pins,
     uv_install,
 )
@@ -68,7 +67,7 @@ from index_servers import (
     tree,
 )
 from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, pip_install
 from wheelfactory.publish.held import read_held
 from wheelfactory.runner import manifest
 
@@ -338,8 +337,8 @@ def test_both_releases_install_hash_pinned_from_each_variant_index_and_load_preb
             pins = [f"fusedops=={wheel.version} --hash=sha256:{wheel.sha256}", *torch_pins(venv, TORCHES[variant])]
             pinned.write_text("\n".join(pins) + "\n")
             if tool == "pip":
-                pip(venv, "install", "--isolated", "--no-cache-dir", "--require-hashes", "--index-url", index,
-                    "-r", str(pinned))
+                pip_install(venv / "bin" / "python", "--isolated", "--no-cache-dir", "--require-hashes",
+                            "--index-url", index, "-r", str(pinned))
             else:
                 uv_install(venv, tmp_path / "uv-cache", "--require-hashes", "--index-url", index, "-r", str(pinned))
             assert installed(venv) == wheel.version, (target, tool)
@@ -353,8 +352,8 @@ def test_pip_install_without_a_version_gets_the_unlabelled_default_from_the_labe
     """`[publish] pypi_default = true`: the index that refuses labels holds 0.1.0 and 0.2.0 of
     the torch 2.13 CPU variant without their label; a plain `pip install fusedops` gets 0.2.0."""
     venv = fresh_venv(TORCHES[REBUILT], tmp_path / "venv")
-    pip(venv, "install", "--isolated", "--no-cache-dir", "--index-url", f"{published.targets.pypi.url}/simple/",
-        "fusedops")
+    pip_install(venv / "bin" / "python", "--isolated", "--no-cache-dir",
+                "--index-url", f"{published.targets.pypi.url}/simple/", "fusedops")
     assert installed(venv) == "0.2.0"
     loaded = check(venv)
     assert (loaded["mode"], loaded["variant"], loaded["warnings"]) == ("prebuilt", REBUILT, []), loaded

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import manifest
-from testkit import TEST_CACHE
+from testkit import TEST_CACHE, pip_install
 from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -68,8 +68,7 @@ def test_the_scaffold_builds_in_docker_and_passes_its_tests(scaffold_build: tupl
 def test_the_wheel_loads_prebuilt(scaffold_build: tuple[Path, Path], tmp_path: Path) -> None:
     project, out = scaffold_build
     wheel = out / str(manifest(out)[OWN]["wheel"])
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target",
-                    str(tmp_path / "site"), str(wheel)], check=True)
+    pip_install(sys.executable, "-q", "--no-deps", "--no-index", "--target", str(tmp_path / "site"), str(wheel))
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "DEMO_CACHE_DIR": str(tmp_path / "cache")}
     code = "import json, demo; print(json.dumps(demo.backend_info(), default=str))"
     result = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,

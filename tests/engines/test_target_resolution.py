@@ -122,5 +122,6 @@ def test_uv_is_told_the_hosts_pip_settings() -> None:
                     "--extra-index-url", "http://a.invalid/simple", "--extra-index-url", "http://b.invalid/simple",
                     "--find-links", "/opt/wheels", "--allow-insecure-host", "mirror.invalid"]
     assert env == {"SSL_CERT_FILE": "/etc/ssl/mirror.pem", "UV_HTTP_TIMEOUT": "60"}
+    assert uv_index_args({"PIP_DEFAULT_TIMEOUT": "180"})[1] == {"UV_HTTP_TIMEOUT": "180"}  # our machines' spelling
     assert uv_index_args({"PIP_NO_INDEX": "true", "PIP_INDEX_URL": "http://mirror.invalid/simple"})[0] == [
         "--no-config", "--no-index"]

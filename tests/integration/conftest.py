@@ -10,12 +10,22 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from testkit import LEAN, REPO, TEST_CACHE, cache_lock, run_build, uv_install_into, uv_venv, wheelhouse_sets_with, wheelhouse_venv
+from testkit import (
+    LEAN,
+    REPO,
+    TEST_CACHE,
+    cache_lock,
+    pip_install,
+    run_build,
+    uv_install_into,
+    uv_venv,
+    wheelhouse_sets_with,
+    wheelhouse_venv,
+)
 
 CACHE = TEST_CACHE
 BUILD_TORCH = "2.13.0"  # the torch of the test interpreter (installed by .ci/run)
@@ -97,8 +107,7 @@ def fresh_install(tmp_path: Path, venv_for: Callable[[str], Path]) -> Callable[[
     def install(torch_version: str, wheel: Path) -> Path:
         venv = venv_for(torch_version)
         target = tmp_path / f"site-{torch_version}"
-        run([str(venv / "bin" / "pip"), "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
-            timeout=300)
+        pip_install(venv / "bin" / "python", "-q", "--no-deps", "--target", str(target), str(wheel), timeout=300)
         return target
 
     return install

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import TEST_CACHE
+from testkit import TEST_CACHE, pip_install
 
 pytestmark = pytest.mark.slow
 
@@ -47,8 +47,7 @@ def site(built: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> 
     _, out = built
     entry = json.loads((out / "manifest.json").read_text())["variants"][OWN]
     target = tmp_path_factory.mktemp("site")
-    run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(out / entry["wheel"])],
-        timeout=300)
+    pip_install(sys.executable, "-q", "--no-deps", "--target", str(target), str(out / entry["wheel"]), timeout=300)
     return target
 
 

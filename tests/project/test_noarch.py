@@ -26,7 +26,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
-from testkit import REPO
+from testkit import REPO, pip_install
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_toml import KernelBuilderSpec, load_build_toml
 from wheelfactory.project.noarch import (
@@ -304,9 +304,8 @@ def test_wheel_installs_imports_and_runs(index: int, spec: KernelBuilderSpec,
     assert [p.name for p in (tmp_path / "dist").iterdir()] == [build.wheel_name]  # no temp file left
 
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index",
-                    "--disable-pip-version-check", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True, timeout=TIMEOUT)
+    pip_install(sys.executable, "--no-deps", "--no-index", "--disable-pip-version-check", "--target", str(target),
+                str(wheel), timeout=TIMEOUT)
     assert (target / build.dist_info / "RECORD").is_file()
     out = _python(textwrap.dedent(f"""\
         import json, torch, kb_noarch

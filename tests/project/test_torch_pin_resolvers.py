@@ -3,13 +3,12 @@ a bare ``torch``, keeps torch on 2.13; the same wheel unpinned lets the resolver
 
 The wheel is tiny and pure Python, made by ByoStage.finish (the bring-your-own path: the pin text comes
 from plan/torch_pin.py through support/wheel_rewrite.py). Packages come from the index the host's pip
-is configured with (uv does not read pip's configuration: it is passed on; no index is named here).
+is configured with, less its constraints (testkit.pip_install, testkit.uv_pip; no index is named here).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,8 +17,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import host_pip_config, make_wheel, uv_index_options
-from uv import find_uv_bin
+from testkit import make_wheel, pip_install, uv_pip
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.torch_pin import TorchRequirement
 from wheelfactory.project.bring_your_own import ByoProject, ByoStage
@@ -37,22 +35,10 @@ def probe_wheel(tmp_path: Path, plan_of: Callable[[str], Plan], torch_requiremen
     return wheels
 
 
-@pytest.fixture(scope="module")
-def pip() -> dict[str, str]:
-    return host_pip_config()
-
-
-def uv_compile(pip: dict[str, str], tmp_path: Path, wheels: Path,
-               *requirements: str) -> subprocess.CompletedProcess[str]:
-    """``uv pip compile`` of ``requirements`` for this interpreter, from ``wheels`` and the index of
-    ``pip`` (the host's pip configuration)."""
-    env = {**os.environ, "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
-    if "cert" in pip:
-        env.setdefault("SSL_CERT_FILE", pip["cert"])
-    command = [find_uv_bin(), "pip", "compile", "-", "--no-header", "--python", sys.executable,
-               "--find-links", str(wheels), *uv_index_options(pip)]
-    return subprocess.run(command, input="\n".join(requirements) + "\n", capture_output=True, text=True,
-                          env=env, check=False, timeout=300)
+def uv_compile(tmp_path: Path, wheels: Path, *requirements: str) -> subprocess.CompletedProcess[str]:
+    """``uv pip compile`` of ``requirements`` for this interpreter, from ``wheels`` and the host's indexes."""
+    return uv_pip("compile", "-", "--no-header", "--python", sys.executable, "--find-links", str(wheels),
+                  input="\n".join(requirements) + "\n", cache=tmp_path / "uv-cache", check=False, timeout=300)
 
 
 def resolved_torch(result: subprocess.CompletedProcess[str]) -> Version:
@@ -62,26 +48,26 @@ def resolved_torch(result: subprocess.CompletedProcess[str]) -> Version:
     return Version(found.group(1))
 
 
-def test_uv_keeps_torch_on_the_pinned_line(pip: dict[str, str], tmp_path: Path,
+def test_uv_keeps_torch_on_the_pinned_line(tmp_path: Path,
                                            plan_of: Callable[[str], Plan]) -> None:
     unpinned_wheels = probe_wheel(tmp_path, plan_of, "unpinned")
-    unpinned = resolved_torch(uv_compile(pip, tmp_path, unpinned_wheels, PROBE, "torch"))
+    unpinned = resolved_torch(uv_compile(tmp_path, unpinned_wheels, PROBE, "torch"))
     assert unpinned.release[:2] > (2, 13), (
         f"the host's index serves no torch newer than 2.13 ({unpinned}): nothing tells a pin from none")
     pinned_wheels = probe_wheel(tmp_path, plan_of, "pinned")
-    pinned = resolved_torch(uv_compile(pip, tmp_path, pinned_wheels, PROBE, "torch"))
+    pinned = resolved_torch(uv_compile(tmp_path, pinned_wheels, PROBE, "torch"))
     assert pinned.release[:2] == (2, 13), pinned
     # the wheel and another torch, asked for together: a resolver error, not a silent upgrade
-    clash = uv_compile(pip, tmp_path, pinned_wheels, PROBE, f"torch=={unpinned}")
+    clash = uv_compile(tmp_path, pinned_wheels, PROBE, f"torch=={unpinned}")
     assert clash.returncode != 0 and "No solution found" in clash.stderr, clash.stderr[-3000:]
 
 
 @pytest.mark.slow  # pip fetches the torch candidates' metadata: ~6 s
 def test_pip_keeps_torch_on_the_pinned_line(tmp_path: Path, plan_of: Callable[[str], Plan]) -> None:
-    """pip, with the host's configuration as it is: ``pip install <wheel> torch`` picks a 2.13 torch."""
+    """pip, with the host's sources (not its torch cap, which alone could hold torch on 2.13):
+    ``pip install <wheel> torch`` picks a 2.13 torch."""
     report = tmp_path / "report.json"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                    "--report", str(report), "--find-links", str(probe_wheel(tmp_path, plan_of, "pinned")),
-                    PROBE, "torch"], capture_output=True, text=True, check=True, timeout=600)
+    pip_install(sys.executable, "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+                "--find-links", str(probe_wheel(tmp_path, plan_of, "pinned")), PROBE, "torch", timeout=600)
     chosen = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
     assert Version(chosen["torch"]).release[:2] == (2, 13), chosen

@@ -21,23 +21,20 @@ import pytest
 from dist_fakes import make_dist
 from index_servers import Requests, fetched, requests_in
 from test_index import index
-from uv import find_uv_bin
+from testkit import pip_install, uv_pip
 from wheelfactory.publish.index import INDEX_LINK
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 VERSION = "0.1.0+cputorch2.13"
 
 
-def clean_env(tmp_path: Path) -> dict[str, str]:
-    """No pip or uv settings from the host (its find-links, its index): only the index under test."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
-    return {**env, "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+# No pip or uv settings from the host (its find-links, its index): only the index under test.
+LOCAL = {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
 
 
 def uv_dry_run(url: str, tmp_path: Path) -> str:
-    done = subprocess.run([find_uv_bin(), "pip", "install", "--dry-run", "--no-config", "--python", sys.executable,
-                           "--index-url", url, f"tiny=={VERSION}"], capture_output=True, text=True, timeout=120,
-                          env=clean_env(tmp_path), check=False)
+    done = uv_pip("install", "--dry-run", "--python", sys.executable, "--index-url", url, f"tiny=={VERSION}",
+                  cache=tmp_path / "uv-cache", host_sources=False, env=LOCAL, check=False, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"tiny=={VERSION}" in done.stdout + done.stderr
     return done.stdout + done.stderr
@@ -45,10 +42,9 @@ def uv_dry_run(url: str, tmp_path: Path) -> str:
 
 def pip_dry_run(url: str, tmp_path: Path) -> str:
     report = tmp_path / "report.json"
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--disable-pip-version-check",
-                           "--no-cache-dir", "--dry-run", "--ignore-installed", "--report", str(report),
-                           "--index-url", url, "tiny"], capture_output=True, text=True, timeout=300,
-                          env=clean_env(tmp_path), check=False)
+    done = pip_install(sys.executable, "--disable-pip-version-check", "--no-cache-dir", "--dry-run",
+                       "--ignore-installed", "--report", str(report), "--index-url", url, "tiny",
+                       host_sources=False, env=LOCAL, check=False, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     (installed,) = json.loads(report.read_text())["install"]
     assert installed["metadata"]["version"] == VERSION and installed["download_info"]["url"].endswith(".whl")

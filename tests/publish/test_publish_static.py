@@ -19,7 +19,7 @@ from urllib.parse import unquote
 import pytest
 from dist_fakes import make_dist
 from index_servers import S3Server, dangling_links, tree
-from testkit import run_cli
+from testkit import pip_install, run_cli
 
 BASE = "http://127.0.0.1:8000/whl"
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
@@ -176,9 +176,9 @@ def test_releases_accumulate_in_a_bucket_and_pip_installs_from_it(tmp_path: Path
         entry = next(v for v in listing["variants"] if v["id"] == variant and v["version"].startswith("0.1.0"))
         requirement = tmp_path / f"{variant}.txt"
         requirement.write_text(f"tiny=={entry['version']} --hash=sha256:{entry['sha256']}\n")
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--require-hashes",
-                        "--isolated", "--no-cache-dir", "--target", str(target / variant), "--index-url",
-                        f"{base}/{variant}/simple/", "-r", str(requirement)], check=True)
+        pip_install(sys.executable, "-q", "--no-deps", "--require-hashes", "--no-cache-dir", "--target",
+                    str(target / variant), "--index-url", f"{base}/{variant}/simple/", "-r", str(requirement),
+                    host_sources=False)
         assert (target / variant / "tiny" / "__init__.py").is_file()
     # what uv fetches first is the JSON page, served with its media type
     with urllib.request.urlopen(f"{base}/{VARIANTS[0]}/simple/tiny/index.json") as answer:

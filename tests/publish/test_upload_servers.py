@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from dist_fakes import make_dist
-from index_servers import BIN, DevpiServer, PypiServer, tree
-from testkit import run_cli
+from index_servers import DevpiServer, PypiServer, tree
+from testkit import pip_install, run_cli, uv_pip
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.publish_config import UploadTarget
@@ -56,13 +56,12 @@ def install(tool: str, index: str, requirement: str, target: Path) -> subprocess
     configuration: the host's own index must not answer instead)."""
     requirements = target.parent / (target.name + ".txt")
     requirements.write_text(requirement + "\n")
+    asked = ("--no-deps", "--target", str(target), "--index-url", index, "-r", str(requirements))
     if tool == "pip":
-        command = [sys.executable, "-m", "pip", "--isolated", "--disable-pip-version-check", "install", "--no-deps",
-                   "--no-cache-dir", "--target", str(target), "--index-url", index, "-r", str(requirements)]
-    else:
-        command = [str(BIN / "uv"), "pip", "install", "--no-config", "--no-cache", "--no-deps", "--python",
-                   sys.executable, "--target", str(target), "--index-url", index, "-r", str(requirements)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+        return pip_install(sys.executable, "--disable-pip-version-check", "--no-cache-dir", *asked,
+                           host_sources=False, check=False, timeout=300)
+    return uv_pip("install", "--python", sys.executable, *asked, cache=None, host_sources=False, check=False,
+                  timeout=300)
 
 
 def installed(target: Path) -> list[str]:

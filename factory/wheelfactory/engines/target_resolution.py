@@ -66,7 +66,9 @@ def uv_index_args(pip_env: Mapping[str, str]) -> tuple[list[str], dict[str, str]
     args += find_links_args(listed("PIP_FIND_LINKS"))
     for host in listed("PIP_TRUSTED_HOST"):
         args += ["--allow-insecure-host", host]
+    # pip's --timeout is also spelled --default-timeout, in a file and in a variable alike
     env = {name: pip_env[key] for key, name in (("PIP_CERT", "SSL_CERT_FILE"), ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT"),
+                                                ("PIP_DEFAULT_TIMEOUT", "UV_HTTP_TIMEOUT"),
                                                 ("PIP_TIMEOUT", "UV_HTTP_TIMEOUT"), ("PIP_PROXY", "HTTPS_PROXY"))
            if pip_env.get(key)}
     if "HTTPS_PROXY" in env:
