@@ -101,7 +101,7 @@ def put(self, path, body, sha256, content_type):
     global count
     count += 1
     if count == kill_at:
-        target = self._path(path)
+        target = self.root / path
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name("." + target.name + stores.TEMP_MARK + str(os.getpid()))
         partial.write_bytes((body if isinstance(body, bytes) else body.read_bytes())[:7])  # half written

@@ -11,9 +11,9 @@ browser, curl and a tie get HTML), with ``Vary: Accept``. The access log names t
 
 Requests come from anyone who can reach the port, so nothing they send is trusted: a path with
 control characters, bad percent-encoding or ``..`` segments gets a short 400 (never a traceback),
-only regular files inside the root are answered (``open_inside``: no link followed, no FIFO or
-device opened to wait on or stream from), directories are not listed, log lines have control characters escaped before they reach the
-terminal, and select.py's base URL comes from ``--base-url`` or the bound address, never from the
+only regular files inside the root are answered (``support/confined.walk_under``: no link
+followed, no FIFO or device opened to wait on or stream from), directories are not listed, log
+lines have control characters escaped before they reach the terminal, and select.py's base URL comes from ``--base-url`` or the bound address, never from the
 request's Host header.
 """
 
@@ -23,7 +23,6 @@ import functools
 import os
 import queue
 import re
-import stat
 import sys
 import threading
 import time
@@ -38,6 +37,7 @@ from urllib.parse import unquote, urlsplit
 from wheelfactory.errors import UsageError
 from wheelfactory.plan.torch_releases import JSON_CONTENT
 from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.support import confined
 
 _LOG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")  # C0, DEL, C1 (and the escape character itself)
 _RAW_PATH_CHARS = re.compile(r"[!-~]*")  # what a request target may hold unencoded: printable ASCII
@@ -142,33 +142,6 @@ def check_base_url(base_url: str) -> str:
     return base_url.rstrip("/")
 
 
-def open_inside(root: str | int, parts: list[str]) -> tuple[int, bool] | None:
-    """(descriptor, is a directory) of ``parts`` under ``root`` (a path, whose own link is followed:
-    dist/index is one, or a directory descriptor), each component opened without following a link
-    (O_NOFOLLOW) and checked by fstat; None when one is missing, a link, or neither a directory
-    nor (the last) a regular file. O_NONBLOCK: opening a FIFO must not wait for a writer."""
-    try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if isinstance(root, str) else os.dup(root)
-    except OSError:
-        return None
-    try:
-        for index, part in enumerate(parts):
-            following = os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fd)
-            os.close(fd)
-            fd = following
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISREG(mode) and index == len(parts) - 1:
-                os.set_blocking(fd, True)
-                return fd, False
-            if not stat.S_ISDIR(mode):
-                os.close(fd)
-                return None
-        return fd, True
-    except OSError:
-        os.close(fd)
-        return None
-
-
 class _Handler(SimpleHTTPRequestHandler):
     extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".whl": "application/octet-stream",
                       ".json": "application/json", ".txt": "text/plain; charset=utf-8",
@@ -207,7 +180,7 @@ class _Handler(SimpleHTTPRequestHandler):
         would never answer) or a device (an endless body) is 404, as a missing file is."""
         url_path = urlsplit(self.path).path
         parts = [part for part in unquote(url_path).split("/") if part]  # path_problem refused ".."
-        found = open_inside(self.directory, parts)
+        found = confined.walk_under(self.directory, parts)
         if found is None:
             self.send_error(HTTPStatus.NOT_FOUND)
             return None
@@ -223,7 +196,7 @@ class _Handler(SimpleHTTPRequestHandler):
                     return None
                 name, content_type = self._page(fd, parts)
                 negotiated = name != "index.html" or "simple" in parts[-2:]
-                page = open_inside(fd, [name])
+                page = confined.walk_under(fd, [name])
             finally:
                 os.close(fd)
             if page is None or page[1]:  # no page: directories are not listed
@@ -254,7 +227,7 @@ class _Handler(SimpleHTTPRequestHandler):
         if "simple" not in parts[-2:]:
             return REPRESENTATIONS[0][1:]
         name, content_type = negotiate(self.headers.get("Accept"))
-        found = open_inside(directory, [name])
+        found = confined.walk_under(directory, [name])
         if found is not None:
             os.close(found[0])
         if found is None or found[1]:  # an HTML-only directory (variants/simple/)
@@ -270,7 +243,7 @@ class _Handler(SimpleHTTPRequestHandler):
         """select.py defaulting to ``base_url`` (the index was written with ``index --base-url``,
         which may name another port or host). Never the request's Host header: a client must not
         choose where the selector it hands to others points."""
-        found = open_inside(self.directory, ["select.py"])
+        found = confined.walk_under(self.directory, ["select.py"])
         if found is None or found[1]:
             if found is not None:
                 os.close(found[0])

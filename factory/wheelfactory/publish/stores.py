@@ -26,7 +26,7 @@ from wheelfactory.errors import PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.support import paths
+from wheelfactory.support import confined, paths
 
 LOCK_FILE = ".wheelfactory-publish.lock"
 TEMP_MARK = ".wf-partial-"  # a directory store's temp names: .<name>.wf-partial-<pid>
@@ -72,62 +72,77 @@ class DirectoryStore:
     def root(self) -> Path:
         return self.target.path
 
-    def _path(self, rel: str) -> Path:
-        return paths.inside(self.root, rel, what="a published file", file=str(self.root))
+    def _parts(self, rel: str) -> tuple[str, ...]:
+        """``rel`` as path components under the root (links below it are confined's to refuse)."""
+        member = paths.safe_member(rel)
+        if member is None:
+            raise PublishError(f"{self.root}: {rel!r} is not a path inside it (a listing names a file outside)")
+        return member.parts
 
-    def _existing(self, path: str) -> Path | None:
-        """The regular file at ``path``; None when there is none; PublishError for anything else."""
-        target = self._path(path)
-        if target.is_symlink():
-            raise PublishError(f"{target} is a symbolic link: a publish never writes through one; remove it")
-        if not target.exists():
-            return None
-        if not target.is_file():
-            raise PublishError(f"{target} is not a regular file: move it away")
-        return target
+    def _regular(self, path: str) -> int | None:
+        """A read descriptor of the regular file at ``path``; None when there is none; PublishError
+        naming it when a link, a folder or a special file is there (or on its way)."""
+        try:
+            return confined.open_regular(self.root, "/".join(self._parts(path)))
+        except confined.Refused as exc:
+            raise PublishError(f"{exc}: move it away (a publish never follows a link or opens a special file)") from None
+        except OSError as exc:
+            raise PublishError(f"{self.root / path}: cannot read it ({exc.strerror})") from None
 
     def held(self, path: str) -> str | None:
-        target = self._existing(path)
-        return None if target is None else file_sha256(target)
+        fd = self._regular(path)
+        if fd is None:
+            return None
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "rb") as stream:
+            for chunk in iter(lambda: stream.read(_CHUNK), b""):
+                digest.update(chunk)
+        return digest.hexdigest()
 
     def holds(self, path: str) -> bool:
-        return self._existing(path) is not None
+        fd = self._regular(path)
+        if fd is not None:
+            os.close(fd)
+        return fd is not None
 
     def read(self, path: str, limit: int = LISTING_LIMIT) -> bytes | None:
-        target = self._existing(path)
-        if target is None:
+        fd = self._regular(path)
+        if fd is None:
             return None
-        if target.stat().st_size > limit:
-            raise PublishError(f"{target} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
-        return target.read_bytes()
+        with os.fdopen(fd, "rb") as stream:
+            data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise PublishError(f"{self.root / path} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
+        return data
 
     def put(self, path: str, body: bytes | Path, sha256: str, content_type: str) -> None:
-        target = self._path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f".{target.name}{TEMP_MARK}{os.getpid()}")
+        *folders, name = self._parts(path)
+        target = self.root / path
+        temp = f".{name}{TEMP_MARK}{os.getpid()}"
         try:
-            with temp.open("wb") as stream:
-                if isinstance(body, bytes):
-                    stream.write(body)
-                else:
-                    with body.open("rb") as source:
-                        shutil.copyfileobj(source, stream, _CHUNK)
-                stream.flush()
-                os.fsync(stream.fileno())
-            temp.chmod(0o644)
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
+            with confined.directory(self.root, tuple(folders), create=True) as parent:
+                _write_whole(parent, temp, name, body, target)
+        except confined.Refused as exc:
+            raise PublishError(f"{exc}: move it away (a publish never follows a link or opens a special file)") from None
+        except OSError as exc:
+            if exc.errno == errno.ENOSPC:
+                raise PublishError(f"{target}: no space left on the device while writing it (nothing of it was "
+                                   "kept): free space there and publish again; files already written are whole"
+                                   ) from None
+            raise PublishError(f"{target}: cannot write it ({exc.strerror})") from None
 
     def default_base_url(self) -> str:
         return self.root.as_uri()
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
-        if self.root.exists() and (self.root.is_symlink() or not self.root.is_dir()):
+        if self.root.is_symlink() or (self.root.exists() and not self.root.is_dir()):
             raise PublishError(f"{self.root} is not a directory: publish to a directory (or remove the link)")
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # under a regular file, under /proc, read-only, no space
+            raise PublishError(f"{self.root}: cannot make the target directory ({exc.strerror}): "
+                               "publish to a directory you can write") from None
         with os.fdopen(_open_lock(self.root / LOCK_FILE), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -143,6 +158,34 @@ class DirectoryStore:
             for name in files:
                 if TEMP_MARK in name and name.startswith("."):
                     (Path(folder) / name).unlink(missing_ok=True)
+
+
+def _write_whole(parent: int, temp: str, name: str, body: bytes | Path, target: Path) -> None:
+    """``body`` into the directory ``parent`` as ``temp``, fsynced, then renamed over ``name``: a
+    reader sees the old file or the new one. Whatever is at ``name`` must be a regular file (a
+    rename would replace a link or refuse a folder)."""
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent)
+    try:
+        with os.fdopen(fd, "wb") as stream:
+            if isinstance(body, bytes):
+                stream.write(body)
+            else:
+                with body.open("rb") as source:
+                    shutil.copyfileobj(source, stream, _CHUNK)
+            stream.flush()
+            os.fchmod(stream.fileno(), 0o644)
+            os.fsync(stream.fileno())
+        try:
+            mode = os.lstat(name, dir_fd=parent).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG
+        if not stat.S_ISREG(mode):
+            raise confined.Refused(target, confined.kind(mode), "a regular file")
+        os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=parent)
+        raise
 
 
 def _open_lock(path: Path) -> int:

@@ -145,6 +145,10 @@ def check_listing(raw: bytes) -> dict[str, object]:
         raise InvalidListing(f"not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise InvalidListing("not a JSON object")
+    try:  # a "\\udcff" escape parses to a lone surrogate, which no page or file can be written with
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidListing(f"holds {exc.object[exc.start:exc.end]!a}, an escape of no character") from None
     variants = data.get("variants", [])
     if not isinstance(variants, list):
         raise InvalidListing("variants: expected a list")
