@@ -192,6 +192,23 @@ def test_a_bucket_that_does_not_exist_is_one_line(tmp_path: Path, s3_endpoint: S
     assert "does not exist" in err and "Traceback" not in err
 
 
+def test_a_lone_surrogate_in_a_buckets_listing_is_one_line(tmp_path: Path, s3_endpoint: S3Server, bucket: str,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The bucket's index.json holds "\\udcff" (JSON for no character): the next release is refused
+    by name, where its pages failed to encode (a UnicodeEncodeError traceback); nothing is written."""
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.1.0")), "--to", f"s3://{bucket}/whl") == 0
+    client = s3_endpoint.client()
+    listing = json.loads(client.get_object(Bucket=bucket, Key="whl/index.json")["Body"].read())
+    listing["variants"][0]["requires_python"] = ">=3.9\udcff"
+    client.put_object(Bucket=bucket, Key="whl/index.json", Body=json.dumps(listing).encode())
+    keys = sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"])
+    capsys.readouterr()
+    assert run_cli("publish", "-o", str(release(tmp_path, "0.2.0")), "--to", f"s3://{bucket}/whl") == 7
+    err = capsys.readouterr().err
+    assert "index.json" in err and "\\udcff" in err and "Traceback" not in err, err
+    assert sorted(o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]) == keys
+
+
 def test_readme_says_moto_stands_in_for_s3_and_the_bucket_tests_run_it() -> None:
     from testkit import REPO
 
