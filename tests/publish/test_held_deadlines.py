@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from wheelfactory.errors import PublishError
-from wheelfactory.publish import held
+from wheelfactory.publish import held, upload
 
 STOP = threading.Event()
 
@@ -48,6 +49,10 @@ class Hostile(BaseHTTPRequestHandler):
                     return
         else:
             self.send_error(404)
+
+    def do_POST(self) -> None:  # noqa: N802 (the base class's name)
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))  # the upload, then silence
+        STOP.wait(600)
 
     def _headers(self, content_type: str, length: int) -> None:
         self.send_response(200)
@@ -98,3 +103,33 @@ def test_the_limits_the_publishing_page_gives_are_the_readers() -> None:
             f"{held.FILE_DEADLINE:.0f} s for a file listed without a hash (read to hash it), "
             f"{held.PAGE_LIMIT >> 20} MiB for a page")
     assert said in text and f"{held.FILE_LIMIT >> 30} GiB for a file" in text
+    assert f"every read of one target shares {held.TARGET_DEADLINE:.0f} s in all" in text
+    assert (f"Each twine call (the uploads to one index) has {upload.UPLOAD_BASE:.0f} s, and one more per "
+            f"{upload.UPLOAD_RATE >> 10} KiB sent") in text
+
+
+def test_the_reads_of_one_target_share_one_deadline(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each page is read within its own 2 s, and the target has 3 s for all of them: the second
+    trickled page stops at what the first left, naming the target's limit."""
+    monkeypatch.setattr(held, "TARGET_DEADLINE", 3.0)
+    deadline = held.Deadline.from_now()
+    with pytest.raises(PublishError, match=r"no whole answer within 2 s"):
+        held.read_held(f"{server}/trickle/", "tiny", deadline=deadline)
+    with pytest.raises(PublishError, match=r"not read when the 3 s that every read of one target shares had passed"):
+        held.read_held(f"{server}/trickle/", "other", deadline=deadline)
+
+
+def test_an_upload_the_server_never_answers_stops_at_its_deadline(server: str, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """twine (the real one) posts to a server that reads the request and never answers."""
+    from fake_wheels import make_wheel
+
+    monkeypatch.setattr(upload, "UPLOAD_BASE", 2.0)
+    wheel = make_wheel(tmp_path, "tiny", "1.0")
+    monkeypatch.setenv("TWINE_USERNAME", "user")
+    monkeypatch.setenv("TWINE_PASSWORD", "secret")
+    sent = upload.UploadFile(wheel, wheel.name, "tiny", "0" * 64, None)
+    index = upload.IndexUpload(None, f"{server}/silent/", None, None, (sent,), ())
+    with pytest.raises(PublishError, match=r"uploading 1 file\(s\) to .*: no whole answer within 2 s \(2 s, and 1 s "
+                                           r"per 256 KiB sent"):
+        upload.upload_index(index, say=lambda line: None)

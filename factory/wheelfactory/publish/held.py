@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 import urllib.error
 import urllib.request
 import urllib.response
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
@@ -31,6 +33,22 @@ TIMEOUT = 60.0  # connecting, and each read: a server that goes quiet
 # forever would hold the publish with no end. Each page and each file read has its deadline.
 PAGE_DEADLINE = 120.0
 FILE_DEADLINE = 1800.0
+# Every read made of one target together: many pages each just inside PAGE_DEADLINE would add up.
+TARGET_DEADLINE = 3600.0
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When every read made of one target must have ended (``time.monotonic()``)."""
+
+    ends: float
+
+    @classmethod
+    def from_now(cls) -> Deadline:
+        return cls(time.monotonic() + TARGET_DEADLINE)
+
+    def left(self) -> float:
+        return max(0.0, self.ends - time.monotonic())
 
 
 def one_line(text: str) -> str:
@@ -53,17 +71,18 @@ def _open(url: str, accept: str | None = None) -> urllib.response.addinfourl:
     return answer
 
 
-def read_held(simple_url: str, project: str, *, only: Collection[str] | None = None) -> dict[str, str]:
+def read_held(simple_url: str, project: str, *, only: Collection[str] | None = None,
+              deadline: Deadline | None = None) -> dict[str, str]:
     """File name -> sha256 of what the index at ``simple_url`` holds of ``project``; {} where the
     project has no page (404) in an index that is there. A file listed without a sha256 is
     downloaded and hashed, where it is one of ``only`` (None: every such file), else left out.
     PublishError, naming the URL (password masked), when the page cannot be read or the index is
-    not there."""
+    not there. ``deadline``: the target's, shared by every read made of it."""
     root = simple_url if simple_url.endswith("/") else simple_url + "/"
     url = f"{root}{canonicalize_name(project)}/"
     try:
-        body, content_type, page_url = _within(PAGE_DEADLINE, f"the page {mask_password(url)}",
-                                               lambda: _read_page(url))
+        body, content_type, page_url = within(PAGE_DEADLINE, f"the page {mask_password(url)}",
+                                               lambda: _read_page(url), deadline)
         listed = listed_hashes(body, content_type, page_url)
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the server's answer, and with it the connection
@@ -81,7 +100,7 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
         if digest is None:
             if only is not None and name not in only:
                 continue
-            digest = _hash_of(file_url, name)
+            digest = _hash_of(file_url, name, deadline)
         held[name] = digest
     return held
 
@@ -96,10 +115,16 @@ def _read_page(url: str) -> tuple[bytes, str, str]:
         return body, answer.headers.get("Content-Type", "text/html"), answer.geturl()
 
 
-def _within(seconds: float, what: str, work: Callable[[], T]) -> T:
-    """``work()``'s result, or PublishError when it has not ended within ``seconds``. The read is
-    left to end on its own, in a daemon thread (closing its answer from here would wait on the
-    lock its read holds): the publish stops without it."""
+READ_HINT = f"connect and each read may take {TIMEOUT:.0f} s; is the server overloaded, or not an index?"
+
+
+def within(seconds: float, what: str, work: Callable[[], T], deadline: Deadline | None = None, *,
+           hint: str = READ_HINT) -> T:
+    """``work()``'s result, or PublishError when it has not ended within ``seconds`` (or by the
+    target's ``deadline``, where that comes first). The read is left to end on its own, in a
+    daemon thread (closing its answer from here would wait on the lock its read holds): the
+    publish stops without it."""
+    allowed = seconds if deadline is None else min(seconds, deadline.left())
     done: list[T] = []
     failed: list[BaseException] = []
 
@@ -111,10 +136,12 @@ def _within(seconds: float, what: str, work: Callable[[], T]) -> T:
 
     worker = threading.Thread(target=run, name="wheelfactory-held-read", daemon=True)
     worker.start()
-    worker.join(seconds)
+    worker.join(allowed)
     if worker.is_alive():
-        raise PublishError(f"{what}: no whole answer within {seconds:.0f} s (connect and each read may take "
-                           f"{TIMEOUT:.0f} s); is the server overloaded, or not an index?")
+        if allowed < seconds:
+            raise PublishError(f"{what}: not read when the {TARGET_DEADLINE:.0f} s that every read of one target "
+                               "shares had passed; is the server overloaded?")
+        raise PublishError(f"{what}: no whole answer within {seconds:.0f} s ({hint})")
     if failed:
         # popped, not indexed: the failure's traceback holds run()'s frame, which holds this list;
         # left in it, the cycle (and the failed connection's socket) would wait for the garbage collector
@@ -141,7 +168,7 @@ def _require_index(root: str) -> None:
         pass  # it answered the project page a moment ago: the upload will say what is wrong
 
 
-def _hash_of(url: str, name: str) -> str:
+def _hash_of(url: str, name: str, deadline: Deadline | None = None) -> str:
     """The sha256 of a listed file whose page gives none (pypiserver --hash-algo md5, some proxies)."""
     def read() -> str:
         digest, size = hashlib.sha256(), 0
@@ -155,7 +182,7 @@ def _hash_of(url: str, name: str) -> str:
         return digest.hexdigest()
 
     try:
-        return _within(FILE_DEADLINE, f"{name} (listed without a sha256, read to hash it)", read)
+        return within(FILE_DEADLINE, f"{name} (listed without a sha256, read to hash it)", read, deadline)
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
         raise PublishError(f"{name}: listed without a sha256 and cannot be read to hash it from "

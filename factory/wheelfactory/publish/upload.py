@@ -48,7 +48,7 @@ from wheelfactory.errors import EnvironmentProblem, PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import VARIANT_FIELD, UploadTarget
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.held import one_line, read_held
+from wheelfactory.publish.held import Deadline, one_line, read_held, within
 from wheelfactory.publish.index import IndexedWheel
 
 if TYPE_CHECKING:  # twine is the publish extra's: imported where an upload runs
@@ -56,6 +56,9 @@ if TYPE_CHECKING:  # twine is the publish extra's: imported where an upload runs
 
 
 Say = Callable[[str], None]
+# One twine call's deadline: a base, and a floor on the rate its files are sent at.
+UPLOAD_BASE = 300.0
+UPLOAD_RATE = 256 << 10  # bytes per second
 
 
 @dataclass(frozen=True)
@@ -340,14 +343,23 @@ def upload_index(index: IndexUpload, *, say: Say) -> int:
         secret = settings.auth.input.password
         for item in index.upload:
             say(f"uploading {item.filename} -> {index}")
+        files = [str(item.path) for item in index.upload]
         with _captured() as (_, records):
-            twine_upload(settings, [str(item.path) for item in index.upload])
+            # twine's requests calls carry no timeout: a server that never answers would hold the publish
+            within(upload_deadline(index), f"uploading {len(files)} file(s) to {mask_password(str(index))}",
+                   lambda: twine_upload(settings, files),
+                   hint=f"{UPLOAD_BASE:.0f} s, and 1 s per {UPLOAD_RATE >> 10} KiB sent; is the server overloaded?")
     except (twine_exceptions.TwineException, requests.RequestException, argparse.ArgumentError, OSError) as exc:
         raise _failure(index, exc, secret) from None
     skipped = sum(1 for message in records.messages if message.startswith("Skipping "))
     if skipped:
         say(f"{index}: {skipped} file(s) already there, skipped by the server")
     return len(index.upload) - skipped
+
+
+def upload_deadline(index: IndexUpload) -> float:
+    """Seconds one twine call may take: UPLOAD_BASE, and one more per UPLOAD_RATE bytes sent."""
+    return UPLOAD_BASE + sum(item.path.stat().st_size for item in index.upload) / UPLOAD_RATE
 
 
 def read_plan(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]) -> UploadPlan:
@@ -357,8 +369,10 @@ def read_plan(target: UploadTarget, wheels: Sequence[IndexedWheel], default_whee
     if target.repository:
         check_alias(target.repository)
     held: dict[str, dict[str, str]] = {}
+    deadline = Deadline.from_now()
     for query in held_queries(target, wheels, default_wheels):
-        held.setdefault(query.simple_url, {}).update(read_held(query.simple_url, query.project, only=query.filenames))
+        held.setdefault(query.simple_url, {}).update(read_held(query.simple_url, query.project, only=query.filenames,
+                                                               deadline=deadline))
     return plan_upload(target, wheels, default_wheels, held)
 
 
