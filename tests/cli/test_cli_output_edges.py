@@ -34,6 +34,12 @@ INVOCATIONS = [[*command, "--help"] for command in COMMANDS] + [
 ]
 
 
+# The C locale as a minimal container has it: no UTF-8 mode, and no coercion to C.UTF-8 (which
+# Python does by itself otherwise): standard output is ASCII, and a non-ASCII name on the command
+# line arrives as surrogate escapes.
+C_LOCALE = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0", "PYTHONIOENCODING": ""}
+
+
 def run(args: list[str], stdout: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     """(exit code, standard error) of ``wheelfactory ARGS`` with standard output ``full``, ``closed``
     (a pipe whose reader is gone before the first write) or ``capture``."""
@@ -82,7 +88,7 @@ def test_a_locale_that_cannot_encode_a_name_prints_it_escaped(tmp_path: Path) ->
     """LC_ALL=C with UTF-8 mode off: standard output is ASCII, and an output path holds a non-ASCII
     name; the message prints it escaped instead of failing to."""
     out = tmp_path / "dïst"
-    ascii_only = {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}
+    ascii_only = C_LOCALE
     code, said = run(["index", "-o", str(out)], "capture", ascii_only)
     assert "Traceback" not in said and code == 2, said
     assert "d\\xefst" in said or "d\\udcc3\\udcafst" in said, said
@@ -115,7 +121,7 @@ def test_every_subcommand_run_for_real_never_prints_a_traceback(tmp_path: Path) 
         from dist_fakes import make_dist
     finally:
         sys.path.pop(0)
-    dist, long = tmp_path / "dist", "x" * 300
+    dist, long = tmp_path / "dïst", "x" * 300  # a non-ASCII name: surrogate escapes under the C locale
     dist.mkdir()
     make_dist(dist)
     subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(dist)], capture_output=True, timeout=300,
@@ -126,17 +132,18 @@ def test_every_subcommand_run_for_real_never_prints_a_traceback(tmp_path: Path) 
             ["bake", "-m", MATRIX, "--file", "-"], ["ci", "github", "-m", MATRIX, "--workflow", "-"],
             ["gc", "--dry-run"], ["new", long], ["plan", "-m", long], ["index", "-o", long], ["which", "--index", long],
             ["publish", "-o", str(dist), "--to", long, "--dry-run"],
-            ["report", "-o", str(dist), "-m", MATRIX, "--html", f"{long}/x.html"]]
+            ["report", "-o", str(dist), "-m", MATRIX, "--html", f"{long}/x.html"],
+            ["report", "-o", str(dist), "-m", MATRIX, "--html", "-"]]
     cases = [(args, mode) for args in real for mode in ("full", "closed", "c-locale")]
 
     def one(case: tuple[list[str], str]) -> tuple[list[str], str, int, str]:
         args, mode = case
         if mode == "c-locale":
-            return (args, mode, *run(args, "capture", {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""}))
+            return (args, mode, *run(args, "capture", C_LOCALE))
         return (args, mode, *run(args, mode))
 
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(one, cases))
-    assert len(results) == 42
+    assert len(results) == 45
     tracebacks = [(args[:2], mode, said[-300:]) for args, mode, _, said in results if "Traceback" in said]
     assert tracebacks == []

@@ -325,8 +325,10 @@ def _e(text: str) -> str:
 
 
 def _href(prefix: str, relative: str) -> str:
+    """A link's percent-encoded target. From the path's bytes (os.fsencode): under the C locale a
+    non-ASCII name arrives as surrogate escapes, which no text encoding takes."""
     path = relative if prefix in ("", ".") else posixpath.join(prefix, relative)
-    return _e(urllib.parse.quote(path))
+    return _e(urllib.parse.quote(os.fsencode(path)))
 
 
 CSS = """
@@ -457,7 +459,7 @@ def render_html(report: Report, *, dist_href: str = ".", svg_href: str | None = 
     if report.has_index:
         sources.append(f'<a href="{_href(dist_href, INDEX_DIR + "/index.html")}">package index</a>')
     if svg_href:
-        sources.append(f'<a href="{_e(urllib.parse.quote(svg_href))}">grid as SVG</a>')
+        sources.append(f'<a href="{_href("", svg_href)}">grid as SVG</a>')
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
