@@ -8,10 +8,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -157,25 +159,56 @@ def test_kill_9_mid_build_then_rerun_completes(tmp_path: Path) -> None:
     assert not list(out.rglob("*.partial")) and not list(out.rglob(".*.tmp"))
 
 
-def test_an_interrupt_is_a_cancel_and_the_last_good_wheel_stays_published(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class HostBuild:
+    """The sample built with the host engine in a folder of its own, its [test] command one that
+    ``matrix`` rewrites (a change re-verifies the wheel: the next build runs every phase again)."""
+
+    root: Path
+    project: Path
+    out: Path
+    vid: str = "torch213-cxx11-cpu-x86_64-linux"
+
+    def matrix(self, round_: int, sleep: int = 0) -> None:
+        (self.root / "matrix.toml").write_text(
+            f'[project]\npath = "{self.project}"\n\n[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\n'
+            f'python = ["abi3"]\n\n[build]\nengine = "host"\n\n[test]\n'
+            f'command = "python -c \'import time; time.sleep({sleep}); print({round_})\'"\n')
+
+    @property
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "wheelfactory", "build", "-o", str(self.out)]
+
+    def entry(self) -> dict[str, Any]:
+        return json.loads((self.out / "manifest.json").read_text())["variants"][self.vid]  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def host_build(tmp_path_factory: pytest.TempPathFactory) -> HostBuild:
+    """One good wheel, which the interrupt tests of this module keep (and the last rebuild replaces)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("interrupts")
+    build = HostBuild(root, root / "fusedops", root / "dist")
+    shutil.copytree(REPO / "kernels" / "fusedops", build.project, ignore=shutil.ignore_patterns("build", "*.so"))
+    build.matrix(0)
+    first = subprocess.run(build.command, cwd=root, capture_output=True, text=True, timeout=1200)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    return build
+
+
+def test_an_interrupt_is_a_cancel_and_the_last_good_wheel_stays_published(host_build: HostBuild) -> None:
     """A good wheel built; a source edited; the rebuild interrupted mid-compile, once by Ctrl-C
     (SIGINT to the process group, as a terminal sends it) and once by SIGTERM to the factory alone
     (as `kill` and a CI cancel send it): each exits 130 / 143 saying so, leaves no process of the
     build running, and keeps the good wheel and its manifest entry as they were, so `index` still
     publishes it; the next run builds the edited source."""
-    import shutil
     import signal
     import time
 
-    project = tmp_path / "fusedops"
-    shutil.copytree(REPO / "kernels" / "fusedops", project, ignore=shutil.ignore_patterns("build", "*.so"))
-    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{project}"\n\n[matrix]\ntorch = ["2.13"]\n'
-                                          'backends = ["cpu"]\npython = ["abi3"]\n\n[build]\nengine = "host"\n')
-    out, vid = tmp_path / "dist", "torch213-cxx11-cpu-x86_64-linux"
-    command = [sys.executable, "-m", "wheelfactory", "build", "-o", str(out)]
-    first = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=1200)
-    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    good = json.loads((out / "manifest.json").read_text())["variants"][vid]
+    tmp_path, project, out, vid = host_build.root, host_build.project, host_build.out, host_build.vid
+    command = host_build.command
+    good = host_build.entry()
     source = next(project.rglob("*.cpp"))
     source.write_text(source.read_text() + "\n// edited: the next build compiles again\n")
     log = out / vid / "build.log"
@@ -212,12 +245,70 @@ def test_an_interrupt_is_a_cancel_and_the_last_good_wheel_stays_published(tmp_pa
     assert json.loads((out / "manifest.json").read_text())["variants"][vid]["status"] == "built"
 
 
+def wait_for_phase(process: subprocess.Popen[Any], log: Path, phase: str) -> None:
+    """Return as soon as the build log says ``phase`` started (polled every 5 ms: a phase of a
+    second is hit); fail if the build ended first."""
+    import time
+
+    deadline, marker = time.monotonic() + 600, f"phase {phase} started"
+    while time.monotonic() < deadline and process.poll() is None:
+        if log.exists() and marker in log.read_text(errors="replace"):
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"the build ended (or ran 600 s) before its {phase} phase")
+
+
+def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: HostBuild) -> None:
+    """The same claims as the compile's interrupt, for each phase after it: the repair, the smoke
+    test and the project's tests (the [test] command changed each round, so the wheel is verified
+    again; the tests round sleeps, as long suites do). The log names the phase it stopped."""
+    import signal
+    import time
+
+    tmp_path, out, vid, command = host_build.root, host_build.out, host_build.vid, host_build.command
+    good = host_build.entry()
+    log = out / vid / "build.log"
+    rounds = (("repair", signal.SIGTERM, False, 143), ("smoke", signal.SIGINT, True, 130),
+              ("tests", signal.SIGTERM, False, 143))
+    for number, (phase, signum, to_group, code) in enumerate(rounds, start=1):
+        host_build.matrix(number, 120 if phase == "tests" else 0)
+        log.unlink(missing_ok=True)
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+        try:
+            wait_for_phase(process, log, phase)
+            (os.killpg if to_group else os.kill)(process.pid, signum)
+            output, _ = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+        assert process.returncode == code, (phase, output[-3000:])
+        assert "Traceback" not in output, output[-3000:]
+        said = log.read_text()
+        assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z >]*\b{phase}\b", said), (phase, said[-1500:])
+        deadline, tests_marker = time.monotonic() + 10, f"print({number})"
+        while (_build_processes(out) or _processes_naming(tests_marker)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _build_processes(out) and not _processes_naming(tests_marker), (phase, _build_processes(out))
+        assert json.loads((out / "manifest.json").read_text())["variants"][vid] == good, phase
+        listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
+                                capture_output=True, text=True, timeout=300)
+        assert listed.returncode == 0 and list((out / "index").rglob(Path(good["wheel"]).name)), (phase, listed.stdout)
+
+
 def _build_processes(out: Path) -> list[str]:
     """Processes whose command line names the build's output directory (the build, its compiles)."""
+    return _processes_naming(str(out))
+
+
+def _processes_naming(text: str) -> list[str]:
+    """Processes whose command line holds ``text``."""
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            text = cmdline.read_bytes()
-            if str(out).encode() in text:
-                found.append(text.replace(b"\0", b" ").decode(errors="replace"))
+            line = cmdline.read_bytes()
+            if text.encode() in line:
+                found.append(line.replace(b"\0", b" ").decode(errors="replace"))
     return found

@@ -4,21 +4,27 @@ the run and every process it started, and never changes an earlier result.
 ``Cancel.installed`` (around the build command's run, in the main thread) makes the first signal set the cancel,
 stop the run's descendant processes (a SIGTERM sent to the factory alone reaches no child of its
 own accord, and a compile's ninja and compilers are grandchildren) and raise KeyboardInterrupt in
-the main thread; a second signal stops at once. A build whose command died of the cancel is a
+the main thread; a second signal stops at once. From the cancel on no command starts
+(``proc.CANCELLED``), and once the build threads are joined ``Cancel.sweep`` stops what the first
+sweep missed: the run is a child subreaper, so a grandchild orphaned by its parent's death is
+still ours to find. A build whose command died of the cancel is a
 cancelled attempt, not a failure (``Cancel.caused``): the manifest keeps what it had for that
 variant, the last good wheel with it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from wheelfactory.support import proc
 from wheelfactory.support.proc import CommandFailed
 
 # 128 + the signal's number: what a shell reports for a process the signal stopped
@@ -27,6 +33,7 @@ NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 # How long a build whose command died of a signal waits to learn that the run was cancelled: the
 # children see the signal at the same moment as the factory, whose handler runs a moment later.
 SIGNAL_GRACE_S = 2.0
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
 
 
 class Cancel:
@@ -47,13 +54,18 @@ class Cancel:
         """While in the block, SIGINT and SIGTERM cancel the run (main thread only, as Python's
         signal handlers are); the handlers before it come back after."""
         self.event.clear()
+        proc.CANCELLED.clear()
         self.signum = None
         before = {signum: signal.signal(signum, self._handle) for signum in EXIT_CODES}
+        reaping = _child_subreaper(True)
         try:
             yield
         finally:
+            if reaping:
+                _child_subreaper(False)
             for signum, handler in before.items():
                 signal.signal(signum, handler)
+            proc.CANCELLED.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.event.is_set():  # the second signal: at once, whatever is under way
@@ -61,8 +73,19 @@ class Cancel:
             os._exit(EXIT_CODES.get(signal.Signals(signum), 130))
         self.signum = signum
         self.event.set()
+        proc.CANCELLED.set()  # before the sweep: a command a build thread starts after it is refused
         stop_descendants(signal.SIGTERM)
         raise KeyboardInterrupt
+
+    def sweep(self) -> None:
+        """Once the build threads are joined: stop what the first sweep missed. A process forked
+        while it read /proc, orphaned when its parent died, came back to us (a child subreaper);
+        SIGTERM, 2 s, then SIGKILL for what is left."""
+        stop_descendants(signal.SIGTERM)
+        deadline = time.monotonic() + 2
+        while _living(descendants(os.getpid())) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop_descendants(signal.SIGKILL)
 
     def caused(self, failure: BaseException) -> bool:
         """Whether ``failure`` (a build's) is the cancel's doing: the run is cancelled, or its
@@ -94,6 +117,30 @@ def descendants(root: int, proc: Path = Path("/proc")) -> list[int]:
         found.append(pid)
         queue.extend(children.get(pid, []))
     return found
+
+
+def _child_subreaper(on: bool) -> bool:
+    """Make this process the one orphaned descendants are reparented to (Linux's
+    PR_SET_CHILD_SUBREAPER), so that ``Cancel.sweep`` still finds a build's grandchild whose
+    parent died; whether it could."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # not Linux
+        return False
+
+
+def _living(pids: list[int]) -> list[int]:
+    """Those of ``pids`` not yet ended (a zombie, ended and not reaped, is not living)."""
+    alive = []
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        if state[state.rfind(")") + 2:][:1] not in ("Z", "X"):
+            alive.append(pid)
+    return alive
 
 
 def stop_descendants(signum: int) -> None:

@@ -10,7 +10,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -78,6 +78,11 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
         pool = ThreadPoolExecutor(max_workers=max(1, jobs), thread_name_prefix=prefix)
         try:
             futures = [pool.submit(one, variant) for variant in variants]
+            # The main thread wakes every 0.1 s: a signal the kernel delivered to a build thread
+            # runs its Python handler (the cancel) only when this thread runs bytecode, and a wait
+            # without a timeout would hold it until the builds ended (as failures, not a cancel).
+            while wait(futures, timeout=0.1).not_done:
+                pass
             return [future.result() for future in futures]
         except BaseException:
             # Ctrl-C or SIGTERM (KeyboardInterrupt lands here, in the main thread; runner/cancel.py):
@@ -91,8 +96,10 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             # container whose cibuildwheel the cancel stopped.
             reclaimed = engine.reclaim()
             for thread in threading.enumerate():
-                if thread.name.startswith(prefix):
-                    thread.join()
+                while thread.name.startswith(prefix) and thread.is_alive():
+                    thread.join(0.1)  # as above: a second Ctrl-C must reach its handler
+            if CANCEL.event.is_set():
+                CANCEL.sweep()
             for name in sorted({*reclaimed, *engine.reclaim()}):
                 progress(VariantPhase("*", "reclaimed", name))
             raise
@@ -158,8 +165,9 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         if CANCEL.caused(exc):
             kept = "the last good wheel and its manifest entry are kept" if previous and previous.status in (
                 "built", "cached") else "nothing is recorded for it"
+            during = f" during {' > '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
             with log.open("a") as sink:
-                sink.write(f"\n# CANCELLED after {seconds} s by {CANCEL.described}: {kept}\n")
+                sink.write(f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n")
             progress(VariantPhase(variant.id, "cancelled", kept))
             return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         with log.open("a") as sink:

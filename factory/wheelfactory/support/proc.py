@@ -11,7 +11,9 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,16 @@ def excerpt(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join([*errors, "...", *tail] if errors else all_lines[-lines:])
 
 
+# Set when the run is cancelled (runner/cancel.py): no command starts after it. A build thread
+# between two commands would otherwise start one after the cancel had stopped the others.
+CANCELLED = threading.Event()
+
+
+def _refuse_when_cancelled(command: Sequence[str]) -> None:
+    if CANCELLED.is_set():
+        raise CommandFailed(command, -signal.SIGTERM, "not started: the run was cancelled", None)
+
+
 @functools.cache
 def _pdeathsig_prefix() -> tuple[str, ...]:
     """``setpriv --pdeathsig KILL --``: the child is killed when the factory dies, so a kill -9 of
@@ -86,6 +98,7 @@ def _full_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
 def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
         log: Path | None = None, timeout: float | None = None) -> str:
     """Run ``command``; return its output (stdout and stderr together)."""
+    _refuse_when_cancelled(command)
     full_env = _full_env(env)
     tied = [*_pdeathsig_prefix(), *command]
     if log is None:
@@ -130,6 +143,7 @@ def call(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, s
     ``tied=False`` runs the program itself, not through setpriv, so a missing or unrunnable
     program raises OSError (setpriv would report it as exit code 127 or 126). A command that
     runs past ``timeout`` raises TimeoutExpired."""
+    _refuse_when_cancelled(command)
     prefix = _pdeathsig_prefix() if tied else ()
     done = subprocess.run([*prefix, *command], cwd=cwd, env=_full_env(env), input=input,
                           stdin=subprocess.DEVNULL if input is None else None, capture_output=capture,

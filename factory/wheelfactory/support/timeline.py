@@ -55,6 +55,8 @@ class Timeline:
         self.log = log
         self.observe = observe or (lambda _name: None)
         self._phases: dict[str, float] = {}
+        self._running: list[str] = []  # phases started and not ended (audit and smoke run side by side)
+        self._left_by: tuple[int, tuple[str, ...]] | None = None  # (the exception's id, the phases it left)
         self._lock = threading.Lock()  # a variant's independent steps may run in threads
         self._warnings: list[str] = []
         # What a phase found, for the variant's manifest entry (``tests``: the project's tests).
@@ -65,10 +67,25 @@ class Timeline:
         self.observe(name)
         self._stamp(f"{name} started")
         start = time.monotonic()
+        with self._lock:
+            self._running.append(name)
         try:
             yield
+        except BaseException as exc:
+            with self._lock:  # the innermost phase it leaves says where; the outer ones see the same exception
+                if self._left_by is None or self._left_by[0] != id(exc):
+                    self._left_by = (id(exc), tuple(self._running))
+            raise
         finally:
+            with self._lock:
+                self._running.remove(name)
             self.add(name, time.monotonic() - start)
+
+    @property
+    def stopped_in(self) -> tuple[str, ...]:
+        """The phases under way when the last failure (an interrupt, say) left them, outermost first."""
+        with self._lock:
+            return self._left_by[1] if self._left_by else ()
 
     def add(self, name: str, seconds: float) -> None:
         with self._lock:
