@@ -9,6 +9,7 @@ cached across runs under WHEELFACTORY_TEST_CACHE.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import shutil
@@ -288,10 +289,11 @@ def _orphans(out: Path) -> list[str]:
 def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_client: object, docker_build: Path,
                                                                         offline_build_tables: str,
                                                                         tmp_path: Path) -> None:
-    """The fixture's good wheels, then an edited source rebuilt and SIGTERM sent to the factory alone
-    (what `kill` and a CI cancel send) while cibuildwheel's container builds: exit 143 saying so,
-    no container of the run left 10 s later, the manifest entry and the wheel as they were, and
-    `index` still publishes it."""
+    """The fixture's good wheels, then an edited source rebuilt and stopped while cibuildwheel's
+    container builds: by SIGTERM to the factory alone (what `kill` and a CI cancel send), then by
+    Ctrl-C (SIGINT to the process group, as a terminal sends it). Each exits 143 / 130 saying so,
+    no container of the run is left 10 s later, the manifest entry and the wheel are as they were,
+    and `index` still publishes it."""
     import signal
     import time
 
@@ -303,24 +305,27 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     (tmp_path / "matrix.toml").write_text(
         matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
     edit_one_source(kernel)  # a compile cache miss: a real compile
-    factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"], cwd=tmp_path,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for_cibuildwheel(docker_client, out, factory)
-        time.sleep(1)
-        factory.send_signal(signal.SIGTERM)
-        output, _ = factory.communicate(timeout=120)
-    finally:
-        if factory.poll() is None:
-            factory.kill()
-            factory.communicate()
-    assert factory.returncode == 143, output[-3000:]
-    assert "wheelfactory: interrupted by SIGTERM" in output and "Traceback" not in output, output[-3000:]
-    deadline = time.monotonic() + 10
-    while owned_containers(docker_client, out) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not owned_containers(docker_client, out)
-    assert manifest(out)[vid] == good and (out / str(good["wheel"])).is_file()
+    for signum, to_group, code, said in ((signal.SIGTERM, False, 143, "SIGTERM"), (signal.SIGINT, True, 130, "Ctrl-C")):
+        factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"],
+                                   cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True,
+                                   preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
+        try:
+            wait_for_cibuildwheel(docker_client, out, factory)
+            time.sleep(1)
+            (os.killpg if to_group else os.kill)(factory.pid, signum)
+            output, _ = factory.communicate(timeout=120)
+        finally:
+            if factory.poll() is None:
+                os.killpg(factory.pid, signal.SIGKILL)
+                factory.communicate()
+        assert factory.returncode == code, output[-3000:]
+        assert f"wheelfactory: interrupted by {said}" in output and "Traceback" not in output, output[-3000:]
+        deadline = time.monotonic() + 10
+        while owned_containers(docker_client, out) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not owned_containers(docker_client, out), said
+        assert manifest(out)[vid] == good and (out / str(good["wheel"])).is_file(), said
     listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
