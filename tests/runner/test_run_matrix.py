@@ -195,3 +195,38 @@ def test_a_cancelled_rebuild_keeps_the_last_good_entry_and_records_nothing_new(
     assert recorded[variants[0].id] == good and (tmp_path / str(good.wheel)).is_file()
     assert variants[1].id not in recorded  # nothing was built for it: nothing is recorded
     assert "# CANCELLED after" in (tmp_path / variants[0].id / "build.log").read_text()
+
+
+@pytest.mark.parametrize("planted", ["build.log link", "variant folder link", ".work link", "manifest fifo",
+                                     "lock link", "build.log fifo"])
+def test_a_link_or_special_file_planted_in_the_output_is_refused_before_anything_is_written(
+        tmp_path: Path, variants: tuple[Variant, ...], planted: str) -> None:
+    """A dist copied from elsewhere (a CI artifact) holding a link where a build writes: the build
+    would have truncated what build.log names, written its wheels where the variant's folder
+    points, or removed the scratch folder a `.work` link names. Exit 2 (UsageError) naming the
+    path; nothing outside changes and nothing is built."""
+    from wheelfactory.errors import UsageError
+
+    out, outside = tmp_path / "dist", tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("kept\n")
+    (outside / variants[0].id).mkdir()
+    (outside / variants[0].id / "keep.txt").write_text("kept\n")
+    out.mkdir()
+    vid = variants[0].id
+    named = {"build.log link": out / vid / "build.log", "variant folder link": out / vid, ".work link": out / ".work",
+             "manifest fifo": out / "manifest.json", "lock link": out / ".wheelfactory.lock",
+             "build.log fifo": out / vid / "build.log"}[planted]
+    named.parent.mkdir(parents=True, exist_ok=True)
+    if planted.endswith("fifo"):
+        os.mkfifo(named)
+    elif planted == "build.log link" or planted == "lock link":
+        os.symlink(outside / "precious.txt", named)
+    else:
+        os.symlink(outside, named)
+    before = sorted((p.relative_to(outside), p.read_bytes() if p.is_file() else b"") for p in outside.rglob("*"))
+    engine = FakeEngine()
+    with pytest.raises(UsageError, match=str(named).replace(".", r"\.")):
+        run_matrix(FakeStage, variants, engine, out)  # type: ignore[arg-type]
+    assert engine.built == []
+    assert sorted((p.relative_to(outside), p.read_bytes() if p.is_file() else b"") for p in outside.rglob("*")) == before

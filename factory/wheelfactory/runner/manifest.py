@@ -17,7 +17,7 @@ from typing import Literal, get_args
 
 from filelock import FileLock, Timeout
 
-from wheelfactory.errors import ConfigError, OutputLocked
+from wheelfactory.errors import ConfigError, OutputLocked, UsageError
 from wheelfactory.support import atomic
 from wheelfactory.support.inputs import read_input
 
@@ -242,4 +242,7 @@ def lock(out: Path) -> FileLock:
         lock_.acquire(timeout=0)
     except Timeout:
         raise OutputLocked(f"{out} is in use by another wheelfactory build; wait for it or use another -o") from None
+    except OSError as exc:  # filelock opens it O_NOFOLLOW: a link planted there is ELOOP
+        raise UsageError(f"{out / LOCK}: the build's lock cannot be opened ({exc.strerror}): remove it, a build "
+                         "makes its own") from None
     return lock_

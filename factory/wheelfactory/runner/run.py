@@ -25,6 +25,7 @@ from wheelfactory.runner import manifest
 from wheelfactory.runner.cancel import CANCEL
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
+from wheelfactory.support.outputs import FILE, FOLDER, check_output_entries
 from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.progress import Listener, VariantPhase, ignore
 from wheelfactory.support.resources import runtime_dir
@@ -58,6 +59,9 @@ def cache_key(stage: Stage, engine: Engine) -> str:
 def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
                jobs: int = 1, progress: Listener = ignore) -> list[Outcome]:
     out = out.resolve()
+    check_output_entries(out, {manifest.LOCK: FILE, manifest.MANIFEST: FILE, WORK_DIR: FOLDER,
+                               **{variant.id: FOLDER for variant in variants},
+                               **{f"{variant.id}/{LOG_NAME}": FILE for variant in variants}})
     held = manifest.lock(out)
     try:
         recorder = manifest.ManifestRecorder(out)

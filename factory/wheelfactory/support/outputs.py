@@ -92,3 +92,26 @@ def _resolved(path: Path) -> str:
         return str(path.resolve())
     except (OSError, RuntimeError, ValueError):  # a symlink loop, a name too long
         return os.path.abspath(path)
+
+
+FOLDER, FILE = "a folder", "a regular file"
+
+
+def check_output_entries(out: Path, expected: Mapping[str, str]) -> None:
+    """What a run writes under its output directory (relative path -> FOLDER or FILE) is absent or
+    that, never a link or a special file: a dist copied from elsewhere (a CI artifact) may hold a
+    link planted where a log, the manifest or a variant's folder belongs, and writing there would
+    write, truncate or delete what it names. UsageError (exit 2) naming the first one found."""
+    from wheelfactory.support.confined import kind
+
+    for relative, belongs in expected.items():
+        path = out / relative
+        try:
+            mode = os.lstat(path).st_mode
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot be read ({exc.strerror}); remove it") from None
+        if not (stat.S_ISDIR(mode) if belongs == FOLDER else stat.S_ISREG(mode)):
+            raise UsageError(f"{path} is {kind(mode)}, where {belongs} belongs: a build never writes through a "
+                             "link or into a special file; remove it (the build makes its own)")
