@@ -107,6 +107,18 @@ def wait_for_cibuildwheel(client: object, out: Path, factory: subprocess.Popen[s
         time.sleep(0.2)
 
 
+def wait_for_log_line(log: Path, line: str, factory: subprocess.Popen[str]) -> None:
+    """Return as soon as ``log`` holds ``line`` (polled every 5 ms, at most 900 s); fail if the
+    factory ended first."""
+    import time
+
+    deadline = time.monotonic() + 900
+    while not (log.exists() and line in log.read_text(errors="replace")):
+        assert factory.poll() is None, f"the build ended before its log said {line!r}"
+        assert time.monotonic() < deadline, f"the log never said {line!r}"
+        time.sleep(0.005)
+
+
 def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
                                                                  tmp_path: Path) -> None:
     """A copy of the kernel with the fixture's dist: cached; after editing one .cpp, the variant
@@ -291,7 +303,9 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
                                                                         tmp_path: Path) -> None:
     """The fixture's good wheels, then an edited source rebuilt and stopped while cibuildwheel's
     container builds: by SIGTERM to the factory alone (what `kill` and a CI cancel send), then by
-    Ctrl-C (SIGINT to the process group, as a terminal sends it). Each exits 143 / 130 saying so,
+    Ctrl-C (SIGINT to the process group, as a terminal sends it); then, the compile let finish, by
+    SIGTERM in the smoke test (a container the factory runs through the Docker API, no child
+    process of its own). Each exits 143 / 130 saying so, the log names the phase,
     no container of the run is left 10 s later, the manifest entry and the wheel are as they were,
     and `index` still publishes it."""
     import signal
@@ -305,14 +319,22 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     (tmp_path / "matrix.toml").write_text(
         matrix_text(offline_build_tables).replace(str(REPO / "kernels" / "fusedops"), str(kernel)))
     edit_one_source(kernel)  # a compile cache miss: a real compile
-    for signum, to_group, code, said in ((signal.SIGTERM, False, 143, "SIGTERM"), (signal.SIGINT, True, 130, "Ctrl-C")):
+    log = out / vid / "build.log"
+    rounds = ((signal.SIGTERM, False, 143, "SIGTERM", "cibuildwheel"),
+              (signal.SIGINT, True, 130, "Ctrl-C", "cibuildwheel"),
+              (signal.SIGTERM, False, 143, "SIGTERM", "smoke"))  # the smoke: a container run through the API
+    for signum, to_group, code, said, phase in rounds:
+        log.unlink(missing_ok=True)
         factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"],
                                    cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    start_new_session=True,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
         try:
-            wait_for_cibuildwheel(docker_client, out, factory)
-            time.sleep(1)
+            if phase == "cibuildwheel":
+                wait_for_cibuildwheel(docker_client, out, factory)
+                time.sleep(1)
+            else:
+                wait_for_log_line(log, f"phase {phase} started", factory)
             (os.killpg if to_group else os.kill)(factory.pid, signum)
             output, _ = factory.communicate(timeout=120)
         finally:
@@ -326,6 +348,7 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
             time.sleep(0.5)
         assert not owned_containers(docker_client, out), said
         assert manifest(out)[vid] == good and (out / str(good["wheel"])).is_file(), said
+        assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z >]*\b{phase}\b", log.read_text()), (said, phase)
     listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]

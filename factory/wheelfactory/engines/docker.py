@@ -249,8 +249,9 @@ class DockerEngine:
         with timeline.phase("stage"):
             shutil.rmtree(output, ignore_errors=True)
             stage.write(source)
-        repaired = self._cibuildwheel(stage, image, facts, python, sets, envs, source, output, workdir, log,
-                                      timeline)
+        with timeline.span("cibuildwheel"):  # its compile and repair are timed from its container's markers
+            repaired = self._cibuildwheel(stage, image, facts, python, sets, envs, source, output, workdir, log,
+                                          timeline)
         wheel = stage.finish(repaired, workdir / "final")
         with timeline.phase("environment"):
             deps_env = self.environments.for_dependencies(variant, image, python, container_python, wheel,

@@ -67,19 +67,28 @@ class Timeline:
         self.observe(name)
         self._stamp(f"{name} started")
         start = time.monotonic()
+        try:
+            with self.span(name):
+                yield
+        finally:
+            self.add(name, time.monotonic() - start)
+
+    @contextmanager
+    def span(self, name: str) -> Iterator[None]:
+        """A stretch named for ``stopped_in`` and not timed: cibuildwheel's run, whose phases are
+        timed from the markers its container printed (``add``)."""
         with self._lock:
             self._running.append(name)
         try:
             yield
         except BaseException as exc:
-            with self._lock:  # the innermost phase it leaves says where; the outer ones see the same exception
+            with self._lock:  # the innermost stretch it leaves says where; the outer ones see the same exception
                 if self._left_by is None or self._left_by[0] != id(exc):
                     self._left_by = (id(exc), tuple(self._running))
             raise
         finally:
             with self._lock:
                 self._running.remove(name)
-            self.add(name, time.monotonic() - start)
 
     @property
     def stopped_in(self) -> tuple[str, ...]:
