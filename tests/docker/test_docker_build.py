@@ -305,7 +305,9 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     container builds: by SIGTERM to the factory alone (what `kill` and a CI cancel send), then by
     Ctrl-C (SIGINT to the process group, as a terminal sends it); then, the compile let finish, by
     SIGTERM in the smoke test (a container the factory runs through the Docker API, no child
-    process of its own). Each exits 143 / 130 saying so, the log names the phase,
+    process of its own); last, with a [test] requirement from an index that never answers (a
+    stalled mirror), by SIGINT to the group while the tests' wheel set downloads. Each exits
+    143 / 130 saying so, the log names the phase, no process of the run is left,
     no container of the run is left 10 s later, the manifest entry and the wheel are as they were,
     and `index` still publishes it."""
     import signal
@@ -322,12 +324,19 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
     log = out / vid / "build.log"
     rounds = ((signal.SIGTERM, False, 143, "SIGTERM", "cibuildwheel"),
               (signal.SIGINT, True, 130, "Ctrl-C", "cibuildwheel"),
-              (signal.SIGTERM, False, 143, "SIGTERM", "smoke"))  # the smoke: a container run through the API
+              (signal.SIGTERM, False, 143, "SIGTERM", "smoke"),  # the smoke: a container run through the API
+              (signal.SIGINT, True, 130, "Ctrl-C", "wheelhouse"))
+    stalled = StalledIndex()
     for signum, to_group, code, said, phase in rounds:
         log.unlink(missing_ok=True)
+        env = dict(os.environ)
+        if phase == "wheelhouse":  # the tests' set: its one requirement only the stalled index would serve
+            with (tmp_path / "matrix.toml").open("a") as matrix:
+                matrix.write(f'\n[test]\ncommand = "true"\nrequires = ["{StalledIndex.PROJECT}"]\n')
+            env.update(PIP_INDEX_URL=stalled.url, PIP_EXTRA_INDEX_URL="", PIP_FIND_LINKS="")
         factory = subprocess.Popen([sys.executable, "-m", "wheelfactory", "build", "--only", "torch213-*"],
                                    cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   start_new_session=True,
+                                   start_new_session=True, env=env,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
         try:
             if phase == "cibuildwheel":
@@ -335,6 +344,9 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
                 time.sleep(1)
             else:
                 wait_for_log_line(log, f"phase {phase} started", factory)
+            while phase == "wheelhouse" and not processes_naming(StalledIndex.PROJECT):  # pip, waiting on it
+                assert factory.poll() is None, "the build ended before its pip download started"
+                time.sleep(0.05)
             (os.killpg if to_group else os.kill)(factory.pid, signum)
             output, _ = factory.communicate(timeout=120)
         finally:
@@ -344,13 +356,57 @@ def test_sigterm_mid_docker_rebuild_is_a_cancel_and_the_good_wheel_stays(docker_
         assert factory.returncode == code, output[-3000:]
         assert f"wheelfactory: interrupted by {said}" in output and "Traceback" not in output, output[-3000:]
         deadline = time.monotonic() + 10
-        while owned_containers(docker_client, out) and time.monotonic() < deadline:
+        while (owned_containers(docker_client, out) or processes_naming(StalledIndex.PROJECT)) \
+                and time.monotonic() < deadline:
             time.sleep(0.5)
-        assert not owned_containers(docker_client, out), said
+        assert not owned_containers(docker_client, out) and not processes_naming(StalledIndex.PROJECT), said
         assert manifest(out)[vid] == good and (out / str(good["wheel"])).is_file(), said
         assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z >]*\b{phase}\b", log.read_text()), (said, phase)
+    stalled.close()
     listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stdout[-2000:] + listed.stderr[-2000:]
     assert list((out / "index").rglob(Path(str(good["wheel"])).name)), "the good wheel left the index"
+
+
+class StalledIndex:
+    """A package index on 127.0.0.1 that takes each request and never answers (a stalled mirror)."""
+
+    PROJECT = "wf-stalled-requirement"
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        stop = self.stop = threading.Event()
+
+        class Silent(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 (the base class's name)
+                stop.wait(600)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Silent)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/simple"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def processes_naming(text: str) -> list[str]:
+    """Processes whose command line holds ``text``."""
+    import contextlib
+
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            line = cmdline.read_bytes()
+            if text.encode() in line:
+                found.append(line.replace(b"\0", b" ").decode(errors="replace"))
+    return found
 
