@@ -169,11 +169,12 @@ class HostBuild:
     out: Path
     vid: str = "torch213-cxx11-cpu-x86_64-linux"
 
-    def matrix(self, round_: int, sleep: int = 0) -> None:
+    def matrix(self, round_: int, sleep: int = 0, command: str | None = None) -> None:
+        """``command``: a TOML string for [test] command instead of the sleep that prints ``round_``."""
+        command = command or f'"python -c \'import time; time.sleep({sleep}); print({round_})\'"'
         (self.root / "matrix.toml").write_text(
             f'[project]\npath = "{self.project}"\n\n[matrix]\ntorch = ["2.13"]\nbackends = ["cpu"]\n'
-            f'python = ["abi3"]\n\n[build]\nengine = "host"\n\n[test]\n'
-            f'command = "python -c \'import time; time.sleep({sleep}); print({round_})\'"\n')
+            f'python = ["abi3"]\n\n[build]\nengine = "host"\n\n[test]\ncommand = {command}\n')
 
     @property
     def command(self) -> list[str]:
@@ -287,7 +288,7 @@ def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: Ho
         assert process.returncode == code, (phase, output[-3000:])
         assert "Traceback" not in output, output[-3000:]
         said = log.read_text()
-        assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z >]*\b{phase}\b", said), (phase, said[-1500:])
+        assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z, ]*\b{phase}\b", said), (phase, said[-1500:])
         deadline, tests_marker = time.monotonic() + 10, f"print({number})"
         while (_build_processes(out) or _processes_naming(tests_marker)) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -296,6 +297,53 @@ def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: Ho
         listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=300)
         assert listed.returncode == 0 and list((out / "index").rglob(Path(good["wheel"]).name)), (phase, listed.stdout)
+
+
+def test_a_child_that_ignores_sigterm_holds_no_cancel(host_build: HostBuild) -> None:
+    """The project's tests trap SIGTERM and SIGINT (``trap '' TERM INT``, then a sleep that keeps
+    them ignored). One SIGTERM: the cancel sends SIGKILL after KILL_AFTER_S and exits 143. A second
+    SIGTERM a moment after the first: exit 143 at once. Either way nothing of the run is left and
+    the good entry stays."""
+    import signal
+    import time
+
+    from wheelfactory.runner.cancel import KILL_AFTER_S
+
+    tmp_path, out, vid, command = host_build.root, host_build.out, host_build.vid, host_build.command
+    good = host_build.entry()
+    log = out / vid / "build.log"
+    for seconds, signals in ((64, 1), (65, 2)):
+        marker = f"sleep {seconds}"
+        host_build.matrix(0, command=f"\"sh -c 'trap \\\"\\\" TERM INT; exec {marker}'\"")
+        log.unlink(missing_ok=True)
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   start_new_session=True)
+        try:
+            wait_for_phase(process, log, "tests")
+            while not _processes_naming(marker):
+                assert process.poll() is None, "the build ended before its tests ran"
+                time.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            if signals == 2:
+                time.sleep(1)
+                second = time.monotonic()
+                process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=60)
+            if signals == 2:
+                assert time.monotonic() - second < KILL_AFTER_S / 2, "the second signal did not stop at once"
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+        assert process.returncode == 143 and "Traceback" not in output, (signals, output[-3000:])
+        deadline = time.monotonic() + 10
+        while _processes_naming(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _processes_naming(marker) and not _build_processes(out), (signals, _processes_naming(marker))
+        assert json.loads((out / "manifest.json").read_text())["variants"][vid] == good, signals
+    for page in ("README.md", "docs/commands.md"):  # the exit-code table says so
+        assert f"then SIGKILL {KILL_AFTER_S:.0f} s later for one that ignores it; a second Ctrl-C stops at once" \
+            in (REPO / page).read_text(), page
 
 
 def _build_processes(out: Path) -> list[str]:
@@ -308,7 +356,7 @@ def _processes_naming(text: str) -> list[str]:
     found = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         with contextlib.suppress(OSError):
-            line = cmdline.read_bytes()
+            line = cmdline.read_bytes().replace(b"\0", b" ")  # arguments apart by spaces, as a shell shows them
             if text.encode() in line:
-                found.append(line.replace(b"\0", b" ").decode(errors="replace"))
+                found.append(line.decode(errors="replace"))
     return found

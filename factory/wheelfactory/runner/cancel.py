@@ -34,6 +34,9 @@ NAMES = {signal.SIGINT: "Ctrl-C (SIGINT)", signal.SIGTERM: "SIGTERM"}
 # children see the signal at the same moment as the factory, whose handler runs a moment later.
 SIGNAL_GRACE_S = 2.0
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+# How long a cancel waits for the run's processes to end on SIGTERM before it sends SIGKILL: a
+# child that ignores SIGTERM (a test suite that traps it) must not hold the cancel.
+KILL_AFTER_S = 10.0
 
 
 class Cancel:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from wheelfactory.project.keys import file_sha256, json_digest, python_files, tr
 from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
-from wheelfactory.runner.cancel import CANCEL
+from wheelfactory.runner.cancel import CANCEL, KILL_AFTER_S, stop_descendants
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
 from wheelfactory.support import atomic
 from wheelfactory.support.outputs import FILE, FOLDER, check_output_entries
@@ -99,9 +100,12 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             # (through the Docker API, no child process to stop) ends with it, and so does a
             # container whose cibuildwheel the cancel stopped.
             reclaimed = engine.reclaim()
+            stopping = time.monotonic()
             for thread in threading.enumerate():
                 while thread.name.startswith(prefix) and thread.is_alive():
                     thread.join(0.1)  # as above: a second Ctrl-C must reach its handler
+                    if CANCEL.event.is_set() and time.monotonic() - stopping > KILL_AFTER_S:
+                        stop_descendants(signal.SIGKILL)  # a child that ignores SIGTERM holds no cancel
             if CANCEL.event.is_set():
                 CANCEL.sweep()
             for name in sorted({*reclaimed, *engine.reclaim()}):
@@ -169,7 +173,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         if CANCEL.caused(exc):
             kept = "the last good wheel and its manifest entry are kept" if previous and previous.status in (
                 "built", "cached") else "nothing is recorded for it"
-            during = f" during {' > '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
+            during = f" during {', '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
             with log.open("a") as sink:
                 sink.write(f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n")
             progress(VariantPhase(variant.id, "cancelled", kept))

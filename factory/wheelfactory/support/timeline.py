@@ -56,7 +56,7 @@ class Timeline:
         self.observe = observe or (lambda _name: None)
         self._phases: dict[str, float] = {}
         self._running: list[str] = []  # phases started and not ended (audit and smoke run side by side)
-        self._left_by: tuple[int, tuple[str, ...]] | None = None  # (the exception's id, the phases it left)
+        self._left_by: tuple[str, ...] = ()  # the phases under way when the first failure left one
         self._lock = threading.Lock()  # a variant's independent steps may run in threads
         self._warnings: list[str] = []
         # What a phase found, for the variant's manifest entry (``tests``: the project's tests).
@@ -81,10 +81,10 @@ class Timeline:
             self._running.append(name)
         try:
             yield
-        except BaseException as exc:
-            with self._lock:  # the innermost stretch it leaves says where; the outer ones see the same exception
-                if self._left_by is None or self._left_by[0] != id(exc):
-                    self._left_by = (id(exc), tuple(self._running))
+        except BaseException:
+            with self._lock:  # the first failure says where: what else fails then (the outer
+                if not self._left_by:  # stretches, a phase beside it) follows from it
+                    self._left_by = tuple(self._running)
             raise
         finally:
             with self._lock:
@@ -92,9 +92,10 @@ class Timeline:
 
     @property
     def stopped_in(self) -> tuple[str, ...]:
-        """The phases under way when the last failure (an interrupt, say) left them, outermost first."""
+        """The phases under way when the first failure (an interrupt, say) left one, in the order
+        they started (the audit and the smoke run side by side)."""
         with self._lock:
-            return self._left_by[1] if self._left_by else ()
+            return self._left_by
 
     def add(self, name: str, seconds: float) -> None:
         with self._lock:
