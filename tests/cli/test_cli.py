@@ -116,3 +116,15 @@ def test_build_with_docker_but_no_engine_is_one_line_exit_3(tmp_path: Path) -> N
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no Docker engine answers" in lines[0] and "Traceback" not in result.stderr
     assert not (tmp_path / "dist" / "manifest.json").exists()
+
+
+def test_an_unknown_torch_release_points_at_a_route_the_user_can_take(tmp_path: Path) -> None:
+    """Not at the package's own compat.toml (its source, which a user does not edit): at `compat
+    refresh --write FILE` and `--compat FILE`, each an option the CLI has."""
+    matrix = tmp_path / "matrix.toml"
+    matrix.write_text("[matrix]\ntorch = ['2.99']\n")
+    said = wheelfactory("plan", "-m", str(matrix)).stderr
+    assert "wheelfactory compat refresh --write new-compat.toml" in said and "--compat new-compat.toml" in said, said
+    assert "factory/wheelfactory/data" not in said
+    assert "--write" in wheelfactory("compat", "refresh", "--help").stdout
+    assert "--compat" in wheelfactory("build", "--help").stdout

@@ -124,6 +124,7 @@ def test_the_python_the_readme_names_is_the_one_the_project_requires() -> None:
 def test_the_readmes_transcript_is_what_the_scaffold_plans(tmp_path: Path) -> None:
     transcript = markdown_section(README, "## A kernel author's path: `new` -> `plan` -> `build` -> `index` / `serve`")
     project = write_scaffold(plan_scaffold("mykernels"), tmp_path / "mykernels")
+    (tmp_path / "typed").mkdir()
     plan = load_plan(project / "matrix.toml")
     counts = re.search(r"^(\d+) variant\(s\), (\d+) pruned combination\(s\)", transcript, re.M)
     assert counts and (int(counts.group(1)), int(counts.group(2))) == (len(plan.variants), len(plan.pruned))
@@ -133,6 +134,12 @@ def test_the_readmes_transcript_is_what_the_scaffold_plans(tmp_path: Path) -> No
     for variant_id, torch, build, abi, python, local in rows:
         variant = planned[variant_id]
         assert (variant.backend.build_name, "+" + variant.local_version) == (build, local)
+    # no machine's own paths: a reader's differ (trimmed ones show as .../)
+    assert not re.findall(r"(?<![.\w])/(?:tmp|home|work|root|usr|opt)/", transcript), "an absolute path in the transcript"
+    first = transcript.split("$ wheelfactory new mykernels\n", 1)[1].splitlines()[0]
+    said = subprocess.run([sys.executable, "-m", "wheelfactory", "new", "mykernels"], cwd=tmp_path / "typed",
+                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    assert first == said, (first, said)  # what `new` prints on a machine with torch 2.13 CPU, as CI's
     built = re.search(r"built \((mykernels-[^)]+\.whl)\)", transcript)
     assert built and built.group(1).startswith(f"mykernels-0.1.0+{planned['torch213-cxx11-cpu-x86_64-linux'].local_version}-cp39-abi3-")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -34,10 +35,13 @@ def run(command: list[str], **kwargs: object) -> None:
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(the scaffold, its dist/): `wheelfactory new demo`, then its matrix built for OWN on the host."""
     project = tmp_path_factory.mktemp("scaffold") / "demo"
-    run([sys.executable, "-m", "wheelfactory", "new", "demo", "--path", str(project)], timeout=120)
+    made = subprocess.run([sys.executable, "-m", "wheelfactory", "new", "demo", "--path", str(project)],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    # the build `new` says to run next, as typed (in the project, as its `cd` says), into the test cache
+    typed = shlex.split(made.split("next: ", 1)[1].split(" && ")[-1], comments=True)
+    assert typed[:4] == ["wheelfactory", "build", "--engine", "host"], made  # this interpreter's torch is a CPU build
     out = CACHE / "dist-scaffold"
-    run([sys.executable, "-m", "wheelfactory", "build", "-m", str(project / "matrix.toml"), "--engine", "host",
-         "--only", "torch213-cxx11-cpu-*", "-o", str(out)], cwd=project, timeout=1800)
+    run([sys.executable, "-m", *typed, "-o", str(out)], cwd=project, timeout=1800)
     return project, out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -569,10 +570,26 @@ def new_command(name: str, path: Path | None) -> None:
     from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
 
     scaffold = plan_scaffold(name)
-    target = write_scaffold(scaffold, path if path is not None else Path(name))
     shown = path if path is not None else Path(name)
-    click.echo(f"{target}: kernel library {name!r} ({len(scaffold.files)} files); next: "
-               f"cd {shown} && wheelfactory plan && wheelfactory build --only 'torch213-cxx11-cpu-*'")
+    write_scaffold(scaffold, shown)
+    click.echo(f"{shown}: kernel library {name!r} ({len(scaffold.files)} files); next: "
+               f"cd {shlex.quote(str(shown))} && wheelfactory plan && {_first_build_command()}")
+
+
+def _first_build_command() -> str:
+    """A first build that works as typed here: with the host engine where this interpreter's torch
+    is a CPU build (seconds to start, no image), else the sample CPU variant in Docker."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        torch = Version(version("torch"))
+    except (PackageNotFoundError, InvalidVersion):
+        torch = None
+    if torch is not None and torch.local == "cpu":
+        return f"wheelfactory build --engine host --only 'torch{torch.major}{torch.minor}-cxx11-cpu-*'"
+    return "wheelfactory build --only 'torch213-cxx11-cpu-*'  # in Docker (wheelfactory engine start)"
 
 
 cli.add_command(compat_group)

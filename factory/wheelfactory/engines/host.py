@@ -353,7 +353,8 @@ def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, ab
     release = ".".join(env.torch_release.split(".")[:2])
     if table.release(release) is None:
         raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
-                          f"(known: {table.known_versions()})", hint="add it to factory/wheelfactory/data/compat.toml")
+                          f"(known: {table.known_versions()})", hint="`wheelfactory compat refresh --write new-compat.toml` adds it, then build with "
+                               "`--compat new-compat.toml`")
     backend = Backend.parse(env.build_name)
     single = replace(
         matrix,

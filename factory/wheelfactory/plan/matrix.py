@@ -253,7 +253,8 @@ def _unique(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]
 
 def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelector:
     known = compat.known_versions()
-    add_hint = f"known releases: {known}; add new ones to {compat.file}"
+    add_hint = (f"known releases: {known}; for a newer one, `wheelfactory compat refresh --write new-compat.toml` "
+                "adds what the indexes publish, then build with `--compat new-compat.toml`")
     value = text.strip()
     if not value:
         table.error(key, "empty torch version", "name a release like '2.6', a specifier or 'latest'")
