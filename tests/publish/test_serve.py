@@ -10,10 +10,12 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from dist_fakes import make_dist
 from test_index import index
+from wheelfactory.publish.index import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, open_server
 
 
@@ -44,10 +46,37 @@ def test_pep503_pages_and_wheels_over_http(served: tuple[Path, IndexServer]) -> 
 
 
 def test_a_regenerated_index_is_served_without_a_restart(served: tuple[Path, IndexServer]) -> None:
+    """Written for another base URL each time; served, each names the address it is served at
+    (the base the pages were written with is read again for each request)."""
     dist, server = served
-    assert b"http://example.test:9" in get(f"{server.url}/index.html")
+    page = get(f"{server.url}/index.html")
+    assert server.url.encode() in page and b"example.test" not in page
     index(dist, base_url="http://example.test:77")
-    assert b"http://example.test:77" in get(f"{server.url}/index.html")
+    page = get(f"{server.url}/index.html")
+    assert server.url.encode() in page and b"example.test" not in page
+
+
+def test_every_page_names_the_port_it_is_served_at(tmp_path: Path) -> None:
+    """`index` writes http://127.0.0.1:8000 into its pages; `serve --port P` answers each page,
+    requirements file, listing and select.py with P (issue 37). Wheels are sent as they are."""
+    make_dist(tmp_path)
+    subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(tmp_path)], check=True, timeout=300,
+                   capture_output=True)  # as a user runs it: the default base URL
+    written = {p.relative_to(tmp_path / INDEX_LINK).as_posix(): p.read_bytes()
+               for p in (tmp_path / INDEX_LINK).rglob("*") if p.is_file()}
+    naming = [name for name, body in written.items() if b"127.0.0.1:8000" in body]
+    assert {"index.html", "select.py"} <= set(naming) and any(n.endswith(".txt") for n in naming), naming
+    server = open_server(tmp_path, "127.0.0.1", 0, lambda _: None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for name in naming:
+            body = get(f"{server.url}/{quote(name)}")
+            assert b":8000" not in body and server.url.encode() in body, name
+        wheel = next(name for name in written if name.endswith(".whl"))
+        assert get(f"{server.url}/{quote(wheel)}") == written[wheel]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_serve_binds_loopback_and_prints_pip_commands(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import posixpath
 import queue
 import re
 import sys
@@ -44,6 +45,8 @@ _RAW_PATH_CHARS = re.compile(r"[!-~]*")  # what a request target may hold unenco
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+# What names the index's base URL: its pages, requirements files, listings and select.py
+REWRITTEN = frozenset({".html", ".txt", ".json", ".py"})
 LOG_QUEUE_LINES = 1000  # log lines waiting for a slow reader; more are dropped (and counted)
 
 
@@ -168,10 +171,7 @@ class _Handler(SimpleHTTPRequestHandler):
         return True
 
     def do_GET(self) -> None:  # noqa: N802 (the base class's name)
-        if self.path.split("?")[0] == "/select.py" and self._index.select_base_url is not None:
-            self._send_select(self._index.select_base_url)
-        else:
-            super().do_GET()
+        super().do_GET()
 
     def send_head(self) -> BinaryIO | BytesIO | None:
         """The headers of the answer and the open file to send (None: answered already). Every
@@ -186,6 +186,7 @@ class _Handler(SimpleHTTPRequestHandler):
             return None
         fd, is_directory = found
         content_type, negotiated = self.guess_type(url_path), False
+        served_name = parts[-1] if parts else "index.html"
         if is_directory:
             try:
                 if not url_path.endswith("/"):  # as the base class: the directory's URL ends in /
@@ -204,14 +205,20 @@ class _Handler(SimpleHTTPRequestHandler):
                     os.close(page[0])
                 self.send_error(HTTPStatus.NOT_FOUND)
                 return None
-            fd = page[0]
+            fd, served_name = page[0], name
             self.answered_with = name if negotiated else None
-        answer = os.fdopen(fd, "rb")
+        answer: BinaryIO | BytesIO = os.fdopen(fd, "rb")
         try:
             stat_result = os.fstat(answer.fileno())
+            size = stat_result.st_size
+            moved = self._index.moved_base() if posixpath.splitext(served_name)[1] in REWRITTEN else None
+            if moved is not None:
+                body = answer.read().replace(moved[0].encode(), moved[1].encode())
+                answer.close()
+                answer, size = BytesIO(body), len(body)
             self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(stat_result.st_size))
+            self.send_header("Content-Length", str(size))
             self.send_header("Last-Modified", self.date_time_string(stat_result.st_mtime))
             if negotiated:
                 self.send_header("Vary", "Accept")
@@ -239,25 +246,6 @@ class _Handler(SimpleHTTPRequestHandler):
         shown = f" ({self.answered_with})" if self.answered_with else ""
         self.log_message('"%s" %s %s%s', self.requestline, str(status), str(size), shown)
 
-    def _send_select(self, base_url: str) -> None:
-        """select.py defaulting to ``base_url`` (the index was written with ``index --base-url``,
-        which may name another port or host). Never the request's Host header: a client must not
-        choose where the selector it hands to others points."""
-        found = confined.walk_under(self.directory, ["select.py"])
-        if found is None or found[1]:
-            if found is not None:
-                os.close(found[0])
-            self.send_error(404)
-            return
-        with os.fdopen(found[0], "rb") as handle:
-            source = handle.read().decode("utf-8", errors="replace")
-        body = re.sub(r'(?m)^DEFAULT_INDEX = .*$', lambda _: f"DEFAULT_INDEX = {base_url!r}", source, count=1).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/x-python; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base class's name)
         self._index.log_line(escape_log(format % args))
 
@@ -269,6 +257,7 @@ class IndexServer(ThreadingHTTPServer):
                  base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> None:
         self.log_line = QueuedLog(log_line, log_lines)  # a request never waits on the log's reader
         self.base_url = base_url
+        self.root = root
         super().__init__((host, port), functools.partial(_Handler, directory=str(root)))
 
     @property
@@ -277,6 +266,22 @@ class IndexServer(ThreadingHTTPServer):
         host = host.decode() if isinstance(host, bytes) else str(host)
         shown = f"[{host}]" if ":" in host else host
         return f"http://{shown}:{port}"
+
+    def moved_base(self) -> tuple[str, str] | None:
+        """(the base URL the index was written with, the one it is served at) where they differ:
+        each page, select.py and requirements file is answered with the second in place of the
+        first (``index`` wrote http://127.0.0.1:8000 unless told; ``serve --port`` may be another).
+        The written one is what select.py names as its default, read per request: a regenerated
+        index may have been written with another."""
+        served = self.select_base_url
+        found = confined.walk_under(str(self.root), ["select.py"])
+        if served is None or found is None or found[1]:
+            if found is not None:
+                os.close(found[0])
+            return None
+        with os.fdopen(found[0], "rb") as handle:
+            written = re.search(r"(?m)^DEFAULT_INDEX = '([^'\n]+)'", handle.read(1 << 20).decode("utf-8", "replace"))
+        return (written.group(1), served) if written and written.group(1) != served else None
 
     @property
     def select_base_url(self) -> str | None:
