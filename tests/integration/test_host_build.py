@@ -346,6 +346,26 @@ def test_a_child_that_ignores_sigterm_holds_no_cancel(host_build: HostBuild) -> 
             in (REPO / page).read_text(), page
 
 
+def test_plain_output_times_every_step_and_q_and_v_say_less_and_more(host_build: HostBuild) -> None:
+    """A build whose output is a pipe (a CI log): every line about a variant starts with the
+    seconds since the run started. -q: the summary and nothing of the steps. -v: the variant's
+    build log streamed as it is written, each line behind the variant's id."""
+    vid = host_build.vid
+    runs = {}
+    for number, flag in enumerate(("", "-v", "-q"), start=10):
+        if flag != "-q":  # -q may find it cached: no step is shown either way
+            host_build.matrix(number)  # a changed [test]: the wheel is verified again, every step runs
+        done = subprocess.run([*host_build.command, *([flag] if flag else [])], cwd=host_build.root,
+                              capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        runs[flag] = done.stdout
+    steps = [line for line in runs[""].splitlines() if f"{vid}: " in line and "│" not in line]
+    assert len(steps) >= 8 and all(re.match(rf"\[ *\d+\.\ds\] {vid}: ", line) for line in steps), steps
+    streamed = [line for line in runs["-v"].splitlines() if line.startswith(f"{vid} | ")]
+    assert any("phase smoke started" in line for line in streamed) and any("-m build" in line for line in streamed)
+    assert f"{vid}: " not in runs["-q"] and "Build summary" in runs["-q"], runs["-q"][-2000:]
+
+
 def _build_processes(out: Path) -> list[str]:
     """Processes whose command line names the build's output directory (the build, its compiles)."""
     return _processes_naming(str(out))

@@ -89,8 +89,11 @@ def plan(matrix_path: Path, compat_path: Path | None, fmt: str, shard: str | Non
               help="First make a Docker engine answer where this machine allows (as `wheelfactory engine start`: "
                    "as root on Debian/Ubuntu it installs docker.io and starts dockerd); otherwise go on with "
                    "what the host can build.")
+@click.option("-q", "--quiet", is_flag=True, help="Only the summary and errors.")
+@click.option("-v", "--verbose", is_flag=True, help="Stream each variant's build log (the tools' own output).")
 def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, engine: str | None, python: str,
-          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool) -> None:
+          only: tuple[str, ...], shard: str | None, jobs: int | None, max_memory: str | None, setup: bool,
+          quiet: bool, verbose: bool) -> None:
     """Build, repair and check one wheel per variant into the output directory."""
     from wheelfactory.cli.render import BuildView, EventRenderer, print_build_summary
     from wheelfactory.engines.capacity import parse_size
@@ -100,15 +103,19 @@ def build(matrix_path: Path, compat_path: Path | None, out_dir: Path | None, eng
 
     shard_spec = parse_shard(shard) if shard else None
     memory_cap = parse_size(max_memory) if max_memory else None
+    if quiet and verbose:
+        raise UsageError("-q and -v: choose one")
     out_console = console()
-    shown = EventRenderer(out_console)  # the progress channel, rendered
+    shown = EventRenderer(out_console, quiet=quiet)  # the progress channel, rendered
     prepared = prepare_build(matrix_path, compat=compat_path, out=out_dir, engine=engine, python=python, only=only,
                              shard=shard_spec, jobs=jobs, max_memory=memory_cap, setup=setup, progress=shown)
-    out_console.print(prepared.summary, markup=False)
+    if not quiet:
+        out_console.print(prepared.summary, markup=False)
     not_built = {n.variant.id: n.reason for n in prepared.not_built}
     with CANCEL.installed():  # Ctrl-C and SIGTERM cancel: children stopped, earlier results kept
         if prepared.build_ids:
-            with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built) as view:
+            with BuildView(out_console, list(prepared.build_ids), title=prepared.title, not_built=not_built,
+                           quiet=quiet, verbose=verbose, out_dir=prepared.out) as view:
                 shown.view = view
                 result = prepared.run(progress=shown)
             shown.view = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -83,37 +84,50 @@ class _Row:
     status: str = "queued"
     detail: str = ""
     started: float | None = None
+    ended: float | None = None
 
 
-ACTIVE_PHASES = ("building", "repairing", "verifying")
 NOT_BUILT = "not built"
+# A variant's statuses after which nothing runs for it; any other after "building" is a phase under way.
+FINISHED = frozenset({"built", "cached", "failed", "cancelled", NOT_BUILT})
 
 
 class BuildView:
     """Per-variant status while a matrix runs: a live table on a terminal, one line per event
-    otherwise (CI logs), and a summary at the end."""
+    otherwise (CI logs), each with the seconds since the run started, and a summary at the end.
+    ``quiet``: nothing until the summary. ``verbose``: each variant's build.log is streamed as
+    it is written (the tools' own output), each line behind the variant's id."""
 
     def __init__(self, out: Console, variant_ids: list[str], title: str = "",
-                 not_built: Mapping[str, str] | None = None) -> None:
+                 not_built: Mapping[str, str] | None = None, *, quiet: bool = False, verbose: bool = False,
+                 out_dir: Path | None = None) -> None:
         """``not_built``: selected variants no engine here builds (id -> why), shown as such."""
         from rich.live import Live
 
         self.out = out
+        self.quiet = quiet
+        self.started = time.monotonic()
         self.title = title  # the run's parallelism and memory (factory/wheelfactory/engines/capacity.py)
         self.rows = {vid: _Row() for vid in variant_ids}
         self.rows.update({vid: _Row(NOT_BUILT, why) for vid, why in (not_built or {}).items()})
-        self.live = Live(self._table(), console=out, refresh_per_second=2) if out.is_terminal else None
-        if self.live is None and title:
+        live = out.is_terminal and not quiet and not verbose  # streamed lines and a live table do not mix
+        self.live = Live(self._table(), console=out, refresh_per_second=2) if live else None
+        self.follower = LogFollower(out, out_dir, variant_ids) if verbose and out_dir is not None else None
+        if self.live is None and title and not quiet:
             out.print(title, markup=False)
-        if self.live is None and not_built:
+        if self.live is None and not_built and not quiet:
             out.print(f"{len(not_built)} selected variant(s) not built here (listed in the summary)", markup=False)
 
     def __enter__(self) -> BuildView:
         if self.live:
             self.live.__enter__()
+        if self.follower:
+            self.follower.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self.follower:
+            self.follower.stop()
         if self.live:
             self.live.update(self._table())
             self.live.__exit__(None, None, None)
@@ -122,28 +136,84 @@ class BuildView:
         table = Table(header_style="bold", title=escape(self.title) or None, title_justify="left")
         for column in ("variant", "status", "elapsed", "detail"):
             table.add_column(column)
+        now = time.monotonic()
         for vid, row in self.rows.items():
-            running = row.started is not None and row.status in ACTIVE_PHASES
-            elapsed = f"{time.monotonic() - row.started:.0f} s" if running and row.started else ""
+            elapsed = f"{(row.ended or now) - row.started:.0f} s" if row.started is not None else ""
+            active = row.started is not None and row.status not in FINISHED
             style = {"built": "green", "cached": "cyan", "failed": "red", NOT_BUILT: "magenta"}.get(
-                row.status, "yellow" if row.status in ACTIVE_PHASES else "")
+                row.status, "yellow" if active else "")
             status = f"[{style}]{row.status}[/]" if style else row.status
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
 
+    def stamp(self) -> str:
+        """``[  12.3s]``: the seconds since the run started, for a plain line."""
+        return f"[{time.monotonic() - self.started:7.1f}s]"
+
     def show(self, event: VariantPhase) -> None:
         variant_id, phase, detail = event.variant, event.phase, event.detail
         if variant_id not in self.rows:  # about the run, not a variant (e.g. reclaimed containers)
-            self.out.print(f"{phase}: {detail}", markup=False)
+            if not self.quiet:
+                self.out.print(f"{self.stamp()} {phase}: {detail}", markup=False, highlight=False)
             return
         row = self.rows[variant_id]
         row.status, row.detail = phase, detail
-        if phase == "building":
-            row.started = time.monotonic()
+        if phase == "building" or (row.started is None and phase not in FINISHED):
+            row.started, row.ended = time.monotonic(), None
+            if self.follower:
+                self.follower.restart(variant_id)
+        if phase in FINISHED and row.started is not None:
+            row.ended = time.monotonic()
         if self.live:
             self.live.update(self._table())
-        else:
-            self.out.print(f"{variant_id}: {phase}" + (f" ({detail})" if detail else ""), markup=False)
+        elif not self.quiet:
+            self.out.print(f"{self.stamp()} {variant_id}: {phase}" + (f" ({detail})" if detail else ""),
+                           markup=False, highlight=False)
+
+
+class LogFollower:
+    """``build -v``: each building variant's build.log, its new lines printed as they are written
+    (every 0.2 s), behind the variant's id. A log starts over when its variant's build starts."""
+
+    def __init__(self, out: Console, out_dir: Path, variant_ids: list[str]) -> None:
+        import threading
+
+        self.out = out
+        self.logs = {vid: out_dir / vid / "build.log" for vid in variant_ids}
+        self.offsets: dict[str, int] = {}
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="wheelfactory-log-follower", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def restart(self, variant_id: str) -> None:
+        with self.lock:
+            self.offsets[variant_id] = 0
+
+    def stop(self) -> None:
+        self.done.set()
+        self.thread.join(5)
+        self._read_all()  # what was written after the last look
+
+    def _run(self) -> None:
+        while not self.done.wait(0.2):
+            self._read_all()
+
+    def _read_all(self) -> None:
+        with self.lock:
+            for vid, offset in list(self.offsets.items()):
+                try:
+                    with self.logs[vid].open("rb") as log:
+                        log.seek(offset)
+                        data = log.read()
+                except OSError:
+                    continue
+                complete = data[: data.rfind(b"\n") + 1]  # whole lines only; the rest next time
+                self.offsets[vid] = offset + len(complete)
+                for line in complete.decode("utf-8", errors="replace").splitlines():
+                    self.out.print(f"{vid} | {line}", markup=False, highlight=False, soft_wrap=True)
 
 
 class EventRenderer:
@@ -151,11 +221,14 @@ class EventRenderer:
     results in green, a failed tool's output as it printed it; a variant's phases go to the build
     view while one is open (``view``), else one line each."""
 
-    def __init__(self, out: Console) -> None:
+    def __init__(self, out: Console, *, quiet: bool = False) -> None:
         self.out = out
+        self.quiet = quiet  # build -q: the summary and errors only
         self.view: BuildView | None = None
 
     def __call__(self, event: Event) -> None:
+        if self.quiet:
+            return
         if isinstance(event, VariantPhase):
             if self.view is not None:
                 self.view.show(event)
@@ -170,6 +243,12 @@ class EventRenderer:
             self.out.print(f"[green]  {escape(event.text)}[/green]")
         elif isinstance(event, (ToolOutput, Notice)):
             self.out.print(event.text, markup=False, highlight=False)
+
+
+def phase_times(phases: Mapping[str, float] | None) -> str:
+    """A variant's phases that took a second or more, with their seconds: ``compile 18, smoke 3``."""
+    shown = [f"{name} {seconds:.0f}" for name, seconds in (phases or {}).items() if seconds >= 1]
+    return ", ".join(shown) or "-"
 
 
 def compile_share(outcomes: Sequence[Outcome]) -> str:
@@ -187,13 +266,13 @@ def compile_share(outcomes: Sequence[Outcome]) -> str:
 def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
                         not_built: Sequence[NotBuilt] = ()) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
-    for column in ("variant", "status", "seconds", "compile", "MB", "wheel", "sha256"):
+    for column in ("variant", "status", "seconds", "phases (s)", "MB", "wheel", "sha256"):
         table.add_column(column)
     for o in outcomes:
         e = o.entry
         size = f"{e.size / 1e6:.1f}" if e.size else "-"
-        compiled = f"{e.compile_seconds:.1f}" if e.compile_seconds is not None else "-"
-        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", compiled, size, e.wheel or "-", (e.sha256 or "")[:16])
+        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", phase_times(e.phases), size, e.wheel or "-",
+                      (e.sha256 or "")[:16])
     for n in not_built:
         table.add_row(n.variant.id, f"[magenta]{NOT_BUILT}[/]", "-", "-", "-", "-", "")
     out.print(table)
