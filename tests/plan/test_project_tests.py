@@ -39,6 +39,7 @@ def test_bad_tables_name_the_key(parse: Callable[[str], Matrix], text: str, mess
 def test_kernel_toml_declares_its_tests_and_their_sources_must_exist(tmp_path: Path) -> None:
     root = tmp_path / "k"
     (root / "python" / "k").mkdir(parents=True)
+    (root / "python" / "k" / "_reference.py").write_text("def op(out):\n    pass\n")
     (root / "csrc").mkdir()
     (root / "csrc" / "a.cpp").write_text("")
     base = ('[kernel]\nname = "k"\nversion = "1.0"\npython_package = "python/k"\nops = ["op"]\n'

@@ -22,6 +22,8 @@ cpu = ["csrc/tiny.cpp"]
 def make_project(root: Path, declaration: str = MINIMAL) -> Path:
     (root / "py" / "tiny").mkdir(parents=True)
     (root / "py" / "tiny" / "__init__.py").write_text("")
+    # the reference ops (project/op_checks.py): any op name the declarations below list
+    (root / "py" / "tiny" / "_reference.py").write_text("def __getattr__(name):\n    return lambda *args: None\n")
     (root / "csrc").mkdir()
     (root / "csrc" / "tiny.cpp").write_text("// tiny\n")
     (root / "kernel.toml").write_text(declaration)

@@ -12,6 +12,7 @@ from packaging.version import InvalidVersion, Version
 from wheelfactory.plan.project_tests import TEST_SECTION, ProjectTests, parse_test_table
 from wheelfactory.plan.toml_model import Key, Section, Text, TextList
 from wheelfactory.plan.tomlsource import Table, TomlDocument
+from wheelfactory.project.op_checks import check_ops
 from wheelfactory.support.project_copy import project_files
 
 DECLARATION = "kernel.toml"
@@ -180,6 +181,8 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
 
     flags = top.table("flags")
     flags.reject_unknown(KERNEL_FILE.section("flags").names())
+    check_ops(kernel, root, python_package, ops, [f for _, files in (*per_backend, *stable_sources) for f in files],
+              list(include_dirs))
     return KernelSpec(
         root=root,
         name=name,
