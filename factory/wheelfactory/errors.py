@@ -72,6 +72,11 @@ class VariantBuildError(WheelfactoryError):
 
     exit_code = 1
 
+    def __init__(self, message: str, *, explained: bool = False) -> None:
+        super().__init__(message)
+        # the message says all a person needs (a diagnosis): the log's tail is not shown under it
+        self.explained = explained
+
 
 class DockerBuildError(VariantBuildError):
     """The Docker engine could not build one variant (cibuildwheel, repair or a check failed)."""

@@ -410,3 +410,25 @@ def processes_naming(text: str) -> list[str]:
                 found.append(line.replace(b"\0", b" ").decode(errors="replace"))
     return found
 
+
+
+def test_a_cpp_error_in_docker_is_shown_on_the_authors_file_once(docker_build: Path, offline_build_tables: str,
+                                                                  tmp_path: Path) -> None:
+    """A `wheelfactory new` project with a planted error, built in cibuildwheel's container (after
+    the session's build, whose image and environments it shares): the output names csrc/... as
+    the author wrote it, with no container path (/project), no staged path, no traceback and no
+    tip of another tool (issue 37)."""
+    project = tmp_path / "demo"
+    subprocess.run([sys.executable, "-m", "wheelfactory", "new", "demo", "--path", str(project)], check=True,
+                   capture_output=True, timeout=120)
+    source = project / "csrc" / "cpu" / "scaled_add.cpp"
+    source.write_text(source.read_text().replace("  const at::Tensor b = other.contiguous();",
+                                                 "  const at::Tensor b = other.contiguous()\n  undeclared_name += 1;", 1))
+    line = source.read_text().splitlines().index("  undeclared_name += 1;") + 1
+    (tmp_path / "matrix.toml").write_text(matrix_text(offline_build_tables, project=project))
+    done = build(tmp_path, "--only", "torch213-cxx11-cpu-*")
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said[-3000:]
+    assert "the compiler failed in csrc/cpu/scaled_add.cpp" in said and f"csrc/cpu/scaled_add.cpp:{line}:" in said
+    assert "/project/" not in said and ".work" not in said and "Traceback" not in said and "--env-dir" not in said, \
+        said[-3000:]

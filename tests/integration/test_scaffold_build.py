@@ -89,3 +89,25 @@ def test_the_wheel_loads_prebuilt(built: tuple[Path, Path], site: Path) -> None:
     info = json.loads(result.stdout.splitlines()[-1])
     assert info["mode"] == "prebuilt" and info["variant"] == OWN, info
     assert str(info["library"]).startswith(str(site / "demo"))
+
+
+def test_a_cpp_error_is_shown_on_the_authors_file_once(tmp_path: Path) -> None:
+    """A planted error in the scaffold's CPU source: the build's output names csrc/... as the
+    author wrote it, once per diagnostic, with no staged (.work) path, no traceback and no tip of
+    another tool; the manifest's error says the same (issue 37)."""
+    project = tmp_path / "demo"
+    run([sys.executable, "-m", "wheelfactory", "new", "demo", "--path", str(project)], timeout=120)
+    source = project / "csrc" / "cpu" / "scaled_add.cpp"
+    text = source.read_text()
+    source.write_text(text.replace("  const at::Tensor b = other.contiguous();",
+                                   "  const at::Tensor b = other.contiguous()\n  undeclared_name += 1;", 1))
+    line = source.read_text().splitlines().index("  undeclared_name += 1;") + 1
+    done = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "--only", OWN,
+                           "-o", str(tmp_path / "dist")], cwd=project, capture_output=True, text=True, timeout=1800)
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said[-3000:]
+    assert "the compiler failed in csrc/cpu/scaled_add.cpp" in said and f"csrc/cpu/scaled_add.cpp:{line}:" in said
+    assert ".work" not in said and "Traceback" not in said and "--env-dir" not in said, said[-3000:]
+    entry = json.loads((tmp_path / "dist" / "manifest.json").read_text())["variants"][OWN]
+    assert entry["error"].count(f"csrc/cpu/scaled_add.cpp:{line}:") == 1 and ".work" not in entry["error"].split(
+        "(the whole output")[0]

@@ -116,3 +116,39 @@ def test_a_build_that_asks_for_the_gpu_is_told_where_and_what_to_read(plan_of: C
                        "built on a machine with a GPU")
     cpu = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
     assert diagnosis(cpu, ASKS_THE_GPU, declared_in="d") is None  # a CPU variant asks for no GPU code
+
+
+# What `python -m build` printed for a planted error in a native kernel's source, on the host
+# engine (the staged copy under dist/.work) and in cibuildwheel's container (/project): each
+# diagnostic twice (ninja's line and the summary), a traceback, build's tip.
+HOST_COMPILE = """[1/2] c++ -MMD -MF /w/dist/.work/torch213-cxx11-cpu-x86_64-linux/build/x.o.d -c \
+/w/dist/.work/torch213-cxx11-cpu-x86_64-linux/src/mykernels/_sources/csrc/cpu/scaled_add.cpp -o x.o
+FAILED: x.o
+/w/dist/.work/torch213-cxx11-cpu-x86_64-linux/src/mykernels/_sources/csrc/cpu/scaled_add.cpp: In function 'void f()':
+/w/dist/.work/torch213-cxx11-cpu-x86_64-linux/src/mykernels/_sources/csrc/cpu/scaled_add.cpp:15:3: error: expected ',' or ';' before 'undeclared_name'
+/w/dist/.work/torch213-cxx11-cpu-x86_64-linux/src/mykernels/_sources/csrc/cpu/scaled_add.cpp:21:5: error: 'y' was not declared in this scope
+ninja: build stopped: subcommand failed.
+/w/dist/.work/torch213-cxx11-cpu-x86_64-linux/src/mykernels/_sources/csrc/cpu/scaled_add.cpp:15:3: error: expected ',' or ';' before 'undeclared_name'
+Traceback (most recent call last):
+  File "/opt/torch/utils/cpp_extension.py", line 2910, in _run_ninja_build
+RuntimeError: Error compiling objects for extension
+TIP pass --env-dir and --sdist-extract-dir to keep the build environment and sources
+ERROR Backend subprocess exited when trying to invoke build_wheel
+"""
+DOCKER_COMPILE = """/project/csrc/ops.cpp:3:10: fatal error: missing.h: No such file or directory
+/project/csrc/kernels.cu(42): error: identifier "blockDim2" is undefined
+"""
+
+
+def test_compiler_errors_are_shown_once_on_the_authors_own_paths(plan_of: Callable[[str], Plan]) -> None:
+    variant = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]
+    message = diagnosis(variant, HOST_COMPILE, declared_in="d")
+    assert message is not None
+    assert message.splitlines() == [
+        f"{variant.id}: the compiler failed in csrc/cpu/scaled_add.cpp (2 error(s)):",
+        "  csrc/cpu/scaled_add.cpp:15:3: error: expected ',' or ';' before 'undeclared_name'",
+        "  csrc/cpu/scaled_add.cpp:21:5: error: 'y' was not declared in this scope"]
+    docker = diagnosis(variant, DOCKER_COMPILE, declared_in="d")
+    assert docker is not None and docker.splitlines()[1:] == [
+        "  csrc/ops.cpp:3:10: fatal error: missing.h: No such file or directory",
+        "  csrc/kernels.cu:42: error: identifier \"blockDim2\" is undefined"]

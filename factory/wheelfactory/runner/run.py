@@ -17,7 +17,7 @@ from pathlib import Path
 
 from wheelfactory import __version__
 from wheelfactory.engines import Engine
-from wheelfactory.errors import WheelfactoryError
+from wheelfactory.errors import VariantBuildError, WheelfactoryError
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
 from wheelfactory.project.noarch import NoarchBuild
@@ -181,7 +181,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
         with log.open("a") as sink:
             sink.write(f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}")
         progress(VariantPhase(variant.id, "failed", str(exc)))
-        tail = exc.tail if isinstance(exc, CommandFailed) else tail_of(log)
+        tail = exc.tail if isinstance(exc, CommandFailed) else \
+            "" if isinstance(exc, VariantBuildError) and exc.explained else tail_of(log)
         return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
                                                log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
                                                image=None, torch_version=facts[0], toolkit=facts[1],

@@ -23,6 +23,13 @@ _BACKEND = re.compile(r"Backend '([^']+)' is not available")
 _NO_GPU = ("Found no NVIDIA driver on your system", "No CUDA GPUs are available",
            "Torch not compiled with CUDA enabled")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# A compiler's diagnostic: gcc and clang `path:line:col: error: text`, nvcc `path(line): error: text`
+_DIAGNOSTIC = re.compile(r"^(?P<path>[^\s:(][^:(]*?)(?::(?P<line>\d+)(?::(?P<col>\d+))?:|\((?P<nvline>\d+)\):) "
+                         r"(?P<kind>fatal error|error): (?P<text>.+)$", re.M)
+# Where a build sees the author's files: the host engine's staging copy, cibuildwheel's /project,
+# and a native kernel's sources inside its package (project/stage.py)
+_STAGED = re.compile(r"^(?:.*/\.work/[^/]+/src/|/project/)(?:[^/]+/_sources/)?")
+MAX_DIAGNOSTICS = 8
 # frames of the tools under the project's build, not its own code
 _TOOL_FRAMES = ("/torch/", "site-packages", "/opt/wheelfactory/", "/setuptools/", "<string>", "/pyproject_hooks/",
                 "/lib/python3")
@@ -69,7 +76,33 @@ def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
     if backend:
         return (f"{variant.id}: the build backend {backend.group(1)!r} could not be imported from the build "
                 f"environment made from {declared_in}: list the package that provides it in [build-system] requires")
-    return None
+    return compiler_errors(variant, output)
+
+
+def author_path(path: str) -> str:
+    """A compiled file's path as the project's author wrote it: the staged copy's prefix removed."""
+    return _STAGED.sub("", path, count=1)
+
+
+def compiler_errors(variant: Variant, output: str) -> str | None:
+    """The compiler's errors, each once (a build front end prints them again and again), on the
+    author's own paths: a headline naming the variant and the first file, then the others. The
+    command lines, the front end's traceback and its tips stay in the log."""
+    seen: dict[str, None] = {}
+    for match in _DIAGNOSTIC.finditer(output):
+        line = match.group("line") or match.group("nvline")
+        column = f":{match.group('col')}" if match.group("col") else ""
+        seen.setdefault(f"{author_path(match.group('path'))}:{line}{column}: {match.group('kind')}: "
+                        f"{match.group('text').strip()}", None)
+    if not seen:
+        return None
+    errors = list(seen)
+    where = errors[0].split(": ", 1)[0]
+    more = [f"  {e}" for e in errors[:MAX_DIAGNOSTICS]]
+    if len(errors) > MAX_DIAGNOSTICS:
+        more.append(f"  ... and {len(errors) - MAX_DIAGNOSTICS} more")
+    return "\n".join([f"{variant.id}: the compiler failed in {where.rsplit(':', 2)[0]} ({len(errors)} error(s)):",
+                      *more])
 
 
 @contextmanager
@@ -82,4 +115,5 @@ def diagnosed(stage: Stage, log: Path, error: type[VariantBuildError]) -> Iterat
         explained = diagnosis(stage.variant, log.read_text(errors="replace"), declared_in=stage.build_system.declared_in)
         if explained is None:
             raise
-        raise error(explained) from exc
+        raise error(f"{explained}\n  (the whole output: {log})" if "\n" in explained else explained,
+                    explained=True) from exc
