@@ -1,4 +1,4 @@
-"""README.md and docs/getting-started.md, "The two commands": what they say of the release matrix (its torch range and how many
+"""README.md and CONTRIBUTING.md, "The two commands": what they say of the release matrix (its torch range and how many
 variants it plans) is what `wheelfactory plan` makes of matrix.toml with the bundled table."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from testkit import REPO
 from wheelfactory import load_plan
 
 
-@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+@pytest.mark.parametrize("page", ["README.md", "CONTRIBUTING.md"])
 def test_readme_names_the_release_matrixs_torch_range_and_variant_count(page: str) -> None:
     text = " ".join((REPO / page).read_text().split())
     found = re.search(r"CPU and CUDA for torch (\d+\.\d+) to (\d+\.\d+), (\d+) variants", text)
