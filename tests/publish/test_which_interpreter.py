@@ -121,3 +121,39 @@ def test_which_into_a_full_device_or_a_closed_pipe_is_never_a_traceback(tmp_path
     finally:
         os.close(writer)
     assert done.returncode == 141 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_which_refuses_an_index_of_another_project(tmp_path: Path) -> None:
+    """`which` against another project's index (what answered on the default port was another
+    project's `serve`): one line naming both projects, exit 2; the right name passes."""
+    import subprocess
+    import sys
+
+    from dist_fakes import make_dist
+    from test_index import index as write_index
+
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    make_dist(dist)  # project "tiny"
+    write_index(dist)
+    command = [sys.executable, "-m", "wheelfactory", "which", "--index", str(dist), "--project"]
+    other = subprocess.run([*command, "mykernels"], capture_output=True, text=True, timeout=120)
+    assert other.returncode == 2 and "Traceback" not in other.stderr, other.stdout + other.stderr
+    (line,) = other.stderr.strip().splitlines()
+    assert "serves tiny, not mykernels" in line, line
+    same = subprocess.run([*command, "Tiny"], capture_output=True, text=True, timeout=120)  # names compare as PEP 503's
+    assert "serves tiny, not" not in same.stderr, same.stderr
+
+
+def test_the_project_which_holds_the_default_index_to_is_the_one_this_directory_builds(tmp_path: Path) -> None:
+    from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
+
+    assert selector.project_here(write_scaffold(plan_scaffold("mykernels"), tmp_path / "k")) == "mykernels"
+    byo = tmp_path / "byo"
+    (byo / "proj").mkdir(parents=True)
+    (byo / "proj" / "pyproject.toml").write_text('[project]\nname = "torch-thing"\n')
+    (byo / "matrix.toml").write_text('[project]\npath = "proj"\n')
+    assert selector.project_here(byo) == "torch-thing"
+    (tmp_path / "app").mkdir()
+    (tmp_path / "app" / "pyproject.toml").write_text('[project]\nname = "my-app"\n')  # a consumer, not a kernel
+    assert selector.project_here(tmp_path / "app") is None

@@ -348,11 +348,16 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool, allow_u
 @click.option("--python", "python", default=sys.executable, show_default="this interpreter",
               help="The interpreter (with torch) you are installing into.")
 @click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
-def which_command(index: str | None, python: str, quiet: bool) -> None:
+@click.option("--project", "project", default=None, metavar="NAME",
+              help="The project the index must serve (default, with no --index: the kernel project this "
+                   "directory builds, if any).")
+def which_command(index: str | None, python: str, quiet: bool, project: str | None) -> None:
     """Print the pip command for the variant that fits an environment's torch, or say why none does."""
-    from wheelfactory.publish.selector import run_selector
+    from wheelfactory.publish.selector import project_here, run_selector
 
-    code = run_selector(python, index, quiet=quiet)
+    # the default index is whatever answers on 127.0.0.1:8000: another project's `serve`, perhaps
+    code = run_selector(python, index, quiet=quiet,
+                        project=project or (project_here(Path.cwd()) if index is None else None))
     if code:
         sys.exit(code)
 

@@ -4,6 +4,9 @@ interpreter's torch, so it sees exactly what the kernel's runtime will see."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from wheelfactory.errors import UsageError
 from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
 from wheelfactory.support.proc import TimeoutExpired, call
@@ -12,11 +15,13 @@ _PROBE = "wheelfactory-which-probe"
 _PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
 
 
-def run_selector(python: str, index: str | None, *, quiet: bool = False) -> int:
+def run_selector(python: str, index: str | None, *, quiet: bool = False, project: str | None = None) -> int:
     """Run select.py (standard library only, the runtime's fit rule embedded) with ``python`` on
-    ``index`` (default: a local `serve`); its output goes to ours; its exit code."""
+    ``index`` (default: a local `serve`); its output goes to ours; its exit code. ``project``:
+    the name the index must serve (select.py refuses an index of another project)."""
     check_interpreter(python)
-    command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else [])]
+    command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else []),
+               *(["--project", project] if project else [])]
     try:
         return call(command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False).returncode
     except OSError as exc:
@@ -44,3 +49,31 @@ def check_interpreter(python: str) -> None:
     if said != f"{_PROBE} 3":
         shown = " ".join(said.split())[:60] or "nothing"
         raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
+
+
+def project_here(directory: Path) -> str | None:
+    """The name of the kernel project ``directory`` builds: its kernel.toml's, else that of the
+    project its matrix.toml's [project] path names (a kernel.toml, or a pyproject.toml [project]);
+    None where there is none or it cannot be read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
+    def read(path: Path, *keys: str) -> str | None:
+        try:
+            data: object = tomllib.loads(path.read_text())
+        except (OSError, ValueError, UnicodeDecodeError):
+            return None
+        for key in keys:
+            data = data.get(key) if isinstance(data, dict) else None
+        return data if isinstance(data, str) and data else None
+
+    named = read(directory / "kernel.toml", "kernel", "name")
+    if named is not None:
+        return named
+    project = read(directory / "matrix.toml", "project", "path")
+    if project is None:
+        return None
+    root = directory / project
+    return read(root / "kernel.toml", "kernel", "name") or read(root / "pyproject.toml", "project", "name")

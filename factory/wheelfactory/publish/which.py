@@ -256,15 +256,27 @@ def describe(env: dict[str, object]) -> str:
     return f"torch {env['torch_version']} ({backend}, {abi} ABI), CPython {env['python']}, {env['arch']}"
 
 
+def _canonical(name: str) -> str:
+    """A project name as PEP 503 compares them."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="select", description=__doc__.splitlines()[0])
     parser.add_argument("--index", default=DEFAULT_INDEX, help="the index's URL or dist directory")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the --index-url value")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
+    parser.add_argument("--project", help="the project the index must serve (another's is refused)")
     args = parser.parse_args(argv)
     listing = load_listing(args.index)
     listed = listing.get("variants", [])
     variants = [v for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
+    served = sorted({str(v.get("project")) for v in variants})
+    if args.project and _canonical(args.project) not in {_canonical(name) for name in served}:
+        shown = args.index if len(args.index) <= 120 else args.index[:120] + "..."
+        _fail(f"select: the index at {shown} serves {', '.join(served) or 'no project'}, not {args.project}: is "
+              "another project's index (or `wheelfactory serve`) there? Name this project's with --index",
+              EXIT_NO_INDEX)
     env = detect()
     best, others = choose(env, variants)
     base = args.index.rstrip("/") if args.index.startswith(("http://", "https://")) else None
