@@ -100,7 +100,7 @@ def test_report_renders_in_chromium_and_matches_the_manifest(chromium: str, repo
                                                              tmp_path: Path) -> None:
     page = reported / "report.html"
     dom = browse(chromium, tmp_path / "profile", "--dump-dom", page.as_uri()).stdout
-    assert "wheelfactory matrix report" in dom  # chromium rendered our page, not an error page
+    assert "fusedops 0.1.0: build report" in dom  # chromium rendered our page (its release), not an error page
     rendered = Members()
     rendered.feed(dom)
     assert rendered.legend[:5] == ["built", "cached", "failed", "missing", "pruned"]
@@ -141,3 +141,31 @@ def test_report_svg_renders_in_chromium(chromium: str, reported: Path, tmp_path:
     dom = browse(chromium, tmp_path / "profile", "--dump-dom", svg.as_uri()).stdout
     assert "data-variant=" in dom and "<parsererror" not in dom  # rendered as an SVG document, no XML error
     screenshot(chromium, tmp_path / "profile", svg.as_uri(), "report-svg.png", f"{width},{height}")
+
+
+def test_the_served_index_links_its_build_report_in_chromium(chromium: str, reported: Path, tmp_path: Path) -> None:
+    """`index`, then `serve`: Chromium opens the top page, finds the build report's link, and the
+    report it leads to has a cell per manifest variant with the manifest's status (issue 37)."""
+    import urllib.parse
+
+    subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(reported)], check=True, timeout=300,
+                   capture_output=True)
+    server = subprocess.Popen([sys.executable, "-m", "wheelfactory", "serve", "-o", str(reported), "--port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/", server.stdout.readline())  # type: ignore[union-attr]
+        assert found, "serve printed no URL"
+        top = browse(chromium, tmp_path / "profile", "--dump-dom", found.group(1) + "/").stdout
+        link = re.search(r'<a href="([^"]+)">Build report</a>', top)
+        assert link, top[:2000]
+        dom = browse(chromium, tmp_path / "profile", "--dump-dom",
+                     urllib.parse.urljoin(found.group(1) + "/", link.group(1))).stdout
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+    assert "fusedops 0.1.0: build report" in dom
+    rendered = Members()
+    rendered.feed(dom)
+    entries = json.loads((reported / "manifest.json").read_text())["variants"]
+    cells = {c["data-variant"]: c["data-status"] for c in rendered.cells if "data-variant" in c}
+    assert cells == {vid: entry["status"] for vid, entry in entries.items()}

@@ -100,3 +100,25 @@ def test_serve_without_an_index_says_what_to_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "wheelfactory", "serve", "-o", str(tmp_path)], capture_output=True,
                             text=True, timeout=60, check=False, env={**os.environ})
     assert result.returncode == 2 and "run `wheelfactory index" in result.stderr
+
+
+def test_the_top_page_links_the_build_report_and_serve_serves_it(tmp_path: Path) -> None:
+    """`index` writes the build report into the index and links it from the top page; served, it
+    names the release and every link on it answers (it links the index's pages, not dist's
+    files, which are not served)."""
+    make_dist(tmp_path)
+    subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(tmp_path)], check=True, timeout=300,
+                   capture_output=True)
+    server = open_server(tmp_path, "127.0.0.1", 0, lambda _: None)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert b'<a href="report.html">Build report</a>' in get(f"{server.url}/")
+        page = get(f"{server.url}/report.html").decode()
+        assert "<h1>tiny 0.1.0: build report</h1>" in page and "last built " in page, page[:800]
+        hrefs = sorted(set(re.findall(r'href="([^"#]+)"', page)))
+        assert hrefs and any(h.endswith("/simple/index.html") for h in hrefs), hrefs
+        for href in hrefs:
+            get(f"{server.url}/{href}")  # raises on anything but 200
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -160,6 +160,7 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     A wheel that is not what its manifest entry says (file name tags, local version label, build
     record, RECORD, provenance record) is refused: the others are listed, then the command exits 7."""
     from wheelfactory.publish.index import DEFAULT_BASE_URL, INDEX_LINK, collect, plan_index, write_index
+    from wheelfactory.publish.report import served_report
     from wheelfactory.publish.variant_metadata import variant_metadata
     from wheelfactory.runner import manifest
 
@@ -173,7 +174,8 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
         wheels, skipped = collect(out, entries, allow_unattested=allow_unattested)
         tampered: list[str] = []
         pages, links = variant_metadata(wheels, out, tampered=tampered)
-        planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links)
+        planned = plan_index(wheels, skipped, base_url=base, extra_pages=pages, extra_links=links,
+                             report=served_report(out, entries, frozenset(w.variant_id for w in wheels)))
         generation, changed = write_index(out, planned)
     finally:
         held.release()

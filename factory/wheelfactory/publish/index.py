@@ -303,14 +303,16 @@ def requires_python(metadata: bytes) -> str | None:
 
 API_VERSION = "1.1"  # PEP 691 JSON with PEP 700's versions and file sizes
 METADATA_SUFFIX = ".metadata"  # PEP 658: <wheel>.metadata beside the wheel
+REPORT_PAGE = "report.html"  # the build report, in an index `index` writes (serve serves it)
 
 
 def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, base_url: str = DEFAULT_BASE_URL,
-               extra_pages: tuple[tuple[str, str], ...] = (), extra_links: tuple[tuple[str, Path], ...] = ()
-               ) -> IndexPlan:
+               extra_pages: tuple[tuple[str, str], ...] = (), extra_links: tuple[tuple[str, Path], ...] = (),
+               report: str | None = None) -> IndexPlan:
     """Every page and file of an index listing ``wheels`` (any order; one wheel listed twice, e.g.
     from this dist and from the target, counts once and keeps its local file). A file name listed
-    twice with different bytes is an IndexBuildError: a published file never changes."""
+    twice with different bytes is an IndexBuildError: a published file never changes. ``report``:
+    the build report's page (publish/report.py), written as REPORT_PAGE and linked from the top."""
     listed = _merged(wheels)
     pages: dict[str, str] = {}
     by_variant: dict[str, list[IndexedWheel]] = {}
@@ -344,7 +346,10 @@ def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, ba
     except InvalidListing as exc:
         raise IndexBuildError(f"the index.json this manifest makes would be refused by its readers: {_one_line(exc)}"
                               ) from None
-    pages["index.html"] = _top_page(listed, skipped, sorted(by_page), base_url, [p for p, _ in extra_pages], newest)
+    if report is not None:
+        pages[REPORT_PAGE] = report
+    pages["index.html"] = _top_page(listed, skipped, sorted(by_page), base_url, [p for p, _ in extra_pages], newest,
+                                    has_report=report is not None)
     local = [w for w in listed if w.source is not None]
     links = (tuple((w.path, w.source) for w in local if w.source is not None)
              + tuple((w.path + PROVENANCE_SUFFIX, w.provenance) for w in local if w.provenance) + extra_links)
@@ -484,7 +489,7 @@ def pip_command(wheel: IndexedWheel, base_url: str, *, pinned: bool = False) -> 
 
 
 def _top_page(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], findlinks: list[str], base_url: str,
-              extra: list[str], newest: set[str]) -> str:
+              extra: list[str], newest: set[str], *, has_report: bool = False) -> str:
     rows = []
     for w in wheels:
         cells = [w.variant_id, w.torch_version, w.variant.backend.build_name if w.toolkit is None else
@@ -505,11 +510,13 @@ def _top_page(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], findli
     extras = "\n".join(f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a></li>' for p in extra)
     missing = "\n".join(f"    <li>{html.escape(s.variant_id)}: {html.escape(s.reason)}</li>" for s in skipped)
     variants = len({w.variant_id for w in wheels})
+    report = (f'\n    <p><a href="{REPORT_PAGE}">Build report</a>: every variant of the build, how it ended and '
+              "why.</p>" if has_report else "")
     return f"""<!DOCTYPE html>
 <html>
   <head><meta charset="utf-8"><title>wheelfactory index</title></head>
   <body>
-    <h1>{variants} variant(s), {len(wheels)} wheel(s)</h1>
+    <h1>{variants} variant(s), {len(wheels)} wheel(s)</h1>{report}
     <p>Pick the row matching your torch (<code>python -c "import torch; print(torch.__version__,
     torch.version.cuda, torch.compiled_with_cxx11_abi())"</code>), or let the index pick it:
     <code>curl -s {html.escape(base_url)}/select.py | python -</code> (in the environment you install into).</p>

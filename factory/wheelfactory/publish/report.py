@@ -19,11 +19,13 @@ import os
 import posixpath
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from packaging.version import Version
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
 
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.plan.expand import Plan, Pruned
@@ -154,6 +156,9 @@ class Report:
     unplaced: tuple[Unplaced, ...] = ()
     matrix: str | None = None  # the matrix file the plan came from, as the user named it
     has_index: bool = False  # dist/index/index.html exists
+    project: str | None = None  # the wheels' project and public version, from their file names
+    version: str | None = None
+    updated: str | None = None  # when the manifest was last written (UTC), a build's last record
 
     def at(self, row: Row, column: Column) -> tuple[ReportCell, ...]:
         return tuple(c for c in self.cells if c.row == row and c.column == column)
@@ -185,6 +190,7 @@ class DistFacts:
     indexed: frozenset[str] = frozenset()  # variant ids with a dist/index/<id>/ directory
     sizes: Mapping[str, int] | None = None  # wheel sizes the manifest does not record
     has_index: bool = False
+    updated: str | None = None  # the manifest's modification time, UTC
 
 
 def probe_dist(dist: Path, entries: Mapping[str, manifest.Entry]) -> DistFacts:
@@ -202,7 +208,12 @@ def probe_dist(dist: Path, entries: Mapping[str, manifest.Entry]) -> DistFacts:
     for vid, entry in entries.items():
         if entry.size is None and entry.wheel and (dist / entry.wheel).is_file():
             sizes[vid] = (dist / entry.wheel).stat().st_size
-    return DistFacts(indexed, sizes, (index / "index.html").is_file())
+    try:
+        stamp = (dist / manifest.MANIFEST).stat().st_mtime
+        updated: str | None = datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    except OSError:
+        updated = None
+    return DistFacts(indexed, sizes, (index / "index.html").is_file(), updated)
 
 
 def build_report(entries: Mapping[str, manifest.Entry], plan: Plan | None = None, *,
@@ -232,7 +243,25 @@ def build_report(entries: Mapping[str, manifest.Entry], plan: Plan | None = None
     cells.sort(key=ReportCell.sort_key)
     rows = tuple(sorted({c.row for c in cells}, key=Row.sort_key))
     columns = tuple(sorted({c.column for c in cells}, key=Column.sort_key))
-    return Report(rows, columns, tuple(cells), tuple(unplaced), matrix, facts.has_index)
+    project, version = _release(entries)
+    return Report(rows, columns, tuple(cells), tuple(unplaced), matrix, facts.has_index, project, version,
+                  facts.updated)
+
+
+def _release(entries: Mapping[str, manifest.Entry]) -> tuple[str | None, str | None]:
+    """(project, public version) of the newest wheel the manifest names; (None, None) with none."""
+    found: list[tuple[Version, str]] = []
+    for entry in entries.values():
+        if entry.wheel:
+            try:
+                project, release, _, _ = parse_wheel_filename(posixpath.basename(entry.wheel))
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+            found.append((Version(release.public), str(project)))
+    if not found:
+        return None, None
+    newest, name = max(found)
+    return name, str(newest)
 
 
 def _row(key: VariantId) -> Row:
@@ -359,7 +388,16 @@ def _status_css() -> str:
                    for s, (fill, _, text) in COLOURS.items())
 
 
-def _member(cell: ReportCell, *, several: bool, dist_href: str) -> str:
+def _link(dist_href: str | None, path: str) -> str | None:
+    """The href of a dist file the page links; None where the page is served from the index
+    (``dist_href`` None), which holds the index's pages and not the logs or dist's wheels."""
+    if dist_href is not None:
+        return _href(dist_href, path)
+    inside = path.removeprefix(INDEX_DIR + "/")
+    return _href("", inside) if inside != path else None
+
+
+def _member(cell: ReportCell, *, several: bool, dist_href: str | None) -> str:
     ident = f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
     parts = [f'<span class="st">{_e(cell.status)}</span>']
     if several:
@@ -372,11 +410,8 @@ def _member(cell: ReportCell, *, several: bool, dist_href: str) -> str:
     elif cell.status == "failed":
         parts.append(f'<span class="facts">{_e(human_seconds(cell.seconds))}</span>')
         parts.append(f'<span class="err">{_e(cell.detail)}</span>')
-    links = []
-    if cell.log:
-        links.append(f'<a href="{_href(dist_href, cell.log)}">log</a>')
-    if cell.index:
-        links.append(f'<a href="{_href(dist_href, cell.index)}">index</a>')
+    links = [f'<a href="{href}">{name}</a>' for name, path in (("log", cell.log), ("index", cell.index))
+             if path and (href := _link(dist_href, path))]
     if cell.is_variant:
         links.append(f'<a href="#v-{_e(cell.label)}">details</a>')
     if links:
@@ -385,7 +420,7 @@ def _member(cell: ReportCell, *, several: bool, dist_href: str) -> str:
             f'data-column="{_e(cell.column.label)}" title="{_e(cell.reason)}">{" ".join(parts)}</td>')
 
 
-def _grid_cell(members: tuple[ReportCell, ...], dist_href: str) -> str:
+def _grid_cell(members: tuple[ReportCell, ...], dist_href: str | None) -> str:
     if not members:
         return '<td class="empty" title="not in the plan or the manifest"></td>'
     if len(members) == 1:
@@ -394,7 +429,7 @@ def _grid_cell(members: tuple[ReportCell, ...], dist_href: str) -> str:
     return f'<td class="several" data-count="{len(members)}"><table class="members">{inner}</table></td>'
 
 
-def _grid(report: Report, dist_href: str) -> str:
+def _grid(report: Report, dist_href: str | None) -> str:
     groups: list[tuple[str, int]] = []
     for column in report.columns:
         if groups and groups[-1][0] == column.backend:
@@ -412,7 +447,7 @@ def _grid(report: Report, dist_href: str) -> str:
     return "\n".join(lines)
 
 
-def _details(report: Report, dist_href: str) -> str:
+def _details(report: Report, dist_href: str | None) -> str:
     head = "".join(f"<th>{h}</th>" for h in ("variant", "status", "torch", "engine", "wheel", "size", "time",
                                              "verification", "links"))
     rows = []
@@ -425,10 +460,11 @@ def _details(report: Report, dist_href: str) -> str:
             verification = f'<td class="err">{_e(cell.detail)}</td>'
         else:
             verification = "<td>not built</td>"
-        links = [f'<a href="{_href(dist_href, path)}">{name}</a>'
-                 for name, path in (("log", cell.log), ("index", cell.index)) if path]
-        wheel = (f'<a href="{_href(dist_href, cell.wheel)}">{_e(posixpath.basename(cell.wheel))}</a>'
-                 if cell.wheel else "")
+        links = [f'<a href="{href}">{name}</a>' for name, path in (("log", cell.log), ("index", cell.index))
+                 if path and (href := _link(dist_href, path))]
+        name = _e(posixpath.basename(cell.wheel or ""))
+        wheel_href = _link(dist_href, cell.wheel) if cell.wheel else None
+        wheel = f'<a href="{wheel_href}">{name}</a>' if wheel_href else name
         rows.append(f'<tr id="v-{_e(cell.label)}"><td>{_e(cell.label)}</td>'
                     f'<td class="s-{cell.status}">{cell.status}</td><td>{_e(cell.torch_version or "")}</td>'
                     f"<td>{_e(cell.engine or '')}</td><td>{wheel}</td><td>{_e(human_size(cell.size))}</td>"
@@ -446,29 +482,36 @@ def _pruned_list(report: Report) -> str:
     return "<ul>\n" + "\n".join(items or ["<li>none</li>"]) + "\n</ul>"
 
 
-def render_html(report: Report, *, dist_href: str = ".", svg_href: str | None = SVG_NAME) -> str:
+def render_html(report: Report, *, dist_href: str | None = ".", svg_href: str | None = SVG_NAME) -> str:
     """The report page. ``dist_href``: the output directory relative to the page (links to
-    logs, wheels and index pages are relative to it); ``svg_href``: the grid as SVG."""
+    logs, wheels and index pages are relative to it); None: the page is served from the index
+    (``index`` writes it there), whose pages it links and not dist's files; ``svg_href``: the
+    grid as SVG."""
     counts = report.counts()
+    heading = f"{report.project} {report.version}: build report" if report.project else "wheelfactory matrix report"
+    release = " · ".join(x for x in (f"{report.project} {report.version}" if report.project else "",
+                                     f"last built {report.updated}" if report.updated else "") if x)
     data = " ".join(f'data-{status}="{counts[status]}"' for status in STATUSES)
     legend = "".join(f'<td class="s-{s}" data-legend="{s}"><b>{s}</b>: {_e(LEGEND[s])}</td>'
                      for s in STATUSES)
-    sources = [f'<a href="{_href(dist_href, manifest.MANIFEST)}">{manifest.MANIFEST}</a>']
+    sources = [f'<a href="{_href(dist_href, manifest.MANIFEST)}">{manifest.MANIFEST}</a>' if dist_href is not None
+               else manifest.MANIFEST]
     sources.append(f"plan: {_e(report.matrix)}" if report.matrix
                    else "no matrix (pruned combinations not shown)")
-    if report.has_index:
-        sources.append(f'<a href="{_href(dist_href, INDEX_DIR + "/index.html")}">package index</a>')
+    if report.has_index or dist_href is None:
+        sources.append(f'<a href="{_link(dist_href, INDEX_DIR + "/index.html")}">package index</a>')
     if svg_href:
         sources.append(f'<a href="{_href("", svg_href)}">grid as SVG</a>')
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>wheelfactory matrix report</title>
+<title>{_e(heading)}</title>
 <style>{CSS}{_status_css()}</style>
 </head>
 <body>
-<h1>wheelfactory matrix report</h1>
+<h1>{_e(heading)}</h1>
+<p class="release">{_e(release)}</p>
 <p class="summary" id="summary" {data}>{_e(report.summary())}</p>
 <p class="sources">{" · ".join(sources)}</p>
 <table class="legend"><tr>{legend}</tr></table>
@@ -530,7 +573,7 @@ def render_svg(report: Report) -> str:
     height = top + _HEAD + sum(heights) + _PAD
     out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif">'),
-           "<title>wheelfactory matrix report</title>",
+           "<title>{_e(heading)}</title>",
            f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
            _svg_text(_PAD, _PAD + 12, report.summary(), size=13, weight="bold")]
     for n, status in enumerate(STATUSES):
@@ -610,6 +653,14 @@ def write_report(report: Report, dist: Path, *, html_path: Path | None = None,
         else:
             atomic.write_text(path, text, what=what)
     return Written(page, svg, stdout)
+
+
+def served_report(dist: Path, entries: Mapping[str, manifest.Entry], listed: frozenset[str]) -> str:
+    """The build report as `index` writes it into the index (publish/index.py REPORT_PAGE): from
+    the manifest alone (`report -m` adds the plan's pruned and missing variants), linking the
+    index's pages of the ``listed`` variants and not dist's files, which the index does not hold."""
+    facts = replace(probe_dist(dist, entries), indexed=listed)
+    return render_html(build_report(entries, facts=facts), dist_href=None, svg_href=None)
 
 
 def _make_parent(path: Path, what: str) -> None:
