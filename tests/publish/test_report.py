@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import dataclasses
 import os
 import subprocess
@@ -119,6 +121,9 @@ def test_plan_adds_pruned_combinations_with_reasons_and_missing_variants(tmp_pat
     assert all(m["data-status"] == "pruned" for m in members if "data-pruned" in m)
     missing = next(m for m in members if m.get("data-variant") == "torch26-cxx98-cpu-x86_64-linux")
     assert "planned by matrix.toml" in missing["title"]
+    # and said on the page, not only on hover: why, and the command that builds it
+    row = re.search(r'<tr id="v-torch26-cxx98-cpu-x86_64-linux">.*?</tr>', render_html(report))
+    assert row and "planned by matrix.toml, not in the manifest: build it with" in row.group(0), row.group(0)
 
 
 def test_several_variants_in_one_cell_are_all_listed() -> None:

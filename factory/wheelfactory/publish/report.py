@@ -458,8 +458,8 @@ def _details(report: Report, dist_href: str | None) -> str:
             verification = f'<td class="err">passed; {_e(cell.detail)}</td>' if cell.detail else "<td>passed</td>"
         elif cell.status == "failed":
             verification = f'<td class="err">{_e(cell.detail)}</td>'
-        else:
-            verification = "<td>not built</td>"
+        else:  # missing: why, and the command that builds it
+            verification = f"<td>{_e(cell.reason)}</td>"
         links = [f'<a href="{href}">{name}</a>' for name, path in (("log", cell.log), ("index", cell.index))
                  if path and (href := _link(dist_href, path))]
         name = _e(posixpath.basename(cell.wheel or ""))
