@@ -88,3 +88,24 @@ def test_references_made_at_import_time_and_macro_registrations_are_taken_at_the
     source = project / "csrc" / "registration.cpp"
     source.write_text(source.read_text().replace("m.def(", "MYKERNELS_DEF("))
     assert load_kernel(project).ops == ("scaled_add", "gelu_fast")
+
+
+def test_an_op_neither_the_samples_nor_the_tests_name_is_a_warning_of_each_variant(
+        project: Path, plan_of: object) -> None:
+    """Declared, registered, with a reference, but no sample inputs and no test: each wheel would
+    only find it registered. A warning (each variant's, so the manifest and the summary carry it),
+    not a refusal; gone once the samples name it."""
+    from wheelfactory.project.stage import plan_stage
+
+    declare(project, "scaled_add", "gelu_fast")
+    register(project, "gelu_fast(Tensor(a!) out, Tensor x) -> ()")
+    with (project / "python" / "mykernels" / "_reference.py").open("a") as reference:
+        reference.write("\n\ndef gelu_fast(out, x):\n    out.copy_(x)\n")
+    variant = plan_of('[matrix]\ntorch = "2.13"\n').variants[0]  # type: ignore[operator]
+    (warning,) = plan_stage(load_kernel(project), variant).checks.coverage_warnings
+    assert warning.startswith("op 'gelu_fast' has no sample inputs (python/mykernels/_samples.py) and no test that "
+                              "names it (tests)"), warning
+    samples = project / "python" / "mykernels" / "_samples.py"
+    samples.write_text(samples.read_text().replace('return {"scaled_add": scaled_add}',
+                                                   'return {"scaled_add": scaled_add, "gelu_fast": []}'))
+    assert plan_stage(load_kernel(project), variant).checks.coverage_warnings == ()

@@ -15,6 +15,7 @@ from dist_fakes import make_dist
 from test_index_metadata import BASE, planned
 from testkit import docs_text, markdown_section
 from wheelfactory.publish.index import collect, plan_index, wheels_from_listing, write_index
+from wheelfactory.publish.report import served_report
 from wheelfactory.publish.serve import REPRESENTATIONS, negotiate
 from wheelfactory.publish.variant_metadata import variant_metadata
 from wheelfactory.runner import manifest
@@ -33,10 +34,12 @@ def generation(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_dist(tmp / "first")
     make_dist(tmp / "second", version="0.2.0")
     published = json.loads(dict(planned(tmp / "first").pages)["index.json"])
-    wheels, skipped = collect(tmp / "second", manifest.read(tmp / "second"))
+    entries = manifest.read(tmp / "second")
+    wheels, skipped = collect(tmp / "second", entries)
     pages, links = variant_metadata(wheels, tmp / "second")
+    report = served_report(tmp / "second", entries, frozenset(w.variant_id for w in wheels))  # as `index` does
     plan = plan_index(wheels_from_listing(published, where="index.json") + wheels, skipped, base_url=BASE,
-                      extra_pages=pages, extra_links=links)
+                      extra_pages=pages, extra_links=links, report=report)
     root, _ = write_index(tmp / "second", plan)
     return root
 

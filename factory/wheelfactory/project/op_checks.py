@@ -97,3 +97,37 @@ def check_ops(kernel: Table, root: Path, package: Path, ops: list[str], sources:
                               file=registration.file.as_posix(), line=registration.line,
                               hint=f"add {registration.op!r} to ops in kernel.toml (the build record carries that "
                                    "list to the runtime)")
+
+
+def _names_in(files: list[Path]) -> set[str]:
+    """Every identifier, attribute and string constant in ``files`` (those that parse)."""
+    found: set[str] = set()
+    for file in files:
+        try:
+            tree = ast.parse(file.read_text(errors="replace"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name):
+                found.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                found.add(node.attr)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found.add(node.value)
+    return found
+
+
+def coverage_warnings(root: Path, package: Path, ops: tuple[str, ...], sample_inputs: tuple[str, str] | None,
+                      test_sources: tuple[str, ...]) -> tuple[str, ...]:
+    """A warning for each op that neither the sample inputs nor the tests name: each wheel's
+    verification then only finds it registered, and nothing compares it with its reference."""
+    samples = root / package / Path(*sample_inputs[0].split(".")).with_suffix(".py") if sample_inputs else None
+    sampled = _names_in([samples]) if samples is not None else set()
+    test_files = [path for source in test_sources for path in sorted((root / source).rglob("*.py"))
+                  if path.is_file()] + [root / s for s in test_sources if s.endswith(".py") and (root / s).is_file()]
+    tested = _names_in(test_files)
+    where_samples = samples.relative_to(root).as_posix() if samples is not None else "no sample_inputs in kernel.toml"
+    where_tests = ", ".join(test_sources) or "no [test]"
+    return tuple(f"op {op!r} has no sample inputs ({where_samples}) and no test that names it ({where_tests}): "
+                 "each wheel only checks that it is registered, nothing compares it with its reference"
+                 for op in ops if op not in sampled and op not in tested)

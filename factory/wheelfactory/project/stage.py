@@ -25,6 +25,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
+from wheelfactory.project.op_checks import coverage_warnings
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.wheel_checks import WheelChecks, check_sources
@@ -106,8 +107,10 @@ class StagePlan:
     @property
     def checks(self) -> WheelChecks:
         kernel = self.kernel
-        return WheelChecks(kernel.root, kernel.name, kernel.ops, kernel.sample_inputs,
-                           self.tests if self.tests is not None else kernel.test)
+        tests = self.tests if self.tests is not None else kernel.test
+        return WheelChecks(kernel.root, kernel.name, kernel.ops, kernel.sample_inputs, tests,
+                           coverage_warnings=coverage_warnings(kernel.root, kernel.python_package, kernel.ops,
+                                                               kernel.sample_inputs, tests.sources if tests else ()))
 
     @property
     def kind(self) -> KindFacts:

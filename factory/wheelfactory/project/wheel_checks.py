@@ -35,6 +35,9 @@ class WheelChecks:
     # The op namespace the library registers under (a kernel-builder build's ``_ops.ops``); left out
     # of key_material: the build record, part of every stage's key, holds it.
     op_namespace: str | None = None
+    # Said in each variant's warnings (project/op_checks.py coverage_warnings): declared ops that
+    # neither the sample inputs nor the tests name. Left out of key_material: the sources are in it.
+    coverage_warnings: tuple[str, ...] = ()
 
     def tests_for(self, variant_id: str) -> ProjectTests | None:
         return self.tests if self.tests is not None and self.tests.runs_for(variant_id) else None

@@ -148,6 +148,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     timeline = timeline or Timeline(log)
     variant = stage.variant
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
+    for warning in stage.checks.coverage_warnings:
+        timeline.warn(warning)
     with timeline.phase("verify"):
         problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.kind.factory_layout,
                                glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
