@@ -66,3 +66,28 @@ def test_the_live_tables_elapsed_column_counts_every_phase_and_stops_at_the_end(
     rows = {line.split("│")[1].strip(): line.split("│")[3].strip() for line in sink.getvalue().splitlines()
             if line.startswith("│")}
     assert rows["a"].endswith(" s") and rows["b"].endswith(" s"), rows
+
+
+def test_the_compile_shows_its_units_done_and_all_where_ninja_counts_them(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ninja prints `[N/M]` before each command; the build's plain output says `compile N/M units`
+    (at the last unit, and at most every UNITS_EVERY_S before it), -v streams the log's lines."""
+    from wheelfactory.cli.render import BuildView
+    from wheelfactory.support.progress import VariantPhase
+
+    log = tmp_path / "v" / "build.log"
+    log.parent.mkdir()
+    for verbose in (False, True):
+        sink = io.StringIO()
+        view = BuildView(Console(file=sink, width=200), ["v"], verbose=verbose, out_dir=tmp_path)
+        view.show(VariantPhase("v", "building"))
+        view.show(VariantPhase("v", "compile"))
+        log.write_text("$ python -m build\n[1/3] c++ -c a.cpp\n[2/3] c++ -c b.cpp\n[3/3] c++ -shared -o _C.so\n")
+        assert view.follower is not None
+        view.follower.read_all()
+        said = sink.getvalue()
+        if verbose:
+            assert "v | [2/3] c++ -c b.cpp" in said and "units" not in said, said
+        else:
+            assert "v: compile 1/3 units" in said and "v: compile 3/3 units" in said, said
+            assert "v: compile 2/3 units" not in said  # within the same 10 s as the first
+            assert view.rows["v"].detail == "3/3 units"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from wheelfactory.support.progress import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
 
     from wheelfactory.engines.choose import NotBuilt
     from wheelfactory.runner.run import Outcome
@@ -88,6 +89,8 @@ class _Row:
 
 
 NOT_BUILT = "not built"
+UNITS = re.compile(r"^\[(\d+)/(\d+)\] ")  # ninja's progress: units done / all, before each command
+UNITS_EVERY_S = 10.0  # a plain (non-terminal) output's compile progress line at most this often
 # A variant's statuses after which nothing runs for it; any other after "building" is a phase under way.
 FINISHED = frozenset({"built", "cached", "failed", "cancelled", NOT_BUILT})
 
@@ -112,7 +115,9 @@ class BuildView:
         self.rows.update({vid: _Row(NOT_BUILT, why) for vid, why in (not_built or {}).items()})
         live = out.is_terminal and not quiet and not verbose  # streamed lines and a live table do not mix
         self.live = Live(self._table(), console=out, refresh_per_second=2) if live else None
-        self.follower = LogFollower(out, out_dir, variant_ids) if verbose and out_dir is not None else None
+        self.verbose = verbose
+        self.units_said: dict[str, float] = {}  # when a plain line last said them
+        self.follower = LogFollower(out_dir, variant_ids, self._log_line) if out_dir is not None else None
         if self.live is None and title and not quiet:
             out.print(title, markup=False)
         if self.live is None and not_built and not quiet:
@@ -146,6 +151,25 @@ class BuildView:
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
 
+    def _log_line(self, variant_id: str, line: str) -> None:
+        """A line of a variant's build log: printed with -v; ninja's ``[N/M]`` counts the compile's units."""
+        if self.verbose:
+            self.out.print(f"{variant_id} | {line}", markup=False, highlight=False, soft_wrap=True)
+        found = UNITS.match(line)
+        row = self.rows.get(variant_id)
+        if found is None or row is None or row.status in FINISHED:
+            return
+        done, total = int(found.group(1)), int(found.group(2))
+        row.detail = f"{done}/{total} units"
+        if self.live:
+            self.live.update(self._table())
+        elif not self.quiet and not self.verbose:  # a plain line now and then, and at the last unit
+            now = time.monotonic()
+            if done == total or now - self.units_said.get(variant_id, 0.0) >= UNITS_EVERY_S:
+                self.units_said[variant_id] = now
+                self.out.print(f"{self.stamp()} {variant_id}: compile {done}/{total} units", markup=False,
+                               highlight=False)
+
     def stamp(self) -> str:
         """``[  12.3s]``: the seconds since the run started, for a plain line."""
         return f"[{time.monotonic() - self.started:7.1f}s]"
@@ -172,13 +196,13 @@ class BuildView:
 
 
 class LogFollower:
-    """``build -v``: each building variant's build.log, its new lines printed as they are written
-    (every 0.2 s), behind the variant's id. A log starts over when its variant's build starts."""
+    """Each building variant's build.log, its new whole lines handed to ``on_line(variant, line)``
+    as they are written (every 0.2 s). A log starts over when its variant's build starts."""
 
-    def __init__(self, out: Console, out_dir: Path, variant_ids: list[str]) -> None:
+    def __init__(self, out_dir: Path, variant_ids: list[str], on_line: Callable[[str, str], None]) -> None:
         import threading
 
-        self.out = out
+        self.on_line = on_line
         self.logs = {vid: out_dir / vid / "build.log" for vid in variant_ids}
         self.offsets: dict[str, int] = {}
         self.lock = threading.Lock()
@@ -195,13 +219,13 @@ class LogFollower:
     def stop(self) -> None:
         self.done.set()
         self.thread.join(5)
-        self._read_all()  # what was written after the last look
+        self.read_all()  # what was written after the last look
 
     def _run(self) -> None:
         while not self.done.wait(0.2):
-            self._read_all()
+            self.read_all()
 
-    def _read_all(self) -> None:
+    def read_all(self) -> None:
         with self.lock:
             for vid, offset in list(self.offsets.items()):
                 try:
@@ -213,7 +237,7 @@ class LogFollower:
                 complete = data[: data.rfind(b"\n") + 1]  # whole lines only; the rest next time
                 self.offsets[vid] = offset + len(complete)
                 for line in complete.decode("utf-8", errors="replace").splitlines():
-                    self.out.print(f"{vid} | {line}", markup=False, highlight=False, soft_wrap=True)
+                    self.on_line(vid, line)
 
 
 class EventRenderer:
