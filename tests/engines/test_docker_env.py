@@ -149,7 +149,8 @@ class ListingApi:
     listing and the removal."""
 
     def __init__(self) -> None:
-        self.listed = [{"Id": "a1", "Names": ["/cibuildwheel-left"]}, {"Id": "b2", "Names": ["/ended-meanwhile"]}]
+        self.listed = [{"Id": "a1", "Names": ["/cibuildwheel-left"]}, {"Id": "b2", "Names": ["/ended-meanwhile"]},
+                       {"Id": "c3", "Names": ["/being-removed"]}]
         self.removed: list[str] = []
         self.filters: object = None
 
@@ -163,10 +164,14 @@ class ListingApi:
 
         if container_id == "b2":
             raise docker.errors.NotFound("No such container: b2")
+        if container_id == "c3":  # its --rm (or the cancel's other sweep) got there first: what the CI machine saw
+            response = type("Response", (), {"status_code": 409, "reason": "Conflict"})()
+            raise docker.errors.APIError("removal of container c3 is already in progress", response=response)
         self.removed.append(container_id)
 
 
 def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_meanwhile(tmp_path: Path) -> None:
+    """One ended before its removal (404), one whose removal was already under way (409)."""
     api = ListingApi()
     eng = engine(tmp_path, client=type("Client", (), {"api": api})())  # the client is handed in, not patched
     assert eng.reclaim() == ["cibuildwheel-left"]

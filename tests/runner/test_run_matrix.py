@@ -230,3 +230,25 @@ def test_a_link_or_special_file_planted_in_the_output_is_refused_before_anything
         run_matrix(FakeStage, variants, engine, out)  # type: ignore[arg-type]
     assert engine.built == []
     assert sorted((p.relative_to(outside), p.read_bytes() if p.is_file() else b"") for p in outside.rglob("*")) == before
+
+
+def test_a_reclaim_that_fails_while_a_run_stops_is_said_and_the_stop_goes_on(
+        tmp_path: Path, variants: tuple[Variant, ...], ctrl_c_raises: None) -> None:
+    """The Docker engine's reclaim met a container whose removal was already under way (409) while a
+    Ctrl-C stopped the run, and its traceback replaced the interrupt (exit 1, not 130)."""
+    from wheelfactory.support.progress import VariantPhase
+
+    class StuckEngine(FakeEngine):
+        calls = 0
+
+        def reclaim(self) -> list[str]:
+            StuckEngine.calls += 1
+            if StuckEngine.calls > 1:  # the first is the run's start; the others are the stop's
+                raise RuntimeError("removal of container c3 is already in progress")
+            return []
+
+    said: list[VariantPhase] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_matrix(FakeStage, variants, StuckEngine(interrupt_on=variants[0].id), tmp_path, jobs=1,  # type: ignore[arg-type]
+                   progress=lambda event: said.append(event))  # type: ignore[arg-type,arg-type]
+    assert any(e.phase == "not reclaimed" and "already in progress" in e.detail for e in said), said

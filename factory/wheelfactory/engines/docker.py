@@ -216,6 +216,10 @@ class DockerEngine:
                 api.remove_container(container["Id"], force=True)
             except docker.errors.NotFound:
                 continue  # it went on its own
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409:  # "removal ... is already in progress": its --rm, or our other sweep
+                    continue
+                raise
             removed.append(container_name(container))
         return sorted(removed)
 

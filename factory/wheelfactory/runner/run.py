@@ -99,7 +99,7 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             # The run's containers go first: a smoke test or the project's tests running in one
             # (through the Docker API, no child process to stop) ends with it, and so does a
             # container whose cibuildwheel the cancel stopped.
-            reclaimed = engine.reclaim()
+            reclaimed = _reclaim_during_a_stop(engine, progress)
             stopping = time.monotonic()
             for thread in threading.enumerate():
                 while thread.name.startswith(prefix) and thread.is_alive():
@@ -108,13 +108,23 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
                         stop_descendants(signal.SIGKILL)  # a child that ignores SIGTERM holds no cancel
             if CANCEL.event.is_set():
                 CANCEL.sweep()
-            for name in sorted({*reclaimed, *engine.reclaim()}):
+            for name in sorted({*reclaimed, *_reclaim_during_a_stop(engine, progress)}):
                 progress(VariantPhase("*", "reclaimed", name))
             raise
         finally:
             pool.shutdown(wait=True)
     finally:
         held.release()
+
+
+def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
+    """``engine.reclaim()`` while a run stops (an interrupt, a failure): what it could not remove
+    is said, and the stop goes on to its own error, which a failure here must not replace."""
+    try:
+        return engine.reclaim()
+    except Exception as exc:  # noqa: BLE001 (the engine's own client errors, whatever they are)
+        progress(VariantPhase("*", "not reclaimed", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+        return []
 
 
 def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
