@@ -278,3 +278,40 @@ def markdown_section(text: str, heading: str) -> str:
         if not fenced and 0 < depth <= level and line[depth:].startswith(" "):
             return "\n".join(lines[start:end])
     return "\n".join(lines[start:])
+
+
+def processes_naming(text: str) -> list[str]:
+    """Processes whose command line holds ``text`` (arguments apart by spaces, as a shell shows
+    them): what an interrupt test looks for 10 s after the factory exited."""
+    import contextlib
+
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            line = cmdline.read_bytes().replace(b"\0", b" ")
+            if text.encode() in line:
+                found.append(line.decode(errors="replace"))
+    return found
+
+
+def wait_for_log_line(log: Path, line: str, process: subprocess.Popen[str], timeout: float = 900) -> None:
+    """Return as soon as ``log`` holds ``line`` (polled every 5 ms: a phase of a second is hit);
+    fail if ``process`` (the factory) ended first, or after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (log.exists() and line in log.read_text(errors="replace")):
+        assert process.poll() is None, f"the build ended before its log said {line!r}"
+        assert time.monotonic() < deadline, f"the log never said {line!r}"
+        time.sleep(0.005)
+
+
+def chromium_or_skip(purpose: str, *, required: bool) -> str:
+    """Debian's headless chromium; where ``required`` (CI) its absence fails the test, else skips it."""
+    import shutil
+
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    message = f"headless chromium {purpose}: apt-get install -y chromium"
+    if required:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)

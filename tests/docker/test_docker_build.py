@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import VARIANTS, build, manifest, matrix_text
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, processes_naming, wait_for_log_line
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -105,18 +105,6 @@ def wait_for_cibuildwheel(client: object, out: Path, factory: subprocess.Popen[s
         assert factory.poll() is None, "the build ended before its container started"
         assert time.monotonic() < deadline, "cibuildwheel's container never started"
         time.sleep(0.2)
-
-
-def wait_for_log_line(log: Path, line: str, factory: subprocess.Popen[str]) -> None:
-    """Return as soon as ``log`` holds ``line`` (polled every 5 ms, at most 900 s); fail if the
-    factory ended first."""
-    import time
-
-    deadline = time.monotonic() + 900
-    while not (log.exists() and line in log.read_text(errors="replace")):
-        assert factory.poll() is None, f"the build ended before its log said {line!r}"
-        assert time.monotonic() < deadline, f"the log never said {line!r}"
-        time.sleep(0.005)
 
 
 def test_editing_one_cpu_source_rebuilds_with_compile_cache_hits(docker_build: Path, offline_build_tables: str,
@@ -396,20 +384,6 @@ class StalledIndex:
         self.stop.set()
         self.server.shutdown()
         self.server.server_close()
-
-
-def processes_naming(text: str) -> list[str]:
-    """Processes whose command line holds ``text``."""
-    import contextlib
-
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            line = cmdline.read_bytes()
-            if text.encode() in line:
-                found.append(line.replace(b"\0", b" ").decode(errors="replace"))
-    return found
-
 
 
 def test_a_cpp_error_in_docker_is_shown_on_the_authors_file_once(docker_build: Path, offline_build_tables: str,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from docker_helpers import REQUIRED
-from testkit import TEST_CACHE
+from testkit import TEST_CACHE, chromium_or_skip
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import VariantId
@@ -38,13 +38,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    message = "headless chromium is needed for the report test: install it with `apt-get install -y chromium`"
-    if REQUIRED:
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    return chromium_or_skip("is needed for the report test", required=REQUIRED)
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE
+from testkit import REPO, TEST_CACHE, chromium_or_skip
 
 pytestmark = pytest.mark.slow  # a site build and a browser per page: ~20 s
 
@@ -38,13 +37,7 @@ MEASURE = """window.addEventListener('load', () => {
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    message = "headless chromium renders the docs for this test: apt-get install -y chromium"
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
+    return chromium_or_skip("renders the docs for this test", required=bool(os.environ.get("CI")))
 
 
 def render(chromium: str, profile: Path, *args: str) -> str:

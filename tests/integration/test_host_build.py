@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import REPO, run_build
+from testkit import REPO, processes_naming, run_build, wait_for_log_line
 
 BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
 OTHER_TORCH = "2.6.0"  # another minor release, which the Docker tier's wheelhouse holds all run (shared files)
@@ -246,19 +246,6 @@ def test_an_interrupt_is_a_cancel_and_the_last_good_wheel_stays_published(host_b
     assert json.loads((out / "manifest.json").read_text())["variants"][vid]["status"] == "built"
 
 
-def wait_for_phase(process: subprocess.Popen[Any], log: Path, phase: str) -> None:
-    """Return as soon as the build log says ``phase`` started (polled every 5 ms: a phase of a
-    second is hit); fail if the build ended first."""
-    import time
-
-    deadline, marker = time.monotonic() + 600, f"phase {phase} started"
-    while time.monotonic() < deadline and process.poll() is None:
-        if log.exists() and marker in log.read_text(errors="replace"):
-            return
-        time.sleep(0.005)
-    raise AssertionError(f"the build ended (or ran 600 s) before its {phase} phase")
-
-
 def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: HostBuild) -> None:
     """The same claims as the compile's interrupt, for each phase after it: the repair, the smoke
     test and the project's tests (the [test] command changed each round, so the wheel is verified
@@ -278,7 +265,7 @@ def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: Ho
                                    start_new_session=True,
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509
         try:
-            wait_for_phase(process, log, phase)
+            wait_for_log_line(log, f"phase {phase} started", process)
             (os.killpg if to_group else os.kill)(process.pid, signum)
             output, _ = process.communicate(timeout=120)
         finally:
@@ -290,9 +277,9 @@ def test_an_interrupt_in_each_phase_after_the_compile_is_a_cancel(host_build: Ho
         said = log.read_text()
         assert re.search(rf"# CANCELLED after [0-9.]+ s during [a-z, ]*\b{phase}\b", said), (phase, said[-1500:])
         deadline, tests_marker = time.monotonic() + 10, f"print({number})"
-        while (_build_processes(out) or _processes_naming(tests_marker)) and time.monotonic() < deadline:
+        while (_build_processes(out) or processes_naming(tests_marker)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _build_processes(out) and not _processes_naming(tests_marker), (phase, _build_processes(out))
+        assert not _build_processes(out) and not processes_naming(tests_marker), (phase, _build_processes(out))
         assert json.loads((out / "manifest.json").read_text())["variants"][vid] == good, phase
         listed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(out)], cwd=tmp_path,
                                 capture_output=True, text=True, timeout=300)
@@ -319,8 +306,8 @@ def test_a_child_that_ignores_sigterm_holds_no_cancel(host_build: HostBuild) -> 
         process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                    start_new_session=True)
         try:
-            wait_for_phase(process, log, "tests")
-            while not _processes_naming(marker):
+            wait_for_log_line(log, "phase tests started", process)
+            while not processes_naming(marker):
                 assert process.poll() is None, "the build ended before its tests ran"
                 time.sleep(0.05)
             process.send_signal(signal.SIGTERM)
@@ -337,9 +324,9 @@ def test_a_child_that_ignores_sigterm_holds_no_cancel(host_build: HostBuild) -> 
                 process.communicate()
         assert process.returncode == 143 and "Traceback" not in output, (signals, output[-3000:])
         deadline = time.monotonic() + 10
-        while _processes_naming(marker) and time.monotonic() < deadline:
+        while processes_naming(marker) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not _processes_naming(marker) and not _build_processes(out), (signals, _processes_naming(marker))
+        assert not processes_naming(marker) and not _build_processes(out), (signals, processes_naming(marker))
         assert json.loads((out / "manifest.json").read_text())["variants"][vid] == good, signals
     for page in ("README.md", "docs/commands.md"):  # the exit-code table says so
         assert f"then SIGKILL {KILL_AFTER_S:.0f} s later for one that ignores it; a second Ctrl-C stops at once" \
@@ -368,15 +355,4 @@ def test_plain_output_times_every_step_and_q_and_v_say_less_and_more(host_build:
 
 def _build_processes(out: Path) -> list[str]:
     """Processes whose command line names the build's output directory (the build, its compiles)."""
-    return _processes_naming(str(out))
-
-
-def _processes_naming(text: str) -> list[str]:
-    """Processes whose command line holds ``text``."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        with contextlib.suppress(OSError):
-            line = cmdline.read_bytes().replace(b"\0", b" ")  # arguments apart by spaces, as a shell shows them
-            if text.encode() in line:
-                found.append(line.decode(errors="replace"))
-    return found
+    return processes_naming(str(out))
