@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -315,3 +316,45 @@ def chromium_or_skip(purpose: str, *, required: bool) -> str:
     if required:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+# docs/add-an-op.md, as a test follows it: each `<!-- step: ... -->` comment names a file and what
+# to do with the code block under it (replace PATH: LINE, insert PATH after|before: LINE, append
+# PATH, new PATH). The host tier builds the result for CPU, the Docker tier for CUDA.
+ADD_AN_OP_PAGE = REPO / "docs" / "add-an-op.md"
+_STEP = re.compile(r"<!-- step: (?P<action>replace|insert|append|new) (?P<path>[^:\s]+)"
+                   r"(?:(?::| (?P<where>after|before):) (?P<text>[^\n]*?))? -->\n```\w*\n(?P<block>.*?)```", re.S)
+
+
+def add_an_op_steps() -> list[re.Match[str]]:
+    text = ADD_AN_OP_PAGE.read_text()
+    found = list(_STEP.finditer(text))
+    assert len(found) == text.count("<!-- step:"), "a step comment the test cannot read"
+    return found
+
+
+def follow_add_an_op(project: Path) -> None:
+    """Every step of the page, done to ``project`` (a fresh `wheelfactory new mykernels`) as a
+    reader would: a line replaced, a block put after or before a line, appended, or a new file.
+    Each line a step names must be there, once."""
+    for step in add_an_op_steps():
+        path, block = project / step["path"], step["block"]
+        if step["action"] == "new":
+            assert not path.exists(), step["path"]
+            path.write_text(block)
+            continue
+        text = path.read_text()
+        if step["action"] == "append":
+            path.write_text(text + block)
+            continue
+        lines = text.splitlines(keepends=True)
+        matches = [i for i, line in enumerate(lines) if step["text"] in line]
+        assert len(matches) == 1, (step["path"], step["text"], len(matches))
+        at = matches[0]
+        if step["action"] == "replace":
+            lines[at:at + 1] = [block]
+        elif step["where"] == "after":
+            lines.insert(at + 1, block)
+        else:
+            lines.insert(at, block)
+        path.write_text("".join(lines))

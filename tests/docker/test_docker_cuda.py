@@ -5,16 +5,22 @@ lists exactly the requested SASS archs plus PTX for the +PTX one; the smoke test
 prebuilt library in a fresh container with the CUDA torch (no GPU: the CPU ops run).
 
 Slow (nvcc for two archs, a ~5 GB torch with its nvidia-* wheels): built once per cache.
+
+The same image and torch then build docs/add-an-op.md's result for CUDA (one arch): the page's
+`.cu` file compiles as written, and the wheel's library holds its kernel.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import check_cuda_variant, make_shared
+from docker_helpers import build_matrix, check_cuda_variant, make_shared, manifest
 from shared_builds import SharedBuild
-from testkit import REPO
+from testkit import REPO, follow_add_an_op
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
@@ -40,3 +46,29 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
                        archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
 
 
+
+
+def test_the_add_an_op_page_compiles_for_cuda(cuda_build: Path, offline_build_tables: str, tmp_path: Path) -> None:
+    """After the shared build (``cuda_build``): its image and torch 2.15 CUDA set serve this one."""
+    project = tmp_path / "mykernels"
+    subprocess.run([sys.executable, "-m", "wheelfactory", "new", "mykernels", "--path", str(project)], check=True,
+                   capture_output=True, timeout=120)
+    follow_add_an_op(project)
+    work = build_matrix(tmp_path / "work", f"""[project]
+path = "{project}"
+
+[matrix]
+torch = ["2.15"]
+backends = ["cu132"]
+
+[cuda]
+arch_list = "8.0"
+{offline_build_tables}""")
+    entry = manifest(work / "dist")[VARIANT]
+    assert entry["status"] == "built", entry
+    log = (work / "dist" / str(entry["log"])).read_text()
+    assert "# cuobjdump mykernels/_C.abi3.so: sm_80" in log, log[-3000:]
+    with zipfile.ZipFile(work / "dist" / str(entry["wheel"])) as wheel:
+        library = wheel.read("mykernels/_C.abi3.so")
+    # the page's kernel and its dispatch name (AT_DISPATCH's string) are in the library
+    assert b"relu_squared_kernel" in library and b"relu_squared_cuda" in library

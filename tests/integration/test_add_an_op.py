@@ -10,52 +10,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO, pip_install
+from testkit import ADD_AN_OP_PAGE as PAGE
+from testkit import add_an_op_steps as steps
+from testkit import follow_add_an_op, pip_install
 
 pytestmark = pytest.mark.slow
 
-PAGE = REPO / "docs" / "add-an-op.md"
-# <!-- step: replace PATH: LINE -->, insert PATH after: LINE, insert PATH before: LINE, append PATH, new PATH
-STEP = re.compile(r"<!-- step: (?P<action>replace|insert|append|new) (?P<path>[^:\s]+)"
-                  r"(?:(?::| (?P<where>after|before):) (?P<text>[^\n]*?))? -->\n```\w*\n(?P<block>.*?)```", re.S)
 VARIANT = "torch213-cxx11-cpu-x86_64-linux"
-
-
-def steps() -> list[re.Match[str]]:
-    found = list(STEP.finditer(PAGE.read_text()))
-    assert len(found) == PAGE.read_text().count("<!-- step:"), "a step comment the test cannot read"
-    return found
-
-
-def apply(project: Path, step: re.Match[str]) -> None:
-    """One step of the page, done to ``project`` as a reader would: a line replaced, a block put
-    after or before a line, appended, or a new file. The line must be there, once."""
-    path, block = project / step["path"], step["block"]
-    if step["action"] == "new":
-        assert not path.exists(), step["path"]
-        path.write_text(block)
-        return
-    text = path.read_text()
-    if step["action"] == "append":
-        path.write_text(text + block)
-        return
-    lines = text.splitlines(keepends=True)
-    matches = [i for i, line in enumerate(lines) if step["text"] in line]
-    assert len(matches) == 1, (step["path"], step["text"], len(matches))
-    at = matches[0]
-    if step["action"] == "replace":
-        lines[at:at + 1] = [block]
-    elif step["where"] == "after":
-        lines.insert(at + 1, block)
-    else:
-        lines.insert(at, block)
-    path.write_text("".join(lines))
 
 
 def test_the_page_has_every_step_a_new_op_needs() -> None:
@@ -70,8 +36,7 @@ def test_following_the_page_builds_an_op_that_returns_the_reference_result(tmp_p
     project = tmp_path / "mykernels"
     subprocess.run([sys.executable, "-m", "wheelfactory", "new", "mykernels", "--path", str(project)], check=True,
                    capture_output=True, timeout=120)
-    for step in steps():
-        apply(project, step)
+    follow_add_an_op(project)
     out = tmp_path / "dist"
     built = subprocess.run([sys.executable, "-m", "wheelfactory", "build", "--engine", "host", "--only", VARIANT,
                             "-o", str(out)], cwd=project, capture_output=True, text=True, timeout=1800)
