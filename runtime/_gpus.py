@@ -61,9 +61,12 @@ def gpu_build_fits(
 
 
 def _cuda_arch(text: str) -> CudaArch | None:
-    """``8.0``, ``9.0a``, ``10.0f``, ``12.0+PTX``, as ``_arch.CudaArch.parse`` reads them."""
-    ptx = text.endswith("+PTX")
-    core = text[:-4] if ptx else text
+    """``8.0``, ``9.0a``, ``10.0f``, ``12.0+PTX``, ``12.0+PTX-only``, as ``_arch.CudaArch.parse``
+    reads them (PTX alone serves what PTX beside SASS serves: every GPU of this capability or newer)."""
+    core, _, tail = text.partition("+")
+    ptx = tail in ("PTX", "PTX-only")
+    if tail and not ptx:
+        return None
     suffix = core[-1:] if core[-1:] in ("a", "f") else ""
     parsed = major_minor(core[: len(core) - len(suffix)], exact=True)
     return None if parsed is None else (*parsed, suffix, ptx)

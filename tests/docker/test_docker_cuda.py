@@ -6,7 +6,9 @@ prebuilt library in a fresh container with the CUDA torch (no GPU: the CPU ops r
 
 Slow (nvcc for two archs, a ~5 GB torch with its nvidia-* wheels): built once per cache.
 
-The same image and torch then build docs/add-an-op.md's result for CUDA (one arch): the page's
+Its wheel is then split by GPU architecture as a [cuda] split_archs build splits it
+(verify/fatbin.py): cuobjdump reads each part back with exactly its own SASS or PTX, byte for
+byte the fat library's. The same image and torch then build docs/add-an-op.md's result for CUDA (one arch): the page's
 `.cu` file compiles as written, and the wheel's library holds its kernel.
 """
 
@@ -21,6 +23,9 @@ import pytest
 from docker_helpers import build_matrix, check_cuda_variant, make_shared, manifest
 from shared_builds import SharedBuild
 from testkit import REPO, follow_add_an_op
+from wheelfactory.plan.identity import GpuSlice
+from wheelfactory.verify import cuda_binary
+from wheelfactory.verify.fatbin import keep_part_of_wheel
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
@@ -46,6 +51,29 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
                        archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
 
 
+
+
+@pytest.mark.parametrize(("part", "listed"), [("sm80", "sm_80"), ("sm120", "sm_120"), ("ptx120", "no SASS + PTX compute_120")])
+def test_a_part_of_the_wheel_holds_its_own_device_code_only(cuda_build: Path, tmp_path: Path, part: str,
+                                                             listed: str) -> None:
+    entry = manifest(cuda_build / "dist")[VARIANT]
+    fat = cuda_build / "dist" / str(entry["wheel"])
+    split = keep_part_of_wheel(fat, GpuSlice.parse(part), tmp_path)
+    assert split.libraries == ("fusedops/_C.abi3.so",) and split.wheel.stat().st_size < fat.stat().st_size
+    with zipfile.ZipFile(split.wheel) as archive, zipfile.ZipFile(fat) as whole:
+        library, fat_library = archive.read("fusedops/_C.abi3.so"), whole.read("fusedops/_C.abi3.so")
+    assert cuda_binary.contents(library).describe() == listed
+    tool = cuda_binary.find_cuobjdump()
+    assert tool is not None
+    for data, name in ((library, "part"), (fat_library, "fat")):  # the kept code is the fat library's, unchanged
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "lib.so").write_bytes(data)
+        subprocess.run([tool, "-xelf", "all", "-xptx", "all", "lib.so"], cwd=tmp_path / name, check=True,
+                       capture_output=True)
+    kept, whole_code = ({".".join(p.name.split(".")[-2:]): p.read_bytes()  # "sm_80.cubin", "sm_120.ptx"
+                         for pattern in ("*.cubin", "*.ptx") for p in (tmp_path / name).glob(pattern)}
+                        for name in ("part", "fat"))
+    assert len(kept) == 1 and kept.items() <= whole_code.items(), (sorted(kept), sorted(whole_code))
 
 
 def test_the_add_an_op_page_compiles_for_cuda(cuda_build: Path, offline_build_tables: str, tmp_path: Path) -> None:

@@ -70,7 +70,8 @@ def test_variants_json_validates_against_the_drafts_schema(metadata: tuple[dict[
     assert doc["default-priorities"] == {"namespace": ["torch", "nvidia"]}
     assert doc["variants"]["torch213_cxx11_cu130"] == {  # type: ignore[index]
         "torch": {"cxx11_abi": ["true"], "version": ["2.13"]},
-        "nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["120_virtual", "80_real", "90_real"]}}
+        # 12.0+PTX: sm_120's SASS and compute_120's PTX
+        "nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["120_real", "120_virtual", "80_real", "90_real"]}}
     assert set(doc["variants"]) == {"torch213_cxx11_cpu", "torch26_cxx98_cpu", "torch213_cxx11_cu130"}  # type: ignore[arg-type]
 
 

@@ -58,7 +58,7 @@ def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
     for column in ("variant", "torch", "build", "ABI", "python", "local version", "archs / targets"):
         table.add_column(column, no_wrap=column in ("variant", "local version"))
     for v in plan.variants:
-        archs = ";".join(v.arch_list) or "-"
+        archs = ";".join(v.shipped_arch_list) or "-"
         if v.notes:
             archs += " (" + "; ".join(v.notes) + ")"
         # Cells are escaped: user text such as "[cuda].toolkits" must not be read as rich markup.

@@ -58,6 +58,7 @@ from wheelfactory.verify.checks import (
     verify_wheel,
 )
 from wheelfactory.verify.diagnose import diagnosed
+from wheelfactory.verify.fatbin import ship_gpu_part
 
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
@@ -257,6 +258,8 @@ class DockerEngine:
             repaired = self._cibuildwheel(stage, image, facts, python, sets, envs, source, output, workdir, log,
                                           timeline)
         wheel = stage.finish(repaired, workdir / "final")
+        with timeline.phase("split"):
+            wheel = ship_gpu_part(variant, wheel, workdir / "part", log)
         with timeline.phase("environment"):
             deps_env = self.environments.for_dependencies(variant, image, python, container_python, wheel,
                                                           envs.torch, log)

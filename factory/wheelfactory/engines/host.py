@@ -36,6 +36,7 @@ from wheelfactory.verify.checks import (
     verify_wheel,
 )
 from wheelfactory.verify.diagnose import diagnosed
+from wheelfactory.verify.fatbin import ship_gpu_part
 from wheelfactory.verify.repair import auditwheel_command
 
 _PROBE = r"""
@@ -254,6 +255,8 @@ class HostEngine:
             self.runner(auditwheel_command(python, wheel, repaired), env=env, log=log)
             (repaired_wheel,) = repaired.glob("*.whl")
             fixed = stage.finish(repaired_wheel, workdir / "final")
+        with timeline.phase("split"):
+            fixed = ship_gpu_part(stage.variant, fixed, workdir / "part", log)
         verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
                      glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))

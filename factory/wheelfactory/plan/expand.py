@@ -13,7 +13,7 @@ from packaging.version import Version
 
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable, TorchRelease
-from wheelfactory.plan.identity import Backend, BuildSettings, Variant, VariantId
+from wheelfactory.plan.identity import Backend, BuildSettings, Variant, VariantId, split_arch_list
 from wheelfactory.plan.matrix import BackendSelector, Include, Matrix, Selector, TorchSelector
 
 
@@ -93,8 +93,25 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
         _apply_include(matrix, table, include, variants, pruned)
     if matrix.stable_abi is not None:
         _collapse_stable(matrix.stable_abi, variants, pruned, matrix.stable_abi_backends)
+    if matrix.cuda.split_archs:
+        _split_archs(variants)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
     return Plan(ordered, tuple(_dedupe(pruned)))
+
+
+def _split_archs(variants: dict[str, Variant]) -> None:
+    """[cuda] split_archs: each CUDA variant becomes one variant per SASS arch of its arch list and,
+    where the list asks for PTX, one PTX variant (identity.split_arch_list). Each part compiles the
+    whole arch list, so the parts of one build share every compile (the compile cache serves the
+    second part on), and its wheel keeps only its own device code (verify/fatbin.py)."""
+    for variant in [v for v in variants.values() if v.key.backend.kind == "cuda"]:
+        parts = split_arch_list(variant.arch_list)
+        del variants[variant.id]
+        for part in parts:
+            split = replace(variant, key=replace(variant.key, gpu=part.tag), split_from=variant.id,
+                            notes=(*variant.notes, f"part of {variant.id}, which compiles "
+                                                   f"{';'.join(variant.arch_list)}"))
+            variants[split.id] = split
 
 
 def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned],

@@ -3,7 +3,10 @@
 A variant is one (torch, backend+toolkit, C++ ABI, Python, arch) combination. Its id follows
 the Hugging Face kernels convention, ``torch214-cxx11-cu130-x86_64-linux``; stable-ABI builds
 are ``torch-stable-abi210-cu130-x86_64-linux``. A build for one CPython version (not abi3) gets
-a ``-cp311`` suffix so that ids stay unique; the HF layout only carries abi3 builds.
+a ``-cp311`` suffix so that ids stay unique; the HF layout only carries abi3 builds. A CUDA build
+split by GPU architecture (``[cuda] split_archs``) names its part after the backend:
+``torch213-cxx11-cu130-sm90-x86_64-linux`` holds sm_90's SASS only, ``...-cu130-ptx120-...`` the
+PTX of compute_120 only (GpuSlice).
 """
 
 from __future__ import annotations
@@ -85,9 +88,67 @@ class Backend:
 
 _ID = re.compile(
     r"^torch(?:(?P<maj>\d)(?P<min>\d+)-(?P<abi>cxx11|cxx98)|-stable-abi(?P<smaj>\d)(?P<smin>\d+))"
-    r"-(?P<backend>cpu|cu\d{2,3}|rocm\d{2,3})-(?P<arch>x86_64|aarch64)-linux(?:-cp(?P<py>3\d+))?$",
+    r"-(?P<backend>cpu|cu\d{2,3}|rocm\d{2,3})(?:-(?P<gpu>(?:sm|ptx)\d{2,3}[af]?))?"
+    r"-(?P<arch>x86_64|aarch64)-linux(?:-cp(?P<py>3\d+))?$",
     re.ASCII,
 )
+_GPU_TAG = re.compile(r"(?P<kind>sm|ptx)(?P<digits>\d{2,3})(?P<suffix>[af]?)", re.ASCII)
+
+
+@dataclass(frozen=True, order=True)
+class GpuSlice:
+    """One part of a CUDA arch list split into one variant per GPU architecture: the SASS (machine
+    code) of one arch, or the PTX (virtual code, JIT-compiled by the driver) of one. ``arch`` is in
+    TORCH_CUDA_ARCH_LIST form without ``+PTX``: ``"9.0"``, ``"9.0a"``, ``"12.0"``."""
+
+    arch: str
+    ptx: bool = False
+
+    @property
+    def digits(self) -> str:
+        """``"9.0a"`` -> ``"90a"``: how nvcc and cuobjdump name it (sm_90a, compute_120)."""
+        return self.arch.replace(".", "")
+
+    @property
+    def tag(self) -> str:
+        """The id's part: ``sm90``, ``sm90a``, ``ptx120``."""
+        return f"{'ptx' if self.ptx else 'sm'}{self.digits}"
+
+    @property
+    def sm_arch(self) -> str:
+        """PEP 825 ``nvidia::sm_arch`` value, as PyTorch's variant wheels write it: ``90_real``, ``120_virtual``."""
+        return f"{self.digits}_{'virtual' if self.ptx else 'real'}"
+
+    @property
+    def arch_list_entry(self) -> str:
+        """What the wheel holds, in arch-list form: ``"9.0"``; PTX only: ``"12.0+PTX-only"``
+        (TORCH_CUDA_ARCH_LIST has no PTX-only form; our build records and checks read this one)."""
+        return f"{self.arch}+PTX-only" if self.ptx else self.arch
+
+    @classmethod
+    def parse(cls, tag: str) -> GpuSlice:
+        found = _GPU_TAG.fullmatch(tag)
+        if not found:
+            raise InvalidVariantId(f"not a GPU architecture part: {tag!r} (expected e.g. sm90 or ptx120)")
+        digits = found["digits"]
+        return cls(f"{int(digits[:-1])}.{digits[-1]}{found['suffix']}", found["kind"] == "ptx")
+
+
+def split_arch_list(arch_list: tuple[str, ...]) -> tuple[GpuSlice, ...]:
+    """``("8.0", "9.0", "12.0+PTX")`` -> sm80, sm90, sm120, ptx120: one SASS part per arch and, where
+    the list asks for PTX, one PTX part, the highest arch's (what a GPU newer than every SASS in
+    the list JIT-compiles; lower archs' PTX would only serve GPUs a SASS part serves better)."""
+    sass = {arch.split("+")[0] for arch in arch_list}
+    ptx = [arch.split("+")[0] for arch in arch_list if arch.endswith("+PTX")]
+    parts = [GpuSlice(arch) for arch in sorted(sass, key=_arch_order)]
+    if ptx:
+        parts.append(GpuSlice(max(ptx, key=_arch_order), ptx=True))
+    return tuple(parts)
+
+
+def _arch_order(arch: str) -> tuple[int, int, str]:
+    major, rest = arch.split(".")
+    return int(major), int(rest.rstrip("af")), rest[len(rest.rstrip("af")):]
 
 
 @dataclass(frozen=True, order=True)
@@ -100,6 +161,11 @@ class VariantId:
     arch: str = "x86_64"
     python: str = "abi3"  # "abi3" or a CPython version "3.11"
     stable_abi: bool = False
+    gpu: str = ""  # a split CUDA build's part, GpuSlice.tag ("sm90", "ptx120"); "": the whole arch list
+
+    @property
+    def gpu_slice(self) -> GpuSlice | None:
+        return GpuSlice.parse(self.gpu) if self.gpu else None
 
     def __str__(self) -> str:
         major, minor = self.torch.split(".")
@@ -107,7 +173,8 @@ class VariantId:
             head = f"torch-stable-abi{major}{minor}"
         else:
             head = f"torch{major}{minor}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
-        text = f"{head}-{self.backend.tag}-{self.arch}-linux"
+        gpu = f"-{self.gpu}" if self.gpu else ""
+        text = f"{head}-{self.backend.tag}{gpu}-{self.arch}-linux"
         if self.python != "abi3":
             text += "-cp" + self.python.replace(".", "")
         return text
@@ -128,6 +195,8 @@ class VariantId:
         else:
             backend = Backend.parse(tag)
         py = found.group("py")
+        if found.group("gpu") and backend.kind != "cuda":
+            raise InvalidVariantId(f"not a variant id: {text!r} (a GPU architecture part follows a CUDA backend only)")
         return cls(
             torch=f"{major}.{int(minor)}",
             backend=backend,
@@ -135,17 +204,20 @@ class VariantId:
             arch=found.group("arch"),
             python="abi3" if py is None else f"{py[0]}.{py[1:]}",
             stable_abi=stable,
+            gpu=found.group("gpu") or "",
         )
 
     @property
     def local_label(self) -> str:
         """The PEP 440 local label of this variant's wheels: ``cu130torch2.14``, ``cputorch2.6cxx98``,
-        ``cu130torch2.10stableabi``. A wheel's local version ends with it (a VCS version may come
-        before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``)."""
+        ``cu130torch2.10stableabi``, ``cu130torch2.13sm90``. A wheel's local version ends with it (a
+        VCS version may come before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``)."""
         label = f"{self.backend.tag}torch{self.torch}"
         if self.stable_abi:
-            return label + "stableabi"
-        return label if self.cxx11_abi else label + "cxx98"
+            label += "stableabi"
+        elif not self.cxx11_abi:
+            label += "cxx98"
+        return label + self.gpu
 
 
 @dataclass(frozen=True)
@@ -188,6 +260,15 @@ class Variant:
     toolkit_wheels: tuple[str, ...] = ()
     toolkit_wheels_home: str = ""
     toolkit_debian: str = ""  # offline builds: the Debian suite that packages this toolkit ("trixie")
+    # [cuda] split_archs: the id of the whole-arch-list variant this one is a part of (key.gpu
+    # names the part); the build compiles ``arch_list`` and the wheel keeps the part's device code.
+    split_from: str = ""
+
+    @property
+    def shipped_arch_list(self) -> tuple[str, ...]:
+        """What the wheel's device code serves: the arch list, or the part's one entry (GpuSlice)."""
+        part = self.key.gpu_slice
+        return (part.arch_list_entry,) if part else self.arch_list
 
     @property
     def id(self) -> str:
@@ -206,10 +287,11 @@ class Variant:
     def torch_requirement(self) -> str:
         return f"torch=={self.torch_version}"
 
-    def sort_key(self) -> tuple[Version, str, str, bool, str, str]:
+    def sort_key(self) -> tuple[Version, str, str, bool, str, str, tuple[bool, tuple[int, int, str]]]:
         backend = self.key.backend
+        part = self.key.gpu_slice
         return (Version(self.key.torch), backend.kind, backend.version or "", not self.key.cxx11_abi,
-                self.key.python, self.key.arch)
+                self.key.python, self.key.arch, (part.ptx, _arch_order(part.arch)) if part else (False, (0, 0, "")))
 
     def as_dict(self) -> dict[str, object]:
         """The contract shape of ``plan --format json`` (see ARCHITECTURE.md)."""
@@ -227,6 +309,9 @@ class Variant:
             "stable_abi": self.key.stable_abi,
             "local_version": self.local_version,
             "arch_list": ";".join(self.arch_list),
+            "gpu": self.key.gpu,
+            "shipped_arch_list": ";".join(self.shipped_arch_list),
+            "split_from": self.split_from,
             "torch_index": str(self.torch_index),
             "torch_on_pypi": self.torch_on_pypi,
             "wheel_platform": self.wheel_platform,

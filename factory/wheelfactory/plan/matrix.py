@@ -94,6 +94,7 @@ class ToolkitFilter:
 class CudaSettings:
     toolkits: ToolkitFilter = ToolkitFilter()
     arch_list: tuple[str, ...] | None = None  # overrides the table's default
+    split_archs: bool = False  # one variant per SASS arch, plus one for the PTX (plan/expand.py)
 
 
 @dataclass(frozen=True)
@@ -370,7 +371,7 @@ def _cuda_arch_list(table: Table, key: str) -> tuple[str, ...] | None:
 
 def _cuda(table: Table) -> CudaSettings:
     table.reject_unknown(MATRIX_FILE.section("cuda").names())
-    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"))
+    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"), table.boolean("split_archs", False))
 
 
 def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:

@@ -118,7 +118,12 @@ MATRIX_FILE = Section(
                 f"a torch release from {STABLE_ABI_FIRST} on: one stable-ABI variant per backend build and arch "
                 "serves every torch from it on"),
         )), "the axes the variants are the product of"),
-        Key("cuda", Section((_toolkits(("12.4", ">=12.8")), _CUDA_ARCH_LIST)), "which CUDA builds, for which GPUs"),
+        Key("cuda", Section((
+            _toolkits(("12.4", ">=12.8")),
+            _CUDA_ARCH_LIST,
+            Key("split_archs", Flag(), "one variant per SASS arch of the arch list, and one for the highest "
+                "+PTX arch's PTX: wheels of one GPU architecture each (-sm90, -ptx120 in the id)", default=False),
+        )), "which CUDA builds, for which GPUs"),
         Key("rocm", Section((
             _toolkits(("6.3", ">=7.0")),
             Key("gfx_targets", TextList(item=Text(pattern=GFX, examples=("gfx90a", "gfx942")), nonempty=True),

@@ -150,7 +150,8 @@ def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
     edit of one file recompile all of them (no compile-cache hits)."""
     import hashlib
 
-    token = hashlib.sha256(f"{variant.id}\0{kernel.version}".encode()).hexdigest()[:8]
+    # the parts of a split build compile alike (one compile-cache entry per unit for all of them)
+    token = hashlib.sha256(f"{variant.split_from or variant.id}\0{kernel.version}".encode()).hexdigest()[:8]
     return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
 
 
@@ -185,7 +186,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
         cxx11_abi=variant.key.cxx11_abi,
         python=variant.key.python,
         arch=variant.key.arch,
-        arch_list=tuple(variant.arch_list),
+        arch_list=tuple(variant.shipped_arch_list),
         namespace=namespace,
         ops=tuple(kernel.ops),
         library=library,

@@ -66,12 +66,13 @@ Properties = dict[str, dict[str, list[str]]]
 
 
 def label_for(wheel: IndexedWheel) -> str:
-    """``torch213_cxx11_cu130``: the variant id without arch, OS and Python (the wheel tags carry those)."""
+    """``torch213_cxx11_cu130``, ``torch213_cxx11_cu130_sm90``: the variant id without arch, OS and
+    Python (the wheel tags carry those)."""
     key = wheel.variant
     major, minor = key.torch.split(".")
     head = f"torch_stable_abi{major}{minor}" if key.stable_abi else \
         f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
-    return f"{head}_{key.backend.tag}"
+    return f"{head}_{key.backend.tag}" + (f"_{key.gpu}" if key.gpu else "")
 
 
 def _archs(wheel: IndexedWheel) -> list[str]:
@@ -91,12 +92,19 @@ def properties_for(wheel: IndexedWheel, archs: Sequence[str] = ()) -> Properties
     torch["stable_abi_min" if key.stable_abi else "version"] = [key.torch]
     props: Properties = {"torch": torch}
     if key.backend.kind == "cuda":
-        sm = sorted({f"{a.split('+')[0].replace('.', '')}_{'virtual' if a.endswith('+PTX') else 'real'}"
-                     for a in archs})
+        part = key.gpu_slice  # a split build's part: its one arch, whatever its record says
+        sm = [part.sm_arch] if part else sorted({value for a in archs for value in _sm_arch(a)})
         props["nvidia"] = {"cuda_version_lower_bound": [key.backend.version or ""], **({"sm_arch": sm} if sm else {})}
     elif key.backend.kind == "rocm":
         props["amd"] = {"rocm_version": [key.backend.version or ""], **({"gfx_arch": sorted(archs)} if archs else {})}
     return props
+
+
+def _sm_arch(arch: str) -> list[str]:
+    """``"9.0"`` -> 90_real; ``"12.0+PTX"`` -> 120_real and 120_virtual; ``"12.0+PTX-only"`` -> 120_virtual."""
+    digits = arch.split("+")[0].replace(".", "")
+    return ([] if arch.endswith("+PTX-only") else [f"{digits}_real"]) + \
+        ([f"{digits}_virtual"] if arch.endswith(("+PTX", "+PTX-only")) else [])
 
 
 def document(variants: Mapping[str, Properties]) -> dict[str, object]:

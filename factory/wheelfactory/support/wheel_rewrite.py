@@ -13,7 +13,7 @@ import hashlib
 import io
 import re
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -71,9 +71,11 @@ def require_torch(metadata: bytes, requirement: str) -> bytes:
 
 def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None,
                   dist_info_files: Mapping[str, bytes] | None = None, variant_label: str | None = None,
-                  torch_requirement: str | None = None) -> Path:
+                  torch_requirement: str | None = None,
+                  contents: Callable[[str, bytes], bytes] | None = None) -> Path:
     """A copy of ``wheel`` in ``dest_dir`` with the changes asked for; returns its path.
-    ``torch_requirement``: METADATA requires torch so (:func:`require_torch`)."""
+    ``torch_requirement``: METADATA requires torch so (:func:`require_torch`). ``contents``: each
+    file outside .dist-info, by its path in the wheel and bytes, gives the bytes to ship."""
     name, old_version, _, _ = parse_wheel_filename(wheel.name)
     parts = wheel.name[:-len(".whl")].split("-")
     old_version_text = parts[1]
@@ -96,6 +98,8 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
                 else item.filename
             if filename in added:
                 continue  # replaced below
+            if contents is not None and not filename.startswith(new_info):
+                data = contents(filename, data)
             if filename == new_info + "METADATA" and version is not None:
                 data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
             if filename == new_info + "METADATA" and torch_requirement is not None:

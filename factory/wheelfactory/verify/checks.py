@@ -364,7 +364,7 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
     ``libs``: the wheel's libraries when the caller has read them already. ``own_archs``: the
     project passes its own arch flags (a bring-your-own setup.py's -gencode wins over
     TORCH_CUDA_ARCH_LIST): a mismatch then says which setting of the plan would match them."""
-    wanted = cuda_binary.expected(variant.arch_list)
+    wanted = cuda_binary.expected(variant.shipped_arch_list)
     found = {name: cuda_binary.contents(data, log=log) for name, data in (libs or libraries(wheel)).items()
              if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
     device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
@@ -373,7 +373,7 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
     out = []
     for name, contents in device.items():
         note(log, f"cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})")
-        mismatch = cuda_binary.problems(contents, wanted)
+        mismatch = cuda_binary.problems(contents, wanted, exact_ptx=bool(variant.key.gpu))
         if mismatch and own_archs:
             mismatch[-1] += (f" (the project's own arch flags decide what it compiles: set [cuda] arch_list = "
                              f"\"{contents.arch_list()}\" in matrix.toml to plan what it builds, or drop the "

@@ -111,12 +111,14 @@ def missing_device_code(backend: str, libraries: Mapping[str, bytes]) -> str | N
 
 
 def expected(arch_list: tuple[str, ...]) -> CudaContents:
-    """``("8.0", "9.0a", "12.0+PTX")`` -> SASS {80, 90a, 120}, PTX {120}."""
+    """``("8.0", "9.0a", "12.0+PTX")`` -> SASS {80, 90a, 120}, PTX {120}; ``"12.0+PTX-only"`` (a
+    split build's PTX part, identity.GpuSlice) -> PTX {120} and no SASS."""
     sass, ptx = set(), set()
     for arch in arch_list:
         name = arch.split("+")[0].replace(".", "")
-        sass.add(name)
-        if arch.endswith("+PTX"):
+        if not arch.endswith("+PTX-only"):
+            sass.add(name)
+        if arch.endswith(("+PTX", "+PTX-only")):
             ptx.add(name)
     return CudaContents(frozenset(sass), frozenset(ptx))
 
@@ -152,11 +154,16 @@ def contents(library: bytes, *, log: Path | None = None) -> CudaContents:
     return CudaContents(frozenset(_ARCH.findall(elf)), frozenset(_ARCH.findall(ptx)))
 
 
-def problems(found: CudaContents, wanted: CudaContents) -> list[str]:
+def problems(found: CudaContents, wanted: CudaContents, *, exact_ptx: bool = False) -> list[str]:
+    """What ``found`` lacks of ``wanted``'s SASS and PTX (SASS must match exactly; PTX beyond the
+    asked is fine, unless ``exact_ptx``: a split build's part holds its own code and nothing else)."""
     out = []
     if found.sass != wanted.sass:
         out.append(f"the library holds SASS for {sorted(found.sass, key=_order)}, "
                    f"the arch list asks for {sorted(wanted.sass, key=_order)}")
     if not wanted.ptx <= found.ptx:
         out.append(f"PTX for {sorted(wanted.ptx - found.ptx, key=_order)} is missing")
+    if exact_ptx and found.ptx - wanted.ptx:
+        out.append(f"the library holds PTX for {sorted(found.ptx - wanted.ptx, key=_order)}, which this part "
+                   "must not carry")
     return out
