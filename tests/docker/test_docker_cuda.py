@@ -14,6 +14,7 @@ byte the fat library's. The same image and torch then build docs/add-an-op.md's 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -39,6 +40,18 @@ backends = ["cu132"]
 [cuda]
 arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120: the newest PyTorch builds for
 """)
+
+# The same build split by GPU architecture ([cuda] split_archs): three parts, each compiling what
+# CU132 compiled (the compile cache serves them), each wheel with its own arch's device code.
+SPLIT = SharedBuild("docker-cuda-split", REPO / "kernels" / "fusedops", """[matrix]
+torch = ["2.15"]
+backends = ["cu132"]
+
+[cuda]
+arch_list = "8.0;12.0+PTX"
+split_archs = true
+""")
+PARTS = {"sm80": "sm_80", "sm120": "sm_120", "ptx120": "no SASS + PTX compute_120"}
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +113,23 @@ arch_list = "8.0"
         library = wheel.read("mykernels/_C.abi3.so")
     # the page's kernel and its dispatch name (AT_DISPATCH's string) are in the library
     assert b"relu_squared_kernel" in library and b"relu_squared_cuda" in library
+
+
+def test_a_split_build_gives_one_wheel_per_gpu_architecture(cuda_build: Path, offline_build_tables: str) -> None:
+    """After the whole build (``cuda_build``), whose compiles the parts share."""
+    fat = cuda_build / "dist" / str(manifest(cuda_build / "dist")[VARIANT]["wheel"])
+    work = make_shared(SPLIT, offline_build_tables)
+    entries = manifest(work / "dist")
+    assert set(entries) == {VARIANT.replace("-cu132-", f"-cu132-{part}-") for part in PARTS}
+    for part, listed in PARTS.items():
+        entry = entries[VARIANT.replace("-cu132-", f"-cu132-{part}-")]
+        assert entry["status"] in ("built", "cached"), entry
+        wheel = work / "dist" / str(entry["wheel"])
+        assert wheel.name.startswith(f"fusedops-0.1.0+cu132torch2.15{part}-cp39-abi3-")
+        assert wheel.stat().st_size < fat.stat().st_size
+        log = (work / "dist" / str(entry["log"])).read_text()
+        assert f"# cuobjdump fusedops/_C.abi3.so: {listed} (asked: {listed})" in log, log[-3000:]
+        assert "# split: " in log and '{"mode": "prebuilt"' in log
+        with zipfile.ZipFile(wheel) as archive:
+            record = json.loads(archive.read("fusedops/_build.json"))
+        assert record["arch_list"] == [GpuSlice.parse(part).arch_list_entry]
