@@ -21,7 +21,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build_matrix, check_cuda_variant, make_shared, manifest
+from docker_helpers import build, check_cuda_variant, make_shared, manifest
 from shared_builds import SharedBuild
 from testkit import REPO, follow_add_an_op
 from wheelfactory.plan.identity import GpuSlice
@@ -95,7 +95,9 @@ def test_the_add_an_op_page_compiles_for_cuda(cuda_build: Path, offline_build_ta
     subprocess.run([sys.executable, "-m", "wheelfactory", "new", "mykernels", "--path", str(project)], check=True,
                    capture_output=True, timeout=120)
     follow_add_an_op(project)
-    work = build_matrix(tmp_path / "work", f"""[project]
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "matrix.toml").write_text(f"""[project]
 path = "{project}"
 
 [matrix]
@@ -105,6 +107,8 @@ backends = ["cu132"]
 [cuda]
 arch_list = "8.0"
 {offline_build_tables}""")
+    built = build(work)
+    assert built.returncode == 0, built.stdout[-5000:] + built.stderr[-3000:]
     entry = manifest(work / "dist")[VARIANT]
     assert entry["status"] == "built", entry
     log = (work / "dist" / str(entry["log"])).read_text()

@@ -252,3 +252,17 @@ def test_a_reclaim_that_fails_while_a_run_stops_is_said_and_the_stop_goes_on(
         run_matrix(FakeStage, variants, StuckEngine(interrupt_on=variants[0].id), tmp_path, jobs=1,  # type: ignore[arg-type]
                    progress=lambda event: said.append(event))  # type: ignore[arg-type,arg-type]
     assert any(e.phase == "not reclaimed" and "already in progress" in e.detail for e in said), said
+
+
+def test_a_wheel_over_the_size_limit_fails_with_its_size_the_limit_and_what_fits(
+        tmp_path: Path, variants: tuple[Variant, ...]) -> None:
+    wheel_bytes = len(variants[0].id)  # FakeEngine's wheel holds its variant id
+    outcomes = run_matrix(FakeStage, variants[:1], FakeEngine(), tmp_path, wheel_size_limit=wheel_bytes - 1)
+    entry = outcomes[0].entry
+    assert entry.status == "failed" and entry.error is not None
+    assert entry.error.startswith(f"{variants[0].id}: the wheel is {wheel_bytes} bytes ({wheel_bytes} bytes), over "
+                                  f"[build] wheel_size_limit {wheel_bytes - 1} bytes")
+    assert "what would fit" in entry.error and outcomes[0].log_tail == ""  # the message says it all
+    assert not list(tmp_path.glob("*/*.whl"))  # nothing over the limit lands in dist/
+    assert run_matrix(FakeStage, variants[:1], FakeEngine(), tmp_path,
+                      wheel_size_limit=wheel_bytes)[0].entry.status == "built"  # at the limit fits

@@ -52,6 +52,22 @@ CPU_BASELINES = {"x86_64": ("x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4"),
                  "aarch64": ("armv8-a", "armv8.1-a", "armv8.2-a", "armv8.4-a", "armv9-a")}
 
 
+# [build] wheel_size_limit (verify/wheel_size.py): PyPI's default file size limit, and the forms a
+# size takes ("100 MB", "1.5 GiB")
+DEFAULT_WHEEL_SIZE_LIMIT = "100 MB"
+SIZE = r"^\s*[0-9]+(\.[0-9]+)?\s*(B|kB|KB|MB|GB|KiB|MiB|GiB)\s*$"
+_UNITS = {"B": 1, "kB": 1000, "KB": 1000, "MB": 1000**2, "GB": 1000**3, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+def parse_size(text: str) -> int | None:
+    """``"100 MB"`` -> 100000000; ``"1.5 GiB"``; None for anything else."""
+    found = re.fullmatch(SIZE, text)
+    if not found:
+        return None
+    number = text.strip()[:len(text.strip()) - len(found[2])].strip()
+    return int(float(number) * _UNITS[found[2]])
+
+
 @dataclass(frozen=True, kw_only=True)
 class BuildConfig:
     """matrix.toml's [build] table: settings of the run, not of any one variant."""
@@ -78,6 +94,7 @@ class BuildConfig:
     # Directories of wheels every wheel set may also take from (a package no index has), absolute.
     find_links: tuple[str, ...] = ()
     cpu_baselines: tuple[tuple[str, str], ...] = ()  # arch -> the CPU level its wheels are built for
+    wheel_size_limit: int = 100 * 1000**2  # bytes; a bigger wheel fails its variant (verify/wheel_size.py)
 
     def base_image(self, arch: str) -> str:
         return dict(self.base_images)[arch]
@@ -180,9 +197,14 @@ def parse_build(table: Table, base_dir: Path) -> BuildConfig:
             table.table("cpu_baseline").error(arch, f"{level!r} is not a CPU level of {arch}",
                                               did_you_mean(level, CPU_BASELINES[arch])
                                               or f"use one of {', '.join(CPU_BASELINES[arch])}")
+    size_limit = table.string("wheel_size_limit", DEFAULT_WHEEL_SIZE_LIMIT)
+    limit = parse_size(size_limit)
+    if not limit:
+        table.error("wheel_size_limit", f"{size_limit!r} is not a size", 'e.g. "100 MB" (PyPI\'s default) or "1 GiB"')
     return BuildConfig(engine=engine, jobs=jobs, out=out, base_images=tuple(sorted(images.items())),
                        torch_index=torch_index,
                        wheelhouse=None if wheelhouse is None else (base_dir / wheelhouse).resolve(),
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
                        glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info,
-                       find_links=find_links, cpu_baselines=tuple(sorted(cpu_baselines.items())))
+                       find_links=find_links, cpu_baselines=tuple(sorted(cpu_baselines.items())),
+                       wheel_size_limit=limit)

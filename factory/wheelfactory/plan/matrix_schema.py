@@ -13,6 +13,7 @@ from wheelfactory.plan.build_config import (
     DEFAULT_BASE_IMAGES,
     ENGINES,
     GLIBC_FLOOR,
+    SIZE,
 )
 from wheelfactory.plan.compile_cache_settings import TOOLS
 from wheelfactory.plan.identity import ARCHES
@@ -161,6 +162,9 @@ MATRIX_FILE = Section(
             Key("torch_requirement", Text(choices=TORCH_REQUIREMENTS),
                 "pinned: each wheel requires the torch line it was built for; unpinned: plain torch",
                 default="pinned"),
+            Key("wheel_size_limit", Text(pattern=SIZE, examples=("100 MB", "1 GiB")),
+                "a wheel over this size fails its variant, with what would fit (PyPI's default limit: 100 MB)",
+                default="100 MB"),
             Key("debug_info", Flag(), "keep the debug info (-g) Python's compile flags add; false: compile with -g0",
                 default=False),
             Key("find_links", TextList(item=Text(examples=(".",))),

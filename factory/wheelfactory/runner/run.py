@@ -18,6 +18,7 @@ from pathlib import Path
 from wheelfactory import __version__
 from wheelfactory.engines import Engine
 from wheelfactory.errors import VariantBuildError, WheelfactoryError
+from wheelfactory.plan.build_config import BuildConfig
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
 from wheelfactory.project.noarch import NoarchBuild
@@ -31,6 +32,7 @@ from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.progress import Listener, VariantPhase, ignore
 from wheelfactory.support.resources import runtime_dir
 from wheelfactory.support.timeline import Timeline
+from wheelfactory.verify.wheel_size import over_limit
 
 WORK_DIR = ".work"
 LOG_NAME = "build.log"
@@ -58,7 +60,8 @@ def cache_key(stage: Stage, engine: Engine) -> str:
 
 
 def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
-               jobs: int = 1, progress: Listener = ignore) -> list[Outcome]:
+               jobs: int = 1, progress: Listener = ignore,
+               wheel_size_limit: int = BuildConfig().wheel_size_limit) -> list[Outcome]:
     out = out.resolve()
     check_output_entries(out, {manifest.LOCK: FILE, manifest.MANIFEST: FILE, WORK_DIR: FOLDER,
                                **{variant.id: FOLDER for variant in variants},
@@ -74,7 +77,8 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             if CANCEL.event.is_set():  # a thread the interrupt did not stop in time starts nothing
                 previous = recorder.get(variant.id)
                 return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
-            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), progress)
+            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), progress,
+                                 wheel_size_limit)
             if not outcome.cancelled:  # a cancelled attempt never replaces what the manifest had
                 recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
             return outcome
@@ -128,7 +132,7 @@ def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
 
 
 def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
-               previous: manifest.Entry | None, progress: Listener) -> Outcome:
+               previous: manifest.Entry | None, progress: Listener, wheel_size_limit: int) -> Outcome:
     start = time.monotonic()
     facts = (variant.torch_version, variant.toolkit)
     variant_dir = out / variant.id
@@ -165,6 +169,9 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     timeline.attach(log)
     try:
         built = engine.build(stage, workdir, log, timeline)
+        refusal = over_limit(variant, built.stat().st_size, wheel_size_limit)
+        if refusal is not None:
+            raise VariantBuildError(refusal, explained=True)
         with timeline.phase("publish"):
             final = variant_dir / built.name
             with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete

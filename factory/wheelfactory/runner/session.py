@@ -16,7 +16,7 @@ from wheelfactory.engines.capacity import Capacity, machine_capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
 from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, set_up_emulation, start_engine
 from wheelfactory.errors import ConfigError
-from wheelfactory.plan.build_config import ENGINES
+from wheelfactory.plan.build_config import ENGINES, BuildConfig
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import load_matrix
@@ -57,6 +57,7 @@ class PreparedBuild:
     stage_for: Callable[[Variant], Stage] | None  # None: the project compiles nothing
     not_built: tuple[NotBuilt, ...] = ()
     pure_python: PurePythonBuilds | None = None  # the wheels written without an engine
+    wheel_size_limit: int = BuildConfig().wheel_size_limit  # [build] wheel_size_limit, in bytes
 
     @property
     def build_ids(self) -> tuple[str, ...]:
@@ -79,7 +80,7 @@ class PreparedBuild:
                                not_built=self.not_built)
         engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
         outcomes = run_matrix(self.stage_for, self.variants, engine, self.out, jobs=self.capacity.jobs,
-                              progress=progress)
+                              progress=progress, wheel_size_limit=self.wheel_size_limit)
         return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
 
 
@@ -117,7 +118,8 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
                                 requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
     return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
-                         capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built)
+                         capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built,
+                         wheel_size_limit=spec.build.wheel_size_limit)
 
 
 def set_up_engine(choice: str, *, debian_base: bool, progress: Listener, archs: Sequence[str] = ()) -> None:
