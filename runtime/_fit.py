@@ -21,6 +21,7 @@ __all__ = [
     "FitBuild",
     "FitEnv",
     "check_fit",
+    "gpu_part_serves",
     "normalize_machine",
     "parse_major_minor",
     "same_cuda_group",
@@ -60,6 +61,7 @@ class FitBuild(NamedTuple):
     arch: str  # machine, "x86_64"
     stable_abi: bool = False
     name: str = ""  # for the accepting message ("<variant> matches this environment")
+    gpu: str = ""  # a part of a split CUDA build: "sm90" (that arch's SASS only), "ptx120" (PTX only)
 
 
 class FitEnv(NamedTuple):
@@ -71,6 +73,7 @@ class FitEnv(NamedTuple):
     cxx11_abi: bool
     python: str  # "3.11"
     arch: str  # platform.machine()
+    gpus: tuple[tuple[int, int], ...] = ()  # compute capabilities of the GPUs to serve; (): not known
 
 
 class Fit(NamedTuple):
@@ -123,13 +126,55 @@ def _backend_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[st
     return []
 
 
+_GPU_PART = re.compile(r"^(sm|ptx)(\d+)(\d)([af]?)$")
+
+
+def gpu_part_serves(part: str, capability: tuple[int, int]) -> str | None:
+    """Why the part ``part`` of a split build ("sm80", "sm90a", "ptx120") runs on a GPU of
+    ``capability`` ("sm_86 -> sm_80 wheel: same major, lower minor SASS runs"); None when it does not.
+    SASS runs on its own major at its minor or newer (an "a" arch: that GPU only); PTX is compiled
+    by the driver for its arch or any newer one."""
+    found = _GPU_PART.match(part)
+    if found is None:
+        return None
+    kind, major, minor, suffix = found.group(1), int(found.group(2)), int(found.group(3)), found.group(4)
+    gpu = f"sm_{capability[0]}{capability[1]}"
+    own = f"{major}{minor}{suffix}"
+    if kind == "ptx":
+        if capability < (major, minor):
+            return None
+        why = "its own arch" if capability == (major, minor) else "newer than the PTX's arch"
+        return f"{gpu} -> compute_{own} PTX wheel: {why}, the driver compiles the PTX on first load"
+    if suffix == "a":
+        return f"{gpu} -> sm_{own} wheel: its own SASS" if capability == (major, minor) else None
+    if capability[0] != major or capability[1] < minor:
+        return None
+    if capability[1] == minor:
+        return f"{gpu} -> sm_{own} wheel: its own SASS"
+    return f"{gpu} -> sm_{own} wheel: same major, lower minor SASS runs"
+
+
+def _gpu_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[str]:
+    problems = []
+    for capability in env.gpus:
+        why = gpu_part_serves(build.gpu, capability)
+        if why is None:
+            kind = "PTX" if build.gpu.startswith("ptx") else "SASS"
+            problems.append(f"its {build.gpu} {kind} does not run on sm_{capability[0]}{capability[1]}")
+        else:
+            notes.append(why)
+    return problems
+
+
 def check_fit(build: FitBuild, env: FitEnv) -> Fit:
     """Pure: can ``build`` be loaded prebuilt into ``env``? Every problem is named, in words.
 
     Same machine; the same torch major.minor (a stable-ABI build: that torch or newer, whatever
     its C++ ABI); the same C++ ABI; a Python the build serves; the backend of this torch (CUDA:
     same major, built minor <= torch's; ROCm: same major.minor), or a CPU build (CPU ops prebuilt).
-    GPU archs are not judged here (index.json does not list them): the runtime adds that check.
+    A part of a split CUDA build (``build.gpu``) must also serve each GPU of ``env.gpus`` (none
+    listed: not judged); a whole build's arch list is the runtime's check (index.json does not
+    list it).
     """
     problems: list[str] = []
     notes: list[str] = []
@@ -156,6 +201,8 @@ def check_fit(build: FitBuild, env: FitEnv) -> Fit:
     elif parse_major_minor(build.python) != python:
         problems.append(f"built for Python {build.python} (not abi3), this is Python {_mm(python)}")
     problems += _backend_problems(build, env, notes)
+    if build.gpu:
+        problems += _gpu_problems(build, env, notes)
     return Fit(tuple(problems), tuple(notes))
 
 

@@ -67,10 +67,10 @@ _RECORD_KEYS = {
     ),
     **dict.fromkeys(("version", "built_with_torch", "source_digest"), (str, type(None))),
     **dict.fromkeys(("cxx11_abi", "stable_abi"), (bool,)),
-    **dict.fromkeys(("ops", "arch_list"), (list,)),
+    **dict.fromkeys(("ops", "arch_list", "parts"), (list,)),
     "schema": (int,),
 }
-_ABSENT = {"arch_list": [], "stable_abi": False}  # ... and the value of a key left out
+_ABSENT = {"arch_list": [], "stable_abi": False, "parts": []}  # ... and the value of a key left out
 _LIBRARY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-")
 
 

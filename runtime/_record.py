@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from . import BUILD_RECORD_FILE
 from ._decision import Decision
 from ._errors import InvalidArch, InvalidVersion, RecordError
-from ._fit import FitBuild, FitEnv, check_fit, normalize_machine
+from ._fit import FitBuild, FitEnv, check_fit, gpu_part_serves, normalize_machine
 from ._versions import BACKENDS, Backend, MajorMinor
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ RECORD_SCHEMA = 1
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 _LIBRARY_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*\.(so|pyd|dylib)$"
 _GFX = r"^gfx[0-9a-f]+(:.*)?$"
+_GPU_PART = r"^(sm|ptx)[0-9]{2,3}[af]?$"  # a split build's part, as variant ids name it
 
 
 class BuildRecord(NamedTuple):
@@ -76,6 +77,9 @@ class BuildRecord(NamedTuple):
     library: str  # a file name inside the package directory
     stable_abi: bool
     source_digest: str | None  # sha256 over the sources it was built from
+    # a part of a split CUDA build ([cuda] split_archs): the tags of every part of it ("sm80",
+    # "ptx120"), to name the one a GPU this part cannot serve needs; (): not split
+    parts: tuple[str, ...] = ()
 
     @property
     def cuda_archs(self) -> tuple[CudaArch, ...]:
@@ -218,6 +222,10 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     stable_abi = data.get("stable_abi", False)
     if not isinstance(stable_abi, bool):
         raise RecordError(f"{source}: key 'stable_abi' must be bool, got {stable_abi!r}")
+    parts = str_list(data.get("parts", []), "parts", source)
+    bad_parts = [part for part in parts if not re.match(_GPU_PART, part)]
+    if bad_parts:
+        raise RecordError(f"{source}: parts {bad_parts!r} are not GPU architecture parts like 'sm90' or 'ptx120'")
     return BuildRecord(
         name=str(_require(data, "name", str, source)),
         version=_optional_str(data, "version", source),
@@ -235,6 +243,7 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
         arch_list=arch_list,
         stable_abi=stable_abi,
         source_digest=_optional_str(data, "source_digest", source),
+        parts=parts,
     )
 
 
@@ -277,7 +286,7 @@ def _gpu_problems(env: Environment, record: BuildRecord, notes: list[str]) -> li
             if not any(a.serves(cap) for a in archs):
                 problems.append(
                     f"arch_list {';'.join(record.arch_list)} has no kernel for the GPU's "
-                    f"compute capability {cap} (sm_{cap.major}{cap.minor})"
+                    f"compute capability {cap} (sm_{cap.major}{cap.minor}){_other_part(record, cap)}"
                 )
         return problems
     if record.backend == "rocm" and env.backend == "rocm" and record.arch_list:
@@ -288,6 +297,21 @@ def _gpu_problems(env: Environment, record: BuildRecord, notes: list[str]) -> li
             if gfx not in names
         ]
     return []
+
+
+def _other_part(record: BuildRecord, cap: MajorMinor) -> str:
+    """For a part of a split build: the variant of the same build to install for this GPU, and why."""
+    own = record.variant.split("-")
+    at = next((i for i, piece in enumerate(own) if re.match(_GPU_PART, piece)), None)
+    if not record.parts or at is None:
+        return ""
+    serving = [(part, gpu_part_serves(part, (cap.major, cap.minor))) for part in record.parts]
+    fitting = [(part, why) for part, why in serving if why]
+    if not fitting:
+        return f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in [cuda] arch_list"
+    digits = [int(re.sub(r"\D", "", part)) for part, _ in fitting]  # the closest SASS first, the PTX last
+    part, why = max(zip(fitting, digits), key=lambda item: (item[0][0].startswith("sm"), item[1]))[0]
+    return f"; install {'-'.join([*own[:at], part, *own[at + 1:]])}, the part of this build for it ({why})"
 
 
 def fit_build(record: BuildRecord) -> FitBuild:

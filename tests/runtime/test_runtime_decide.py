@@ -295,3 +295,32 @@ def test_read_build_record_problems_become_reasons(tmp_path: Path) -> None:
     assert isinstance(missing, RecordUnavailable) and "_C.abi3.so, which is missing" in missing.reason
     (tmp_path / "_C.abi3.so").write_bytes(b"")
     assert isinstance(read_build_record(tmp_path), BuildRecord)
+
+
+# A part of a split build ([cuda] split_archs): its record lists its own arch and every part.
+PARTS = ["sm80", "sm90", "sm120", "ptx120"]
+
+
+@pytest.mark.parametrize(("part", "arch", "cap", "accepted", "said"), [
+    ("sm90", "9.0", "8.6", False, "arch_list 9.0 has no kernel for the GPU's compute capability 8.6 (sm_86); install "
+     "torch213-cxx11-cu130-sm80-x86_64-linux, the part of this build for it (sm_86 -> sm_80 wheel: same major, lower "
+     "minor SASS runs)"),
+    ("sm80", "8.0", "13.0", False, "install torch213-cxx11-cu130-ptx120-x86_64-linux, the part of this build for it "
+     "(sm_130 -> compute_120 PTX wheel: newer than the PTX's arch"),
+    ("ptx120", "12.0+PTX-only", "9.0", False, "install torch213-cxx11-cu130-sm90-x86_64-linux"),
+    ("sm90", "9.0", "7.5", False, "no part of this split build (sm80, sm90, sm120, ptx120) serves it: build one "
+     "with 7.5 in [cuda] arch_list"),
+    ("ptx120", "12.0+PTX-only", "13.0", True, "matches"),
+    ("sm80", "8.0", "8.9", True, "matches"),
+])
+def test_a_part_on_a_gpu_it_cannot_serve_names_the_part_to_install(part: str, arch: str, cap: str, accepted: bool,
+                                                                   said: str) -> None:
+    data = {**BASE_RECORD, **CUDA, "variant": f"torch213-cxx11-cu130-{part}-x86_64-linux",
+            "version": f"0.1.0+cu130torch2.13{part}", "arch_list": [arch], "parts": PARTS}
+    decision = decide_prebuilt(fake_env(cuda="13.0", caps=(cap,)), parse_build_record(data))
+    assert decision.accepted is accepted and said in decision.reason, decision.reason
+
+
+def test_parts_must_be_part_names() -> None:
+    with pytest.raises(RecordError, match="not GPU architecture parts"):
+        parse_build_record({**BASE_RECORD, **CUDA, "arch_list": ["9.0"], "parts": ["sm90", "../x"]})

@@ -353,12 +353,15 @@ def export_command(out_dir: Path, hf_layout: Path, skip_abi_check: bool, allow_u
 @click.option("--project", "project", default=None, metavar="NAME",
               help="The project the index must serve (default, with no --index: the kernel project this "
                    "directory builds, if any).")
-def which_command(index: str | None, python: str, quiet: bool, project: str | None) -> None:
+@click.option("--gpu", "gpus", multiple=True, metavar="M.m",
+              help="Choose for a GPU of this compute capability (9.0) instead of the machine's; repeat it for a "
+                   "cluster with several kinds (the parts of a [cuda] split_archs build).")
+def which_command(index: str | None, python: str, quiet: bool, project: str | None, gpus: tuple[str, ...]) -> None:
     """Print the pip command for the variant that fits an environment's torch, or say why none does."""
     from wheelfactory.publish.selector import project_here, run_selector
 
     # the default index is whatever answers on 127.0.0.1:8000: another project's `serve`, perhaps
-    code = run_selector(python, index, quiet=quiet,
+    code = run_selector(python, index, quiet=quiet, gpus=gpus,
                         project=project or (project_here(Path.cwd()) if index is None else None))
     if code:
         sys.exit(code)

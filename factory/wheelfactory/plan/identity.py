@@ -265,6 +265,11 @@ class Variant:
     split_from: str = ""
 
     @property
+    def split_parts(self) -> tuple[str, ...]:
+        """Every part of the split build this variant is one of (GpuSlice tags); (): not split."""
+        return tuple(part.tag for part in split_arch_list(self.arch_list)) if self.key.gpu else ()
+
+    @property
     def shipped_arch_list(self) -> tuple[str, ...]:
         """What the wheel's device code serves: the arch list, or the part's one entry (GpuSlice)."""
         part = self.key.gpu_slice

@@ -313,9 +313,10 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
         torch=MajorMinor.parse(variant.key.torch if variant.key.stable_abi else variant.torch_version),
         built_with_torch=variant.torch_version,
         backend=backend, toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
-        cxx11_abi=variant.key.cxx11_abi, python=python, arch=variant.key.arch, arch_list=archs,
-        namespace=namespace, ops=(), library=library, stable_abi=variant.key.stable_abi,
-        source_digest=tree_digest(spec.root, files))
+        cxx11_abi=variant.key.cxx11_abi, python=python, arch=variant.key.arch,
+        arch_list=staged_variant.shipped_arch_list, namespace=namespace, ops=(), library=library,
+        stable_abi=variant.key.stable_abi, source_digest=tree_digest(spec.root, files),
+        parts=staged_variant.split_parts)
     setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds,
                          subpackages(spec, files))
     return KernelBuilderStage(spec, staged_variant, files, namespace, full_version, requires, unit_builds,

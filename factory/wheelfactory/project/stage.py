@@ -192,6 +192,7 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
         library=library,
         stable_abi=variant.key.stable_abi,
         source_digest=source_digest,
+        parts=variant.split_parts,
     )
     jit_spec: dict[str, object] = {
         "schema": 1,

@@ -473,7 +473,8 @@ def _index_json(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], find
             "id": w.variant_id, "project": w.project, "version": w.version, "torch": w.variant.torch,
             "torch_version": w.torch_version, "backend": w.variant.backend.kind, "toolkit": w.toolkit,
             "cxx11_abi": w.variant.cxx11_abi, "python": w.variant.python, "arch": w.variant.arch,
-            "stable_abi": w.variant.stable_abi, "wheel": w.path, "sha256": w.sha256, "index": w.simple + "/",
+            "stable_abi": w.variant.stable_abi, "gpu": w.variant.gpu,
+            "wheel": w.path, "sha256": w.sha256, "index": w.simple + "/",
             "find_links": w.findlinks_page, "requirements": f"{w.variant_id}/requirements.txt",
             "provenance": w.path + PROVENANCE_SUFFIX if w.has_provenance else None,
             "requires_python": w.requires_python, "core_metadata_sha256": w.core_metadata_sha256, "size": w.size,
@@ -576,6 +577,8 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
     if not isinstance(entry, dict):
         raise ConfigError(f"{at}: expected an object, got {quoted(entry)}", file=where, hint=_LISTING_HINT)
     for key, types in _LISTED_KEYS.items():
+        if key not in entry and key in _OPTIONAL_KEYS:
+            continue
         if key not in entry and key in _NEWER_KEYS:
             raise ConfigError(f"{at}: missing key {key}: an older wheelfactory wrote this index.json", file=where,
                               hint="index the earlier releases' dist again with this version and publish it first")
@@ -622,8 +625,10 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
         raise bad("requires_python", "holds control characters")
     expected = {"torch": variant.torch, "backend": variant.backend.kind, "cxx11_abi": variant.cxx11_abi,
                 "python": variant.python, "arch": variant.arch, "stable_abi": variant.stable_abi,
-                "index": f"{vid}/simple/", "requirements": f"{vid}/requirements.txt"}
+                "index": f"{vid}/simple/", "requirements": f"{vid}/requirements.txt", "gpu": variant.gpu}
     for key, value in expected.items():
+        if key in _OPTIONAL_KEYS and key not in entry:
+            continue
         if entry[key] != value or type(entry[key]) is not type(value):
             raise bad(key, f"does not match the variant id {vid} (expected {quoted(value)})")
     if entry["provenance"] not in (None, path + PROVENANCE_SUFFIX):
@@ -639,12 +644,13 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NEWER_KEYS = ("requires_python", "core_metadata_sha256", "size")  # listed since PEP 658/691 pages
+_OPTIONAL_KEYS = ("gpu",)  # listed since split builds; the id says it too, so an older listing may lack it
 # Every key plan_index writes into a variant's entry, with its JSON types.
 _LISTED_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,), "project": (str,), "version": (str,), "torch": (str,), "torch_version": (str,),
     "backend": (str,), "toolkit": (str, type(None)), "cxx11_abi": (bool,), "python": (str,), "arch": (str,),
-    "stable_abi": (bool,), "wheel": (str,), "sha256": (str,), "index": (str,), "find_links": (str,),
-    "requirements": (str,), "provenance": (str, type(None)), "requires_python": (str, type(None)),
+    "stable_abi": (bool,), "gpu": (str,), "wheel": (str,), "sha256": (str,), "index": (str,),
+    "find_links": (str,), "requirements": (str,), "provenance": (str, type(None)), "requires_python": (str, type(None)),
     "core_metadata_sha256": (str, type(None)), "size": (int,),
 }
 

@@ -15,13 +15,15 @@ _PROBE = "wheelfactory-which-probe"
 _PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
 
 
-def run_selector(python: str, index: str | None, *, quiet: bool = False, project: str | None = None) -> int:
+def run_selector(python: str, index: str | None, *, quiet: bool = False, project: str | None = None,
+                 gpus: tuple[str, ...] = ()) -> int:
     """Run select.py (standard library only, the runtime's fit rule embedded) with ``python`` on
     ``index`` (default: a local `serve`); its output goes to ours; its exit code. ``project``:
-    the name the index must serve (select.py refuses an index of another project)."""
+    the name the index must serve (select.py refuses an index of another project). ``gpus``: the
+    compute capabilities to choose for instead of the machine's (``--gpu``)."""
     check_interpreter(python)
     command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else []),
-               *(["--project", project] if project else [])]
+               *(["--project", project] if project else []), *(arg for gpu in gpus for arg in ("--gpu", gpu))]
     try:
         return call(command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False).returncode
     except OSError as exc:

@@ -29,6 +29,7 @@ from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted he
     FitBuild,
     FitEnv,
     check_fit,
+    gpu_part_serves,
     normalize_machine,
     parse_major_minor,
 )
@@ -61,7 +62,20 @@ def detect() -> dict[str, object]:
     backend, toolkit = ("cuda", cuda) if cuda else ("rocm", hip) if hip else ("cpu", None)
     return {"torch": _major_minor(version), "torch_version": version, "backend": backend,
             "toolkit": _major_minor(toolkit) if toolkit else None, "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}", "arch": normalize_machine(platform.machine())}
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}", "arch": normalize_machine(platform.machine()),
+            "gpus": _gpus(torch) if cuda else []}
+
+
+def _gpus(torch: object) -> list[str]:
+    """The compute capabilities ("8.6") of the GPUs this torch sees, as the runtime asks for them
+    (runtime/_gpus.visible_gpus); [] where it sees none (no GPU, no driver)."""
+    try:
+        cuda = torch.cuda  # type: ignore[attr-defined]
+        if not cuda.is_available():
+            return []
+        return sorted({"%d.%d" % cuda.get_device_capability(i) for i in range(cuda.device_count())})
+    except Exception:  # noqa: BLE001 (a driver that fails to initialise: no GPU to choose for)
+        return []
 
 
 def _major_minor(version: str) -> str:
@@ -105,7 +119,7 @@ _VARIANT_KEYS: dict[str, tuple[type, ...]] = {
 }
 # Keys a listing may lack (older ones lack the last four) but that must have these types when present.
 _OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
-    "toolkit": (str, type(None)), "stable_abi": (bool, type(None)), "version": (str,),
+    "toolkit": (str, type(None)), "stable_abi": (bool, type(None)), "version": (str,), "gpu": (str,),
     "requires_python": (str, type(None)), "core_metadata_sha256": (str, type(None)), "size": (int,),
 }
 
@@ -208,8 +222,10 @@ def version_key(version: str) -> VersionKey:
 def fit_env(env: dict[str, object]) -> FitEnv:
     """``detect()``'s environment as the runtime's fit rule reads one."""
     toolkit = env.get("toolkit")
+    gpus = env.get("gpus") or []
     return FitEnv(str(env.get("torch_version") or env["torch"]), str(env["backend"]),
-                  str(toolkit) if toolkit else None, bool(env["cxx11_abi"]), str(env["python"]), str(env["arch"]))
+                  str(toolkit) if toolkit else None, bool(env["cxx11_abi"]), str(env["python"]), str(env["arch"]),
+                  tuple(parse_major_minor(str(gpu)) for gpu in gpus) if isinstance(gpus, list) else ())
 
 
 def fit_build(variant: dict[str, object]) -> FitBuild:
@@ -217,7 +233,7 @@ def fit_build(variant: dict[str, object]) -> FitBuild:
     toolkit = variant.get("toolkit")
     return FitBuild(str(variant["torch"]), str(variant["backend"]), str(toolkit) if toolkit else None,
                     bool(variant["cxx11_abi"]), str(variant["python"]), str(variant["arch"]),
-                    bool(variant.get("stable_abi")), str(variant.get("id", "")))
+                    bool(variant.get("stable_abi")), str(variant.get("id", "")), str(variant.get("gpu") or ""))
 
 
 def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
@@ -234,9 +250,10 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     scored = [(variant, mismatches(env, variant)) for variant in variants]
     fitting = [v for v, why in scored if not why]
 
-    def preference(variant: dict[str, object]) -> tuple[bool, bool, tuple[int, int], bool, VersionKey]:
+    def preference(variant: dict[str, object]
+                   ) -> tuple[bool, bool, tuple[int, int], tuple[int, int], bool, VersionKey]:
         toolkit = parse_major_minor(str(variant.get("toolkit") or "0.0"))
-        return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit,
+        return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit, gpu_rank(variant),
                 variant["python"] != "abi3", version_key(str(variant.get("version", ""))))
 
     best = max(fitting, key=preference) if fitting else None
@@ -250,10 +267,37 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     return best, others
 
 
+def gpu_rank(variant: dict[str, object]) -> tuple[int, int]:
+    """Among builds that serve the GPUs: a part with SASS before a whole build, the closest SASS
+    (the highest arch that runs) first; the PTX part last (its code is compiled on first load)."""
+    part = str(variant.get("gpu") or "")
+    digits = int(re.sub(r"\D", "", part) or 0)
+    return (2, digits) if part.startswith("sm") else (0, digits) if part.startswith("ptx") else (1, 0)
+
+
+def gpu_reasons(env: dict[str, object], variant: dict[str, object]) -> list[str]:
+    """Why a part of a split build serves each GPU of ``env`` (``sm_86 -> sm_80 wheel: ...``)."""
+    part = str(variant.get("gpu") or "")
+    gpus = env.get("gpus") or []
+    reasons = [gpu_part_serves(part, parse_major_minor(str(gpu))) for gpu in gpus] if part else []
+    return [reason for reason in reasons if reason]
+
+
+def _sm(capability: object) -> str:
+    """``"8.6"`` -> ``"sm_86"``."""
+    return "sm_" + str(capability).replace(".", "")
+
+
+def _parts(variants: list[dict[str, object]]) -> list[str]:
+    return sorted({str(v.get("gpu")) for v in variants if v.get("gpu")}, key=lambda p: gpu_rank({"gpu": p}))
+
+
 def describe(env: dict[str, object]) -> str:
     backend = str(env["backend"]) + (f" {env['toolkit']}" if env["toolkit"] else "")
     abi = "cxx11" if env["cxx11_abi"] else "pre-cxx11"
-    return f"torch {env['torch_version']} ({backend}, {abi} ABI), CPython {env['python']}, {env['arch']}"
+    gpus = env.get("gpus") or []
+    shown = f", GPU {' '.join(_sm(g) for g in gpus)}" if isinstance(gpus, list) and gpus else ""
+    return f"torch {env['torch_version']} ({backend}, {abi} ABI), CPython {env['python']}, {env['arch']}{shown}"
 
 
 def _canonical(name: str) -> str:
@@ -267,7 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", "-q", action="store_true", help="print only the --index-url value")
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.add_argument("--project", help="the project the index must serve (another's is refused)")
+    parser.add_argument("--gpu", action="append", default=[], metavar="M.m",
+                        help="choose for a GPU of this compute capability (9.0) instead of this machine's; "
+                             "repeat it for a cluster with several kinds")
     args = parser.parse_args(argv)
+    for gpu in args.gpu:
+        if not re.fullmatch(r"\d{1,2}\.\d", gpu):
+            _fail(f"select: --gpu {gpu[:20]!r} is not a compute capability: give it as major.minor, e.g. "
+                  "--gpu 9.0 (H100), --gpu 8.6 (RTX 30xx)", EXIT_BAD_INDEX)
     listing = load_listing(args.index)
     listed = listing.get("variants", [])
     variants = [v for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
@@ -278,10 +329,19 @@ def main(argv: list[str] | None = None) -> int:
               "another project's index (or `wheelfactory serve`) there? Name this project's with --index",
               EXIT_NO_INDEX)
     env = detect()
+    if args.gpu:
+        env["gpus"] = sorted(set(args.gpu), key=parse_major_minor)
     best, others = choose(env, variants)
+    parts = _parts(variants)
+    if best is not None and best.get("gpu") and not env.get("gpus"):
+        # every part "fits" a machine whose GPU is not known; which one runs is the GPU's call
+        print(f"this index splits its CUDA builds by GPU architecture ({', '.join(parts)}) and no GPU is seen "
+              f"here ({describe(env)}): name the GPU to install for with --gpu, e.g. --gpu 9.0", file=sys.stderr)
+        return EXIT_NO_MATCH
     base = args.index.rstrip("/") if args.index.startswith(("http://", "https://")) else None
     if args.json:
-        print(json.dumps({"environment": env, "variant": best, "nearest": [
+        print(json.dumps({"environment": env, "variant": best, "why": gpu_reasons(env, best) if best else [],
+                          "nearest": [
             {"id": v["id"], "mismatches": why} for v, why in others[:3]]}, indent=2))
         return 0 if best else EXIT_NO_MATCH
     if best is None:
@@ -291,7 +351,15 @@ def main(argv: list[str] | None = None) -> int:
         # A wheel of another arch or Python does not install here at all; one of another torch does.
         installable = [v for v, _ in others if v.get("arch") == env["arch"]
                        and v.get("python") in ("abi3", env["python"])]
-        if installable:
+        gpu_misses = [v for v, why in others if v.get("gpu") and all("does not run on" in w for w in why)]
+        if gpu_misses:
+            unserved = [g for g in env.get("gpus") or []  # type: ignore[union-attr]
+                        if not any(gpu_part_serves(str(v.get("gpu")), parse_major_minor(str(g))) for v in gpu_misses)]
+            print(f"No part of this split build ({', '.join(parts)}) runs on "
+                  f"{', '.join(_sm(g) for g in unserved) or 'all of these GPUs at once'}"
+                  f": an arch_list with {' and '.join(str(g) for g in unserved) or 'a PTX arch at or below the oldest'}"
+                  " in [cuda] would build one that does.", file=sys.stderr)
+        elif installable:
             print(f"Installing {installable[0]['id']} still works: its runtime JIT-compiles the kernels for this "
                   "torch (a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",
                   file=sys.stderr)
@@ -304,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         print(index_url)
     else:
         print(f"# {describe(env)} -> {best['id']}")
+        for reason in gpu_reasons(env, best):
+            print(f"# {reason}")
         if best["backend"] != env["backend"]:
             print(f"# (no {env['backend']} build of this torch in the index: the CPU build's ops run prebuilt "
                   f"on CPU tensors; {env['backend']} tensors use the reference ops)")
