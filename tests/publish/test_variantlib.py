@@ -24,25 +24,40 @@ from wheelfactory.publish.variant_metadata import (
     check_document,
     variant_metadata,
 )
+from wheelfactory.plan.identity import VariantId
 from wheelfactory.runner import manifest
 
 VARIANTLIB = Path(sys.executable).parent / "variantlib"  # the console script of the test extra
 
 
-def _add_rocm_wheel(dist: Path) -> None:
-    """A ROCm build next to make_dist's CPU and CUDA ones: a release using all three namespaces."""
+def _add_wheel(dist: Path, vid: str, toolkit: str, record: dict[str, object]) -> None:
     entries = manifest.read(dist)
-    vid = "torch213-cxx11-rocm64-x86_64-linux"
     # The local label a build gives it (VariantId.local_label), and the provenance record it writes.
-    wheel = make_wheel(dist / vid, "tiny", "0.1.0+rocm64torch2.13", files={"tiny/__init__.py": "VALUE = 1\n"},
-                       build_record={"namespace": "_tiny_rocm_0123abcd", "arch_list": ["gfx942"]},
+    wheel = make_wheel(dist / vid, "tiny", f"0.1.0+{VariantId.parse(vid).local_label}",
+                       files={"tiny/__init__.py": "VALUE = 1\n"}, build_record=record,
                        metadata="Requires-Python: >=3.9\nLicense-Expression: MIT\n")
     write_provenance(wheel, vid)
     entries[vid] = manifest.Entry(status="built", wheel=f"{vid}/{wheel.name}",
                                   sha256=hashlib.sha256(wheel.read_bytes()).hexdigest(), seconds=1.0, key="k",
                                   log=f"{vid}/build.log", error=None, engine="docker", image=None,
-                                  torch_version="2.13.0", toolkit="6.4")
+                                  torch_version="2.13.0", toolkit=toolkit)
     manifest.write(dist, entries)
+
+
+def _add_rocm_wheel(dist: Path) -> None:
+    """A ROCm build next to make_dist's CPU and CUDA ones: a release using all three namespaces."""
+    _add_wheel(dist, "torch213-cxx11-rocm64-x86_64-linux", "6.4",
+               {"namespace": "_tiny_rocm_0123abcd", "arch_list": ["gfx942"]})
+
+
+SPLIT_PARTS = {"sm80": "8.0", "ptx120": "12.0+PTX-only"}
+
+
+def _add_split_wheels(dist: Path) -> None:
+    """Two parts of a CUDA 12.6 build split by GPU architecture ([cuda] split_archs)."""
+    for part, arch in SPLIT_PARTS.items():
+        _add_wheel(dist, f"torch213-cxx11-cu126-{part}-x86_64-linux", "12.6",
+                   {"namespace": "_tiny_cuda_4567cdef", "arch_list": [arch], "parts": list(SPLIT_PARTS)})
 
 
 @pytest.fixture
@@ -51,6 +66,7 @@ def published(tmp_path: Path) -> tuple[dict[str, object], Path]:
     dist = tmp_path / "dist"
     make_dist(dist)
     _add_rocm_wheel(dist)
+    _add_split_wheels(dist)
     wheels, _ = collect(dist, manifest.read(dist))
     pages, links = variant_metadata(wheels, dist)
     served = tmp_path / "simple"
@@ -76,7 +92,11 @@ def test_the_release_uses_all_three_namespaces(published: tuple[dict[str, object
     assert doc["default-priorities"] == {"namespace": ["torch", "nvidia", "amd"]}
     assert doc["variants"]["torch213_cxx11_rocm64"] == {  # type: ignore[index]
         "torch": {"cxx11_abi": ["true"], "version": ["2.13"]}, "amd": {"rocm_version": ["6.4"], "gfx_arch": ["gfx942"]}}
-    assert len(list(served.glob("*.whl"))) == 4
+    assert len(list(served.glob("*.whl"))) == 6
+    for part, value in (("sm80", "80_real"), ("ptx120", "120_virtual")):  # one GPU architecture each
+        assert doc["variants"][f"torch213_cxx11_cu126_{part}"] == {  # type: ignore[index]
+            "torch": {"cxx11_abi": ["true"], "version": ["2.13"]},
+            "nvidia": {"cuda_version_lower_bound": ["12.6"], "sm_arch": [value]}}
 
 
 def test_variantlib_analyze_wheel_accepts_each_labelled_wheel(published: tuple[dict[str, object], Path]) -> None:
