@@ -192,8 +192,9 @@ def wheelhouse_venv(path: Path, requirements: tuple[str, ...], wheels: Path) -> 
                                                 for version in versions)))
 
 
-# A [build] key for a test build that reads compile flags back from the wheel's DWARF: by
-# default the factory compiles with -g0 (factory/wheelfactory/engines/compile_flags.py).
+# A [build] key for a test build that reads compile flags back from its DWARF: by default the
+# factory compiles with -g0 (factory/wheelfactory/engines/compile_flags.py). [build] strip (on by
+# default) moves the DWARF out of the wheel into dist/<variant>/debug (debug_files).
 DEBUG_INFO = "debug_info = true\n"
 
 
@@ -208,6 +209,12 @@ def debug_sections(wheel: Path) -> dict[str, list[str]]:
         return {name: sorted(section.name for section in ELFFile(io.BytesIO(archive.read(name))).iter_sections()
                              if section.name.startswith((".debug_", ".zdebug_")))
                 for name in archive.namelist() if name.endswith(".so") or ".so." in name}
+
+
+def debug_files(variant_dir: Path) -> dict[str, bytes]:
+    """The debug files [build] strip put beside a variant's wheel, by path under its debug/."""
+    debug = variant_dir / "debug"
+    return {str(p.relative_to(debug)): p.read_bytes() for p in sorted(debug.rglob("*.debug"))}
 
 
 def build_on_host(project: Path, import_name: str, python: str, extra: str = "") -> tuple[Path, dict[str, object], str]:

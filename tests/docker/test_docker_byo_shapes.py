@@ -26,7 +26,7 @@ import docker
 import pytest
 from docker_helpers import make_shared, manifest
 from shared_builds import SharedBuild
-from testkit import DEBUG_INFO, REPO, debug_sections
+from testkit import DEBUG_INFO, REPO, debug_files, debug_sections
 from wheelfactory.images.containers import Container
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -135,21 +135,23 @@ def test_a_project_that_builds_abi3_itself(offline_build_tables: str) -> None:
 
 def optimization_levels(wheel: Path) -> dict[str, str]:
     """Each compilation unit of the wheel's libraries -> the last -O flag GCC recorded for it
-    (DW_AT_producer: the command-line options, with -grecord-gcc-switches, GCC's default)."""
+    (DW_AT_producer: the command-line options, with -grecord-gcc-switches, GCC's default), read
+    from the debug files [build] strip put beside the wheel."""
     import re
 
     from elftools.elf.elffile import ELFFile
 
     levels: dict[str, str] = {}
-    with zipfile.ZipFile(wheel) as archive:
-        for name in (n for n in archive.namelist() if n.endswith(".so")):
-            elf = ELFFile(io.BytesIO(archive.read(name)))
-            assert elf.has_dwarf_info(), f"{name} has no DWARF: Python's CFLAGS have -g, and debug_info = true"
-            for unit in elf.get_dwarf_info().iter_CUs():
-                top = unit.get_top_DIE()
-                producer = top.attributes["DW_AT_producer"].value.decode()
-                flags = re.findall(r"(?:^| )(-O(?:\d|s|fast|g)?)\b", producer)
-                levels[top.attributes["DW_AT_name"].value.decode()] = flags[-1] if flags else "-O0 (none given)"
+    files = debug_files(wheel.parent)
+    assert files, f"no debug file beside {wheel.name}: Python's CFLAGS have -g, and debug_info = true"
+    for name, data in files.items():
+        elf = ELFFile(io.BytesIO(data))
+        assert elf.has_dwarf_info(), f"{name} has no DWARF: Python's CFLAGS have -g, and debug_info = true"
+        for unit in elf.get_dwarf_info().iter_CUs():
+            top = unit.get_top_DIE()
+            producer = top.attributes["DW_AT_producer"].value.decode()
+            flags = re.findall(r"(?:^| )(-O(?:\d|s|fast|g)?)\b", producer)
+            levels[top.attributes["DW_AT_name"].value.decode()] = flags[-1] if flags else "-O0 (none given)"
     return levels
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import DEBUG_INFO, REPO, TEST_CACHE, build_on_host, debug_sections
+from elftools.elf.elffile import ELFFile
+from testkit import DEBUG_INFO, REPO, TEST_CACHE, build_on_host, debug_files, debug_sections
 
 pytestmark = pytest.mark.slow
 
@@ -71,8 +73,19 @@ def test_several_modules_one_wheel_each_imported_by_the_smoke(multi: tuple[Path,
     assert [n.split(".")[0] for n in libraries] == ["multi_ext/_ops_cpu", "multi_ext/_ops_omp"]  # no _ops_cuda
     assert smoke_result(log)["extensions"] == {"multi_ext._ops_cpu": "imported", "multi_ext._ops_omp": "imported"}
     assert entry.get("warnings") is None  # a CPU variant needs no device code
-    # [build] debug_info = true keeps the -g of Python's compile flags: every library has its DWARF
-    assert all(".debug_info" in sections for sections in debug_sections(wheel).values()), debug_sections(wheel)
+    # [build] debug_info = true keeps the -g of Python's compile flags, and [build] strip (default)
+    # moves the DWARF beside the wheel: one debug file per library, by its build id, each library
+    # linked to its file (.gnu_debuglink)
+    assert debug_sections(wheel) == {name: [] for name in libraries}, debug_sections(wheel)
+    files = debug_files(wheel.parent)
+    assert len(files) == len(libraries) and all(path.startswith(".build-id/") for path in files), sorted(files)
+    for data in files.values():
+        assert ELFFile(io.BytesIO(data)).get_section_by_name(".debug_info") is not None
+    with zipfile.ZipFile(wheel) as archive:
+        for name in libraries:
+            link = ELFFile(io.BytesIO(archive.read(name))).get_section_by_name(".gnu_debuglink")
+            assert link is not None and link.data().split(b"\0")[0].decode() in {Path(p).name for p in files}
+    assert re.search(r"^# strip: \d+ bytes of debug info out of the wheel's libraries", log, re.MULTILINE)
 
 
 def test_openmp_is_linked_not_grafted_and_torch_provides_it(multi: tuple[Path, dict[str, object], str],

@@ -59,6 +59,7 @@ from wheelfactory.verify.checks import (
 )
 from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.fatbin import ship_gpu_part
+from wheelfactory.verify.strip import ship_stripped
 
 # Every container a run starts carries this label with the run's owner (its output directory):
 # containers left by a killed run are found and removed by the next run on that directory.
@@ -260,6 +261,8 @@ class DockerEngine:
         wheel = stage.finish(repaired, workdir / "final")
         with timeline.phase("split"):
             wheel = ship_gpu_part(variant, wheel, workdir / "part", log)
+        with timeline.phase("strip"):
+            wheel = ship_stripped(variant.settings.strip, variant.key.arch, wheel, workdir, log, timeline.warn)
         with timeline.phase("environment"):
             deps_env = self.environments.for_dependencies(variant, image, python, container_python, wheel,
                                                           envs.torch, log)

@@ -38,6 +38,7 @@ from wheelfactory.verify.checks import (
 from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.fatbin import ship_gpu_part
 from wheelfactory.verify.repair import auditwheel_command
+from wheelfactory.verify.strip import ship_stripped
 
 _PROBE = r"""
 import importlib.util, json, os, platform, shutil, site, sys
@@ -257,6 +258,9 @@ class HostEngine:
             fixed = stage.finish(repaired_wheel, workdir / "final")
         with timeline.phase("split"):
             fixed = ship_gpu_part(stage.variant, fixed, workdir / "part", log)
+        with timeline.phase("strip"):
+            fixed = ship_stripped(stage.variant.settings.strip, stage.variant.key.arch, fixed, workdir, log,
+                                  timeline.warn)
         verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
                      glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))

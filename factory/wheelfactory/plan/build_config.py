@@ -91,6 +91,8 @@ class BuildConfig:
     torch_requirement: TorchRequirement = "pinned"
     # Keep the debug info (-g) Python's own compile flags ask for; false: -g0 (engines/compile_flags.py).
     debug_info: bool = False
+    # Move the libraries' debug info out of the wheels into dist/<variant>/debug (verify/strip.py).
+    strip: bool = True
     # Directories of wheels every wheel set may also take from (a package no index has), absolute.
     find_links: tuple[str, ...] = ()
     cpu_baselines: tuple[tuple[str, str], ...] = ()  # arch -> the CPU level its wheels are built for
@@ -188,6 +190,7 @@ def parse_build(table: Table, base_dir: Path) -> BuildConfig:
                     f"not {torch_requirement!r}", did_you_mean(torch_requirement, TORCH_REQUIREMENTS)
                     or '"pinned": the torch line each wheel was built for; "unpinned": any torch')
     debug_info = table.boolean("debug_info", False)
+    strip = table.boolean("strip", True)
     find_links = wheel_directories(table, "find_links", base_dir)
     cpu_baselines = table.string_map("cpu_baseline") if table.has("cpu_baseline") else {}
     for arch, level in cpu_baselines.items():
@@ -207,4 +210,4 @@ def parse_build(table: Table, base_dir: Path) -> BuildConfig:
                        debian_base=debian_base, debian_mirror=debian_mirror, compile_cache=compile_cache,
                        glibc_floor=glibc_floor, torch_requirement=torch_requirement, debug_info=debug_info,
                        find_links=find_links, cpu_baselines=tuple(sorted(cpu_baselines.items())),
-                       wheel_size_limit=limit)
+                       wheel_size_limit=limit, strip=strip)

@@ -274,7 +274,8 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
 
 
 def _settings(matrix: Matrix, include: Include | None) -> BuildSettings:
-    run_wide = BuildSettings(debug_info=matrix.build.debug_info)  # [build] keys that change the wheel
+    # [build] keys that change the wheel
+    run_wide = BuildSettings(debug_info=matrix.build.debug_info, strip=matrix.build.strip)
     return run_wide.merged(include.settings) if include else run_wide
 
 

@@ -229,6 +229,7 @@ class BuildSettings:
     extra_cuda_cflags: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
     debug_info: bool = False  # keep the -g Python's own compile flags add (engines/compile_flags.py)
+    strip: bool = True  # move the libraries' debug info out of the wheel, beside it (verify/strip.py)
 
     def merged(self, other: BuildSettings) -> BuildSettings:
         return BuildSettings(
@@ -236,10 +237,11 @@ class BuildSettings:
             extra_cuda_cflags=self.extra_cuda_cflags + other.extra_cuda_cflags,
             env=tuple(sorted({**dict(self.env), **dict(other.env)}.items())),
             debug_info=self.debug_info or other.debug_info,
+            strip=self.strip and other.strip,
         )
 
     def __bool__(self) -> bool:
-        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env or self.debug_info)
+        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env or self.debug_info or not self.strip)
 
 
 @dataclass(frozen=True)
@@ -324,6 +326,7 @@ class Variant:
             "extra_cuda_cflags": list(self.settings.extra_cuda_cflags),
             "env": dict(self.settings.env),
             "debug_info": self.settings.debug_info,
+            "strip": self.settings.strip,
             "notes": list(self.notes),
             "toolkit_wheels": list(self.toolkit_wheels),
         }

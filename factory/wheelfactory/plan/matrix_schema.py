@@ -165,6 +165,8 @@ MATRIX_FILE = Section(
             Key("wheel_size_limit", Text(pattern=SIZE, examples=("100 MB", "1 GiB")),
                 "a wheel over this size fails its variant, with what would fit (PyPI's default limit: 100 MB)",
                 default="100 MB"),
+            Key("strip", Flag(), "move the libraries' debug info out of the wheels, into dist/<variant>/debug "
+                "by GNU build id; false: ship it in the wheels", default=True),
             Key("debug_info", Flag(), "keep the debug info (-g) Python's compile flags add; false: compile with -g0",
                 default=False),
             Key("find_links", TextList(item=Text(examples=(".",))),

@@ -32,6 +32,7 @@ from wheelfactory.support.proc import CommandFailed, tail_of
 from wheelfactory.support.progress import Listener, VariantPhase, ignore
 from wheelfactory.support.resources import runtime_dir
 from wheelfactory.support.timeline import Timeline
+from wheelfactory.verify.strip import DEBUG_DIR
 from wheelfactory.verify.wheel_size import over_limit
 
 WORK_DIR = ".work"
@@ -65,7 +66,8 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
     out = out.resolve()
     check_output_entries(out, {manifest.LOCK: FILE, manifest.MANIFEST: FILE, WORK_DIR: FOLDER,
                                **{variant.id: FOLDER for variant in variants},
-                               **{f"{variant.id}/{LOG_NAME}": FILE for variant in variants}})
+                               **{f"{variant.id}/{LOG_NAME}": FILE for variant in variants},
+                               **{f"{variant.id}/{DEBUG_DIR}": FOLDER for variant in variants}})
     held = manifest.lock(out)
     try:
         recorder = manifest.ManifestRecorder(out)
@@ -184,6 +186,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                 if stale != final:
                     stale.unlink()
                     provenance_path(stale).unlink(missing_ok=True)
+            _keep_debug_files(workdir / DEBUG_DIR, variant_dir / DEBUG_DIR)
             shutil.rmtree(workdir, ignore_errors=True)
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
@@ -215,6 +218,15 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                            image=engine.image_id(variant), torch_version=facts[0],
                                            toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
                                            tests=timeline.results.get("tests"), warnings=timeline.warnings or None))
+
+
+def _keep_debug_files(built: Path, kept: Path) -> None:
+    """The new wheel's debug files (verify/strip.py) replace the last wheel's, beside it in dist."""
+    if kept.is_symlink() or kept.is_file():
+        kept.unlink()
+    shutil.rmtree(kept, ignore_errors=True)
+    if built.is_dir():
+        shutil.move(str(built), str(kept))
 
 
 def _cancelled_entry(engine: Engine) -> manifest.Entry:
