@@ -82,3 +82,17 @@ def test_python_depends_use_the_loaders_names() -> None:
     python-depends wants the kernel-builder name back."""
     headers = HeaderParser().parsestr("Name: k\nRequires-Dist: apache-tvm-ffi>=0.1\nRequires-Dist: einops\n")
     assert python_depends(headers) == ["tvm-ffi", "einops"]
+
+
+def test_a_part_of_a_split_build_is_not_exported_and_says_why(tmp_path: Path) -> None:
+    vid = "torch213-cxx11-cu130-sm90-x86_64-linux"
+    wheel = make_wheel(tmp_path / "dist", "tiny", "0.1.0+cu130torch2.13sm90",
+                       build_record={"namespace": "_tiny_cuda_0123abcd", "arch_list": ["9.0"]})
+    indexed = IndexedWheel(VariantId.parse(vid), "tiny", "0.1.0+cu130torch2.13sm90", wheel.name,
+                           hashlib.sha256(wheel.read_bytes()).hexdigest(), wheel, "2.13.0", "13.0", None,
+                           core_metadata_sha256=None, size=wheel.stat().st_size)
+    result = export_hf_layout([indexed], tmp_path / "hf", abi_check=False)
+    assert result.exported == () and not list((tmp_path / "hf" / "build").iterdir())
+    (skipped,) = result.skipped
+    assert skipped.variant_id == vid and "one directory per build (torch213-cxx11-cu130-x86_64-linux)" in skipped.reason
+    assert "[cuda] split_archs = false" in skipped.reason

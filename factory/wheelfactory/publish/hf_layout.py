@@ -179,6 +179,14 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
             skipped.append(Skipped(wheel.variant_id, "a per-CPython build: the Hugging Face layout holds "
                                                          "cp39-abi3 builds only"))
             continue
+        if wheel.variant.gpu:
+            # `kernels` loads build/<torch>-<abi>-<backend>-<arch>-<os>/ and knows no GPU part; no
+            # part holds the other archs' code (verify/fatbin.py), so none can stand for the whole
+            whole = str(wheel.variant).replace(f"-{wheel.variant.gpu}-", "-")
+            skipped.append(Skipped(wheel.variant_id, f"a part of a build split by GPU architecture: the Hugging Face "
+                                                     f"layout has one directory per build ({whole}) holding every "
+                                                     "arch; build it whole for the Hub ([cuda] split_archs = false)"))
+            continue
         target = build / wheel.variant_id
         # A fresh directory per variant, renamed into place whole: its files are written plainly.
         temp = build / f".{wheel.variant_id}.tmp-{os.getpid()}"
