@@ -93,3 +93,16 @@ def test_each_part_has_its_own_label_and_one_sm_arch_value() -> None:
     # the part's arch, whatever the record lists (a bring-your-own wheel has no record)
     assert properties_for(sm90, ["8.0", "9.0", "12.0+PTX"])["nvidia"]["sm_arch"] == ["90_real"]
     assert properties_for(ptx)["nvidia"]["sm_arch"] == ["120_virtual"]
+
+
+@pytest.mark.parametrize(("torch", "backend", "flags", "added"), [
+    ("2.13", "cu130", (), ("--compress-mode=size",)),
+    ("2.13", "cu130", ("-O3", "--compress-mode=speed"), ()),  # the project's own choice stands
+    ("2.13", "cu130", ("-compress-mode=none",), ()),
+    ("2.9", "cu128", (), ()),  # CUDA 12.8's minor-version compatibility reaches older drivers
+    ("2.13", "cpu", (), ()),
+])
+def test_nvcc_compresses_for_size_from_cuda_13(plan_of: Callable[[str], Plan], torch: str, backend: str,
+                                               flags: tuple[str, ...], added: tuple[str, ...]) -> None:
+    (variant,) = plan_of(f'[matrix]\ntorch = ["{torch}"]\nbackends = ["{backend}"]\n').variants
+    assert variant.nvcc_defaults(flags) == added

@@ -96,7 +96,8 @@ def test_cuda_stage_uses_the_units_capabilities(planned: dict[str, Variant]) -> 
     (unit,) = stage.units
     assert unit.name == "relu_cuda" and unit.sources == ("relu_cuda/relu_cuda.cu",)
     assert unit.archs == ("8.0", "9.0")
-    assert unit.device_flags == ("-DKB_RELU_UNIT_FLAGS", "-gencode=arch=compute_80,code=sm_80",
+    # CUDA 13: fat binaries compressed for size first, the unit's own flags after (they win)
+    assert unit.device_flags == ("--compress-mode=size", "-DKB_RELU_UNIT_FLAGS", "-gencode=arch=compute_80,code=sm_80",
                                  "-gencode=arch=compute_90,code=sm_90")
     # what cuobjdump must find: the units' archs (the bindings have no device code of their own)
     assert stage.variant.arch_list == ("8.0", "9.0")

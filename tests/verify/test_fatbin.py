@@ -16,7 +16,7 @@ import pytest
 from testkit import make_wheel
 from wheelfactory.plan.identity import GpuSlice
 from wheelfactory.support.wheel_rewrite import record_hash
-from wheelfactory.verify.fatbin import MAGIC, FatbinError, fat_binaries, keep_part, keep_part_of_wheel
+from wheelfactory.verify.fatbin import MAGIC, FatbinError, device_code_sizes, fat_binaries, keep_part, keep_part_of_wheel
 
 
 def entry(kind: int, arch: int, payload: bytes) -> bytes:
@@ -108,3 +108,19 @@ def test_the_wheel_of_a_part_is_smaller_and_its_record_is_true(tmp_path: Path) -
     with pytest.raises(FatbinError, match="holds no SASS of sm_120"):
         keep_part_of_wheel(wheel, GpuSlice.parse("sm120"), tmp_path / "none")
     assert not list((tmp_path / "none").glob("*.whl"))  # no part wheel is left behind
+
+
+def compressed_entry(arch: int, payload: bytes, unpacked: int) -> bytes:
+    """An entry as nvcc --compress-mode=size writes one: flag 0x8000 and the unpacked size."""
+    header = bytearray(entry(2, arch, b""))[:64]
+    struct.pack_into("<Q", header, 40, 0x8011)
+    struct.pack_into("<Q", header, 56, unpacked)
+    struct.pack_into("<Q", header, 8, len(payload))
+    return bytes(header) + payload
+
+
+def test_the_device_code_sizes_say_what_compression_saved(tmp_path: Path) -> None:
+    packed = fat_binary(compressed_entry(80, b"z" * 40, 400), entry(1, 80, b"P" * 24))
+    assert device_code_sizes(library(tmp_path, packed)) == (40 + 24, 400 + 24)
+    assert device_code_sizes(library(tmp_path, SECTION)) == (100 + 56 + 40 + 24,) * 2  # nothing compressed
+    assert device_code_sizes(b"not an ELF file") == (0, 0)

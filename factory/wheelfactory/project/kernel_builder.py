@@ -340,7 +340,7 @@ def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, tab
                               f"capabilities ({', '.join(wanted)})", file=str(spec.root / DECLARATION),
                               key=f"kernel.{unit.name}.cuda-capabilities",
                               hint=f"CUDA {variant.toolkit} compiles {toolkit.min_arch} to {toolkit.max_arch}")
-        device = [*unit.cuda_flags, *gencode_flags(archs)]
+        device = [*variant.nvcc_defaults(unit.cuda_flags), *unit.cuda_flags, *gencode_flags(archs)]
     elif backend == "rocm":
         archs = unit.rocm_archs or spec.general.rocm_archs or variant.arch_list
         device = [*unit.hip_flags, *(f"--offload-arch={a}" for a in archs)]
@@ -402,7 +402,8 @@ def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version
         defines.append(("Py_LIMITED_API", LIMITED_API))
     include_dirs = [*(str(p) for p in spec.torch.include), GENERATED_DIR, "."]
     cxx = [*spec.torch.cxx_flags, *variant.settings.extra_cflags]
-    nvcc = list(variant.settings.extra_cuda_cflags) if device else []
+    nvcc = [*variant.nvcc_defaults(variant.settings.extra_cuda_cflags), *variant.settings.extra_cuda_cflags] \
+        if device else []
     extension = "CUDAExtension" if device else "CppExtension"
     data = [f"*.{ext}" for ext in spec.torch.data_extensions]
     unit_specs = [{"name": u.name, "sources": list(u.sources), "include_dirs": list(u.include_dirs),

@@ -35,7 +35,7 @@ from wheelfactory.project.stage import Stage
 from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
-from wheelfactory.verify import byo_smoke, cuda_binary
+from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.repair import check_wheel, is_shared_library
 from wheelfactory.verify.wheel_identity import elf_machine_problems
 
@@ -365,7 +365,8 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
     project passes its own arch flags (a bring-your-own setup.py's -gencode wins over
     TORCH_CUDA_ARCH_LIST): a mismatch then says which setting of the plan would match them."""
     wanted = cuda_binary.expected(variant.shipped_arch_list)
-    found = {name: cuda_binary.contents(data, log=log) for name, data in (libs or libraries(wheel)).items()
+    found_libs = libs or libraries(wheel)
+    found = {name: cuda_binary.contents(data, log=log) for name, data in found_libs.items()
              if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
     device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
     if not device:
@@ -373,6 +374,10 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
     out = []
     for name, contents in device.items():
         note(log, f"cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})")
+        stored, unpacked = fatbin.device_code_sizes(found_libs[name])
+        if unpacked > stored:
+            note(log, f"device code {name}: {stored} bytes, {unpacked} unpacked ({unpacked - stored} saved by "
+                      "nvcc's fat binary compression)")
         mismatch = cuda_binary.problems(contents, wanted, exact_ptx=bool(variant.key.gpu))
         if mismatch and own_archs:
             mismatch[-1] += (f" (the project's own arch flags decide what it compiles: set [cuda] arch_list = "

@@ -33,6 +33,9 @@ SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries after it
 _ENTRY = struct.Struct("<HHIQ")  # kind, version, header size, payload size
 _ARCH_AT = 28  # the entry header's u32 arch number (80, 90, 120), after kind .. payload size and 3 u32
+_FLAGS_AT = 40  # u64 flags: 0x2000 (LZ4) or 0x8000 (nvcc --compress-mode's) when the payload is compressed
+_UNPACKED_AT = 56  # u64 size of a compressed payload once unpacked (headers of 64 bytes and more)
+_COMPRESSED = 0x2000 | 0x8000
 KINDS = {1: "ptx", 2: "sass"}
 
 
@@ -48,6 +51,8 @@ class Entry:
     arch: int  # 80, 90, 120
     start: int  # the entry's header, from its fat binary's start
     end: int  # past its payload
+    stored: int = 0  # the payload's bytes
+    unpacked: int = 0  # what they unpack to (``stored`` where not compressed)
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,10 @@ def fat_binaries(section: bytes) -> Iterator[tuple[int, int, list[Entry]]]:
                 continue
             raise FatbinError(f"not a CUDA fat binary at offset {pos} of the section (magic {magic:#x})")
         end = pos + header_size + size
-        if header_size < _HEADER.size or end > len(section):
+        if header_size < _HEADER.size:
+            raise FatbinError(f"a fat binary at offset {pos} has a header of {header_size} bytes (at least "
+                              f"{_HEADER.size})")
+        if end > len(section):
             raise FatbinError(f"a fat binary at offset {pos} runs past its section ({end} > {len(section)} bytes)")
         entries, at = [], pos + header_size
         while at < end:
@@ -82,10 +90,39 @@ def fat_binaries(section: bytes) -> Iterator[tuple[int, int, list[Entry]]]:
                 raise FatbinError(f"a fat binary entry of kind {kind} (known: 1 PTX, 2 SASS) at offset {at}: "
                                   "a toolkit newer than this reader; build without [cuda] split_archs")
             (arch,) = struct.unpack_from("<I", section, at + _ARCH_AT)
-            entries.append(Entry(KINDS[kind], arch, at - pos, at + entry_header + payload - pos))
+            (flags,) = struct.unpack_from("<Q", section, at + _FLAGS_AT) if entry_header >= _FLAGS_AT + 8 else (0,)
+            compressed = bool(flags & _COMPRESSED) and entry_header >= _UNPACKED_AT + 8
+            (unpacked,) = struct.unpack_from("<Q", section, at + _UNPACKED_AT) if compressed else (payload,)
+            entries.append(Entry(KINDS[kind], arch, at - pos, at + entry_header + payload - pos, payload, unpacked))
             at += entry_header + payload
         yield pos, end, entries
         pos = (end + 7) & ~7
+
+
+def device_code_sizes(library: bytes) -> tuple[int, int]:
+    """(bytes the library's device code takes, bytes it unpacks to): what nvcc's fat binary
+    compression saved. (0, 0) for a library without fat binaries."""
+    stored = unpacked = 0
+    try:
+        for offset, size in _sections(library):
+            for _, _, entries in fat_binaries(library[offset:offset + size]):
+                stored += sum(e.stored for e in entries)
+                unpacked += sum(e.unpacked for e in entries)
+    except FatbinError:  # a layout this reader does not know: cuobjdump's listing is the check
+        return 0, 0
+    return stored, unpacked
+
+
+def _sections(library: bytes) -> list[tuple[int, int]]:
+    """(file offset, size) of the library's fat binary sections; [] for a file that is not ELF."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        return [(s["sh_offset"], s["sh_size"]) for s in ELFFile(io.BytesIO(library)).iter_sections()
+                if s.name in SECTIONS and s["sh_type"] != "SHT_NOBITS" and s["sh_size"]]
+    except (ELFError, ValueError, KeyError):
+        return []
 
 
 def _matches(entry: Entry, part: GpuSlice) -> bool:
@@ -97,14 +134,7 @@ def keep_part(library: bytes, part: GpuSlice, *, name: str = "the library") -> K
     """``library`` with only ``part``'s device code left in each fat binary (module docstring);
     a library with no fat binary comes back as it is. FatbinError where the fat binaries hold
     none of the part's code (the build did not compile that arch)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
-    try:
-        sections = [(s["sh_offset"], s["sh_size"]) for s in ELFFile(io.BytesIO(library)).iter_sections()
-                     if s.name in SECTIONS and s["sh_type"] != "SHT_NOBITS" and s["sh_size"]]
-    except (ELFError, ValueError, KeyError):
-        return KeptPart(library, 0, 0)
+    sections = _sections(library)
     if not sections:
         return KeptPart(library, 0, 0)
     out = bytearray(library)
