@@ -371,7 +371,8 @@ def _cuda_arch_list(table: Table, key: str) -> tuple[str, ...] | None:
 
 def _cuda(table: Table) -> CudaSettings:
     table.reject_unknown(MATRIX_FILE.section("cuda").names())
-    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"), table.boolean("split_archs", False))
+    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"),
+                        split_archs=table.boolean("split_archs", False))
 
 
 def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:
