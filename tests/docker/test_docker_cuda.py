@@ -68,7 +68,7 @@ def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Pa
 
 
 
-@pytest.mark.parametrize(("part", "listed"), [("sm80", "sm_80"), ("sm120", "sm_120"), ("ptx120", "no SASS + PTX compute_120")])
+@pytest.mark.parametrize(("part", "listed"), list(PARTS.items()))
 def test_a_part_of_the_wheel_holds_its_own_device_code_only(cuda_build: Path, tmp_path: Path, part: str,
                                                              listed: str) -> None:
     entry = manifest(cuda_build / "dist")[VARIANT]
@@ -141,30 +141,44 @@ def test_a_split_build_gives_one_wheel_per_gpu_architecture(cuda_build: Path, of
         assert record["arch_list"] == [GpuSlice.parse(part).arch_list_entry] and record["parts"] == list(PARTS)
 
 
+@pytest.fixture(scope="module")
+def split_index(cuda_build: Path, offline_build_tables: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the split build's dist/ (the shared build stays as built), indexed."""
+    dist = tmp_path_factory.mktemp("split-index") / "dist"
+    shutil.copytree(make_shared(SPLIT, offline_build_tables) / "dist", dist)
+    indexed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(dist)], capture_output=True,
+                             text=True, timeout=600)
+    assert indexed.returncode == 0, indexed.stderr[-3000:]
+    return dist
+
+
+def test_each_part_carries_its_sm_arch_in_the_index(split_index: Path) -> None:
+    doc = json.loads((split_index / "index" / "variants" / "simple" / "fusedops" /
+                      "fusedops-0.1.0-variants.json").read_text())
+    for part in PARTS:
+        assert doc["variants"][f"torch215_cxx11_cu132_{part}"]["nvidia"]["sm_arch"] == [GpuSlice.parse(part).sm_arch]
+
+
 @pytest.mark.parametrize(("gpu", "part", "why"), [
     ("8.0", "sm80", "sm_80 -> sm_80 wheel: its own SASS"),
     ("8.6", "sm80", "sm_86 -> sm_80 wheel: same major, lower minor SASS runs"),
     ("13.0", "ptx120", "sm_130 -> compute_120 PTX wheel: newer than the PTX's arch"),
 ])
-def test_the_index_of_a_split_build_chooses_by_gpu_under_the_cuda_torch(
-        cuda_build: Path, offline_build_tables: str, tmp_path: Path, gpu: str, part: str, why: str) -> None:
+def test_the_index_of_a_split_build_chooses_by_gpu_under_the_cuda_torch(split_index: Path, gpu: str, part: str,
+                                                                        why: str) -> None:
     """select.py, as the index serves it, run by this interpreter with the CUDA torch 2.15 the
     builds prepared (no GPU here: --gpu names one)."""
     from docker_helpers import prepared_torch_env
     from testkit import TEST_CACHE
     from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
 
-    dist = tmp_path / "dist"
-    shutil.copytree(make_shared(SPLIT, offline_build_tables) / "dist", dist)
-    indexed = subprocess.run([sys.executable, "-m", "wheelfactory", "index", "-o", str(dist)], capture_output=True,
-                             text=True, timeout=600)
-    assert indexed.returncode == 0, indexed.stderr[-3000:]
-    torch_env = prepared_torch_env(TEST_CACHE / "wheelhouse", "2.15.0", f"cp{sys.version_info[0]}{sys.version_info[1]}"
-                                   f"-cp{sys.version_info[0]}{sys.version_info[1]}")
+    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    torch_env = prepared_torch_env(TEST_CACHE / "wheelhouse", "2.15.0", f"{python}-{python}")
     if torch_env is None:
         pytest.skip(f"no prepared torch 2.15.0 environment for this CPython {sys.version_info[:2]}")
-    chosen = subprocess.run([sys.executable, "-", "--index", str(dist), "--gpu", gpu], input=select_script(DEFAULT_BASE_URL),
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(torch_env)})
+    chosen = subprocess.run([sys.executable, "-", "--index", str(split_index), "--gpu", gpu],
+                            input=select_script(DEFAULT_BASE_URL), capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "PYTHONPATH": str(torch_env)})
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert f"-> {VARIANT.replace('-cu132-', f'-cu132-{part}-')}" in chosen.stdout, chosen.stdout
     assert f"# {why}" in chosen.stdout and "(cuda 13.2, cxx11 ABI)" in chosen.stdout, chosen.stdout
