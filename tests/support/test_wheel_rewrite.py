@@ -1,13 +1,16 @@
-"""require_torch: the Requires-Dist rewrite that gives a finished wheel its variant's torch pin."""
+"""require_torch: the Requires-Dist rewrite that gives a finished wheel its variant's torch pin;
+and rewrite_wheel's RECORD."""
 
 from __future__ import annotations
 
+import zipfile
 from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from wheelfactory.support.wheel_rewrite import require_torch
+from testkit import make_wheel
+from wheelfactory.support.wheel_rewrite import require_torch, rewrite_wheel
 
 PIN = "torch>=2.13,<2.14"
 
@@ -69,3 +72,19 @@ def test_rewriting_the_same_wheel_later_gives_the_same_bytes(tmp_path: Path,
         outputs.append(rewrite_wheel(wheel, tmp_path / name, dist_info_files={"variant.json": b"{}"},
                                      variant_label="x").read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_directory_entries_stay_out_of_record(tmp_path: Path) -> None:
+    """auditwheel's repaired wheels hold directory entries (``pkg/``); a rewrite keeps them in the
+    zip and lists only files in RECORD, as the wheel spec and the index's identity check want."""
+    wheel = make_wheel(tmp_path / "in", files={"tiny/_C.abi3.so": b"library"})
+    with zipfile.ZipFile(wheel, "a") as archive:
+        archive.writestr(zipfile.ZipInfo("tiny/"), b"")
+        archive.writestr(zipfile.ZipInfo("tiny-0.1.0.dist-info/"), b"")
+    out = rewrite_wheel(wheel, tmp_path / "out", contents=lambda name, data: data.upper())
+    with zipfile.ZipFile(out) as archive:
+        record = archive.read("tiny-0.1.0.dist-info/RECORD").decode()
+        names = set(archive.namelist())
+        assert archive.read("tiny/_C.abi3.so") == b"LIBRARY"
+    listed = [line.split(",")[0] for line in record.splitlines()]
+    assert "tiny/" in names and all(not name.endswith("/") for name in listed) and set(listed) <= names

@@ -107,7 +107,8 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
             info = zipfile.ZipInfo(filename, item.date_time)
             info.external_attr, info.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
             out.writestr(info, data)
-            records.append([filename, record_hash(data), str(len(data))])
+            if not item.is_dir():  # auditwheel's wheels hold directory entries; RECORD lists files only
+                records.append([filename, record_hash(data), str(len(data))])
         date_time = items[0].date_time if items else (1980, 1, 1, 0, 0, 0)
         for filename, data in sorted(added.items()):
             info = zipfile.ZipInfo(filename, date_time)
