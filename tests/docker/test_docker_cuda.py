@@ -159,26 +159,42 @@ def test_each_part_carries_its_sm_arch_in_the_index(split_index: Path) -> None:
         assert doc["variants"][f"torch215_cxx11_cu132_{part}"]["nvidia"]["sm_arch"] == [GpuSlice.parse(part).sm_arch]
 
 
+@pytest.fixture(scope="module")
+def cuda_torch(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, str]]:
+    """An interpreter that imports the CUDA torch 2.15 the builds used, and its environment: this
+    one with the prepared environment on PYTHONPATH, as the build containers use it, or (once the
+    run collected that) a venv hard-linked from the same wheel set."""
+    from docker_helpers import REQUIRED, prepared_torch_env
+    from testkit import TEST_CACHE, wheelhouse_sets_with, wheelhouse_venv
+
+    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
+    prepared = prepared_torch_env(TEST_CACHE / "wheelhouse", "2.15.0", f"{python}-{python}")
+    if prepared is not None:
+        return sys.executable, {"PYTHONPATH": str(prepared)}
+    sets = wheelhouse_sets_with("2.15.0")
+    if not sets:
+        message = f"no torch 2.15.0 wheel set for this CPython {sys.version_info[:2]} in the test wheelhouse"
+        if REQUIRED:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    venv = wheelhouse_venv(tmp_path_factory.mktemp("cuda-torch") / "venv", ("torch==2.15.0",), sets[0])
+    return str(venv / "bin" / "python"), {}
+
+
 @pytest.mark.parametrize(("gpu", "part", "why"), [
     ("8.0", "sm80", "sm_80 -> sm_80 wheel: its own SASS"),
     ("8.6", "sm80", "sm_86 -> sm_80 wheel: same major, lower minor SASS runs"),
     ("13.0", "ptx120", "sm_130 -> compute_120 PTX wheel: newer than the PTX's arch"),
 ])
-def test_the_index_of_a_split_build_chooses_by_gpu_under_the_cuda_torch(split_index: Path, gpu: str, part: str,
-                                                                        why: str) -> None:
-    """select.py, as the index serves it, run by this interpreter with the CUDA torch 2.15 the
-    builds prepared (no GPU here: --gpu names one)."""
-    from docker_helpers import prepared_torch_env
-    from testkit import TEST_CACHE
+def test_the_index_of_a_split_build_chooses_by_gpu_under_the_cuda_torch(
+        split_index: Path, cuda_torch: tuple[str, dict[str, str]], gpu: str, part: str, why: str) -> None:
+    """select.py, as the index serves it, run with the CUDA torch 2.15 (no GPU here: --gpu names one)."""
     from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
 
-    python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    torch_env = prepared_torch_env(TEST_CACHE / "wheelhouse", "2.15.0", f"{python}-{python}")
-    if torch_env is None:
-        pytest.skip(f"no prepared torch 2.15.0 environment for this CPython {sys.version_info[:2]}")
-    chosen = subprocess.run([sys.executable, "-", "--index", str(split_index), "--gpu", gpu],
+    python, env = cuda_torch
+    chosen = subprocess.run([python, "-", "--index", str(split_index), "--gpu", gpu],
                             input=select_script(DEFAULT_BASE_URL), capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "PYTHONPATH": str(torch_env)})
+                            env={**os.environ, **env})
     assert chosen.returncode == 0, chosen.stderr[-3000:]
     assert f"-> {VARIANT.replace('-cu132-', f'-cu132-{part}-')}" in chosen.stdout, chosen.stdout
     assert f"# {why}" in chosen.stdout and "(cuda 13.2, cxx11 ABI)" in chosen.stdout, chosen.stdout
