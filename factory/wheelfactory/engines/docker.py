@@ -38,6 +38,7 @@ from wheelfactory.engines.wheelhouse import (
     WheelSet,
     local_wheels,
     request_for,
+    torch_build_mismatch,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
@@ -273,11 +274,15 @@ class DockerEngine:
     def _wheel_sets(self, stage: Stage, python: ContainerPython, log: Path) -> _VariantSets:
         """torch's set (shared by every project), the project's build system's, and the tests'."""
         variant = stage.variant
+        torch_index = self.options.torch_indexes.get(variant.id)
         torch = self.wheelhouse.ensure(
-            request_for(variant, python, torch_index=self.options.torch_indexes.get(variant.id),
+            request_for(variant, python, torch_index=torch_index,
                         extra=(*variant.toolkit_wheels, *self._cache_requirements()),
                         find_links=self.options.find_links),
             log=log)
+        mismatch = torch_build_mismatch(variant, torch.wheels, torch_index or "the host's pip index")
+        if mismatch is not None:
+            raise DockerBuildError(mismatch)
         # The project's build system is a set of its own too: one torch set serves every project.
         build_system = self._build_system_set(stage, python, log)
         # The tests' requirements are a set of their own: adding pytest to torch's set would

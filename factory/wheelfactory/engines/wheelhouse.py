@@ -127,6 +127,31 @@ def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | N
     return None
 
 
+def torch_build_mismatch(variant: Variant, wheels: tuple[tuple[str, str], ...], index: str) -> str | None:
+    """Why the torch wheel ``index`` served is not the variant's build (None: it is, or the wheel
+    says no build, as PyPI's default ones do): a CPU build (``+cpu``) for a CUDA variant would fail
+    the compile with torch's "CUDA_HOME environment variable is not set", another toolkit's with
+    a version check."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    for name, _ in wheels:
+        try:
+            project, version, _, _ = parse_wheel_filename(name)
+        except InvalidWheelFilename:
+            continue
+        if project != "torch" or not version.local:
+            continue
+        wanted = variant.key.backend.build_name
+        got = version.local
+        if variant.key.backend.kind == "cpu" or got.replace(".", "") == wanted.replace(".", ""):
+            return None
+        kind = "CPU" if got == "cpu" else got
+        return (f"{variant.id}: the torch index ({index}) served {name.split('-')[0]}-{version}, the {kind} build, for "
+                f"this {wanted} variant: point [build] torch_index at an index that has torch {version.public}+"
+                f"{wanted} (\"pytorch\" or a mirror of it), or leave the variant out (--only, [[exclude]])")
+    return None
+
+
 @dataclass(frozen=True)
 class WheelSet:
     path: Path  # mount this read-only as /wheelhouse
