@@ -222,10 +222,9 @@ def version_key(version: str) -> VersionKey:
 def fit_env(env: dict[str, object]) -> FitEnv:
     """``detect()``'s environment as the runtime's fit rule reads one."""
     toolkit = env.get("toolkit")
-    gpus = env.get("gpus") or []
     return FitEnv(str(env.get("torch_version") or env["torch"]), str(env["backend"]),
                   str(toolkit) if toolkit else None, bool(env["cxx11_abi"]), str(env["python"]), str(env["arch"]),
-                  tuple(parse_major_minor(str(gpu)) for gpu in gpus) if isinstance(gpus, list) else ())
+                  tuple(parse_major_minor(gpu) for gpu in env_gpus(env)))
 
 
 def fit_build(variant: dict[str, object]) -> FitBuild:
@@ -267,6 +266,12 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     return best, others
 
 
+def env_gpus(env: dict[str, object]) -> list[str]:
+    """The compute capabilities ("9.0") an environment is chosen for: its GPUs, or --gpu's."""
+    gpus = env.get("gpus")
+    return [str(gpu) for gpu in gpus] if isinstance(gpus, list) else []
+
+
 def gpu_rank(variant: dict[str, object]) -> tuple[int, int]:
     """Among builds that serve the GPUs: a part with SASS before a whole build, the closest SASS
     (the highest arch that runs) first; the PTX part last (its code is compiled on first load)."""
@@ -278,8 +283,7 @@ def gpu_rank(variant: dict[str, object]) -> tuple[int, int]:
 def gpu_reasons(env: dict[str, object], variant: dict[str, object]) -> list[str]:
     """Why a part of a split build serves each GPU of ``env`` (``sm_86 -> sm_80 wheel: ...``)."""
     part = str(variant.get("gpu") or "")
-    gpus = env.get("gpus") or []
-    reasons = [gpu_part_serves(part, parse_major_minor(str(gpu))) for gpu in gpus] if part else []
+    reasons = [gpu_part_serves(part, parse_major_minor(gpu)) for gpu in env_gpus(env)] if part else []
     return [reason for reason in reasons if reason]
 
 
@@ -295,8 +299,8 @@ def _parts(variants: list[dict[str, object]]) -> list[str]:
 def describe(env: dict[str, object]) -> str:
     backend = str(env["backend"]) + (f" {env['toolkit']}" if env["toolkit"] else "")
     abi = "cxx11" if env["cxx11_abi"] else "pre-cxx11"
-    gpus = env.get("gpus") or []
-    shown = f", GPU {' '.join(_sm(g) for g in gpus)}" if isinstance(gpus, list) and gpus else ""
+    gpus = env_gpus(env)
+    shown = f", GPU {' '.join(_sm(g) for g in gpus)}" if gpus else ""
     return f"torch {env['torch_version']} ({backend}, {abi} ABI), CPython {env['python']}, {env['arch']}{shown}"
 
 
@@ -333,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         env["gpus"] = sorted(set(args.gpu), key=parse_major_minor)
     best, others = choose(env, variants)
     parts = _parts(variants)
-    if best is not None and best.get("gpu") and not env.get("gpus"):
+    if best is not None and best.get("gpu") and not env_gpus(env):
         # every part "fits" a machine whose GPU is not known; which one runs is the GPU's call
         print(f"this index splits its CUDA builds by GPU architecture ({', '.join(parts)}) and no GPU is seen "
               f"here ({describe(env)}): name the GPU to install for with --gpu, e.g. --gpu 9.0", file=sys.stderr)
@@ -353,8 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                        and v.get("python") in ("abi3", env["python"])]
         gpu_misses = [v for v, why in others if v.get("gpu") and all("does not run on" in w for w in why)]
         if gpu_misses:
-            unserved = [g for g in env.get("gpus") or []  # type: ignore[union-attr]
-                        if not any(gpu_part_serves(str(v.get("gpu")), parse_major_minor(str(g))) for v in gpu_misses)]
+            unserved = [g for g in env_gpus(env)
+                        if not any(gpu_part_serves(str(v.get("gpu")), parse_major_minor(g)) for v in gpu_misses)]
             print(f"No part of this split build ({', '.join(parts)}) runs on "
                   f"{', '.join(_sm(g) for g in unserved) or 'all of these GPUs at once'}"
                   f": an arch_list with {' and '.join(str(g) for g in unserved) or 'a PTX arch at or below the oldest'}"
