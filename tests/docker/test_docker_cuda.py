@@ -4,12 +4,15 @@ knows, as PyPI serves it), nvcc from NVIDIA's wheels,
 lists exactly the requested SASS archs plus PTX for the +PTX one; the smoke test loads the
 prebuilt library in a fresh container with the CUDA torch (no GPU: the CPU ops run).
 
-Slow (nvcc for two archs, a ~5 GB torch with its nvidia-* wheels): built once per cache.
+Slow (nvcc for three archs, a ~5 GB torch with its nvidia-* wheels): built once per cache.
 
 Its wheel is then split by GPU architecture as a [cuda] split_archs build splits it
 (verify/fatbin.py): cuobjdump reads each part back with exactly its own SASS or PTX, byte for
-byte the fat library's. The same image and torch then build docs/add-an-op.md's result for CUDA (one arch): the page's
-`.cu` file compiles as written, and the wheel's library holds its kernel.
+byte the fat library's; and the same matrix with split_archs builds four wheels (sm80, sm90,
+sm120, ptx120; the compile cache serves them the whole build's objects), which the index lists
+with their sm_arch and select.py chooses among by --gpu. The same image and torch then build
+docs/add-an-op.md's result for CUDA (one arch): the page's `.cu` file compiles as written, and
+the wheel's library holds its kernel.
 """
 
 from __future__ import annotations
@@ -40,20 +43,20 @@ torch = ["2.15"]
 backends = ["cu132"]
 
 [cuda]
-arch_list = "8.0;12.0+PTX"   # two archs keep nvcc's time down; sm_120: the newest PyTorch builds for
+arch_list = "8.0;9.0;12.0+PTX"   # sm_120: the newest PyTorch builds for; one arch more costs nvcc ~2 s
 """)
 
-# The same build split by GPU architecture ([cuda] split_archs): three parts, each compiling what
+# The same build split by GPU architecture ([cuda] split_archs): four parts, each compiling what
 # CU132 compiled (the compile cache serves them), each wheel with its own arch's device code.
 SPLIT = SharedBuild("docker-cuda-split", REPO / "kernels" / "fusedops", """[matrix]
 torch = ["2.15"]
 backends = ["cu132"]
 
 [cuda]
-arch_list = "8.0;12.0+PTX"
+arch_list = "8.0;9.0;12.0+PTX"
 split_archs = true
 """)
-PARTS = {"sm80": "sm_80", "sm120": "sm_120", "ptx120": "no SASS + PTX compute_120"}
+PARTS = {"sm80": "sm_80", "sm90": "sm_90", "sm120": "sm_120", "ptx120": "no SASS + PTX compute_120"}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +66,7 @@ def cuda_build(offline_build_tables: str) -> Path:
 
 def test_cuda_wheel_holds_the_requested_archs_and_no_cuda_library(cuda_build: Path) -> None:
     check_cuda_variant(cuda_build, VARIANT, version="0.1.0+cu132torch2.15", toolkit="13.2",
-                       archs=["8.0", "12.0+PTX"], cuobjdump="sm_80, sm_120 + PTX compute_120")
+                       archs=["8.0", "9.0", "12.0+PTX"], cuobjdump="sm_80, sm_90, sm_120 + PTX compute_120")
 
 
 
@@ -182,7 +185,7 @@ def cuda_torch(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
 
 
 @pytest.mark.parametrize(("gpu", "part", "why"), [
-    ("8.0", "sm80", "sm_80 -> sm_80 wheel: its own SASS"),
+    ("9.0", "sm90", "sm_90 -> sm_90 wheel: its own SASS"),
     ("8.6", "sm80", "sm_86 -> sm_80 wheel: same major, lower minor SASS runs"),
     ("13.0", "ptx120", "sm_130 -> compute_120 PTX wheel: newer than the PTX's arch"),
 ])
