@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -365,3 +366,19 @@ def follow_add_an_op(project: Path) -> None:
         else:
             lines.insert(at, block)
         path.write_text("".join(lines))
+
+
+class FakeStage:
+    """A stage as the runner reads one (project/stage.py Stage), for the runner's tests with a fake
+    engine: a native project of ``variant`` whose checkout is no git checkout."""
+
+    def __init__(self, variant: object) -> None:
+        from wheelfactory.project.kind_facts import NATIVE
+
+        self.variant = variant
+        self.package = "fake"
+        self.kind, self.source_date_epoch = NATIVE, 315532800
+        self.source_root = Path(tempfile.gettempdir())  # not a git checkout: no source entry in the record
+
+    def key_material(self) -> object:
+        return self.variant.id  # type: ignore[attr-defined]

@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 from rich.console import Console
+import testkit
 from testkit import REPO
 from wheelfactory.cli.render import print_build_summary
 from wheelfactory.engines import BuildInputs
@@ -16,7 +17,6 @@ from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-from wheelfactory.project.kind_facts import NATIVE
 from wheelfactory.project.stage import Stage
 from wheelfactory.publish.report import build_report, render_html
 from wheelfactory.runner import manifest
@@ -33,13 +33,10 @@ def cuda_variant() -> Variant:
     return variant
 
 
-class FakeStage:
+class FakeStage(testkit.FakeStage):
     def __init__(self, variant: Variant) -> None:
-        self.variant, self.package = variant, "multi_ext"
-        self.kind, self.source_date_epoch = NATIVE, 315532800
-
-    def key_material(self) -> object:
-        return self.variant.id
+        super().__init__(variant)
+        self.package = "multi_ext"
 
 
 class WarningEngine:

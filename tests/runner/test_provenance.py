@@ -27,7 +27,8 @@ from wheelfactory.runner.run import run_matrix
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
 from dist_fakes import make_dist  # noqa: E402
-from test_run_matrix import FakeEngine, FakeStage  # noqa: E402
+from test_run_matrix import FakeEngine  # noqa: E402
+from testkit import FakeStage  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -144,3 +145,34 @@ def test_merge_carries_the_record_and_another_runs_record_of_the_same_wheel_is_n
     record.write_text(record.read_text() + "\n")  # another run's record of the same wheel: no conflict
     apply_merge(plan_merge([part], out, manifest.read(out)))
     assert (out / (str(entries[vid].wheel) + SUFFIX)).read_bytes() == first  # the output's own build is kept
+
+
+def test_the_record_names_the_checkouts_git_state(tmp_path: Path, variants: tuple[Variant, ...]) -> None:
+    """A real git checkout: its commit and whether a tracked file changed (an untracked file does
+    not count) reach the statement, and git_states reads them back."""
+    import subprocess
+
+    from wheelfactory.project.keys import git_state
+    from wheelfactory.runner.provenance import BuiltWheel, git_states, statement
+
+    project = tmp_path / "project"
+    project.mkdir()
+    assert git_state(project) is None  # not a checkout
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@e"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (project / "kernel.toml").write_text("[kernel]\n")
+    subprocess.run([*git, "add", "kernel.toml"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    (project / "notes.txt").write_text("untracked\n")
+    clean = git_state(project)
+    assert clean is not None and (clean.commit, clean.dirty) == (head, False)
+    (project / "kernel.toml").write_text("[kernel]\nname = 'x'\n")
+    dirty = git_state(project)
+    assert dirty is not None and (dirty.commit, dirty.dirty) == (head, True)
+    wheel = tmp_path / "tiny-0.1-py3-none-any.whl"
+    wheel.write_bytes(b"wheel")
+    built = BuiltWheel(variants[0], wheel, "0" * 64, "native", "tiny", "1" * 64, 315532800, "key", 0.0, 1.0, dirty)
+    document = json.loads(json.dumps(statement(built, None)))
+    _consumer_parses(document)  # SLSA's own reader takes the source entry
+    assert git_states(document)[0] == dirty

@@ -10,14 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from testkit import REPO, FakeStage
 from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-from wheelfactory.project.kind_facts import NATIVE
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
 from wheelfactory.runner.run import run_matrix
@@ -29,16 +28,6 @@ def variants() -> tuple[Variant, ...]:
     table = load_table()
     text = '[matrix]\ntorch = ["2.6", "2.12", "2.13"]\ncxx11_abi = true\n'
     return expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=REPO), table).variants
-
-
-class FakeStage:
-    def __init__(self, variant: Variant) -> None:
-        self.variant = variant
-        self.package = "fake"
-        self.kind, self.source_date_epoch = NATIVE, 315532800
-
-    def key_material(self) -> object:
-        return self.variant.id
 
 
 class FakeEngine:

@@ -99,6 +99,10 @@ class ByoStage:
         return source_date_epoch(self.project.root)
 
     @property
+    def source_root(self) -> Path:
+        return self.project.root
+
+    @property
     def build_system(self) -> BuildSystem:
         return self.project.build_system
 

@@ -188,6 +188,10 @@ class KernelBuilderStage:
         return source_date_epoch(self.spec.root)
 
     @property
+    def source_root(self) -> Path:
+        return self.spec.root
+
+    @property
     def build_system(self) -> BuildSystem:
         return GENERATED
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from wheelfactory.support.proc import CommandFailed, Runner, TimeoutExpired, run
@@ -29,11 +31,39 @@ def json_digest(value: object) -> str:
 
 
 def file_sha256(path: Path) -> str:
+    return file_digest(path).hex()
+
+
+def file_digest(path: Path) -> bytes:
+    """The sha256 of a file's bytes, read a MiB at a time."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
-    return digest.hexdigest()
+    return digest.digest()
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The git state a project was built from: its HEAD commit, and whether tracked files under it
+    had changes not committed (then the commit does not name the sources on its own)."""
+
+    commit: str
+    dirty: bool
+
+
+def git_state(root: Path, *, runner: Runner = run) -> GitState | None:
+    """``root``'s git state; None where it is not in a git checkout (or git is missing)."""
+    try:
+        commit = runner(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=30).strip().rpartition("\n")[2]
+        changed = runner(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                         timeout=60)
+    except (OSError, CommandFailed, TimeoutExpired):
+        return None
+    if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", commit):
+        return None
+    # the output holds stderr too: a warning is not a change
+    return GitState(commit, any(re.match(r"[ MTADRCU?!]{2} ", line) for line in changed.splitlines()))
 
 
 # The zip format's earliest date (1980-01-01T00:00:00Z): the epoch of a project that has no

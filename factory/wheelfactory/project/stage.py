@@ -73,6 +73,10 @@ class Stage(Protocol):
         """The time every file in the wheel gets (project/keys.py source_date_epoch): part of what
         makes a rebuild byte-identical."""
 
+    @property
+    def source_root(self) -> Path:
+        """The project's checkout: its git state goes into the wheel's provenance record."""
+
     def build_env(self) -> dict[str, str]:
         """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
 
@@ -119,6 +123,10 @@ class StagePlan:
     @property
     def source_date_epoch(self) -> int:
         return source_date_epoch(self.kernel.root)
+
+    @property
+    def source_root(self) -> Path:
+        return self.kernel.root
 
     @property
     def build_system(self) -> BuildSystem:

@@ -22,6 +22,7 @@ any of its files is written, and its temp directory is removed.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -38,10 +39,12 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from wheelfactory.errors import ConfigError
+from wheelfactory.project.keys import file_digest
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, wheel_build_record
 from wheelfactory.runner import manifest
+from wheelfactory.runner.provenance import git_states, provenance_path
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
@@ -91,6 +94,51 @@ def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_
         "python-depends": list(python_depends or []),
         "backend": backend,
     }
+
+
+def variant_digest(directory: Path) -> dict[str, object]:
+    """metadata.json's ``digest``: each file of a variant directory by its path there, with the
+    base64 of its sha256, as `kernels` hashes a variant to check it (``Digest.hash_variant``:
+    metadata.json, its signature and bytecode caches left out)."""
+    files = {}
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory)
+        if path.is_dir() or relative.as_posix() in (METADATA, METADATA + ".sigstore") or "__pycache__" in relative.parts:
+            continue
+        files[relative.as_posix()] = base64.b64encode(file_digest(path)).decode()
+    return {"algorithm": "sha256", "files": files}
+
+
+def hub_provenance(record: Path | None) -> dict[str, object] | None:
+    """metadata.json's ``provenance`` from the wheel's provenance record (None without one): the
+    kernel checkout's commit and dirty flag, and the builder's version (and commit, from a
+    checkout). The Hub's schema names its builder's entry ``kernel-builder``; wheelfactory fills it
+    with its own and says so in ``builder`` (readers ignore keys they do not know)."""
+    if record is None:
+        return None
+    try:
+        document = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    source, factory = git_states(document)
+    run_details = document.get("predicate", {}).get("runDetails", {}) if isinstance(document, dict) else {}
+    versions = run_details.get("builder", {}).get("version", {}) if isinstance(run_details, dict) else {}
+    version = versions.get("wheelfactory") if isinstance(versions, dict) else None
+    if not isinstance(version, str):  # not a record wheelfactory wrote
+        return None
+    builder: dict[str, object] = {"version": version}
+    if factory is not None:
+        builder.update(commit=factory.commit, dirty=factory.dirty)
+    provenance: dict[str, object] = {"builder": "wheelfactory", "kernel-builder": builder}
+    if source is not None:
+        provenance["kernel"] = {"commit": source.commit, "dirty": source.dirty}
+    return provenance
+
+
+def _with_digest_and_provenance(metadata: Mapping[str, object], directory: Path,
+                                record: Path | None) -> dict[str, object]:
+    provenance = hub_provenance(record)
+    return {**metadata, "digest": variant_digest(directory), **({"provenance": provenance} if provenance else {})}
 
 
 def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str]]:
@@ -195,6 +243,7 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
             package, metadata = _unpack(wheel, temp)
             findings = check_package(temp, package) if abi_check else []
             if not findings:
+                metadata = _with_digest_and_provenance(metadata, temp, wheel.provenance)
                 (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
@@ -273,6 +322,8 @@ def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],
             with zipfile.ZipFile(wheel) as archive:
                 package, _ = _package_files(archive, wheel)
             unpack_package(wheel, package, temp)
+            record = provenance_path(wheel)
+            metadata = _with_digest_and_provenance(metadata, temp, record if record.is_file() else None)
             (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)

@@ -8,9 +8,11 @@ What the predicate holds, so that a release engineer can say what went into a wh
 - ``buildDefinition.internalParameters``: the engine, the build cache key, the torch release and
   toolkit the variant was built against;
 - ``buildDefinition.resolvedDependencies``: the staged project (a sha256 over its sources, the
-  generated packaging and the checks), the build image (its id), and every wheel of the offline
-  wheel set torch and the build tools were installed from, each with its sha256;
-- ``runDetails``: the builder (the engine) with the versions of the tools, and when it ran.
+  generated packaging and the checks), its checkout's git commit and whether it had uncommitted
+  changes (``source``, where it is a git checkout), the build image (its id), and every wheel of
+  the offline wheel set torch and the build tools were installed from, each with its sha256;
+- ``runDetails``: the builder (the engine) with the versions of the tools and wheelfactory's own
+  git commit where it runs from a checkout (``builderDependencies``), and when it ran.
 
 The statement is not signed: signing needs a key or an identity the CI run holds (sigstore,
 in-toto's signers); the statement is what they sign.
@@ -18,6 +20,7 @@ in-toto's signers); the statement is what they sign.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,6 +32,7 @@ from packaging.version import InvalidVersion
 from wheelfactory import __version__
 from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.identity import Variant
+from wheelfactory.project.keys import GitState, git_state
 from wheelfactory.project.kind_facts import KindName
 from wheelfactory.support import atomic
 
@@ -54,6 +58,47 @@ class BuiltWheel:
     cache_key: str
     started: float  # time.time()
     finished: float
+    source_git: GitState | None = None  # the project checkout's commit and dirty flag
+
+
+SOURCE = "source"  # the resolvedDependencies entry of the project checkout's git state
+
+
+def _git_resource(name: str, state: GitState) -> dict[str, object]:
+    """An SLSA resource descriptor for a git checkout: its commit (gitCommit) and dirty flag."""
+    return {"name": name, "digest": {"gitCommit": state.commit}, "annotations": {"dirty": state.dirty}}
+
+
+@functools.cache
+def factory_git_state() -> GitState | None:
+    """wheelfactory's own commit, where it runs from its checkout (factory/wheelfactory in the
+    repository); None for an installed release, whose version says it all. A checkout is asked
+    only when the package is its factory/wheelfactory: a venv inside another repository is not one."""
+    package = Path(__file__).resolve().parents[1]
+    repository = package.parents[1]
+    if package != repository / "factory" / "wheelfactory" or not (repository / ".git").exists():
+        return None
+    return git_state(repository)
+
+
+def git_states(document: object) -> tuple[GitState | None, GitState | None]:
+    """(the project checkout's, wheelfactory's) git state a provenance statement records."""
+    def state(resources: object, name: str) -> GitState | None:
+        for item in resources if isinstance(resources, list) else []:
+            if isinstance(item, dict) and item.get("name") == name:
+                digest, notes = item.get("digest"), item.get("annotations")
+                commit = digest.get("gitCommit") if isinstance(digest, dict) else None
+                dirty = notes.get("dirty") if isinstance(notes, dict) else None
+                if isinstance(commit, str) and isinstance(dirty, bool):
+                    return GitState(commit, dirty)
+        return None
+
+    predicate = document.get("predicate") if isinstance(document, dict) else None
+    definition = predicate.get("buildDefinition") if isinstance(predicate, dict) else None
+    run_details = predicate.get("runDetails") if isinstance(predicate, dict) else None
+    builder = run_details.get("builder") if isinstance(run_details, dict) else None
+    return (state(definition.get("resolvedDependencies") if isinstance(definition, dict) else None, SOURCE),
+            state(builder.get("builderDependencies") if isinstance(builder, dict) else None, "wheelfactory"))
 
 
 def provenance_path(wheel: Path) -> Path:
@@ -83,6 +128,8 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
         {"name": "project", "digest": {"sha256": built.project_digest},
          "annotations": {"kind": built.project_kind, "package": built.package}},
     ]
+    if built.source_git is not None:
+        dependencies.append(_git_resource(SOURCE, built.source_git))
     if inputs is not None and inputs.image:
         algorithm, _, value = inputs.image.partition(":")
         dependencies.append({"name": "image", "digest": {algorithm if value else "sha256": value or algorithm},
@@ -112,7 +159,9 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
                 "resolvedDependencies": dependencies,
             },
             "runDetails": {
-                "builder": {"id": f"urn:wheelfactory:engine:{engine}", "version": _tool_versions(inputs)},
+                "builder": {"id": f"urn:wheelfactory:engine:{engine}", "version": _tool_versions(inputs),
+                            "builderDependencies": [_git_resource("wheelfactory", factory)]
+                            if (factory := factory_git_state()) else []},
                 "metadata": {"startedOn": _iso(built.started), "finishedOn": _iso(built.finished)},
             },
         },

@@ -5,6 +5,7 @@ rename), and the variants' threads record their results through one ManifestReco
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -20,7 +21,7 @@ from wheelfactory.engines import Engine
 from wheelfactory.errors import VariantBuildError, WheelfactoryError
 from wheelfactory.plan.build_config import BuildConfig
 from wheelfactory.plan.identity import Variant
-from wheelfactory.project.keys import file_sha256, json_digest, python_files, tree_digest
+from wheelfactory.project.keys import file_sha256, git_state, json_digest, python_files, tree_digest
 from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Stage
 from wheelfactory.runner import manifest
@@ -181,7 +182,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             sha256 = file_sha256(final)
             write_provenance(BuiltWheel(variant, final, sha256, stage.kind.name, stage.package,
                                         json_digest(stage.key_material()), stage.source_date_epoch, key,
-                                        started, time.time()), engine.build_inputs(variant))
+                                        started, time.time(), _source_git(stage.source_root)),
+                             engine.build_inputs(variant))
             for stale in variant_dir.glob("*.whl"):
                 if stale != final:
                     stale.unlink()
@@ -218,6 +220,9 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                            image=engine.image_id(variant), torch_version=facts[0],
                                            toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
                                            tests=timeline.results.get("tests"), warnings=timeline.warnings or None))
+
+
+_source_git = functools.cache(git_state)  # one look per checkout and run (two git calls)
 
 
 def _keep_debug_files(built: Path, kept: Path) -> None:
