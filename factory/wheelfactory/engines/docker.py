@@ -466,6 +466,7 @@ class DockerEngine:
             return project_test_verdict(output)
 
         verify_wheel(stage, wheel, log, smoke=smoke, glibc_floor=self.options.glibc_floor, error=DockerBuildError,
+                     torch_include=torch_env.path / "torch" / "include",
                      timeline=timeline, run_tests=run_tests)
 
 

@@ -261,7 +261,9 @@ class HostEngine:
         with timeline.phase("strip"):
             fixed = ship_stripped(stage.variant.settings.strip, stage.variant.key.arch, fixed, workdir, log,
                                   timeline.warn)
-        verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"),
+        include = next((Path(site) / "torch" / "include" for site in self.environment.site_packages
+                        if (Path(site) / "torch" / "include").is_dir()), None)
+        verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"), torch_include=include,
                      glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))
         return fixed

@@ -37,6 +37,7 @@ from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.repair import check_wheel, is_shared_library
+from wheelfactory.verify.stable_symbols import shim_versions, stable_abi_problems
 from wheelfactory.verify.wheel_identity import elf_machine_problems
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
@@ -139,12 +140,14 @@ def _program(name: str, request: dict[str, object]) -> str:
 
 def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
                  error: type[VariantBuildError] = VariantBuildError, timeline: Timeline | None = None,
-                 run_tests: TestRun | None = None) -> None:
+                 run_tests: TestRun | None = None, torch_include: Path | None = None) -> None:
     """Run every check on one finished wheel; raise ``error`` naming what failed.
 
     The wheel's own checks come first (fast; a broken wheel is never smoke-tested). Then the
     checks that run tools on the wheel (abi3audit, cuobjdump) and the smoke test run at the same
-    time: both only read the wheel. The tools write their own log, appended after the smoke's."""
+    time: both only read the wheel. The tools write their own log, appended after the smoke's.
+    ``torch_include``: the build's torch headers, where a stable-ABI wheel's imports are checked
+    against the shims they declare (verify/stable_symbols.py)."""
     timeline = timeline or Timeline(log)
     variant = stage.variant
     abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
@@ -155,6 +158,8 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
                                glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
         problems += elf_machine_problems(libs, variant.key.arch)
+        if variant.key.stable_abi and torch_include is not None:
+            problems += stable_abi_problems(libs, shim_versions(torch_include), variant.key.torch)
         host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
             else None
         if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
