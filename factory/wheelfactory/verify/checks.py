@@ -159,7 +159,12 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
         problems += elf_machine_problems(libs, variant.key.arch)
         if variant.key.stable_abi and torch_include is not None:
-            problems += stable_abi_problems(libs, shim_versions(torch_include), variant.key.torch)
+            shims = shim_versions(torch_include)
+            outside = stable_abi_problems(libs, shims, variant.key.torch)
+            problems += outside
+            if not outside:
+                note(log, f"stable ABI {variant.key.torch}: the libraries import only torch's C shim at or below it "
+                          f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes")
         host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
             else None
         if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
