@@ -74,3 +74,28 @@ def test_the_newest_torch_cpu_variant_builds_and_loads_prebuilt_in_a_venv(newest
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["mode"] == "prebuilt" and loaded["variant"] == VARIANT, loaded
     assert loaded["torch"].startswith(NEWEST.build_version), loaded
+
+
+# The stable-ABI gate: one wheel for torch 2.13 and the newest, built against 2.13 (its oldest)
+# and verified again with the newest torch, whose wheel set and environment the build above made.
+STABLE_VARIANT = "torch-stable-abi210-cpu-x86_64-linux"
+STABLE = SharedBuild("docker-stable-gate", REPO / "kernels" / "fusedops", f"""[matrix]
+torch = ["2.13", "{NEWEST.minor}"]
+backends = ["cpu"]
+cxx11_abi = true
+stable_abi = "2.10"
+""")
+
+
+def test_a_stable_abi_wheel_is_verified_on_each_torch_it_claims(newest_build: Path, offline_build_tables: str) -> None:
+    """After the newest torch's build (``newest_build``): its wheel set and environment serve the gate."""
+    work = make_shared(STABLE, offline_build_tables)
+    (vid, entry), = manifest(work / "dist").items()
+    assert vid == STABLE_VARIANT and entry["status"] in ("built", "cached"), entry
+    newest = NEWEST.build_version
+    gate = entry["gate"]
+    assert isinstance(gate, dict) and list(gate) == ["2.13.0", newest], gate
+    assert all(result["passed"] is True for result in gate.values()), gate
+    log = (work / "dist" / str(entry["log"])).read_text()
+    assert f"# stable-ABI gate: {STABLE_VARIANT} on torch {newest}\n" in log
+    assert "# stable ABI 2.10: the libraries import only torch's C shim at or below it" in log

@@ -47,3 +47,25 @@ def test_stable_stage_compiles_the_stable_sources_for_the_target(plan_of: Callab
     assert stage.jit_spec["sources"] == {"cpu": [str(p) for p in kernel.sources_for("cpu")]}  # JIT: the ATen build
     with pytest.raises(ConfigError, match="declares none"):  # fusedops has no stable CUDA sources (yet)
         plan_stage(kernel, by_id["torch-stable-abi210-cu130-x86_64-linux"])
+
+
+@pytest.mark.parametrize(("torch", "verify_on", "gate"), [
+    ('["2.10", "2.12", "2.13", "2.15"]', None, ["2.13.0", "2.15.0"]),  # the middle and the newest besides the oldest
+    ('["2.13", "2.15"]', None, ["2.15.0"]),
+    ('["2.10", "2.12", "2.15"]', '["2.12", "latest"]', ["2.12.1", "2.15.0"]),
+    ('["2.10", "2.12", "2.15"]', '["2.10"]', []),  # the build's own torch only
+])
+def test_the_gate_is_the_oldest_middle_and_newest_or_verify_on(plan_of: Callable[[str], Plan], torch: str,
+                                                                 verify_on: str | None, gate: list[str]) -> None:
+    text = f'[matrix]\ntorch = {torch}\nbackends = ["cpu"]\nstable_abi = "2.10"\n'
+    if verify_on:
+        text += f"[stable_abi]\nverify_on = {verify_on}\n"
+    (variant,) = plan_of(text).variants
+    assert [g.torch_version for g in variant.gate] == gate
+    assert variant.as_dict()["verify_on"] == ([variant.torch_version, *gate] if gate else [])
+
+
+def test_verify_on_a_release_the_variant_does_not_serve_is_a_config_error(plan_of: Callable[[str], Plan]) -> None:
+    with pytest.raises(ConfigError, match=r"stable_abi.verify_on: names torch 2.11, which the stable-ABI variant"):
+        plan_of('[matrix]\ntorch = ["2.10", "2.12"]\nbackends = ["cpu"]\nstable_abi = "2.10"\n'
+                '[stable_abi]\nverify_on = ["2.11"]\n')

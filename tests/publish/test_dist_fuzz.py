@@ -212,7 +212,7 @@ def apply(document: dict[str, Any], change: tuple[Any, ...]) -> Any:
     elif kind == "field":
         entry[change[1]] = change[2]
     elif kind == "missing":
-        entry.pop(change[1])
+        entry.pop(change[1], None)  # a field the good entry leaves out (its default) is missing already
     elif kind == "unknown":
         entry[change[1]] = change[2]
     return document

@@ -29,10 +29,11 @@ def test_the_json_shape_is_the_documented_one(tmp_path: Path) -> None:
     assert data == {"schema": 1, "variants": {"v1": {
         "status": "built", "wheel": "v1/fake-0.1-v1.whl", "sha256": f"{1:064x}", "seconds": 1.5, "key": "key-1",
         "log": "v1/build.log", "error": None, "engine": "fake", "image": None, "torch_version": "2.13.0",
-        "toolkit": None, "size": 1, "phases": None, "tests": None, "warnings": None, "hub_metadata": None}}}
+        "toolkit": None, "size": 1, "phases": None, "tests": None, "warnings": None, "hub_metadata": None,
+        "gate": None}}}
     assert list(data["variants"]["v1"]) == ["status", "wheel", "sha256", "seconds", "key", "log", "error", "engine",
                                             "image", "torch_version", "toolkit", "size", "phases", "tests",
-                                            "warnings", "hub_metadata"]
+                                            "warnings", "hub_metadata", "gate"]
     assert manifest.read(tmp_path) == {"v1": entry(1)}
 
 

@@ -115,7 +115,9 @@ def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
         debian_base = debian_bases(client, matrix, progress)
         base_images = {arch: debian_base(build.debian_base, arch) for arch in sorted({v.key.arch for v in variants})}
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
-    urls, refusals = torch_indexes(variants, matrix, table, os.environ, matrix_file=matrix_file)
+    # a stable-ABI variant's gate verifies its wheel with other torch releases: their indexes too
+    gated = [other for variant in variants for other in variant.gate]
+    urls, refusals = torch_indexes([*variants, *gated], matrix, table, os.environ, matrix_file=matrix_file)
     tables = table_refusals([v for v in variants if v.id not in refusals], matrix)
     options = DockerOptions(base_images=base_images, image_log=out / "images.log", torch_indexes=urls,
                             python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),

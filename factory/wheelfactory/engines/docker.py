@@ -269,7 +269,54 @@ class DockerEngine:
                                                           envs.torch, log)
         self.verify(stage, image, envs.torch, wheel, log, timeline, test_env=envs.tests, workdir=workdir,
                     deps_env=deps_env)
+        if variant.gate:
+            self._gate(stage, image, python, container_python, wheel, log, timeline, workdir)
         return wheel
+
+    def _gate(self, stage: Stage, image: ImageRef, python: str, target: ContainerPython, wheel: Path, log: Path,
+              timeline: Timeline, workdir: Path) -> None:
+        """The stable-ABI gate: the wheel, verified with the build's torch, verified again (the
+        smoke test, the project's tests) with each other torch release of ``variant.gate``, each
+        in a fresh container; its wheel set and environments are the ones a build of that torch
+        makes, so a torch another variant uses is downloaded once. Fails naming the torch."""
+        variant = stage.variant
+        built_with = {"passed": True, **({"tests": timeline.results["tests"]} if "tests" in timeline.results else {})}
+        results: dict[str, object] = {variant.torch_version: built_with}
+        tests = stage.checks.tests_for(variant.id)
+        local = local_wheels((*self.options.find_links, *(tests.find_links if tests is not None else ())))
+        for other in variant.gate:
+            with log.open("a", encoding="utf-8") as sink:
+                sink.write(f"# stable-ABI gate: {variant.id} on torch {other.torch_version}\n")
+            with timeline.phase("wheelhouse"):
+                torch_set = self.wheelhouse.ensure(
+                    request_for(other, target, torch_index=self.options.torch_indexes.get(other.id),
+                                extra=(*other.toolkit_wheels, *self._cache_requirements()),
+                                find_links=self.options.find_links), log=log)
+                test_set = self.wheelhouse.ensure(
+                    WheelhouseRequest(tests.requires, (), target, find_links=local,
+                                      constraints=(other.torch_requirement,)), log=log) \
+                    if tests is not None and tests.requires else None
+            with timeline.phase("environment"):
+                torch_request, _ = self.environments.requests(other, image.id, python, torch_set.wheels)
+                torch_env = self.environments.ensure(torch_request, image, python, target, torch_set, log)
+                test_env = None if test_set is None else self.environments.for_tests(image, python, target, test_set,
+                                                                                     torch_env, log)
+                deps_env = self.environments.for_dependencies(variant, image, python, target, wheel, torch_env, log)
+            timeline.results.pop("tests", None)
+            try:
+                self.verify(stage, image, torch_env, wheel, log, timeline, test_env=test_env, workdir=workdir,
+                            deps_env=deps_env)
+            except DockerBuildError as exc:
+                results[other.torch_version] = {"passed": False, "error": str(exc)}
+                timeline.results["gate"] = results
+                raise DockerBuildError(f"{variant.id}: the stable-ABI gate failed on torch {other.torch_version}: "
+                                       f"{exc}", explained=exc.explained) from exc
+            results[other.torch_version] = {"passed": True, **({"tests": timeline.results["tests"]}
+                                                              if "tests" in timeline.results else {})}
+        built_tests = built_with.get("tests")
+        if isinstance(built_tests, dict):
+            timeline.results["tests"] = built_tests  # the manifest's tests: those with the build's torch
+        timeline.results["gate"] = results
 
     def _wheel_sets(self, stage: Stage, python: ContainerPython, log: Path) -> _VariantSets:
         """torch's set (shared by every project), the project's build system's, and the tests'."""

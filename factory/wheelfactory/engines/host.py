@@ -266,6 +266,10 @@ class HostEngine:
         verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"), torch_include=include,
                      glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
                      run_tests=partial(self.run_tests, stage, workdir / "smoke", log))
+        if stage.variant.gate:  # other torch releases are other environments: the Docker engine makes them
+            timeline.warn(f"the stable-ABI gate (torch {', '.join(g.torch_version for g in stage.variant.gate)}) runs "
+                          f"with the docker engine; the host engine verified the wheel with torch "
+                          f"{stage.variant.torch_version} only")
         return fixed
 
     def tools_env(self, log: Path) -> Path:

@@ -92,7 +92,8 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     for include in matrix.include:
         _apply_include(matrix, table, include, variants, pruned)
     if matrix.stable_abi is not None:
-        _collapse_stable(matrix.stable_abi, variants, pruned, matrix.stable_abi_backends)
+        _collapse_stable(matrix.stable_abi, variants, pruned, matrix.stable_abi_backends, matrix.stable_abi_verify_on,
+                         matrix.file)
     if matrix.cuda.split_archs:
         _split_archs(variants)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
@@ -115,11 +116,14 @@ def _split_archs(variants: dict[str, Variant]) -> None:
 
 
 def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned],
-                     backends: tuple[str, ...] | None = None) -> None:
+                     backends: tuple[str, ...] | None = None, verify_on: tuple[str, ...] | None = None,
+                     matrix_file: str = "matrix.toml") -> None:
     """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
     >= ``target`` (of a backend kind in ``backends``; None: any): built once, against the oldest
     of those releases, with TORCH_TARGET_VERSION = target, and loadable on any torch from
-    ``target`` on. The variants it replaces are listed as pruned, naming it."""
+    ``target`` on. The variants it replaces are listed as pruned, naming it; those of them its
+    wheel is verified on besides the oldest (``verify_on``, default the middle and the newest)
+    are its ``gate``."""
     floor = Version(target)
     groups: dict[tuple[str, str], list[Variant]] = {}
     for variant in variants.values():
@@ -128,15 +132,37 @@ def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pru
         if variant.key.python == "abi3" and variant.key.cxx11_abi and Version(variant.key.torch) >= floor:
             groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
     for members in groups.values():
-        base = min(members, key=lambda v: Version(v.key.torch))
-        stable = replace(base, key=replace(base.key, torch=target, stable_abi=True),
+        members.sort(key=lambda v: Version(v.key.torch))
+        base = members[0]
+        gate = tuple(m for m in _gate_members(members, verify_on, matrix_file) if m is not base)
+        verified = ", ".join(m.torch_version for m in (base, *gate))
+        stable = replace(base, key=replace(base.key, torch=target, stable_abi=True), gate=gate,
                          notes=(*base.notes, f"stable ABI: built against torch {base.torch_version} with "
-                                             f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}"))
+                                             f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}; "
+                                             f"verified on torch {verified}"))
         for member in members:
             del variants[member.id]
             pruned.append(_pruned(member.key, member.backend,
                                   f"served by the stable-ABI variant {stable.id} ([matrix] stable_abi = \"{target}\")"))
         variants[stable.id] = stable
+
+
+def _gate_members(members: list[Variant], verify_on: tuple[str, ...] | None, matrix_file: str) -> list[Variant]:
+    """The members (oldest torch first) a stable-ABI wheel is verified on: ``verify_on``'s releases
+    ("latest": the newest), or the oldest, middle and newest."""
+    if verify_on is None:
+        return list({id(m): m for m in (members[0], members[len(members) // 2], members[-1])}.values())
+    by_minor = {m.key.torch: m for m in members}
+    chosen = []
+    for release in verify_on:
+        member = members[-1] if release == "latest" else by_minor.get(release)
+        if member is None:
+            raise ConfigError(f"names torch {release}, which the stable-ABI variant does not serve here",
+                              file=matrix_file, key="stable_abi.verify_on",
+                              hint=f"name releases of [matrix] torch from the target on: {', '.join(by_minor)}")
+        if member not in chosen:
+            chosen.append(member)
+    return chosen
 
 
 def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease, TorchSelector]]:

@@ -265,6 +265,9 @@ class Variant:
     # [cuda] split_archs: the id of the whole-arch-list variant this one is a part of (key.gpu
     # names the part); the build compiles ``arch_list`` and the wheel keeps the part's device code.
     split_from: str = ""
+    # A stable-ABI variant: the variants of the other torch releases it serves that its wheel is
+    # also verified with (the stable-ABI gate, [stable_abi] verify_on), besides the one it builds with.
+    gate: tuple[Variant, ...] = ()
 
     def nvcc_defaults(self, flags: tuple[str, ...] = ()) -> tuple[str, ...]:
         """nvcc flags the factory adds before the project's ``flags`` (which win): from CUDA 13,
@@ -330,6 +333,7 @@ class Variant:
             "gpu": self.key.gpu,
             "shipped_arch_list": ";".join(self.shipped_arch_list),
             "split_from": self.split_from,
+            "verify_on": [self.torch_version, *(other.torch_version for other in self.gate)] if self.gate else [],
             "torch_index": str(self.torch_index),
             "torch_on_pypi": self.torch_on_pypi,
             "wheel_platform": self.wheel_platform,

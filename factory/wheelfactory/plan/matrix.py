@@ -159,6 +159,9 @@ class Matrix:
     # The backend kinds the stable-ABI target applies to; None: every backend. A project may declare
     # it for some only (build.toml [torch.stable-abi] cuda = "2.10"): the others build per release.
     stable_abi_backends: tuple[str, ...] | None = None
+    # [stable_abi] verify_on: the torch releases ("2.12", "latest") a stable-ABI wheel is verified
+    # on; None: the oldest, middle and newest of those it serves (plan/expand.py).
+    stable_abi_verify_on: tuple[str, ...] | None = None
     # [indexes]: index alias -> URL (the user's; WHEELFACTORY_INDEX_<ALIAS> overrides, plan/indexes.py)
     indexes: tuple[tuple[str, str], ...] = ()
     # [test]: the project's own tests, run against every wheel (plan/project_tests.py); it
@@ -198,6 +201,7 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
                       for number, entry in enumerate(root.tables("exclude"), start=1)),
         build=_build(root.table("build"), base_dir),
         stable_abi=_stable_abi(axes, table),
+        stable_abi_verify_on=_verify_on(root.table("stable_abi")),
         indexes=_indexes(root),
         test=parse_test_table(root.table("test"), declared_in=doc.file, base_dir=base_dir),
         publish=parse_publish_table(root.table("publish"), base_dir=base_dir),
@@ -216,6 +220,19 @@ def _indexes(root: Table) -> tuple[tuple[str, str], ...]:
             table.error(alias, f"{url!r} is not an index URL",
                         'e.g. "http://127.0.0.1:8080/whl" or "file:///srv/whl"')
     return tuple(sorted(urls.items()))
+
+
+def _verify_on(section: Table) -> tuple[str, ...] | None:
+    section.reject_unknown(MATRIX_FILE.section("stable_abi").names())
+    if not section.has("verify_on"):
+        return None
+    releases: tuple[str, ...] = section.string_list("verify_on")
+    for release in releases:
+        if release != "latest" and not re.fullmatch(r"[0-9]+\.[0-9]+", release):
+            section.error("verify_on", f"{release!r} is not a torch release", 'e.g. ["2.10", "2.12", "latest"]')
+    if not releases:
+        section.error("verify_on", "is empty", 'e.g. ["2.10", "2.12", "latest"]')
+    return releases
 
 
 def _stable_abi(axes: Table, table: CompatTable) -> str | None:

@@ -130,6 +130,12 @@ MATRIX_FILE = Section(
             Key("gfx_targets", TextList(item=Text(pattern=GFX, examples=("gfx90a", "gfx942")), nonempty=True),
                 "gfx targets, overriding the compatibility table's"),
         )), "which ROCm builds, for which GPUs"),
+        Key("stable_abi", Section((
+            Key("verify_on", TextList(item=Text(pattern=r"^([0-9]+\.[0-9]+|latest)$", examples=("2.10", "latest")),
+                                      nonempty=True),
+                "the torch releases a stable-ABI wheel is verified on (smoke test and the project's tests), among "
+                "those it serves; default: the oldest, middle and newest"),
+        )), "the stable-ABI gate: a wheel built once, verified on the torch releases it claims"),
         Key("include", Sections(_INCLUDE), "[[include]]: a combination to add, or settings for planned ones"),
         Key("exclude", Sections(_EXCLUDE), "[[exclude]]: variants to prune"),
         Key("build", Section((

@@ -56,6 +56,9 @@ class Entry:
     # layout's metadata.json, which `wheelfactory export --hf-layout` writes beside its package.
     # None: a compiled variant (its layout metadata comes from the wheel's build record).
     hub_metadata: dict[str, object] | None = None
+    # A stable-ABI variant: its wheel's verification on each torch release of the gate, by torch
+    # version ({"2.15.0": {"passed": true, "tests": {...}}}), the build's own first. None: no gate.
+    gate: dict[str, object] | None = None
 
     @property
     def compile_seconds(self) -> float | None:
@@ -127,7 +130,7 @@ _FIELD_TYPES: dict[str, str] = {
     "status": "status", "wheel": "str?", "sha256": "str?", "seconds": "float", "key": "str", "log": "str?",
     "error": "str?", "engine": "str?", "image": "str?", "torch_version": "str?", "toolkit": "str?",
     "size": "int?", "phases": "dict:float?", "tests": "dict:any?", "warnings": "list:str?",
-    "hub_metadata": "dict:any?",
+    "hub_metadata": "dict:any?", "gate": "dict:any?",
 }
 
 

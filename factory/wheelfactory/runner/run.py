@@ -209,6 +209,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                                log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
                                                image=None, torch_version=facts[0], toolkit=facts[1],
                                                phases=timeline.phases, tests=timeline.results.get("tests"),
+                                               gate=timeline.results.get("gate"),
                                                warnings=timeline.warnings or None), tail)
     seconds = round(time.monotonic() - start, 1)
     with log.open("a") as sink:
@@ -219,7 +220,8 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
                                            log=str(log.relative_to(out)), error=None, engine=engine.name,
                                            image=engine.image_id(variant), torch_version=facts[0],
                                            toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
-                                           tests=timeline.results.get("tests"), warnings=timeline.warnings or None))
+                                           tests=timeline.results.get("tests"), warnings=timeline.warnings or None,
+                                           gate=timeline.results.get("gate")))
 
 
 _source_git = functools.cache(git_state)  # one look per checkout and run (two git calls)

@@ -93,19 +93,20 @@ def imports(library: bytes) -> list[Import]:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
     from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
+    from elftools.elf.sections import SymbolTableSection
 
     try:
         elf = ELFFile(io.BytesIO(library))
         dynsym = elf.get_section_by_name(".dynsym")
-        if dynsym is None:
+        if not isinstance(dynsym, SymbolTableSection):
             return []
         versions: dict[int, str] = {}
         symbol_versions = None
         for section in elf.iter_sections():
             if isinstance(section, GNUVerNeedSection):
-                for needed, auxiliaries in section.iter_versions():
+                for requirement, auxiliaries in section.iter_versions():
                     for aux in auxiliaries:
-                        versions[aux["vna_other"]] = needed.name
+                        versions[aux["vna_other"]] = str(requirement.name)
             elif isinstance(section, GNUVerSymSection):
                 symbol_versions = section
         found = []
