@@ -379,6 +379,7 @@ class FakeStage:
         self.package = "fake"
         self.kind, self.source_date_epoch = NATIVE, 315532800
         self.source_root = Path(tempfile.gettempdir())  # not a git checkout: no source entry in the record
+        self.kernel_depends: tuple[dict[str, object], ...] = ()
 
     def key_material(self) -> object:
         return self.variant.id  # type: ignore[attr-defined]

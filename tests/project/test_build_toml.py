@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import json
 import os
 import sys
 from pathlib import Path
@@ -783,3 +784,21 @@ def test_fuzz_planted_unknown_key_is_named(base: str, data: st.DataObject, tree:
     assert isinstance(result, ConfigError), f"{key!r} at {site} was accepted"
     assert "unknown key" in str(result), str(result)
     assert result.key is not None and result.key.endswith(key), str(result)
+
+
+def test_kernel_depends_per_backend_as_metadata_json_lists_them(tree: Path) -> None:
+    """[general] kernel-depends apply to every backend, [general.cuda]'s to CUDA builds; each as the
+    `kernels` loader reads a metadata.json entry (repo-id with version or revision)."""
+    from kernels._rust import Metadata
+    from wheelfactory.project.build_toml import kernel_depends_for
+
+    declared = parse(V5, tree).general.kernel_depends
+    cuda = kernel_depends_for(declared, "cuda")
+    assert cuda == ({"repo-id": "kernels-community/triton-layer-norm", "version": 1},
+                    {"repo-id": "kernels-community/deep-gemm", "revision": "34fa"})
+    assert kernel_depends_for(declared, "cpu") == cuda[:1]
+    document = {"id": "_activation_cuda_0123abcd", "name": "activation", "version": 3, "license": "apache-2.0",
+                "python-depends": [], "backend": {"type": "cuda"}, "kernel-depends": list(cuda)}
+    theirs = Metadata.from_bytes(json.dumps(document).encode())
+    assert [d.repo_id for d in theirs.kernel_depends] == ["kernels-community/triton-layer-norm",
+                                                           "kernels-community/deep-gemm"]

@@ -149,3 +149,25 @@ def test_the_digest_and_provenance_are_what_the_kernels_package_reads_and_checks
     (exported.path / "tiny" / "ops.py").write_text("def f(): return 1\n")  # an edit after the export
     with pytest.raises(DigestValidationError):
         theirs.digest.validate(Digest.hash_variant(DigestAlgorithm.SHA256, exported.path))
+
+
+def test_the_kernel_depends_a_build_recorded_reach_metadata_json(tmp_path: Path) -> None:
+    """A kernel-builder project's kernel-depends travel in the wheel's provenance record
+    (externalParameters.project) to export's metadata.json."""
+    table = load_table()
+    (variant,) = expand(parse_matrix(TomlDocument.from_text('[matrix]\ntorch = ["2.13"]\n', "m.toml"), table,
+                                     base_dir=REPO), table).variants
+    wheel = make_wheel(tmp_path / "dist", "tiny", "0.1.0+cputorch2.13", build_record={"namespace": "_tiny_cpu_01"},
+                       metadata="License-Expression: MIT\n")
+    sha256 = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    depends = ({"repo-id": "kernels-community/deep-gemm", "revision": "34fa"},)
+    record = provenance.write_provenance(
+        provenance.BuiltWheel(variant, wheel, sha256, NATIVE.name, "tiny", "c" * 64, 315532800, "key", time.time(),
+                              time.time(), None, depends), None)
+    indexed = IndexedWheel(VariantId.parse(variant.id), "tiny", "0.1.0+cputorch2.13", wheel.name, sha256, wheel,
+                           "2.13.0", None, None, record, core_metadata_sha256=None, size=wheel.stat().st_size)
+    (exported,) = export_hf_layout([indexed], tmp_path / "hf", abi_check=False).exported
+    written = json.loads((exported.path / "metadata.json").read_text())
+    assert written["kernel-depends"] == list(depends)
+    assert [d.repo_id for d in Metadata.read_from_file(exported.path / "metadata.json").kernel_depends] == [
+        "kernels-community/deep-gemm"]

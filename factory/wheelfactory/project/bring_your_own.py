@@ -103,6 +103,10 @@ class ByoStage:
         return self.project.root
 
     @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        return ()
+
+    @property
     def build_system(self) -> BuildSystem:
         return self.project.build_system
 

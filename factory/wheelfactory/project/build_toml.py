@@ -112,6 +112,18 @@ class KernelDependency:
     version: int | None = None
     revision: str | None = None
 
+    def as_metadata(self) -> dict[str, object]:
+        """The entry of a variant's metadata.json ``kernel-depends``, as `kernels` reads it."""
+        return {"repo-id": self.repo_id,
+                **({"version": self.version} if self.version is not None else {"revision": self.revision})}
+
+
+def kernel_depends_for(declared: tuple[tuple[str, tuple[KernelDependency, ...]], ...],
+                       backend: str) -> tuple[dict[str, object], ...]:
+    """The ``kernel-depends`` of one backend's build: those of [general], then the backend's own."""
+    return tuple(dependency.as_metadata() for key, dependencies in declared if key in ("", backend)
+                 for dependency in dependencies)
+
 
 @dataclass(frozen=True)
 class General:

@@ -40,7 +40,13 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.bring_your_own import IGNORED
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
-from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, KernelUnit, load_build_toml
+from wheelfactory.project.build_toml import (
+    DECLARATION,
+    KernelBuilderSpec,
+    KernelUnit,
+    kernel_depends_for,
+    load_build_toml,
+)
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
@@ -190,6 +196,10 @@ class KernelBuilderStage:
     @property
     def source_root(self) -> Path:
         return self.spec.root
+
+    @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        return kernel_depends_for(self.spec.general.kernel_depends, self.variant.key.backend.kind)
 
     @property
     def build_system(self) -> BuildSystem:

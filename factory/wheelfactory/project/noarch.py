@@ -41,7 +41,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from wheelfactory.errors import ConfigError
-from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec
+from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, kernel_depends_for
 from wheelfactory.support import atomic
 from wheelfactory.support.project_copy import checked_file, project_files
 from wheelfactory.support.wheel_rewrite import record_hash
@@ -240,6 +240,9 @@ def layout_metadata(build: NoarchBuild, spec: KernelBuilderSpec) -> dict[str, ob
         "python-depends": list(build.python_depends),
         "backend": backend,
     }
+    depends = kernel_depends_for(general.kernel_depends, "cpu" if build.backend == UNIVERSAL else build.backend)
+    if depends:
+        metadata["kernel-depends"] = list(depends)
     for key, value in (("upstream", general.upstream), ("source", general.source),
                        ("kernels-minver", general.kernels_minver)):
         if value is not None:

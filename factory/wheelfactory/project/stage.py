@@ -77,6 +77,11 @@ class Stage(Protocol):
     def source_root(self) -> Path:
         """The project's checkout: its git state goes into the wheel's provenance record."""
 
+    @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        """The Hub kernels this variant needs at run time, as metadata.json lists them (a
+        kernel-builder project's ``kernel-depends``): the provenance record carries them to export."""
+
     def build_env(self) -> dict[str, str]:
         """Variables the project's build reads (e.g. FORCE_CUDA), on top of the factory's own."""
 
@@ -127,6 +132,10 @@ class StagePlan:
     @property
     def source_root(self) -> Path:
         return self.kernel.root
+
+    @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        return ()
 
     @property
     def build_system(self) -> BuildSystem:

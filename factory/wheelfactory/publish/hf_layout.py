@@ -44,7 +44,7 @@ from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
 from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, wheel_build_record
 from wheelfactory.runner import manifest
-from wheelfactory.runner.provenance import git_states, provenance_path
+from wheelfactory.runner.provenance import declared_kernel_depends, git_states, provenance_path
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.paths import safe_member
 
@@ -137,8 +137,21 @@ def hub_provenance(record: Path | None) -> dict[str, object] | None:
 
 def _with_digest_and_provenance(metadata: Mapping[str, object], directory: Path,
                                 record: Path | None) -> dict[str, object]:
+    """``metadata`` with the variant directory's digest and, from the wheel's provenance record,
+    its provenance and the Hub kernels the project declared it needs (``kernel-depends``)."""
     provenance = hub_provenance(record)
-    return {**metadata, "digest": variant_digest(directory), **({"provenance": provenance} if provenance else {})}
+    depends = _recorded_kernel_depends(record) if "kernel-depends" not in metadata else []
+    return {**metadata, **({"kernel-depends": depends} if depends else {}), "digest": variant_digest(directory),
+            **({"provenance": provenance} if provenance else {})}
+
+
+def _recorded_kernel_depends(record: Path | None) -> list[object]:
+    if record is None:
+        return []
+    try:
+        return declared_kernel_depends(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return []
 
 
 def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str]]:

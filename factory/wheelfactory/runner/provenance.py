@@ -59,6 +59,7 @@ class BuiltWheel:
     started: float  # time.time()
     finished: float
     source_git: GitState | None = None  # the project checkout's commit and dirty flag
+    kernel_depends: tuple[dict[str, object], ...] = ()  # Hub kernels it needs (Stage.kernel_depends)
 
 
 SOURCE = "source"  # the resolvedDependencies entry of the project checkout's git state
@@ -79,6 +80,14 @@ def factory_git_state() -> GitState | None:
     if package != repository / "factory" / "wheelfactory" or not (repository / ".git").exists():
         return None
     return git_state(repository)
+
+
+def declared_kernel_depends(document: object) -> list[object]:
+    """The Hub kernels a statement's project declared it needs (``externalParameters.project``)."""
+    node: object = document
+    for key in ("predicate", "buildDefinition", "externalParameters", "project", "kernel_depends"):
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, list) else []
 
 
 def git_states(document: object) -> tuple[GitState | None, GitState | None]:
@@ -146,7 +155,8 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
                 "buildType": BUILD_TYPE,
                 "externalParameters": {
                     "variant": variant.as_dict(),
-                    "project": {"kind": built.project_kind, "package": built.package},
+                    "project": {"kind": built.project_kind, "package": built.package,
+                                **({"kernel_depends": list(built.kernel_depends)} if built.kernel_depends else {})},
                     "source_date_epoch": built.source_date_epoch,
                 },
                 "internalParameters": {

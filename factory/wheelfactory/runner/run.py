@@ -182,7 +182,7 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             sha256 = file_sha256(final)
             write_provenance(BuiltWheel(variant, final, sha256, stage.kind.name, stage.package,
                                         json_digest(stage.key_material()), stage.source_date_epoch, key,
-                                        started, time.time(), _source_git(stage.source_root)),
+                                        started, time.time(), _source_git(stage.source_root), stage.kernel_depends),
                              engine.build_inputs(variant))
             for stale in variant_dir.glob("*.whl"):
                 if stale != final:
