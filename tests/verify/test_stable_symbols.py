@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from wheelfactory.verify.stable_symbols import shim_versions, stable_abi_problems
+from wheelfactory.verify.stable_symbols import declared_stable_target, shim_versions, stable_abi_problems
 
 SOURCE = """#include <cstdint>
 #include <string>
@@ -68,3 +68,21 @@ def test_a_shim_newer_than_the_target_is_refused_with_its_release(tmp_path: Path
                               f"target 2.10"), problem
     assert f'raise [matrix] stable_abi to "{newest}"' in problem
     assert stable_abi_problems(libs, shims, newest) == []  # at its own release it is in the surface
+
+
+@pytest.mark.parametrize(("name", "text", "target"), [
+    ("setup.py", 'define_macros=[("TORCH_TARGET_VERSION", "0x020a000000000000")]', "2.10"),
+    ("setup.py", 'extra_compile_args={"cxx": ["-DTORCH_TARGET_VERSION=0x020c000000000000"]}', "2.12"),
+    ("CMakeLists.txt", "target_compile_definitions(_C PRIVATE TORCH_TARGET_VERSION=0x020b000000000000)", "2.11"),
+    ("setup.py", "ext_modules=[CppExtension('x._C', ['x.cpp'])]", None),
+])
+def test_a_projects_own_build_files_declare_its_target(tmp_path: Path, name: str, text: str,
+                                                        target: str | None) -> None:
+    (tmp_path / name).write_text(text + "\n")
+    assert declared_stable_target(tmp_path) == target
+
+
+def test_two_different_targets_are_no_one_claim(tmp_path: Path) -> None:
+    (tmp_path / "setup.py").write_text("-DTORCH_TARGET_VERSION=0x020a000000000000\n")
+    (tmp_path / "CMakeLists.txt").write_text("TORCH_TARGET_VERSION=0x020c000000000000\n")
+    assert declared_stable_target(tmp_path) is None

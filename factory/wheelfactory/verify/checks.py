@@ -37,7 +37,7 @@ from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.repair import check_wheel, is_shared_library
-from wheelfactory.verify.stable_symbols import shim_versions, stable_abi_problems
+from wheelfactory.verify.stable_symbols import declared_stable_target, shim_versions, stable_abi_problems
 from wheelfactory.verify.wheel_identity import elf_machine_problems
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
@@ -158,12 +158,14 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
                                glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
         libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
         problems += elf_machine_problems(libs, variant.key.arch)
-        if variant.key.stable_abi and torch_include is not None:
+        # a stable-ABI variant's target, or the one a project's own build files declare
+        target = variant.key.torch if variant.key.stable_abi else declared_stable_target(stage.source_root)
+        if target is not None and torch_include is not None:
             shims = shim_versions(torch_include)
-            outside = stable_abi_problems(libs, shims, variant.key.torch)
+            outside = stable_abi_problems(libs, shims, target)
             problems += outside
             if not outside:
-                note(log, f"stable ABI {variant.key.torch}: the libraries import only torch's C shim at or below it "
+                note(log, f"stable ABI {target}: the libraries import only torch's C shim at or below it "
                           f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes")
         host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
             else None

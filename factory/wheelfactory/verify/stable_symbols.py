@@ -77,6 +77,30 @@ def shim_versions(include: Path) -> dict[str, str | None]:
     return found
 
 
+# A bring-your-own project declares a stable-ABI build by the macro torch reads, in its build files:
+# -DTORCH_TARGET_VERSION=0x020a000000000000 (torch 2.10), as setup.py's define_macros or CMake's.
+_TARGET = re.compile(r"TORCH_TARGET_VERSION['\"]?\s*[=,:]?\s*\(?\s*['\"]?(0x[0-9a-fA-F]{16})")
+BUILD_FILES = ("setup.py", "pyproject.toml", "CMakeLists.txt", "meson.build")
+_READ_AT_MOST = 1 << 20
+
+
+def declared_stable_target(root: Path) -> str | None:
+    """The torch release a project's own build files target with TORCH_TARGET_VERSION ("2.10");
+    None where they set none (or two different ones: no one claim to check)."""
+    found = set()
+    for name in BUILD_FILES:
+        path = root / name
+        try:
+            if path.is_symlink() or not path.is_file() or path.stat().st_size > _READ_AT_MOST:
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for value in _TARGET.findall(text):
+            found.add(f"{int(value[2:4], 16)}.{int(value[4:6], 16)}")
+    return found.pop() if len(found) == 1 else None
+
+
 def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
