@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -88,3 +89,27 @@ def test_one_wheel_loads_prebuilt_and_passes_the_ops_on_two_torch_releases(
     assert result.returncode == 0, result.stderr[-3000:]
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded["torch"].startswith(torch_version) and loaded["mode"] == "prebuilt" and loaded["variant"] == VARIANT
+
+
+def test_a_stable_source_that_calls_aten_is_refused_before_the_wheel_lands(tmp_path: Path) -> None:
+    """A copy of the sample whose stable source calls at::Tensor::numel (declared by hand, as a
+    slip would bring it in): the build compiles, then verification refuses the wheel, naming the
+    C++ function, before the smoke test ever loads it; nothing lands in dist/."""
+    project = tmp_path / "fusedops"
+    shutil.copytree(REPO / "kernels" / "fusedops", project, ignore=shutil.ignore_patterns("__pycache__"))
+    ops = project / "csrc" / "stable" / "ops.cpp"
+    text = ops.read_text()
+    rows = "int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : t.numel() / t.size(t.dim() - 1); }"
+    assert text.count(rows) == 1 and text.count("namespace {") >= 1
+    text = text.replace("namespace {", "namespace at { class Tensor { public: int64_t numel() const; }; }\n\n"
+                                       "namespace {", 1)
+    ops.write_text(text.replace(rows, "int64_t rows_of(const Tensor& t) { return t.dim() == 0 ? 1 : "
+                                      "reinterpret_cast<const at::Tensor*>(&t)->numel() / t.size(t.dim() - 1); }"))
+    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{project}"\n[matrix]\ntorch = ["2.13"]\n'
+                                          'backends = ["cpu"]\nstable_abi = "2.10"\n[build]\nengine = "host"\n')
+    result = subprocess.run([sys.executable, "-m", "wheelfactory", "build"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=1800, check=False)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    said = result.stdout + result.stderr
+    assert "imports at::Tensor::numel() const (_ZNK2at6Tensor5numelEv), which is not in torch's stable ABI" in said
+    assert not list((tmp_path / "dist").glob("*/*.whl"))
