@@ -308,7 +308,8 @@ def _other_part(record: BuildRecord, cap: MajorMinor) -> str:
     serving = [(part, gpu_part_serves(part, (cap.major, cap.minor))) for part in record.parts]
     fitting = [(part, why) for part, why in serving if why]
     if not fitting:
-        return f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in [cuda] arch_list"
+        return (f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in "
+                "[cuda] arch_list")
     digits = [int(re.sub(r"\D", "", part)) for part, _ in fitting]  # the closest SASS first, the PTX last
     part, why = max(zip(fitting, digits), key=lambda item: (item[0][0].startswith("sm"), item[1]))[0]
     return f"; install {'-'.join([*own[:at], part, *own[at + 1:]])}, the part of this build for it ({why})"

@@ -66,8 +66,10 @@ def test_split_arch_list(archs: tuple[str, ...], tags: list[str]) -> None:
     assert [part.tag for part in split_arch_list(archs)] == tags
 
 
-@pytest.mark.parametrize("text", ["torch213-cxx11-cu130-sm90-x86_64-linux", "torch213-cxx11-cu130-ptx120-x86_64-linux",
-                                  "torch-stable-abi210-cu130-sm90a-aarch64-linux", "torch213-cxx11-cu130-sm80-x86_64-linux-cp311"])
+@pytest.mark.parametrize("text", ["torch213-cxx11-cu130-sm90-x86_64-linux",
+                                  "torch213-cxx11-cu130-ptx120-x86_64-linux",
+                                  "torch-stable-abi210-cu130-sm90a-aarch64-linux",
+                                  "torch213-cxx11-cu130-sm80-x86_64-linux-cp311"])
 def test_split_ids_round_trip(text: str) -> None:
     assert str(VariantId.parse(text)) == text
 

@@ -74,7 +74,8 @@ def test_without_a_gpu_seen_the_choice_asks_for_one(tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.parametrize("bad", ["9", "sm_90", "9.0.1", "x"])
-def test_a_gpu_that_is_not_a_capability_is_one_line(tmp_path: Path, bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_gpu_that_is_not_a_capability_is_one_line(tmp_path: Path, bad: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         which.main(["--index", str(tmp_path), "--gpu", bad])
     assert stop.value.code == which.EXIT_BAD_INDEX

@@ -16,7 +16,14 @@ import pytest
 from testkit import make_wheel
 from wheelfactory.plan.identity import GpuSlice
 from wheelfactory.support.wheel_rewrite import record_hash
-from wheelfactory.verify.fatbin import MAGIC, FatbinError, device_code_sizes, fat_binaries, keep_part, keep_part_of_wheel
+from wheelfactory.verify.fatbin import (
+    MAGIC,
+    FatbinError,
+    device_code_sizes,
+    fat_binaries,
+    keep_part,
+    keep_part_of_wheel,
+)
 
 
 def entry(kind: int, arch: int, payload: bytes) -> bytes:

@@ -29,8 +29,8 @@ def library(tmp_path: Path, compiler: str) -> bytes:
         pytest.skip(f"{compiler} builds the test library")
     (tmp_path / "lib.c").write_text(SOURCE)
     out = tmp_path / f"{compiler}.so"
-    subprocess.run([compiler, "-g", "-O1", "-shared", "-fPIC", "-Wl,--build-id", "-o", str(out), str(tmp_path / "lib.c")],
-                   check=True, capture_output=True)
+    subprocess.run([compiler, "-g", "-O1", "-shared", "-fPIC", "-Wl,--build-id", "-o", str(out),
+                    str(tmp_path / "lib.c")], check=True, capture_output=True)
     return out.read_bytes()
 
 
@@ -47,7 +47,8 @@ def test_debug_info_moves_beside_the_wheel_by_build_id(tmp_path: Path, compiler:
                     if section.name == ".note.gnu.build-id" for note in section.iter_notes())
     assert relative == f".build-id/{build_id[:2]}/{build_id[2:]}.debug"
     debug = ELFFile(io.BytesIO((tmp_path / "debug" / relative).read_bytes()))
-    assert debug.get_section_by_name(".debug_info") is not None and debug["e_machine"] == ELFFile(io.BytesIO(data))["e_machine"]
+    assert debug.get_section_by_name(".debug_info") is not None
+    assert debug["e_machine"] == ELFFile(io.BytesIO(data))["e_machine"]
     with zipfile.ZipFile(done.wheel) as archive:
         stripped = ELFFile(io.BytesIO(archive.read("tiny/_C.abi3.so")))
         assert archive.read("tiny/data.txt") == b"kept\n"
@@ -60,7 +61,8 @@ def test_debug_info_moves_beside_the_wheel_by_build_id(tmp_path: Path, compiler:
 
 def test_a_wheel_without_debug_info_is_shipped_as_it_is(tmp_path: Path) -> None:
     (tmp_path / "lib.c").write_text(SOURCE)
-    subprocess.run(["gcc", "-g0", "-shared", "-fPIC", "-o", str(tmp_path / "lib.so"), str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["gcc", "-g0", "-shared", "-fPIC", "-o", str(tmp_path / "lib.so"), str(tmp_path / "lib.c")],
+                   check=True)
     wheel = make_wheel(tmp_path / "in", files={"tiny/_C.abi3.so": (tmp_path / "lib.so").read_bytes()})
     done = strip_wheel(wheel, "x86_64", tmp_path / "out", tmp_path / "debug", tmp_path / "build.log")
     assert done.wheel == wheel and done.debug_files == () and not list((tmp_path / "out").glob("*.whl"))

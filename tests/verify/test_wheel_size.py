@@ -31,7 +31,8 @@ def test_the_limit_is_checked_in_matrix_toml(parse: Callable[[str], Matrix]) -> 
 
 
 def test_a_fat_cuda_wheel_is_told_to_split(plan_of: Callable[[str], Plan]) -> None:
-    (variant,) = plan_of('[matrix]\ntorch = ["2.13"]\nbackends = ["cu130"]\n[cuda]\narch_list = "8.0;9.0;12.0+PTX"\n').variants
+    (variant,) = plan_of('[matrix]\ntorch = ["2.13"]\nbackends = ["cu130"]\n'
+                         '[cuda]\narch_list = "8.0;9.0;12.0+PTX"\n').variants
     message = over_limit(variant, 240_000_000, 100_000_000)
     assert message is not None
     assert message.startswith(f"{variant.id}: the wheel is 240.0 MB (240000000 bytes), over [build] "

@@ -103,7 +103,8 @@ def variant_digest(directory: Path) -> dict[str, object]:
     files = {}
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory)
-        if path.is_dir() or relative.as_posix() in (METADATA, METADATA + ".sigstore") or "__pycache__" in relative.parts:
+        skipped = relative.as_posix() in (METADATA, METADATA + ".sigstore") or "__pycache__" in relative.parts
+        if path.is_dir() or skipped:
             continue
         files[relative.as_posix()] = base64.b64encode(file_digest(path)).decode()
     return {"algorithm": "sha256", "files": files}

@@ -62,8 +62,8 @@ def detect() -> dict[str, object]:
     backend, toolkit = ("cuda", cuda) if cuda else ("rocm", hip) if hip else ("cpu", None)
     return {"torch": _major_minor(version), "torch_version": version, "backend": backend,
             "toolkit": _major_minor(toolkit) if toolkit else None, "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}", "arch": normalize_machine(platform.machine()),
-            "gpus": _gpus(torch) if cuda else []}
+            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+            "arch": normalize_machine(platform.machine()), "gpus": _gpus(torch) if cuda else []}
 
 
 def _gpus(torch: object) -> list[str]:
