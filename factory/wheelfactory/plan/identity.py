@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from wheelfactory.plan.indexes import IndexRef
 
@@ -345,10 +345,3 @@ class Variant:
             "notes": list(self.notes),
             "toolkit_wheels": list(self.toolkit_wheels),
         }
-
-
-def parse_version(text: str) -> Version | None:
-    try:
-        return Version(text)
-    except InvalidVersion:
-        return None

@@ -38,9 +38,8 @@ TEST_SECTION = Section(
 )
 TEST_KEYS = TEST_SECTION.names()
 # cibuildwheel's placeholders: {project} is the project's copy in the container (here, the
-# directory holding ``sources``), {package} the same (a project is its own package here).
-PLACEHOLDERS = ("project", "package")
-# Only these two are filled in; any other braces (a shell's ${VAR}) are left as written.
+# directory holding ``sources``), {package} the same (a project is its own package here). Only
+# these two are filled in; any other braces (a shell's ${VAR}) are left as written.
 _PLACEHOLDER = re.compile(r"\{(?:project|package)\}")
 
 

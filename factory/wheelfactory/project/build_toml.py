@@ -68,7 +68,6 @@ from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_
 
 DECLARATION = "build.toml"
 LATEST_EDITION = 5
-EDITIONS = (1, 2, 3, 4, 5)
 
 # [general] backends, per edition (1 and 2 have none: universal means all of edition 3's).
 _GENERAL_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "xpu")

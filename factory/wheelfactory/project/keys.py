@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory.support.digests import stream_sha256
 from wheelfactory.support.proc import CommandFailed, Runner, TimeoutExpired, run
 
 
@@ -35,12 +36,9 @@ def file_sha256(path: Path) -> str:
 
 
 def file_digest(path: Path) -> bytes:
-    """The sha256 of a file's bytes, read a MiB at a time."""
-    digest = hashlib.sha256()
+    """The sha256 of a file's bytes."""
     with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.digest()
+        return stream_sha256(handle)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.support import confined, paths
+from wheelfactory.support.digests import stream_sha256
 
 LOCK_FILE = ".wheelfactory-publish.lock"
 TEMP_MARK = ".wf-partial-"  # a directory store's temp names: .<name>.wf-partial-<pid>
@@ -93,11 +94,8 @@ class DirectoryStore:
         fd = self._regular(path)
         if fd is None:
             return None
-        digest = hashlib.sha256()
         with os.fdopen(fd, "rb") as stream:
-            for chunk in iter(lambda: stream.read(_CHUNK), b""):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return stream_sha256(stream).hex()
 
     def holds(self, path: str) -> bool:
         fd = self._regular(path)

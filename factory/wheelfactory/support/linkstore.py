@@ -12,7 +12,6 @@ A blob whose only link is the store's own is garbage: ``prune`` removes those.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import stat
@@ -21,6 +20,8 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+
+from wheelfactory.support.digests import stream_sha256
 
 # Below this, a file's bytes matter less than the syscalls that linking it costs.
 MIN_SIZE = 32 * 1024
@@ -58,19 +59,10 @@ def share_identical_files(tree: Path, store: Path, *, min_size: int = MIN_SIZE) 
 
 def _blob_name(path: Path, mode: int) -> str:
     with path.open("rb") as handle:
-        digest = hashlib.file_digest(handle, "sha256").hexdigest() if hasattr(hashlib, "file_digest") \
-            else _sha256(handle)
+        digest = stream_sha256(handle).hex()
     # The mode is part of the identity: an executable and a data file with equal bytes must not
     # share one inode's permission bits.
     return f"{digest[:2]}/{digest}-{stat.S_IMODE(mode):o}"
-
-
-def _sha256(handle: object) -> str:  # Python 3.10 has no hashlib.file_digest
-    digest = hashlib.sha256()
-    read = handle.read  # type: ignore[attr-defined]
-    while chunk := read(1 << 20):
-        digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _adopt(path: Path, blob: Path, size: int) -> bool:

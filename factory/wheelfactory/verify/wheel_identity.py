@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import csv
-import hashlib
 import io
 import zipfile
 import zlib
@@ -41,9 +40,9 @@ from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
 from wheelfactory.images.emulation import ELF_MACHINE
 from wheelfactory.plan.identity import VariantId, minor_of
+from wheelfactory.support.digests import stream_sha256
 from wheelfactory.verify.repair import is_shared_library
 
-CHUNK = 1 << 20
 RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
 BUILD_RECORD_LIMIT = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
@@ -221,11 +220,9 @@ def record_problems(archive: zipfile.ZipFile) -> list[str]:
         if not hash_.startswith("sha256="):
             problems.append(f"{record} gives {name} no sha256")
             continue
-        digest = hashlib.sha256()
         with archive.open(info) as member:
-            for chunk in iter(lambda: member.read(CHUNK), b""):
-                digest.update(chunk)
-        if record_hash(digest.digest()) != hash_ or size != str(info.file_size):
+            digest = stream_sha256(member)
+        if record_hash(digest) != hash_ or size != str(info.file_size):
             problems.append(f"{name} does not match its {record} line (sha256 or size)")
     missing = sorted(name for name in listed if name not in exempt)
     if missing:
