@@ -3,7 +3,7 @@
 A kernel package's ``__init__`` creates one ``KernelPackage`` and asks it for ops; the first call
 decides between the prebuilt library (checked against the environment before dlopen), a JIT build
 of the shipped sources (hashed, locked cache) and the reference ops (one warning). See
-ARCHITECTURE.md, "Data flow of a load".
+ARCHITECTURE.md, "A load (inside an installed kernel package)".
 
 Importing this package does no I/O, and the names below are resolved lazily (PEP 562): a load
 is measured from ``import <pkg>`` to the first op returning, so only the modules that path needs
