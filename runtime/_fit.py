@@ -21,6 +21,7 @@ __all__ = [
     "FitBuild",
     "FitEnv",
     "check_fit",
+    "gpu_part_rank",
     "gpu_part_serves",
     "normalize_machine",
     "parse_major_minor",
@@ -152,6 +153,14 @@ def gpu_part_serves(part: str, capability: tuple[int, int]) -> str | None:
     if capability[1] == minor:
         return f"{gpu} -> sm_{own} wheel: its own SASS"
     return f"{gpu} -> sm_{own} wheel: same major, lower minor SASS runs"
+
+
+def gpu_part_rank(part: str) -> tuple[int, int]:
+    """How builds that serve a GPU are preferred (higher first): a part with SASS before a whole
+    build (``part`` ""), the closest SASS (the highest arch that runs) first, the PTX part last
+    (its code is compiled by the driver on first load)."""
+    digits = int(re.sub(r"\D", "", part) or 0)
+    return (2, digits) if part.startswith("sm") else (0, digits) if part.startswith("ptx") else (1, 0)
 
 
 def _gpu_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[str]:

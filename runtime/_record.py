@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from . import BUILD_RECORD_FILE
 from ._decision import Decision
 from ._errors import InvalidArch, InvalidVersion, RecordError
-from ._fit import FitBuild, FitEnv, check_fit, gpu_part_serves, normalize_machine
+from ._fit import FitBuild, FitEnv, check_fit, gpu_part_rank, gpu_part_serves, normalize_machine
 from ._versions import BACKENDS, Backend, MajorMinor
 
 if TYPE_CHECKING:
@@ -310,8 +310,7 @@ def _other_part(record: BuildRecord, cap: MajorMinor) -> str:
     if not fitting:
         return (f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in "
                 "[cuda] arch_list")
-    digits = [int(re.sub(r"\D", "", part)) for part, _ in fitting]  # the closest SASS first, the PTX last
-    part, why = max(zip(fitting, digits), key=lambda item: (item[0][0].startswith("sm"), item[1]))[0]
+    part, why = max(fitting, key=lambda item: gpu_part_rank(item[0]))
     return f"; install {'-'.join([*own[:at], part, *own[at + 1:]])}, the part of this build for it ({why})"
 
 

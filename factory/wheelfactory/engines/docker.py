@@ -283,19 +283,12 @@ class DockerEngine:
         built_with = {"passed": True, **({"tests": timeline.results["tests"]} if "tests" in timeline.results else {})}
         results: dict[str, object] = {variant.torch_version: built_with}
         tests = stage.checks.tests_for(variant.id)
-        local = local_wheels((*self.options.find_links, *(tests.find_links if tests is not None else ())))
         for other in variant.gate:
             with log.open("a", encoding="utf-8") as sink:
                 sink.write(f"# stable-ABI gate: {variant.id} on torch {other.torch_version}\n")
             with timeline.phase("wheelhouse"):
-                torch_set = self.wheelhouse.ensure(
-                    request_for(other, target, torch_index=self.options.torch_indexes.get(other.id),
-                                extra=(*other.toolkit_wheels, *self._cache_requirements()),
-                                find_links=self.options.find_links), log=log)
-                test_set = self.wheelhouse.ensure(
-                    WheelhouseRequest(tests.requires, (), target, find_links=local,
-                                      constraints=(other.torch_requirement,)), log=log) \
-                    if tests is not None and tests.requires else None
+                torch_set = self._torch_set(other, target, log)
+                test_set = self._test_set(tests, other, target, log)
             with timeline.phase("environment"):
                 torch_request, _ = self.environments.requests(other, image.id, python, torch_set.wheels)
                 torch_env = self.environments.ensure(torch_request, image, python, target, torch_set, log)
@@ -321,6 +314,16 @@ class DockerEngine:
     def _wheel_sets(self, stage: Stage, python: ContainerPython, log: Path) -> _VariantSets:
         """torch's set (shared by every project), the project's build system's, and the tests'."""
         variant = stage.variant
+        torch = self._torch_set(variant, python, log)
+        # The project's build system is a set of its own too: one torch set serves every project.
+        build_system = self._build_system_set(stage, python, log)
+        tests = stage.checks.tests_for(variant.id)
+        return _VariantSets(torch, build_system, self._test_set(tests, variant, python, log),
+                            tests.requires if tests is not None else ())
+
+    def _torch_set(self, variant: Variant, python: ContainerPython, log: Path) -> WheelSet:
+        """The set of ``variant``'s torch and the build tools: one per torch build, whichever
+        project or variant asks (the stable-ABI gate's other torches share them too)."""
         torch_index = self.options.torch_indexes.get(variant.id)
         torch = self.wheelhouse.ensure(
             request_for(variant, python, torch_index=torch_index,
@@ -330,19 +333,18 @@ class DockerEngine:
         mismatch = torch_build_mismatch(variant, torch.wheels, torch_index or "the host's pip index")
         if mismatch is not None:
             raise DockerBuildError(mismatch)
-        # The project's build system is a set of its own too: one torch set serves every project.
-        build_system = self._build_system_set(stage, python, log)
-        # The tests' requirements are a set of their own: adding pytest to torch's set would
-        # make a new torch set, and download GBs of torch again.
-        tests = stage.checks.tests_for(variant.id)
-        test_requires = tests.requires if tests is not None else ()
-        local = local_wheels((*self.options.find_links, *(tests.find_links if tests is not None else ())))
-        # a requirement of the tests that depends on torch (a project's own helper wheel) takes the
-        # variant's, never the newest
-        test_set = self.wheelhouse.ensure(WheelhouseRequest(test_requires, (), python, find_links=local,
-                                                            constraints=(variant.torch_requirement,)),
-                                          log=log) if test_requires else None
-        return _VariantSets(torch, build_system, test_set, test_requires)
+        return torch
+
+    def _test_set(self, tests: ProjectTests | None, variant: Variant, python: ContainerPython,
+                  log: Path) -> WheelSet | None:
+        """The tests' requirements, a set of their own: adding pytest to torch's set would make a
+        new torch set, and download GBs of torch again. A requirement of the tests that depends on
+        torch (a project's own helper wheel) takes ``variant``'s, never the newest."""
+        if tests is None or not tests.requires:
+            return None
+        local = local_wheels((*self.options.find_links, *tests.find_links))
+        return self.wheelhouse.ensure(WheelhouseRequest(tests.requires, (), python, find_links=local,
+                                                        constraints=(variant.torch_requirement,)), log=log)
 
     def _environments(self, stage: Stage, image: ImageRef, python: str, target: ContainerPython,
                       sets: _VariantSets, log: Path) -> _VariantEnvs:

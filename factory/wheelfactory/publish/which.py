@@ -29,6 +29,7 @@ from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted he
     FitBuild,
     FitEnv,
     check_fit,
+    gpu_part_rank,
     gpu_part_serves,
     normalize_machine,
     parse_major_minor,
@@ -273,11 +274,8 @@ def env_gpus(env: dict[str, object]) -> list[str]:
 
 
 def gpu_rank(variant: dict[str, object]) -> tuple[int, int]:
-    """Among builds that serve the GPUs: a part with SASS before a whole build, the closest SASS
-    (the highest arch that runs) first; the PTX part last (its code is compiled on first load)."""
-    part = str(variant.get("gpu") or "")
-    digits = int(re.sub(r"\D", "", part) or 0)
-    return (2, digits) if part.startswith("sm") else (0, digits) if part.startswith("ptx") else (1, 0)
+    """A listed variant's preference among those serving the GPUs (runtime/_fit.gpu_part_rank)."""
+    return gpu_part_rank(str(variant.get("gpu") or ""))
 
 
 def gpu_reasons(env: dict[str, object], variant: dict[str, object]) -> list[str]:

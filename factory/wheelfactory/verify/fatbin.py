@@ -27,6 +27,7 @@ from pathlib import Path
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.plan.identity import GpuSlice, Variant
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
+from wheelfactory.verify.repair import is_shared_library
 
 MAGIC = 0xBA55ED50
 SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -173,7 +174,7 @@ def keep_part_of_wheel(wheel: Path, part: GpuSlice, dest_dir: Path) -> SplitWhee
     found: list[FatbinError] = []
 
     def contents(member: str, data: bytes) -> bytes:
-        if not (member.endswith(".so") or ".so." in member.rsplit("/", 1)[-1]):
+        if not is_shared_library(member):
             return data
         try:
             result = keep_part(data, part, name=member)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from wheelfactory.support.proc import run
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
+from wheelfactory.verify.repair import is_shared_library
 
 DEBUG_DIR = "debug"  # in the build's work directory, then dist/<variant>/debug
 _OBJCOPY_PREFIX = {"x86_64": "x86_64-linux-gnu-", "aarch64": "aarch64-linux-gnu-"}
@@ -77,7 +78,7 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
     needing: list[str] = []
 
     def contents(member: str, data: bytes) -> bytes:
-        if not (member.endswith(".so") or ".so." in member.rsplit("/", 1)[-1]):
+        if not is_shared_library(member):
             return data
         debug, build_id = _debug_info(data)
         if not debug:
