@@ -40,8 +40,13 @@ class CudaArch:
         match = _CUDA_ARCH.match(text) if isinstance(text, str) else None
         if match is None:
             raise InvalidArch(f"not a CUDA arch (like 8.0, 9.0a, 12.0+PTX): {text!r}")
-        return cls(int(match.group(1)), int(match.group(2)), match.group(3), bool(match.group(4)),
-                   not match.group(5))
+        return cls(
+            int(match.group(1)),
+            int(match.group(2)),
+            match.group(3),
+            bool(match.group(4)),
+            not match.group(5),
+        )
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}{self.suffix}{'+PTX' if self.ptx else ''}{'' if self.sass else '-only'}"

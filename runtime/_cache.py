@@ -73,7 +73,9 @@ def private_dir_problem(path: Path, mode: int, owner: int, me: int, env_var: str
 def check_private_dir(path: Path, env_var: str) -> None:
     st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeCacheDirError(f"cache path {path} is not a directory. Fix: remove it or set {env_var}")
+        raise UnsafeCacheDirError(
+            f"cache path {path} is not a directory. Fix: remove it or set {env_var}"
+        )
     problem = private_dir_problem(path, st.st_mode, st.st_uid, os.geteuid(), env_var)
     if problem is not None:
         raise UnsafeCacheDirError(problem)
@@ -105,7 +107,11 @@ class FileLock:
 
     def acquire(self, blocking: bool = True) -> bool:
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600)
+            fd = os.open(
+                self.path,
+                os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK,
+                0o600,
+            )
         except OSError as exc:
             raise UnsafeCacheDirError(
                 f"cannot use the lock file {self.path} ({exc.strerror}). Fix: remove it; the next load makes it again"
@@ -135,7 +141,10 @@ class FileLock:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.release()
 
@@ -224,7 +233,13 @@ def entry_dir_problem(entry: Path) -> str | None:
 
 def plain_library_name(name: str) -> bool:
     """A record's library: one plain file name inside its entry (not ".", "..", a path, or empty)."""
-    return bool(name) and name not in (".", "..") and "/" not in name and "\x00" not in name and name != COMPLETE_FILE
+    return (
+        bool(name)
+        and name not in (".", "..")
+        and "/" not in name
+        and "\x00" not in name
+        and name != COMPLETE_FILE
+    )
 
 
 class CompletionRecord(NamedTuple):
@@ -247,7 +262,9 @@ class CompletionRecord(NamedTuple):
 
     @classmethod
     def read(cls, directory: Path) -> CompletionRecord:
-        data = json.loads(read_private_file(directory / COMPLETE_FILE, RECORD_SIZE_CAP).decode("utf-8"))
+        data = json.loads(
+            read_private_file(directory / COMPLETE_FILE, RECORD_SIZE_CAP).decode("utf-8")
+        )
         if not isinstance(data, dict) or data.get("schema") != COMPLETION_SCHEMA:
             raise ValueError(f"unknown completion record schema in {directory / COMPLETE_FILE}")
         return cls(
@@ -276,9 +293,15 @@ def verify_entry(entry: Path, key: str, namespace: str) -> tuple[CompletionRecor
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return None, f"corrupt completion record: {exc}"
     if not plain_library_name(record.library):
-        return None, f"the completion record names {record.library!r}, not a library file in the entry"
+        return (
+            None,
+            f"the completion record names {record.library!r}, not a library file in the entry",
+        )
     if record.key != key or record.namespace != namespace:
-        return None, f"completion record is for {record.key}/{record.namespace}, expected {key}/{namespace}"
+        return (
+            None,
+            f"completion record is for {record.key}/{record.namespace}, expected {key}/{namespace}",
+        )
     library = entry / record.library
     try:
         fd = open_private_file(library)
@@ -289,7 +312,10 @@ def verify_entry(entry: Path, key: str, namespace: str) -> tuple[CompletionRecor
     try:
         size = os.fstat(fd).st_size
         if size != record.size:
-            return None, f"the library is {size} bytes, its record says {record.size} (truncated or replaced)"
+            return (
+                None,
+                f"the library is {size} bytes, its record says {record.size} (truncated or replaced)",
+            )
         # A record may name another file of the entry (its build.log) with that file's true hash:
         # what is not a shared object would fail dlopen on every load, never rebuilt.
         if os.pread(fd, len(ELF_MAGIC), 0) != ELF_MAGIC:

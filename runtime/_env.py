@@ -22,7 +22,13 @@ from ._versions import Backend, MajorMinor, format_device_tag
 if TYPE_CHECKING:
     from ._prebuilt import Facts
 
-__all__ = ["Environment", "detect_environment", "environment_from", "normalize_machine", "with_gpus"]
+__all__ = [
+    "Environment",
+    "detect_environment",
+    "environment_from",
+    "normalize_machine",
+    "with_gpus",
+]
 
 
 @dataclass(frozen=True)
@@ -76,7 +82,9 @@ def _optional_version(value: object) -> MajorMinor | None:
     return MajorMinor.parse(value) if isinstance(value, str) and value else None
 
 
-def environment_from(facts: Facts, torch_git_version: str = "", python_abi: str = "") -> Environment:
+def environment_from(
+    facts: Facts, torch_git_version: str = "", python_abi: str = ""
+) -> Environment:
     """The ``Environment`` of ``facts`` (``_prebuilt.environment_facts()``: what torch reports)."""
     torch_version, cuda, hip, cxx11_abi, python, machine = facts
     return Environment(

@@ -62,7 +62,8 @@ class FitBuild(NamedTuple):
     arch: str  # machine, "x86_64"
     stable_abi: bool = False
     name: str = ""  # for the accepting message ("<variant> matches this environment")
-    gpu: str = ""  # a part of a split CUDA build: "sm90" (that arch's SASS only), "ptx120" (PTX only)
+    # a part of a split CUDA build: "sm90" (that arch's SASS only), "ptx120" (PTX only)
+    gpu: str = ""
 
 
 class FitEnv(NamedTuple):
@@ -74,7 +75,8 @@ class FitEnv(NamedTuple):
     cxx11_abi: bool
     python: str  # "3.11"
     arch: str  # platform.machine()
-    gpus: tuple[tuple[int, int], ...] = ()  # compute capabilities of the GPUs to serve; (): not known
+    # compute capabilities of the GPUs to serve; (): not known
+    gpus: tuple[tuple[int, int], ...] = ()
 
 
 class Fit(NamedTuple):
@@ -89,7 +91,11 @@ class Fit(NamedTuple):
 
 
 def _abi_name(cxx11: bool) -> str:
-    return "cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=1)" if cxx11 else "pre-cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=0)"
+    return (
+        "cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=1)"
+        if cxx11
+        else "pre-cxx11 ABI (_GLIBCXX_USE_CXX11_ABI=0)"
+    )
 
 
 def _flavour(env: FitEnv) -> str:
@@ -104,7 +110,9 @@ def _backend_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[st
         if env.backend != "cpu":
             # A CPU build loads into a GPU torch: its CPU ops run prebuilt, GPU tensors use the
             # reference ops.
-            notes.append(f"CPU-only build in {_flavour(env)} of torch: {env.backend} tensors use the reference ops")
+            notes.append(
+                f"CPU-only build in {_flavour(env)} of torch: {env.backend} tensors use the reference ops"
+            )
         return []
     built = parse_major_minor(build.toolkit) if build.toolkit else None
     shown = _mm(built) if built else "?"
@@ -113,7 +121,9 @@ def _backend_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[st
         if built is None or here is None:
             return [f"built for CUDA {shown}, this torch is {_flavour(env)}"]
         if here[0] != built[0]:
-            return [f"built with CUDA {shown}, this torch uses CUDA {_mm(here)} (major versions differ)"]
+            return [
+                f"built with CUDA {shown}, this torch uses CUDA {_mm(here)} (major versions differ)"
+            ]
         if here[1] < built[1]:
             return [f"built with CUDA {shown}, newer than this torch's CUDA {_mm(here)}"]
         if here != built:
@@ -138,7 +148,12 @@ def gpu_part_serves(part: str, capability: tuple[int, int]) -> str | None:
     found = _GPU_PART.match(part)
     if found is None:
         return None
-    kind, major, minor, suffix = found.group(1), int(found.group(2)), int(found.group(3)), found.group(4)
+    kind, major, minor, suffix = (
+        found.group(1),
+        int(found.group(2)),
+        int(found.group(3)),
+        found.group(4),
+    )
     gpu = f"sm_{capability[0]}{capability[1]}"
     own = f"{major}{minor}{suffix}"
     if kind == "ptx":
@@ -160,7 +175,9 @@ def gpu_part_rank(part: str) -> tuple[int, int]:
     build (``part`` ""), the closest SASS (the highest arch that runs) first, the PTX part last
     (its code is compiled by the driver on first load)."""
     digits = int(re.sub(r"\D", "", part) or 0)
-    return (2, digits) if part.startswith("sm") else (0, digits) if part.startswith("ptx") else (1, 0)
+    return (
+        (2, digits) if part.startswith("sm") else (0, digits) if part.startswith("ptx") else (1, 0)
+    )
 
 
 def _gpu_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[str]:
@@ -169,7 +186,9 @@ def _gpu_problems(build: FitBuild, env: FitEnv, notes: list[str]) -> list[str]:
         why = gpu_part_serves(build.gpu, capability)
         if why is None:
             kind = "PTX" if build.gpu.startswith("ptx") else "SASS"
-            problems.append(f"its {build.gpu} {kind} does not run on sm_{capability[0]}{capability[1]}")
+            problems.append(
+                f"its {build.gpu} {kind} does not run on sm_{capability[0]}{capability[1]}"
+            )
         else:
             notes.append(why)
     return problems
@@ -195,18 +214,26 @@ def check_fit(build: FitBuild, env: FitEnv) -> Fit:
         # torch's stable ABI is a C shim: later torch versions keep serving it, and no
         # libstdc++ types cross it, so the C++ ABI flag does not matter.
         if torch < built_torch:
-            problems.append(f"stable-ABI build needs torch >= {_mm(built_torch)}, this is torch {_mm(torch)}")
+            problems.append(
+                f"stable-ABI build needs torch >= {_mm(built_torch)}, this is torch {_mm(torch)}"
+            )
         elif torch != built_torch:
-            notes.append(f"stable-ABI build for torch >= {_mm(built_torch)} serves torch {_mm(torch)}")
+            notes.append(
+                f"stable-ABI build for torch >= {_mm(built_torch)} serves torch {_mm(torch)}"
+            )
     else:
         if torch != built_torch:
             problems.append(f"built for torch {_mm(built_torch)}, this is torch {_mm(torch)}")
         if env.cxx11_abi != build.cxx11_abi:
-            problems.append(f"built with the {_abi_name(build.cxx11_abi)}, this torch uses the {_abi_name(env.cxx11_abi)}")
+            problems.append(
+                f"built with the {_abi_name(build.cxx11_abi)}, this torch uses the {_abi_name(env.cxx11_abi)}"
+            )
     python = parse_major_minor(env.python)
     if build.python == "abi3":
         if python < ABI3_MIN_PYTHON:
-            problems.append(f"built for CPython >= {_mm(ABI3_MIN_PYTHON)} (abi3), this is Python {_mm(python)}")
+            problems.append(
+                f"built for CPython >= {_mm(ABI3_MIN_PYTHON)} (abi3), this is Python {_mm(python)}"
+            )
     elif parse_major_minor(build.python) != python:
         problems.append(f"built for Python {build.python} (not abi3), this is Python {_mm(python)}")
     problems += _backend_problems(build, env, notes)

@@ -40,7 +40,11 @@ def visible_gpus(backend: str) -> tuple[list[tuple[int, int]], list[str]]:
 
 
 def gpu_build_fits(
-    backend: str, toolkit: object, arch_list: list[str], here: tuple[int, int], gpus: Gpus | None = None
+    backend: str,
+    toolkit: object,
+    arch_list: list[str],
+    here: tuple[int, int],
+    gpus: Gpus | None = None,
 ) -> bool:
     """Does a ``backend`` ("cuda" | "rocm") build of ``toolkit`` with ``arch_list`` fit a torch of
     that backend and toolkit version ``here``, and the GPUs ``gpus(backend)`` finds (asked last)?
@@ -48,16 +52,20 @@ def gpu_build_fits(
     built = major_minor(toolkit)
     if built is None:
         return False
-    if backend == "rocm":  # no binary compatibility across ROCm minors; gfx names as _record reads them
+    # no binary compatibility across ROCm minors; gfx names as _record reads them
+    if backend == "rocm":
         names = {a.partition(":")[0] for a in arch_list}
         if here != built or not all(_gfx(a) for a in arch_list):
             return False
         return not arch_list or all(g in names for g in (gpus or visible_gpus)(backend)[1])
     archs = [_cuda_arch(a) for a in arch_list]
-    if here[0] != built[0] or here[1] < built[1] or None in archs:  # CUDA: same major, minor no newer
+    # CUDA: same major, minor no newer
+    if here[0] != built[0] or here[1] < built[1] or None in archs:
         return False
     capabilities = (gpus or visible_gpus)(backend)[0]
-    return not archs or all(any(a is not None and _serves(a, c) for a in archs) for c in capabilities)
+    return not archs or all(
+        any(a is not None and _serves(a, c) for a in archs) for c in capabilities
+    )
 
 
 def _cuda_arch(text: str) -> CudaArch | None:
@@ -84,4 +92,9 @@ def _serves(arch: CudaArch, capability: tuple[int, int]) -> bool:
 
 def _gfx(text: str) -> bool:
     name = text.partition(":")[0]
-    return name[:3] == "gfx" and len(name) > 3 and not name[3:].strip("0123456789abcdef") and "\n" not in text
+    return (
+        name[:3] == "gfx"
+        and len(name) > 3
+        and not name[3:].strip("0123456789abcdef")
+        and "\n" not in text
+    )

@@ -187,11 +187,17 @@ class _Planned(NamedTuple):
 
 
 CPU_ONLY_NOTE = "no GPU visible and TORCH_CUDA_ARCH_LIST unset: built the CPU ops only"
-CPU_SOURCES_NOTE = "this package ships CPU sources only (a CPU variant's wheel): built the CPU ops only"
+CPU_SOURCES_NOTE = (
+    "this package ships CPU sources only (a CPU variant's wheel): built the CPU ops only"
+)
 
 
 def _plan(
-    package: str, package_dir: Path, env: Environment, settings: Settings, record_archs: tuple[str, ...]
+    package: str,
+    package_dir: Path,
+    env: Environment,
+    settings: Settings,
+    record_archs: tuple[str, ...],
 ) -> tuple[_Planned, Environment]:
     sources_dir = package_dir / SOURCES_DIR
     try:
@@ -212,7 +218,10 @@ def _plan(
 
         torch_cuda = env.cuda
         assert torch_cuda is not None
-        if not settings.torch_cuda_arch_list or settings.torch_cuda_arch_list.strip().lower() == "native":
+        if (
+            not settings.torch_cuda_arch_list
+            or settings.torch_cuda_arch_list.strip().lower() == "native"
+        ):
             env = with_gpus(env)  # only now: targeting the present GPU needs its capability
             if not env.gpu_capabilities:
                 # No GPU to run device code on and no archs asked for: build the CPU ops only
@@ -230,11 +239,16 @@ def _plan(
                 facts=read_toolkit_facts(),
             )
         except InvalidArch as exc:
-            if settings.torch_cuda_arch_list and settings.torch_cuda_arch_list.strip().lower() != "native":
+            if (
+                settings.torch_cuda_arch_list
+                and settings.torch_cuda_arch_list.strip().lower() != "native"
+            ):
                 raise JitUnavailable(
                     f"TORCH_CUDA_ARCH_LIST is invalid: {exc}", "fix or unset TORCH_CUDA_ARCH_LIST"
                 ) from exc
-            raise JitUnavailable(str(exc), "set TORCH_CUDA_ARCH_LIST to the archs to build for") from exc
+            raise JitUnavailable(
+                str(exc), "set TORCH_CUDA_ARCH_LIST to the archs to build for"
+            ) from exc
         toolkit_home = find_cuda_home(settings)
         gpu_archs = str(selection)
         device_flags = spec.device_flags("cuda") + tuple(gencode_flags(selection.archs))
@@ -336,7 +350,9 @@ def _compile(planned: _Planned, env: Environment, temp: Path, root: Path) -> Com
     worker = Path(__file__).with_name("_build_worker.py")
     log_path = temp / "build.log"
     logger.info("compiling %s (log: %s)", planned.key, log_path)
-    run = run_tool([sys.executable, str(worker), str(request_path)], timeout=None, log_path=log_path)
+    run = run_tool(
+        [sys.executable, str(worker), str(request_path)], timeout=None, log_path=log_path
+    )
     built = build_dir / f"{planned.name}.so"
     if not run.ok or not built.is_file():
         error_log = root / f"{planned.key}.error.log"
@@ -363,7 +379,11 @@ def _compile(planned: _Planned, env: Environment, temp: Path, root: Path) -> Com
 
 
 def ensure_jit_library(
-    package: str, package_dir: Path, env: Environment, settings: Settings, record_archs: tuple[str, ...] = ()
+    package: str,
+    package_dir: Path,
+    env: Environment,
+    settings: Settings,
+    record_archs: tuple[str, ...] = (),
 ) -> JitResult:
     """A verified JIT library for this environment: from the cache, or built now. Raises JitUnavailable."""
     planned, env = _plan(package, package_dir, env, settings, record_archs)
@@ -384,7 +404,9 @@ def ensure_jit_library(
             key=planned.key,
             entry=entry,
             cache=cache,
-            decision=Decision("jit", True, f"{reason} ({planned.note})" if planned.note else reason),
+            decision=Decision(
+                "jit", True, f"{reason} ({planned.note})" if planned.note else reason
+            ),
             version=planned.spec.version,
             lock_wait_seconds=round(waited, 3),
             build_seconds=record.seconds if cache != "hit" else 0.0,
@@ -412,7 +434,10 @@ def ensure_jit_library(
             record, problem = verify_entry(entry, planned.key, planned.namespace)
             if record is not None:
                 return result(
-                    record, "hit", f"cache hit {planned.key} in {root} (built by another process)", waited
+                    record,
+                    "hit",
+                    f"cache hit {planned.key} in {root} (built by another process)",
+                    waited,
                 )
             rejected = rejected or problem
             discard_entry(entry)
@@ -421,7 +446,8 @@ def ensure_jit_library(
         try:
             record = _compile(planned, env, temp, root)
             publish_entry(temp, entry)
-            (root / f"{planned.key}.error.log").unlink(missing_ok=True)  # an earlier failure is history
+            # an earlier failure is history
+            (root / f"{planned.key}.error.log").unlink(missing_ok=True)
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)
             raise
@@ -434,4 +460,6 @@ def ensure_jit_library(
             f"rebuilt {planned.key} in {record.seconds:.1f} s: the cached copy was rejected ({rejected})",
             waited,
         )
-    return result(record, "built", f"compiled {planned.key} in {record.seconds:.1f} s into {root}", waited)
+    return result(
+        record, "built", f"compiled {planned.key} in {record.seconds:.1f} s into {root}", waited
+    )

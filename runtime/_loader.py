@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from ._jit import JitResult
     from ._prebuilt import OpCallable
 
-__all__ = ["KernelPackage", "LoadResult", "backend_info", "load_full", "load_package", "prebuilt_result"]
+__all__ = [
+    "KernelPackage",
+    "LoadResult",
+    "backend_info",
+    "load_full",
+    "load_package",
+    "prebuilt_result",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +69,9 @@ class LoadResult(NamedTuple):
     warning: str | None = None  # the fallback warning to emit, if any
 
 
-def _fallback_text(package: str, settings: Settings, decisions: Sequence[Decision], fix: str) -> str:
+def _fallback_text(
+    package: str, settings: Settings, decisions: Sequence[Decision], fix: str
+) -> str:
     why = "; ".join(str(d) for d in decisions if not d.accepted)
     how = f" To fix: {fix}." if fix else ""
     return (
@@ -73,7 +82,11 @@ def _fallback_text(package: str, settings: Settings, decisions: Sequence[Decisio
 
 
 def _with_gpus_for(env: Environment, record: BuildRecord | RecordUnavailable) -> Environment:
-    if isinstance(record, BuildRecord) and record.backend != "cpu" and record.backend == env.backend:
+    if (
+        isinstance(record, BuildRecord)
+        and record.backend != "cpu"
+        and record.backend == env.backend
+    ):
         return with_gpus(env)  # the arch check needs the present GPUs
     return env
 
@@ -104,7 +117,9 @@ def _prebuilt_loaded(
     )
 
 
-def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: Settings) -> LoadResult:
+def load_package(
+    package: str, package_dir: Path, ops: Sequence[str], settings: Settings
+) -> LoadResult:
     """Decide and load (dlopen) the best backend; returns which, with the decision record."""
     import torch
 
@@ -142,7 +157,8 @@ def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: 
             try:
                 torch.ops.load_library(str(library))  # type: ignore[no-untyped-call]
                 return _prebuilt_loaded(package, settings, decisions, record, library, env)
-            except (OSError, RuntimeError) as exc:  # dlopen or op registration failed despite the record
+            # dlopen or op registration failed despite the record
+            except (OSError, RuntimeError) as exc:
                 decisions.append(Decision("prebuilt", False, f"loading {library} failed: {exc}"))
         if mode == "prebuilt":
             raise failed("prebuilt")
@@ -186,7 +202,8 @@ def load_package(package: str, package_dir: Path, ops: Sequence[str], settings: 
     except JitUnavailable as exc:
         decisions.append(Decision("jit", False, exc.reason))
         fix = exc.fix
-    except Exception as exc:  # auto mode must not crash on the first op call: record it and fall back
+    # auto mode must not crash on the first op call: record it and fall back
+    except Exception as exc:
         if mode == "jit":
             decisions.append(Decision("jit", False, f"unexpected {type(exc).__name__}: {exc}"))
             raise failed("jit") from exc
@@ -240,10 +257,14 @@ def load_full(package: KernelPackage) -> Loaded:
         return Loaded(reference_ops(package, package.op_names), modes, result.warning, result)
     assert result.namespace is not None and result.library is not None
     loaded = bind_ops(package, result.mode, result.library, result.namespace)
-    if result.library_backend == "cpu" and (result.environment.get("cuda") or result.environment.get("hip")):
+    if result.library_backend == "cpu" and (
+        result.environment.get("cuda") or result.environment.get("hip")
+    ):
         references = reference_ops(package, package.op_names)
         loaded.ops = {
-            op: kernel if loaded.op_modes[op] == "reference" else _cpu_or_reference(kernel, references[op])
+            op: kernel
+            if loaded.op_modes[op] == "reference"
+            else _cpu_or_reference(kernel, references[op])
             for op, kernel in loaded.ops.items()
         }
     result = result if loaded.warning is None else _replace_warning(result, loaded.warning)
@@ -264,7 +285,13 @@ def prebuilt_result(package: KernelPackage, record_text: str, warning: str | Non
             f"rejects it ({decision.reason}): a bug in the runtime, please report it"
         )
     return _prebuilt_loaded(
-        package.name, settings, [decision], record, package.package_dir / record.library, env, warning
+        package.name,
+        settings,
+        [decision],
+        record,
+        package.package_dir / record.library,
+        env,
+        warning,
     )
 
 

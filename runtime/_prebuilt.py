@@ -107,7 +107,13 @@ def major_minor(text: object, exact: bool = False) -> tuple[int, int] | None:
         return None
     major, _, rest = text.partition(".")
     minor, dot, _ = rest.partition(".")
-    ok = major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit() and not (exact and dot)
+    ok = (
+        major.isascii()
+        and major.isdigit()
+        and minor.isascii()
+        and minor.isdigit()
+        and not (exact and dot)
+    )
     return (int(major), int(minor)) if ok else None
 
 
@@ -122,11 +128,16 @@ def prebuilt_fits(data: object, facts: Facts, gpus: Gpus | None = None) -> bool:
     for key, kinds in _RECORD_KEYS.items():
         if type(data.get(key, _ABSENT.get(key))) not in kinds:
             return False
-    stable_abi, arch_list, library = data.get("stable_abi", False), data.get("arch_list", []), data["library"]
+    stable_abi, arch_list, library = (
+        data.get("stable_abi", False),
+        data.get("arch_list", []),
+        data["library"],
+    )
     for name in [data["namespace"], *data["ops"]]:
         if not (isinstance(name, str) and name.isascii() and name.isidentifier()):
             return False
-    stem, _, suffix = library.rpartition(".")  # a bare file name: a path could make us dlopen any file
+    # a bare file name: a path could make us dlopen any file
+    stem, _, suffix = library.rpartition(".")
     if not (
         stem
         and suffix in ("so", "pyd", "dylib")
@@ -294,7 +305,10 @@ class KernelPackage:
     def _load_prebuilt(self) -> Loaded | None:
         """The lean path; None leaves the load to the full loader, which decides and says why.
         (So does a CPU build in a GPU torch: the full loader sends GPU tensors to the reference ops.)"""
-        if load_mode(self.name, os.environ if self._environ is None else self._environ) not in LEAN_MODES:
+        if (
+            load_mode(self.name, os.environ if self._environ is None else self._environ)
+            not in LEAN_MODES
+        ):
             return None
         try:
             with open(self.package_dir / RECORD_FILE, encoding="utf-8") as file:

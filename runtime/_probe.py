@@ -100,7 +100,11 @@ def _home_from_tool(tool: str | None) -> str | None:
 
 def _find_home(explicit: str | None, tool: str, default: str, settings: Settings) -> str | None:
     """Same order as torch.utils.cpp_extension: the variable, the tool on PATH, the usual place."""
-    return explicit or _home_from_tool(which(tool, settings)) or (default if os.path.isdir(default) else None)
+    return (
+        explicit
+        or _home_from_tool(which(tool, settings))
+        or (default if os.path.isdir(default) else None)
+    )
 
 
 def find_cuda_home(settings: Settings) -> str | None:

@@ -141,7 +141,9 @@ def load_record_json(raw: str | bytes, source: str) -> dict[str, object]:
     try:
         data = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
-        raise RecordError(f"{source} is not JSON ({' '.join(str(exc).split()) or type(exc).__name__})") from None
+        raise RecordError(
+            f"{source} is not JSON ({' '.join(str(exc).split()) or type(exc).__name__})"
+        ) from None
     if not isinstance(data, dict):
         raise RecordError(f"{source} is not a JSON object")
     return data
@@ -186,7 +188,9 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
         elif isinstance(toolkit_raw, str):
             toolkit = MajorMinor.parse(toolkit_raw)
         else:
-            raise RecordError(f"{source}: backend {backend!r} needs a toolkit version, got {toolkit_raw!r}")
+            raise RecordError(
+                f"{source}: backend {backend!r} needs a toolkit version, got {toolkit_raw!r}"
+            )
     except InvalidVersion as exc:
         raise RecordError(f"{source}: {exc}") from exc
     python = str(_require(data, "python", str, source))
@@ -205,7 +209,9 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     library = str(_require(data, "library", str, source))
     if not re.match(_LIBRARY_NAME, library):
         # A path here could make us dlopen any file on the system: only a bare file name is allowed.
-        raise RecordError(f"{source}: library {library!r} must be a bare file name like '_C.abi3.so'")
+        raise RecordError(
+            f"{source}: library {library!r} must be a bare file name like '_C.abi3.so'"
+        )
     arch_list = str_list(data.get("arch_list", []), "arch_list", source)
     if backend == "cuda":
         from ._arch import CudaArch
@@ -225,7 +231,9 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
     parts = str_list(data.get("parts", []), "parts", source)
     bad_parts = [part for part in parts if not re.match(_GPU_PART, part)]
     if bad_parts:
-        raise RecordError(f"{source}: parts {bad_parts!r} are not GPU architecture parts like 'sm90' or 'ptx120'")
+        raise RecordError(
+            f"{source}: parts {bad_parts!r} are not GPU architecture parts like 'sm90' or 'ptx120'"
+        )
     return BuildRecord(
         name=str(_require(data, "name", str, source)),
         version=_optional_str(data, "version", source),
@@ -271,7 +279,9 @@ def build_record_from_text(package_dir: Path, text: str) -> BuildRecord | Record
     except RecordError as exc:
         return RecordUnavailable(f"build record unusable: {exc}")
     if not (package_dir / record.library).is_file():
-        return RecordUnavailable(f"build record names {record.library}, which is missing from {package_dir}")
+        return RecordUnavailable(
+            f"build record names {record.library}, which is missing from {package_dir}"
+        )
     return record
 
 
@@ -308,23 +318,39 @@ def _other_part(record: BuildRecord, cap: MajorMinor) -> str:
     serving = [(part, gpu_part_serves(part, (cap.major, cap.minor))) for part in record.parts]
     fitting = [(part, why) for part, why in serving if why]
     if not fitting:
-        return (f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in "
-                "[cuda] arch_list")
+        return (
+            f"; no part of this split build ({', '.join(record.parts)}) serves it: build one with {cap} in "
+            "[cuda] arch_list"
+        )
     part, why = max(fitting, key=lambda item: gpu_part_rank(item[0]))
-    return f"; install {'-'.join([*own[:at], part, *own[at + 1:]])}, the part of this build for it ({why})"
+    return f"; install {'-'.join([*own[:at], part, *own[at + 1 :]])}, the part of this build for it ({why})"
 
 
 def fit_build(record: BuildRecord) -> FitBuild:
     """The record as the shared fit rule (``_fit``) reads a build."""
-    return FitBuild(str(record.torch), record.backend, None if record.toolkit is None else str(record.toolkit),
-                    record.cxx11_abi, record.python, record.arch, record.stable_abi, record.variant)
+    return FitBuild(
+        str(record.torch),
+        record.backend,
+        None if record.toolkit is None else str(record.toolkit),
+        record.cxx11_abi,
+        record.python,
+        record.arch,
+        record.stable_abi,
+        record.variant,
+    )
 
 
 def fit_env(env: Environment) -> FitEnv:
     """The environment as the shared fit rule (``_fit``) reads one."""
     toolkit = env.toolkit
-    return FitEnv(env.torch_version, env.backend, None if toolkit is None else str(toolkit), env.cxx11_abi,
-                  str(env.python), env.machine)
+    return FitEnv(
+        env.torch_version,
+        env.backend,
+        None if toolkit is None else str(toolkit),
+        env.cxx11_abi,
+        str(env.python),
+        env.machine,
+    )
 
 
 def decide_prebuilt(env: Environment, record: BuildRecord | RecordUnavailable) -> Decision:

@@ -22,7 +22,14 @@ from ._env import detect_environment, with_gpus
 from ._errors import RuntimeLoaderError
 from ._jit import CACHE_SUBDIR
 from ._prebuilt import KernelPackage
-from ._probe import cxx_command, find_cuda_home, find_rocm_home, nvcc_version, tool_version_line, which
+from ._probe import (
+    cxx_command,
+    find_cuda_home,
+    find_rocm_home,
+    nvcc_version,
+    tool_version_line,
+    which,
+)
 from ._record import BuildRecord, read_build_record
 from ._spec import SOURCES_DIR, read_jit_spec
 from ._toolkit import check_nvcc_version, read_toolkit_facts
@@ -96,7 +103,9 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
     if env.backend == "cpu":
         gpus = "none (CPU-only torch)"
     elif env.gpu_capabilities or env.gpu_archs:
-        gpus = ", ".join([f"sm_{c.major}{c.minor} ({c})" for c in env.gpu_capabilities] + list(env.gpu_archs))
+        gpus = ", ".join(
+            [f"sm_{c.major}{c.minor} ({c})" for c in env.gpu_capabilities] + list(env.gpu_archs)
+        )
     else:
         gpus = "no GPU visible"
     environment = (
@@ -106,7 +115,9 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
         Row("torch HIP", str(env.hip) if env.hip else "none"),
         Row(
             "C++ ABI",
-            "cxx11 (_GLIBCXX_USE_CXX11_ABI=1)" if env.cxx11_abi else "pre-cxx11 (_GLIBCXX_USE_CXX11_ABI=0)",
+            "cxx11 (_GLIBCXX_USE_CXX11_ABI=1)"
+            if env.cxx11_abi
+            else "pre-cxx11 (_GLIBCXX_USE_CXX11_ABI=0)",
         ),
         Row("Python", f"{sys.version.split()[0]} ({env.python_abi})"),
         Row("machine", env.machine),
@@ -131,7 +142,8 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
     if info is not None:
         raw_decisions: list[dict[str, object]] = info["decisions"]  # type: ignore[assignment]
         decisions = [
-            Decision(str(d["candidate"]), bool(d["accepted"]), str(d["reason"])) for d in raw_decisions
+            Decision(str(d["candidate"]), bool(d["accepted"]), str(d["reason"]))
+            for d in raw_decisions
         ]
         ops: dict[str, str] = info["ops"]  # type: ignore[assignment]
         load_rows = (
@@ -139,7 +151,10 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
             Row("variant", str(info["variant"] or "-")),
             Row("library", str(info["library"] or "-")),
             Row("namespace", str(info["namespace"] or "-")),
-            *(Row(d.candidate, d.reason, "[ yes]" if d.accepted else "[ no ]", 1) for d in decisions),
+            *(
+                Row(d.candidate, d.reason, "[ yes]" if d.accepted else "[ no ]", 1)
+                for d in decisions
+            ),
             Row("ops", ""),
             *(Row(op, mode, OK if mode != "reference" else WARN, 1) for op, mode in ops.items()),
         )
@@ -160,7 +175,9 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
         ),
         Row(
             "ninja",
-            f"{ninja_path}: {ninja_version}" if ninja_path else "not found on PATH (pip install ninja)",
+            f"{ninja_path}: {ninja_version}"
+            if ninja_path
+            else "not found on PATH (pip install ninja)",
             OK if ninja_path else FAIL,
             1,
         ),
@@ -172,16 +189,25 @@ def collect_report(pkg: KernelPackage) -> tuple[list[Section], int]:
         text = f"{nvcc} at {detail}" if nvcc else detail
         tools.append(Row("nvcc", f"{text}; not needed: this torch has no CUDA", NA, 1))
     elif nvcc is None:
-        tools.append(Row("nvcc", f"{detail}; needed to JIT-compile for torch's CUDA {env.cuda}", FAIL, 1))
+        tools.append(
+            Row("nvcc", f"{detail}; needed to JIT-compile for torch's CUDA {env.cuda}", FAIL, 1)
+        )
     else:
         verdict = check_nvcc_version(nvcc, env.cuda, facts)
-        tools.append(Row("nvcc", f"{nvcc} at {detail}: {verdict.reason}", OK if verdict.ok else FAIL, 1))
+        tools.append(
+            Row("nvcc", f"{nvcc} at {detail}: {verdict.reason}", OK if verdict.ok else FAIL, 1)
+        )
     if env.hip is not None:
         rocm_home = find_rocm_home(settings)
         hipcc = Path(rocm_home) / "bin" / "hipcc" if rocm_home else None
         found = hipcc is not None and hipcc.exists()
         tools.append(
-            Row("hipcc", str(hipcc) if found else "not found (set ROCM_HOME)", OK if found else FAIL, 1)
+            Row(
+                "hipcc",
+                str(hipcc) if found else "not found (set ROCM_HOME)",
+                OK if found else FAIL,
+                1,
+            )
         )
     tools.append(Row("toolkit table", facts.source, OK if facts.shipped else WARN, 1))
     if settings.torch_cuda_arch_list:
@@ -212,7 +238,9 @@ def main(pkg: KernelPackage, argv: Sequence[str] | None = None) -> int:
         prog=f"python -m {pkg.name}", description=f"{pkg.name} kernel package tools"
     )
     sub = parser.add_subparsers(dest="command")
-    report = sub.add_parser("report", help="print versions, the loaded backend and why, toolchain checks")
+    report = sub.add_parser(
+        "report", help="print versions, the loaded backend and why, toolchain checks"
+    )
     report.add_argument("--json", action="store_true", help="print backend_info() as JSON instead")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if args.command != "report":

@@ -37,7 +37,8 @@ class Settings(NamedTuple):
     rocm_home: str | None
     torch_cuda_arch_list: str | None
     pytorch_rocm_arch: str | None
-    cache_problem: str | None = None  # why there is no usable cache directory (the JIT refuses, saying it)
+    # why there is no usable cache directory (the JIT refuses, saying it)
+    cache_problem: str | None = None
 
     @property
     def load_var(self) -> str:
@@ -83,24 +84,36 @@ def read_settings(package: str, environ: Mapping[str, str] | None = None) -> Set
     )
 
 
-def _cache_dir(package: str, prefix: str, custom: str | None, home_var: str | None) -> tuple[Path, str | None]:
+def _cache_dir(
+    package: str, prefix: str, custom: str | None, home_var: str | None
+) -> tuple[Path, str | None]:
     """The JIT cache's directory, absolute, and None; or a placeholder and why there is none: a
     cache that would follow the current directory (a relative path, a relative HOME) or a ``~user``
     that names nobody is refused, in one line, when the JIT needs it (a prebuilt load never does)."""
     var = f"{prefix}_CACHE_DIR"
-    if custom is not None and custom.startswith("~") and not (custom == "~" or custom.startswith("~/")):
+    if (
+        custom is not None
+        and custom.startswith("~")
+        and not (custom == "~" or custom.startswith("~/"))
+    ):
         expanded = os.path.expanduser(custom)
         if expanded == custom:
-            return Path(custom), f"{var}={custom!r} names a user this machine does not know. Fix: an absolute path"
+            return Path(
+                custom
+            ), f"{var}={custom!r} names a user this machine does not know. Fix: an absolute path"
         custom = expanded
     if custom is not None and not (custom == "~" or custom.startswith("~/")):
         if not os.path.isabs(custom):
-            return Path(custom), (f"{var}={custom!r} is relative: the cache would move with the current "
-                                  "directory. Fix: an absolute path (or ~/...)")
+            return Path(custom), (
+                f"{var}={custom!r} is relative: the cache would move with the current "
+                "directory. Fix: an absolute path (or ~/...)"
+            )
         return Path(os.path.abspath(custom)), None
     if home_var is not None and not os.path.isabs(home_var):
-        return Path(home_var), (f"HOME={home_var!r} is not absolute: the cache would move with the current "
-                                f"directory. Fix: set HOME to an absolute path, or {var}")
+        return Path(home_var), (
+            f"HOME={home_var!r} is not absolute: the cache would move with the current "
+            f"directory. Fix: set HOME to an absolute path, or {var}"
+        )
     home = Path(home_var) if home_var else Path.home()
     below = custom[2:] if custom is not None else os.path.join(".cache", package)
     return Path(os.path.abspath(home / below)), None

@@ -71,10 +71,14 @@ def parse_jit_spec(data: object, source: str = JIT_SPEC_FILE) -> JitSpec:
         if not isinstance(data.get(key), str) or not data[key]:
             raise RecordError(f"{source}: missing required string {key!r}")
     if not _is_identifier(data["namespace_macro"]):
-        raise RecordError(f"{source}: namespace_macro {data['namespace_macro']!r} is not an identifier")
+        raise RecordError(
+            f"{source}: namespace_macro {data['namespace_macro']!r} is not an identifier"
+        )
     sources = data.get("sources")
     if not isinstance(sources, dict) or not sources.get("cpu"):
-        raise RecordError(f"{source}: 'sources' must map 'cpu' (and optionally 'cuda') to file lists")
+        raise RecordError(
+            f"{source}: 'sources' must map 'cpu' (and optionally 'cuda') to file lists"
+        )
     ops = str_list(data.get("ops"), "ops", source)
     if not ops or not all(_is_identifier(op) for op in ops):
         raise RecordError(f"{source}: 'ops' must list op names, got {list(ops)!r}")

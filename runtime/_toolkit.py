@@ -62,14 +62,18 @@ class ToolkitFacts(NamedTuple):
     for). ``shipped`` False: no table came with this runtime, ``source`` says why."""
 
     cuda: tuple[CudaFacts, ...]
-    cuda_groups: tuple[tuple[str, ...], ...]  # CUDA minors that build for each other ("12.4", "12.6")
-    rocm: tuple[tuple[MajorMinor, tuple[str, ...]], ...]  # ROCm release -> gfx targets of its wheels
+    # CUDA minors that build for each other ("12.4", "12.6")
+    cuda_groups: tuple[tuple[str, ...], ...]
+    # ROCm release -> gfx targets of its wheels
+    rocm: tuple[tuple[MajorMinor, tuple[str, ...]], ...]
     source: str
     shipped: bool = True
 
     def cuda_facts(self, version: MajorMinor) -> CudaFacts | None:
         """The entry for ``version``; else the nearest older, else the nearest newer of its major."""
-        same_major = sorted((c for c in self.cuda if c.version.major == version.major), key=lambda c: c.version)
+        same_major = sorted(
+            (c for c in self.cuda if c.version.major == version.major), key=lambda c: c.version
+        )
         older = [c for c in same_major if c.version <= version]
         newer = [c for c in same_major if c.version > version]
         return older[-1] if older else newer[0] if newer else None
@@ -80,7 +84,11 @@ class ToolkitFacts(NamedTuple):
             "schema": TOOLKITS_SCHEMA,
             "source": self.source,
             "cuda": {
-                str(c.version): {"arch_list": c.arch_list, "min_arch": str(c.min_arch), "max_arch": str(c.max_arch)}
+                str(c.version): {
+                    "arch_list": c.arch_list,
+                    "min_arch": str(c.min_arch),
+                    "max_arch": str(c.max_arch),
+                }
                 for c in self.cuda
             },
             "cuda_groups": [list(group) for group in self.cuda_groups],
@@ -115,14 +123,21 @@ class ToolkitFacts(NamedTuple):
             facts = table(entry, f"cuda.{name}")
             arch_list = facts.get("arch_list")
             if not isinstance(arch_list, str):
-                raise RecordError(f"{source}: 'cuda.{name}.arch_list' must be a string, got {arch_list!r}")
+                raise RecordError(
+                    f"{source}: 'cuda.{name}.arch_list' must be a string, got {arch_list!r}"
+                )
             try:
                 parse_arch_list(arch_list)
             except InvalidArch as exc:
                 raise RecordError(f"{source}: 'cuda.{name}.arch_list': {exc}") from exc
-            cuda.append(CudaFacts(version(name, f"cuda.{name}"), arch_list,
-                                  version(facts.get("min_arch"), f"cuda.{name}.min_arch"),
-                                  version(facts.get("max_arch"), f"cuda.{name}.max_arch")))
+            cuda.append(
+                CudaFacts(
+                    version(name, f"cuda.{name}"),
+                    arch_list,
+                    version(facts.get("min_arch"), f"cuda.{name}.min_arch"),
+                    version(facts.get("max_arch"), f"cuda.{name}.max_arch"),
+                )
+            )
         groups = root.get("cuda_groups", [])
         if not isinstance(groups, list):
             raise RecordError(f"{source}: 'cuda_groups' must be a list, got {groups!r}")
@@ -130,10 +145,14 @@ class ToolkitFacts(NamedTuple):
         for group in cuda_groups:
             for member in group:
                 version(member, "cuda_groups")
-        rocm = tuple((version(name, f"rocm.{name}"), strings(gfx, f"rocm.{name}"))
-                     for name, gfx in table(root.get("rocm", {}), "rocm").items())
+        rocm = tuple(
+            (version(name, f"rocm.{name}"), strings(gfx, f"rocm.{name}"))
+            for name, gfx in table(root.get("rocm", {}), "rocm").items()
+        )
         described = root.get("source", "")
-        return cls(tuple(cuda), cuda_groups, rocm, f"{source} ({described})" if described else source)
+        return cls(
+            tuple(cuda), cuda_groups, rocm, f"{source} ({described})" if described else source
+        )
 
 
 def read_toolkit_facts(directory: Path | None = None) -> ToolkitFacts:
@@ -148,7 +167,9 @@ def read_toolkit_facts(directory: Path | None = None) -> ToolkitFacts:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return ToolkitFacts((), (), (), f"no toolkit table ({TOOLKITS_FILE}) is shipped with this runtime", False)
+        return ToolkitFacts(
+            (), (), (), f"no toolkit table ({TOOLKITS_FILE}) is shipped with this runtime", False
+        )
     except OSError as exc:
         return ToolkitFacts((), (), (), f"the toolkit table {path} cannot be read ({exc})", False)
     try:
@@ -183,7 +204,9 @@ def check_nvcc_version(nvcc: MajorMinor, torch_cuda: MajorMinor, facts: ToolkitF
     )
     if nvcc.major != torch_cuda.major:
         return ToolCheck(
-            False, f"nvcc {nvcc} cannot build for torch's CUDA {torch_cuda}: major versions differ", fix
+            False,
+            f"nvcc {nvcc} cannot build for torch's CUDA {torch_cuda}: major versions differ",
+            fix,
         )
     if not facts.shipped:
         return ToolCheck(
@@ -194,7 +217,8 @@ def check_nvcc_version(nvcc: MajorMinor, torch_cuda: MajorMinor, facts: ToolkitF
         )
     if same_cuda_group(facts.cuda_groups, str(nvcc), str(torch_cuda)):
         return ToolCheck(
-            True, f"nvcc {nvcc} is compatible with torch's CUDA {torch_cuda} (same minor-version group)"
+            True,
+            f"nvcc {nvcc} is compatible with torch's CUDA {torch_cuda} (same minor-version group)",
         )
     return ToolCheck(
         False,
@@ -216,7 +240,9 @@ def check_build_tools(cxx_name: str, cxx_path: str | None, ninja_path: str | Non
         fixes.append("`pip install ninja`")
     if missing:
         return ToolCheck(
-            False, "; ".join(missing), " and ".join(fixes) + " so the shipped sources can be compiled"
+            False,
+            "; ".join(missing),
+            " and ".join(fixes) + " so the shipped sources can be compiled",
         )
     return ToolCheck(True, f"{cxx_name} at {cxx_path}, ninja at {ninja_path}")
 
@@ -276,7 +302,9 @@ def select_cuda_archs(
         selection = ArchSelection(parse_arch_list(arch_list_env), "TORCH_CUDA_ARCH_LIST")
     elif gpu_capabilities:
         caps = sorted(set(gpu_capabilities))
-        selection = ArchSelection(tuple(CudaArch(c.major, c.minor) for c in caps), "the GPUs present")
+        selection = ArchSelection(
+            tuple(CudaArch(c.major, c.minor) for c in caps), "the GPUs present"
+        )
     elif record_archs:
         selection = ArchSelection(
             tuple(sorted({CudaArch.parse(a) for a in record_archs})), "the build record"
@@ -286,7 +314,11 @@ def select_cuda_archs(
             parse_arch_list(toolkit.arch_list), f"PyTorch's defaults for CUDA {torch_cuda}"
         )
     else:
-        why = facts.source if not facts.shipped else f"the shipped toolkit table ({facts.source}) has no CUDA {torch_cuda.major}.x"
+        why = (
+            facts.source
+            if not facts.shipped
+            else f"the shipped toolkit table ({facts.source}) has no CUDA {torch_cuda.major}.x"
+        )
         raise InvalidArch(
             f"no default CUDA arch list for CUDA {torch_cuda}: {why}; set TORCH_CUDA_ARCH_LIST"
         )

@@ -48,11 +48,15 @@ def format_device_tag(backend: Backend, toolkit: MajorMinor | None) -> str:
     if backend not in BACKENDS:
         raise InvalidVersion(f"unknown backend {backend!r} (expected one of {', '.join(BACKENDS)})")
     if (backend == "cpu") != (toolkit is None):
-        raise InvalidVersion(f"backend {backend!r} with toolkit {toolkit}: cpu has no toolkit, GPUs need one")
+        raise InvalidVersion(
+            f"backend {backend!r} with toolkit {toolkit}: cpu has no toolkit, GPUs need one"
+        )
     if toolkit is None:
         return "cpu"
     if not 0 <= toolkit.minor <= 9:
-        raise InvalidVersion(f"toolkit {toolkit} has a two-digit minor; a device tag cannot name it")
+        raise InvalidVersion(
+            f"toolkit {toolkit} has a two-digit minor; a device tag cannot name it"
+        )
     return f"{'cu' if backend == 'cuda' else 'rocm'}{toolkit.major}{toolkit.minor}"
 
 

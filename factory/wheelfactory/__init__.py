@@ -45,12 +45,29 @@ if TYPE_CHECKING:
 __all__ = [
     "__version__",
     # planning
-    "load_plan", "Plan", "Pruned", "Variant", "VariantId", "Backend", "Matrix", "CompatTable",
+    "load_plan",
+    "Plan",
+    "Pruned",
+    "Variant",
+    "VariantId",
+    "Backend",
+    "Matrix",
+    "CompatTable",
     # building
-    "build", "BuildResult",
+    "build",
+    "BuildResult",
     # errors (each with its exit code)
-    "WheelfactoryError", "ConfigError", "UsageError", "BuildFailed", "DockerUnavailable", "OutputLocked",
-    "VariantsNotBuilt", "ImageBuildFailed", "PublishError", "WorkflowStale", "EnvironmentProblem",
+    "WheelfactoryError",
+    "ConfigError",
+    "UsageError",
+    "BuildFailed",
+    "DockerUnavailable",
+    "OutputLocked",
+    "VariantsNotBuilt",
+    "ImageBuildFailed",
+    "PublishError",
+    "WorkflowStale",
+    "EnvironmentProblem",
 ]
 
 PathLike = str | os.PathLike[str]
@@ -66,10 +83,19 @@ def load_plan(matrix: PathLike, compat: PathLike | None = None) -> Plan:
     return project_plan(load_matrix(path, table, display=str(matrix)), table)
 
 
-def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | None = None,
-          engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
-          shard: tuple[int, int] | None = None, jobs: int | None = None,
-          max_memory: int | None = None, setup: bool = False) -> BuildResult:
+def build(
+    matrix: PathLike,
+    *,
+    compat: PathLike | None = None,
+    out: PathLike | None = None,
+    engine: str | None = None,
+    python: str | None = None,
+    only: Sequence[str] = (),
+    shard: tuple[int, int] | None = None,
+    jobs: int | None = None,
+    max_memory: int | None = None,
+    setup: bool = False,
+) -> BuildResult:
     """Build the plan of ``matrix`` as ``wheelfactory build`` does, into ``out`` (default: the
     matrix's [build] out) with its ``manifest.json`` (engine "auto", "docker" or "host"; ``python``:
     the interpreter whose torch the host engine builds for; ``only`` fnmatch patterns on variant
@@ -82,6 +108,15 @@ def build(matrix: PathLike, *, compat: PathLike | None = None, out: PathLike | N
     (where `wheelfactory build` exits 5). Raises the errors above when the run cannot start."""
     from wheelfactory.runner.session import build_matrix
 
-    return build_matrix(Path(matrix), compat=Path(compat) if compat is not None else None,
-                        out=Path(out) if out is not None else None, engine=engine, python=python, only=only,
-                        shard=shard, jobs=jobs, max_memory=max_memory, setup=setup)
+    return build_matrix(
+        Path(matrix),
+        compat=Path(compat) if compat is not None else None,
+        out=Path(out) if out is not None else None,
+        engine=engine,
+        python=python,
+        only=only,
+        shard=shard,
+        jobs=jobs,
+        max_memory=max_memory,
+        setup=setup,
+    )

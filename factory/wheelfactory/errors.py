@@ -34,8 +34,15 @@ class ConfigError(WheelfactoryError):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, file: str | None = None, key: str | None = None,
-                 line: int | None = None, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
         self.file = file
         self.key = key
         self.line = line

@@ -76,11 +76,14 @@ class BakeTarget:
 @dataclass(frozen=True)
 class BakePlan:
     targets: tuple[BakeTarget, ...]  # sorted by name
-    offline_bases: tuple[tuple[OfflineBase, tuple[str, ...]], ...]  # (base, names of targets FROM it)
+    # (base, names of targets FROM it)
+    offline_bases: tuple[tuple[OfflineBase, tuple[str, ...]], ...]
 
     def as_dict(self) -> dict[str, object]:
-        return {"group": {DEFAULT_GROUP: {"targets": [t.name for t in self.targets]}},
-                "target": {t.name: t.as_dict() for t in self.targets}}
+        return {
+            "group": {DEFAULT_GROUP: {"targets": [t.name for t in self.targets]}},
+            "target": {t.name: t.as_dict() for t in self.targets},
+        }
 
     def dumps(self) -> str:
         """The bake file: same plan, same bytes."""
@@ -92,13 +95,17 @@ class BakePlan:
         if not self.targets:
             out.append("the selection has no variants: the bake file has no targets")
         for base, names in self.offline_bases:
-            out.append(f"{', '.join(names)} {_verb('build', names)} FROM {base.tag}, the offline Debian base, which BuildKit "
-                       f"cannot make (debootstrap + docker import): make it first on that builder's engine "
-                       f"with `{base.command}`")
+            out.append(
+                f"{', '.join(names)} {_verb('build', names)} FROM {base.tag}, the offline Debian base, which BuildKit "
+                f"cannot make (debootstrap + docker import): make it first on that builder's engine "
+                f"with `{base.command}`"
+            )
         online = [t.name for t in self.targets if t.image.network == "host"]
         if online:
-            out.append(f"{', '.join(online)} {_verb('need', online)} the network for apt (network = host): "
-                       f"`docker buildx bake --allow network.host -f {file}`")
+            out.append(
+                f"{', '.join(online)} {_verb('need', online)} the network for apt (network = host): "
+                f"`docker buildx bake --allow network.host -f {file}`"
+            )
         return out
 
 
@@ -112,46 +119,74 @@ def _target_name(spec: ImageSpec, image: RenderedImage, archs: Sequence[str]) ->
     return f"{'-'.join(archs)}-{layer}-{image.tag.rsplit(':', 1)[-1]}"
 
 
-def plan_bake(matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str,
-              host_mirror: str | None = None) -> BakePlan:
+def plan_bake(
+    matrix: Matrix, variants: Sequence[Variant], *, matrix_file: str, host_mirror: str | None = None
+) -> BakePlan:
     """The bake targets of ``variants`` (already selected from the plan), one per distinct image."""
     build = matrix.build
     # as engines.choose gives the engine: [build] debian_mirror, else the host's apt mirror (the
     # caller reads it: plan/indexes.debian_mirror), needed only with debian_base
     mirror = (build.debian_mirror or host_mirror or "").rstrip("/")
     if build.debian_base and not mirror:
-        raise ConfigError("debian_base needs a Debian mirror and none is known", file=matrix_file,
-                          key="build.debian_mirror", hint="set [build] debian_mirror")
+        raise ConfigError(
+            "debian_base needs a Debian mirror and none is known",
+            file=matrix_file,
+            key="build.debian_mirror",
+            hint="set [build] debian_mirror",
+        )
     offline: dict[str, OfflineBase] = {}
 
     def debian_base(suite: str, arch: str) -> str:
-        base = OfflineBase(render_base(BaseImageSpec(parse_suite(suite), mirror, arch=arch)).tag, suite, mirror, arch)
+        base = OfflineBase(
+            render_base(BaseImageSpec(parse_suite(suite), mirror, arch=arch)).tag,
+            suite,
+            mirror,
+            arch,
+        )
         offline[base.tag] = base
         return base.tag
 
     archs = sorted({v.key.arch for v in variants})  # matrix.py admits only the archs PLATFORMS maps
     base_images = dict(build.base_images)
     if build.debian_base:
-        if len(archs) > 1:  # the bake file names no platforms: each arch bakes on a machine of its own
-            raise ConfigError(f"debian_base makes one base image per arch, on the machine that bakes it, "
-                              f"and the selection has {' and '.join(archs)} variants", file=matrix_file,
-                              key="build.debian_base", hint="bake one arch at a time (--only '*-x86_64-*'), or "
-                                                            "name per-arch images in base_image instead")
+        # the bake file names no platforms: each arch bakes on a machine of its own
+        if len(archs) > 1:
+            raise ConfigError(
+                f"debian_base makes one base image per arch, on the machine that bakes it, "
+                f"and the selection has {' and '.join(archs)} variants",
+                file=matrix_file,
+                key="build.debian_base",
+                hint="bake one arch at a time (--only '*-x86_64-*'), or "
+                "name per-arch images in base_image instead",
+            )
         base_images = {arch: debian_base(build.debian_base, arch) for arch in archs}
     chosen: dict[str, tuple[ImageSpec, RenderedImage, list[Variant]]] = {}
     for variant in variants:
-        spec = image_spec(variant, base_images, debian_base=debian_base if build.debian_base else None,
-                          debian_mirror=mirror)
+        spec = image_spec(
+            variant,
+            base_images,
+            debian_base=debian_base if build.debian_base else None,
+            debian_mirror=mirror,
+        )
         image = spec.render()  # no base-id label: see the module docstring
         chosen.setdefault(image.tag, (spec, image, []))[2].append(variant)
     targets = []
     for spec, image, users in chosen.values():
         target_archs = sorted({v.key.arch for v in users})
-        targets.append(BakeTarget(_target_name(spec, image, target_archs), image, spec.base,
-                                  tuple(sorted(PLATFORMS[a] for a in target_archs)), tuple(v.id for v in users)))
+        targets.append(
+            BakeTarget(
+                _target_name(spec, image, target_archs),
+                image,
+                spec.base,
+                tuple(sorted(PLATFORMS[a] for a in target_archs)),
+                tuple(v.id for v in users),
+            )
+        )
     targets.sort(key=lambda t: t.name)
     users_of = {tag: tuple(t.name for t in targets if t.base == tag) for tag in sorted(offline)}
-    return BakePlan(tuple(targets), tuple((offline[tag], names) for tag, names in users_of.items() if names))
+    return BakePlan(
+        tuple(targets), tuple((offline[tag], names) for tag, names in users_of.items() if names)
+    )
 
 
 def write_bake(text: str, path: Path) -> None:
@@ -160,8 +195,10 @@ def write_bake(text: str, path: Path) -> None:
     one line, the old file kept and no temp file left."""
     # os.path.isdir, not Path.is_dir: it answers False for a name too long rather than raising.
     if os.path.isdir(path):
-        raise UsageError(f"cannot write the bake file {path}: it is a directory; name a file, "
-                         f"e.g. {path / 'docker-bake.json'}")
+        raise UsageError(
+            f"cannot write the bake file {path}: it is a directory; name a file, "
+            f"e.g. {path / 'docker-bake.json'}"
+        )
     parent = path.parent
     if not os.path.isdir(parent):
         state = "is not a directory" if os.path.lexists(parent) else "does not exist"

@@ -58,7 +58,9 @@ def project_url(index: str) -> str:
 METADATA_LIMIT = 1 << 20  # a wheel's METADATA is kilobytes
 
 
-def _download(url: str, *, limit: int, timeout: float, accept: str | None = None) -> tuple[bytes, str]:
+def _download(
+    url: str, *, limit: int, timeout: float, accept: str | None = None
+) -> tuple[bytes, str]:
     """(at most ``limit`` bytes, content type) of an http(s) URL, or of a file:// one (a directory
     reads as its index.html: a PEP 503 tree on disk). urllib's errors and OSError pass through,
     ValueError for another scheme: the callers say what was being read."""
@@ -92,21 +94,34 @@ def fetch(index: str, *, timeout: float = 60.0) -> Page:
         body, content_type = _download(url, limit=PAGE_LIMIT, timeout=timeout, accept=ACCEPT)
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the server's answer, and with it the connection
-        raise ConfigError(f"cannot read the torch page of {index}: HTTP {exc.code} {exc.reason}",
-                          hint="check the --index URL (the index root, which has /torch/ under it)") from None
+        raise ConfigError(
+            f"cannot read the torch page of {index}: HTTP {exc.code} {exc.reason}",
+            hint="check the --index URL (the index root, which has /torch/ under it)",
+        ) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or getattr(exc, "strerror", None) or exc
-        raise ConfigError(f"cannot read the torch page of {index}: {reason}",
-                          hint="check the --index URL and the network") from None
+        raise ConfigError(
+            f"cannot read the torch page of {index}: {reason}",
+            hint="check the --index URL and the network",
+        ) from None
     return Page(index, body, content_type)
 
 
 def _tls() -> ssl.SSLContext:
     """The CA bundle pip is told to use on this host, where one is set (corporate mirrors)."""
-    bundle = next((os.environ[name] for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
-                   if os.environ.get(name)), None)
-    return ssl.create_default_context(cafile=bundle) if bundle and Path(bundle).is_file() else \
-        ssl.create_default_context()
+    bundle = next(
+        (
+            os.environ[name]
+            for name in ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+            if os.environ.get(name)
+        ),
+        None,
+    )
+    return (
+        ssl.create_default_context(cafile=bundle)
+        if bundle and Path(bundle).is_file()
+        else ssl.create_default_context()
+    )
 
 
 def pip_index_url(python: str = sys.executable, *, runner: Runner = run) -> str:
@@ -118,11 +133,17 @@ def pip_index_url(python: str = sys.executable, *, runner: Runner = run) -> str:
         key, _, value = line.partition("=")
         if key.strip().endswith(".index-url") and value.strip().strip("'\""):
             return value.strip().strip("'\"").split()[0]
-    printed = _output_of(runner, [python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"])
-    default = printed.strip().rpartition("\n")[2].strip()  # the last line: a warning on stderr may come first
+    printed = _output_of(
+        runner,
+        [python, "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"],
+    )
+    # the last line: a warning on stderr may come first
+    default = printed.strip().rpartition("\n")[2].strip()
     if not is_url(default):
-        raise ConfigError("no package index is configured for pip on this host and pip names no default",
-                          hint="pass --index URL")
+        raise ConfigError(
+            "no package index is configured for pip on this host and pip names no default",
+            hint="pass --index URL",
+        )
     return default
 
 
@@ -143,8 +164,10 @@ def default_indexes(table: CompatTable, indexes: Indexes) -> tuple[list[str], li
             root = indexes.url(IndexRef(pytorch))
         except ConfigError:
             root = None
-            notes.append(f"the {pytorch!r} index alias is not configured: builds other than PyPI's are not checked "
-                         f"(set WHEELFACTORY_INDEX_{pytorch.upper()} or pass --index)")
+            notes.append(
+                f"the {pytorch!r} index alias is not configured: builds other than PyPI's are not checked "
+                f"(set WHEELFACTORY_INDEX_{pytorch.upper()} or pass --index)"
+            )
         if root:
             urls.append(root.replace("/{path}", "").replace("{path}", ""))
     return urls, notes
@@ -158,20 +181,34 @@ def refresh(table: CompatTable, index_urls: list[str]) -> Refresh:
         try:
             listed = listed_files(page.body, page.content_type, project_url(index))
         except InvalidPage as exc:
-            raise ConfigError(f"the torch page of {index} is not an index page: {exc}",
-                              hint="pass the index root (PEP 503 or PEP 691), e.g. <URL>/simple") from None
+            raise ConfigError(
+                f"the torch page of {index} is not an index page: {exc}",
+                hint="pass the index root (PEP 503 or PEP 691), e.g. <URL>/simple",
+            ) from None
         files.extend(torch_files((f.name for f in listed), index))
         metadata.update({f.name: f.metadata_url for f in listed if f.metadata_url})
     if not files:
-        raise ConfigError(f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
-                          hint="pass the index root (PEP 503 or PEP 691) that serves torch")
+        raise ConfigError(
+            f"no torch wheel is listed at {', '.join(project_url(i) for i in index_urls)}",
+            hint="pass the index root (PEP 503 or PEP 691) that serves torch",
+        )
     facts = release_facts(files)
-    return compare(table, facts, _default_builds(table, facts, files, metadata),
-                   _default_builds(table, facts, files, metadata, machine="aarch64"))
+    return compare(
+        table,
+        facts,
+        _default_builds(table, facts, files, metadata),
+        _default_builds(table, facts, files, metadata, machine="aarch64"),
+    )
 
 
-def _default_builds(table: CompatTable, facts: list[ReleaseFacts], files: list[TorchFile],
-                    metadata: dict[str, str], *, machine: str = "x86_64") -> dict[str, tuple[str, str]]:
+def _default_builds(
+    table: CompatTable,
+    facts: list[ReleaseFacts],
+    files: list[TorchFile],
+    metadata: dict[str, str],
+    *,
+    machine: str = "x86_64",
+) -> dict[str, tuple[str, str]]:
     """For each new release with unlabelled wheels: the build its Linux ``machine`` wheel is, from
     that wheel's METADATA (PEP 658), where the index serves it; the requirements are read as they
     install on that machine (PyPI's aarch64 and x86_64 wheels are different builds). A failed read
@@ -180,9 +217,18 @@ def _default_builds(table: CompatTable, facts: list[ReleaseFacts], files: list[T
     for fact in facts:
         if table.release(fact.minor) is not None or not fact.unlabelled:
             continue
-        wheel = min((f.filename for f in files if f.minor == fact.minor and f.label is None
-                     and f.version.public == fact.newest and f.filename in metadata
-                     and any(arch == machine for arch, _ in f.platforms)), default=None)
+        wheel = min(
+            (
+                f.filename
+                for f in files
+                if f.minor == fact.minor
+                and f.label is None
+                and f.version.public == fact.newest
+                and f.filename in metadata
+                and any(arch == machine for arch, _ in f.platforms)
+            ),
+            default=None,
+        )
         if wheel is None:
             continue
         try:
@@ -210,11 +256,17 @@ def write_merged(compat_path: Path | None, result: Refresh, target: Path) -> Non
     from wheelfactory.plan.compat import load_table
 
     if compat_path is not None and target.exists() and os.path.samefile(target, compat_path):
-        raise UsageError(f"--write {target} is the table this command reads: write a copy, review its unverified "
-                         "facts, then replace the table")
-    atomic.write_text(target, merged_table(table_text(compat_path), result), what="the refreshed table")
+        raise UsageError(
+            f"--write {target} is the table this command reads: write a copy, review its unverified "
+            "facts, then replace the table"
+        )
+    atomic.write_text(
+        target, merged_table(table_text(compat_path), result), what="the refreshed table"
+    )
     try:
         load_table(target)
     except ConfigError as exc:
         target.unlink(missing_ok=True)
-        raise ConfigError(f"the refreshed table does not load ({exc}); this is a wheelfactory bug") from None
+        raise ConfigError(
+            f"the refreshed table does not load ({exc}); this is a wheelfactory bug"
+        ) from None

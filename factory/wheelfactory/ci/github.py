@@ -86,18 +86,22 @@ DOWNLOAD = "actions/download-artifact@v4"
 # verified with `gh attestation verify WHEEL --repo OWNER/REPO`.
 ATTEST = "actions/attest-build-provenance@v4"
 # Big preinstalled SDKs a CUDA build does not use; the toolkit, torch and the images need the room.
-UNUSED_SDKS = ("/usr/share/dotnet", "/usr/local/lib/android", "/opt/ghc", "/opt/hostedtoolcache/CodeQL")
+UNUSED_SDKS = (
+    "/usr/share/dotnet",
+    "/usr/local/lib/android",
+    "/opt/ghc",
+    "/opt/hostedtoolcache/CodeQL",
+)
 # The publish job. PyPI's trusted publisher (the project's Publishing settings) names the workflow
 # file and this environment; twine (>= 6.1) then mints its upload token from the job's OIDC identity.
 PYPI_ENVIRONMENT = "pypi"
-TWINE_SECRETS = ("TWINE_USERNAME", "TWINE_PASSWORD")  # an upload server other than PyPI (twine reads them)
+# an upload server other than PyPI (twine reads them)
+TWINE_SECRETS = ("TWINE_USERNAME", "TWINE_PASSWORD")
 BUCKET_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # a bucket (boto3 reads them)
 PUBLISHED_PREFIX = "published-"  # a directory target's pages, uploaded from the runner
 
 
 T = TypeVar("T", int, str)
-
-
 
 
 @dataclass(frozen=True)
@@ -116,11 +120,15 @@ class GithubOptions:
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"3\.\d{1,2}", self.python):
-            raise UsageError(f"--python {self.python!r}: expected a CPython version such as {DEFAULT_PYTHON}")
+            raise UsageError(
+                f"--python {self.python!r}: expected a CPython version such as {DEFAULT_PYTHON}"
+            )
         if self.shards is not None and self.shards < 1:
             raise UsageError(f"--shards {self.shards}: N must be at least 1")
         if self.install is not None and not self.install.strip():
-            raise UsageError("--install: give a pip requirement, e.g. wheelfactory==0.1.0 or . (this checkout)")
+            raise UsageError(
+                "--install: give a pip requirement, e.g. wheelfactory==0.1.0 or . (this checkout)"
+            )
 
     @property
     def install_spec(self) -> str:
@@ -168,12 +176,16 @@ def repo_path(path: Path, option: str, *, cwd: Path | None = None) -> str:
         try:
             path = path.resolve().relative_to(here)
         except ValueError:
-            raise UsageError(f"{option} {path}: not under the working directory {here}; run `wheelfactory ci "
-                             f"github` from the repository root, with paths inside it") from None
+            raise UsageError(
+                f"{option} {path}: not under the working directory {here}; run `wheelfactory ci "
+                f"github` from the repository root, with paths inside it"
+            ) from None
     text = PurePosixPath(os.path.normpath(path.as_posix())).as_posix()
     if text == ".." or text.startswith("../"):
-        raise UsageError(f"{option} {path}: outside the repository root (the working directory); the jobs "
-                         f"run at the root of the checkout")
+        raise UsageError(
+            f"{option} {path}: outside the repository root (the working directory); the jobs "
+            f"run at the root of the checkout"
+        )
     return text
 
 
@@ -185,15 +197,25 @@ def render_workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> str:
         f"#   {options.regenerate}",
         "# The plan job fails while this file is not what the plan generates.",
     ]
-    body = yaml.dump(workflow(plan, matrix, options), Dumper=_Dumper, sort_keys=False,
-                     default_flow_style=False, width=1 << 20, allow_unicode=False)
+    body = yaml.dump(
+        workflow(plan, matrix, options),
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        width=1 << 20,
+        allow_unicode=False,
+    )
     return "\n".join(header) + "\n" + body
 
 
 def stale_diff(committed: str, generated: str, path: str) -> str:
     """A unified diff from the committed workflow to the generated one; "" when they are equal."""
-    lines = difflib.unified_diff(committed.splitlines(keepends=True), generated.splitlines(keepends=True),
-                                 fromfile=f"{path} (committed)", tofile=f"{path} (generated)")
+    lines = difflib.unified_diff(
+        committed.splitlines(keepends=True),
+        generated.splitlines(keepends=True),
+        fromfile=f"{path} (committed)",
+        tofile=f"{path} (generated)",
+    )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
@@ -203,33 +225,49 @@ def write_workflow(text: str, path: Path) -> None:
     WriteFailed (exit 9), one line, the old file kept and no temp file left."""
     # os.path.isdir, not Path.is_dir: it answers False for a name too long rather than raising.
     if os.path.isdir(path):
-        raise UsageError(f"cannot write the workflow {path}: it is a directory; name a file, "
-                         f"e.g. {path / 'wheels.yml'}")
+        raise UsageError(
+            f"cannot write the workflow {path}: it is a directory; name a file, "
+            f"e.g. {path / 'wheels.yml'}"
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UsageError(f"cannot write the workflow {path}: {path.parent} is not a directory") from None
+        raise UsageError(
+            f"cannot write the workflow {path}: {path.parent} is not a directory"
+        ) from None
     except OSError as exc:
-        raise WriteFailed(f"cannot write the workflow {path}: cannot make {path.parent} "
-                          f"({exc.strerror or exc})") from None
+        raise WriteFailed(
+            f"cannot write the workflow {path}: cannot make {path.parent} ({exc.strerror or exc})"
+        ) from None
     atomic.write_text(path, text, what="the workflow")
 
 
 # The workflow as data.
 
+
 def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, Any]:
     variants = plan.variants
     if not variants:
-        raise UsageError(f"the plan of {options.matrix_file} has no variants: nothing to build "
-                         f"(`wheelfactory plan -m {options.matrix_file} --explain` says why)")
+        raise UsageError(
+            f"the plan of {options.matrix_file} has no variants: nothing to build "
+            f"(`wheelfactory plan -m {options.matrix_file} --explain` says why)"
+        )
     if options.shards is None and len(variants) > MAX_MATRIX_JOBS:
-        raise UsageError(f"{len(variants)} variants, and a GitHub matrix makes at most {MAX_MATRIX_JOBS} jobs: "
-                         f"use --shards N (N <= {MAX_MATRIX_JOBS})")
+        raise UsageError(
+            f"{len(variants)} variants, and a GitHub matrix makes at most {MAX_MATRIX_JOBS} jobs: "
+            f"use --shards N (N <= {MAX_MATRIX_JOBS})"
+        )
     if options.shards is not None and options.shards > min(len(variants), MAX_MATRIX_JOBS):
         limit = min(len(variants), MAX_MATRIX_JOBS)
-        raise UsageError(f"--shards {options.shards}: the plan has {len(variants)} variant(s), so N must be "
-                         f"1 to {limit} (every shard builds at least one variant)")
-    paths = [options.matrix_file, options.workflow_file, *([options.compat_file] if options.compat_file else [])]
+        raise UsageError(
+            f"--shards {options.shards}: the plan has {len(variants)} variant(s), so N must be "
+            f"1 to {limit} (every shard builds at least one variant)"
+        )
+    paths = [
+        options.matrix_file,
+        options.workflow_file,
+        *([options.compat_file] if options.compat_file else []),
+    ]
     triggers: dict[str, Any] = {
         "push": {"tags": ["v*"]},
         # A pull request that touches what the workflow is generated from runs the plan job
@@ -237,7 +275,11 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
         "pull_request": {"paths": paths},
         "workflow_dispatch": None,
     }
-    jobs = {"plan": _plan_job(options), "build": _build_job(plan, matrix, options), "index": _index_job(options)}
+    jobs = {
+        "plan": _plan_job(options),
+        "build": _build_job(plan, matrix, options),
+        "index": _index_job(options),
+    }
     publishing = publish_plan(matrix.publish, options.matrix_file)
     if publishing is not None:
         jobs["publish"] = _publish_job(options, publishing)
@@ -246,8 +288,11 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
         # skipped on a scheduled run.
         triggers["schedule"] = [{"cron": watch_torch.SCHEDULE}]
         jobs["plan"] = {**jobs["plan"], "if": "${{ github.event_name != 'schedule' }}"}
-        jobs["watch-torch"] = watch_torch.watch_job(watch_torch.with_token_checkout(_setup(options), CHECKOUT),
-                                                    options.compat_file, PLAN_RUNNER)
+        jobs["watch-torch"] = watch_torch.watch_job(
+            watch_torch.with_token_checkout(_setup(options), CHECKOUT),
+            options.compat_file,
+            PLAN_RUNNER,
+        )
     return {
         "name": "wheels",
         "on": triggers,
@@ -265,7 +310,10 @@ def _setup(options: GithubOptions) -> list[dict[str, Any]]:
     return [
         {"uses": CHECKOUT},
         {"uses": SETUP_PYTHON, "with": {"python-version": options.python}},
-        {"name": "Install wheelfactory", "run": f"python -m pip install {shlex.quote(options.install_spec)}"},
+        {
+            "name": "Install wheelfactory",
+            "run": f"python -m pip install {shlex.quote(options.install_spec)}",
+        },
     ]
 
 
@@ -274,16 +322,24 @@ def _wf(*args: str) -> str:
 
 
 def _matrix_args(options: GithubOptions) -> list[str]:
-    return ["-m", options.matrix_file, *(["--compat", options.compat_file] if options.compat_file else [])]
+    return [
+        "-m",
+        options.matrix_file,
+        *(["--compat", options.compat_file] if options.compat_file else []),
+    ]
 
 
 def _plan_job(options: GithubOptions) -> dict[str, Any]:
     outputs = {"matrix": "${{ steps.emit.outputs.matrix }}"}
-    emit = [f"matrix=$({_wf('plan', *_matrix_args(options), '--format', 'github')})",
-            'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"']
+    emit = [
+        f"matrix=$({_wf('plan', *_matrix_args(options), '--format', 'github')})",
+        'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"',
+    ]
     if options.shards is not None:
         outputs["shards"] = "${{ steps.emit.outputs.shards }}"
-        emit.append(f"echo {shlex.quote('shards=' + _json(_shard_matrix(options.shards)))} >> \"$GITHUB_OUTPUT\"")
+        emit.append(
+            f'echo {shlex.quote("shards=" + _json(_shard_matrix(options.shards)))} >> "$GITHUB_OUTPUT"'
+        )
     return {
         "name": "plan",
         "runs-on": PLAN_RUNNER,
@@ -308,26 +364,34 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
         build = f'{_wf("build", *build_args)} --only "$VARIANT" -o {DIST}'
         runner = _by_variant(variants, lambda v: RUNNERS[v.key.arch], "arch", lambda v: v.key.arch)
         timeout = _by_variant(variants, _minutes, "backend", lambda v: v.key.backend.kind)
-        accelerated = _condition(variants, lambda v: v.key.backend.kind != "cpu", "matrix.backend != 'cpu'")
+        accelerated = _condition(
+            variants, lambda v: v.key.backend.kind != "cpu", "matrix.backend != 'cpu'"
+        )
     else:
         count = options.shards
         archs = sorted({v.key.arch for v in variants})
         if len(archs) > 1:
-            raise UsageError(f"--shards {count}: the plan has {' and '.join(archs)} variants, and a shard mixes "
-                             f"them (round-robin) while a runner builds for its own arch; generate one job per "
-                             f"variant (no --shards), or plan one arch per matrix file")
+            raise UsageError(
+                f"--shards {count}: the plan has {' and '.join(archs)} variants, and a shard mixes "
+                f"them (round-robin) while a runner builds for its own arch; generate one job per "
+                f"variant (no --shards), or plan one arch per matrix file"
+            )
         strategy_matrix = _shard_matrix(count)
         name = f"build shard ${{{{ matrix.shard }}}}/{count}"
         artifact = ARTIFACT_PREFIX + "shard-${{ matrix.shard }}"
         env = {"SHARD": "${{ matrix.shard }}"}
         build = f'{_wf("build", *build_args)} --shard "$SHARD/{count}" -o {DIST}'
         runner = RUNNERS[archs[0]]
-        timeout = max(min(JOB_MINUTES_MAX, sum(_minutes(v) for v in plan.shard(i, count).variants))
-                      for i in range(1, count + 1))
+        timeout = max(
+            min(JOB_MINUTES_MAX, sum(_minutes(v) for v in plan.shard(i, count).variants))
+            for i in range(1, count + 1)
+        )
         accelerated = any(v.key.backend.kind != "cpu" for v in variants)
     steps: list[dict[str, Any]] = []
     if accelerated is not False:
-        free: dict[str, Any] = {"name": "Free disk space for the toolkit, torch and the build images"}
+        free: dict[str, Any] = {
+            "name": "Free disk space for the toolkit, torch and the build images"
+        }
         if accelerated is not True:
             free["if"] = accelerated
         free["run"] = shlex.join(["sudo", "rm", "-rf", *UNUSED_SDKS])
@@ -336,8 +400,12 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
     steps += _debian_bases(matrix, variants, sharded=options.shards is not None)
     steps += [
         {"name": "Build", "env": env, "run": build},
-        {"name": "Upload the wheels, the manifest and the logs", "if": "${{ always() }}", "uses": UPLOAD,
-         "with": {"name": artifact, "path": f"{DIST}/", "if-no-files-found": "error"}},
+        {
+            "name": "Upload the wheels, the manifest and the logs",
+            "if": "${{ always() }}",
+            "uses": UPLOAD,
+            "with": {"name": artifact, "path": f"{DIST}/", "if-no-files-found": "error"},
+        },
     ]
     return {
         "name": name,
@@ -366,23 +434,43 @@ def _index_job(options: GithubOptions) -> dict[str, Any]:
         job["permissions"] = {"contents": "read", "id-token": "write", "attestations": "write"}
         # The wheels the index publishes (per-variant and variant-labelled), not dist/: index
         # keeps out a wheel that does not match the manifest or its record, and that one stays unsigned.
-        attest = [{"name": "Sign the published wheels' provenance (Sigstore)", "uses": ATTEST,
-                   "with": {"subject-path": f"{SITE}/*/simple/*/*.whl"}}]
+        attest = [
+            {
+                "name": "Sign the published wheels' provenance (Sigstore)",
+                "uses": ATTEST,
+                "with": {"subject-path": f"{SITE}/*/simple/*/*.whl"},
+            }
+        ]
     job["steps"] = [
         *_setup(options),
-        {"name": "Download the builds", "uses": DOWNLOAD,
-         "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
+        {
+            "name": "Download the builds",
+            "uses": DOWNLOAD,
+            "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS},
+        },
         {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
-        {"name": "Write the index", "run": _script([_wf("index", "-o", DIST),
-                                                     f"cp -RL {DIST}/index {SITE}"])},
+        {
+            "name": "Write the index",
+            "run": _script([_wf("index", "-o", DIST), f"cp -RL {DIST}/index {SITE}"]),
+        },
         *attest,
         {"name": "Upload the index", "uses": UPLOAD, "with": {"name": "index", "path": f"{SITE}/"}},
         # The matrix at a glance: the grid with every variant's status, linking to its log.
-        {"name": "Write the matrix report", "if": "${{ always() }}",
-         "run": _wf("report", *_matrix_args(options), "-o", DIST)},
-        {"name": "Upload the matrix report", "if": "${{ always() }}", "uses": UPLOAD,
-         "with": {"name": "report", "path": f"{DIST}/report.html\n{DIST}/report.svg\n{DIST}/*/build.log\n",
-                  "if-no-files-found": "warn"}},
+        {
+            "name": "Write the matrix report",
+            "if": "${{ always() }}",
+            "run": _wf("report", *_matrix_args(options), "-o", DIST),
+        },
+        {
+            "name": "Upload the matrix report",
+            "if": "${{ always() }}",
+            "uses": UPLOAD,
+            "with": {
+                "name": "report",
+                "path": f"{DIST}/report.html\n{DIST}/report.svg\n{DIST}/*/build.log\n",
+                "if-no-files-found": "warn",
+            },
+        },
     ]
     return job
 
@@ -392,11 +480,15 @@ class PublishPlan:
     """What the publish job needs from the targets of ``[publish]``."""
 
     trusted: bool  # PyPI is a target: OIDC (id-token: write) in the PYPI_ENVIRONMENT, no token
-    secrets: tuple[str, ...]  # the repository secrets the other targets read, as environment variables
-    directories: tuple[str, ...]  # directory targets, relative to the repository root: uploaded as artifacts
+    # the repository secrets the other targets read, as environment variables
+    secrets: tuple[str, ...]
+    # directory targets, relative to the repository root: uploaded as artifacts
+    directories: tuple[str, ...]
 
 
-def publish_plan(config: PublishConfig, matrix_file: str, *, cwd: Path | None = None) -> PublishPlan | None:
+def publish_plan(
+    config: PublishConfig, matrix_file: str, *, cwd: Path | None = None
+) -> PublishPlan | None:
     """None without targets (no publish job). A target the job could not reach is a UsageError:
     a twine alias other than PyPI's (the runner has no ~/.pypirc), PyPI beside another upload
     server (twine would send that server's TWINE_PASSWORD to PyPI instead of minting a token), a
@@ -407,15 +499,19 @@ def publish_plan(config: PublishConfig, matrix_file: str, *, cwd: Path | None = 
     uploads = [t for t in config.targets if isinstance(t, UploadTarget)]
     for target in uploads:
         if target.repository is not None and target.repository not in LABEL_REFUSING_ALIASES:
-            raise UsageError(f"{where}: the twine alias {target.repository!r} is read from ~/.pypirc, which a "
-                             f"GitHub runner does not have; write the server's upload URL instead")
+            raise UsageError(
+                f"{where}: the twine alias {target.repository!r} is read from ~/.pypirc, which a "
+                f"GitHub runner does not have; write the server's upload URL instead"
+            )
     pypi = [t for t in uploads if _trusted(t)]
     others = [t for t in uploads if not _trusted(t)]
     if pypi and others:
-        raise UsageError(f"{where}: PyPI ({pypi[0]}) and another upload server ({others[0]}) cannot share the "
-                         f"publish job: PyPI's trusted publishing needs no TWINE_PASSWORD and the other server's "
-                         f"would be sent to PyPI; publish to one of them from this workflow (e.g. a second "
-                         f"matrix file for the other)")
+        raise UsageError(
+            f"{where}: PyPI ({pypi[0]}) and another upload server ({others[0]}) cannot share the "
+            f"publish job: PyPI's trusted publishing needs no TWINE_PASSWORD and the other server's "
+            f"would be sent to PyPI; publish to one of them from this workflow (e.g. a second "
+            f"matrix file for the other)"
+        )
     secrets: list[str] = []
     if others:
         secrets += TWINE_SECRETS
@@ -426,9 +522,11 @@ def publish_plan(config: PublishConfig, matrix_file: str, *, cwd: Path | None = 
         try:
             directories.append(repo_path(directory.path, "", cwd=cwd))
         except UsageError:
-            raise UsageError(f"{where}: the directory {directory.path} is outside the repository, and the "
-                             f"publish job runs on a GitHub runner; name a directory in the repository (its "
-                             f"pages are uploaded as an artifact) or publish there by hand") from None
+            raise UsageError(
+                f"{where}: the directory {directory.path} is outside the repository, and the "
+                f"publish job runs on a GitHub runner; name a directory in the repository (its "
+                f"pages are uploaded as an artifact) or publish there by hand"
+            ) from None
     return PublishPlan(bool(pypi), tuple(secrets), tuple(directories))
 
 
@@ -443,7 +541,7 @@ def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
         # The builds too: a tag publishes every variant or none (`index` also runs after failed builds).
         "needs": ["build", "index"],
         "if": "${{ startsWith(github.ref, 'refs/tags/') && needs.build.result == 'success' "
-              "&& needs.index.result == 'success' }}",
+        "&& needs.index.result == 'success' }}",
         "runs-on": PLAN_RUNNER,
         # Publishing reads what the target holds and writes every page from old plus new files: two
         # tags publishing at once would each drop the other's files. Queued, never cancelled.
@@ -457,17 +555,29 @@ def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
     if plan.secrets:
         publish["env"] = {name: f"${{{{ secrets.{name} }}}}" for name in plan.secrets}
     publish["run"] = _wf("publish", "-o", DIST, *_matrix_args(options))
-    uploads = [{"name": f"Upload the published directory {path}", "uses": UPLOAD,
-                "with": {"name": f"{PUBLISHED_PREFIX}{number}", "path": f"{path}/"}}
-               for number, path in enumerate(plan.directories, start=1)]
+    uploads = [
+        {
+            "name": f"Upload the published directory {path}",
+            "uses": UPLOAD,
+            "with": {"name": f"{PUBLISHED_PREFIX}{number}", "path": f"{path}/"},
+        }
+        for number, path in enumerate(plan.directories, start=1)
+    ]
     # The merge again, from the build artifacts the index job merged, rather than a merged dist/
     # uploaded by it: those artifacts are already stored, so this costs one download and a local
     # copy, where an artifact of dist/ would upload and store every wheel (GBs with CUDA) a second time.
     job["steps"] = [
         *_setup(options),
-        {"name": "Install what publishing needs (twine, boto3)",
-         "run": "python -m pip install " + " ".join(shlex.quote(r) for r in publish_requirements())},
-        {"name": "Download the builds", "uses": DOWNLOAD, "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS}},
+        {
+            "name": "Install what publishing needs (twine, boto3)",
+            "run": "python -m pip install "
+            + " ".join(shlex.quote(r) for r in publish_requirements()),
+        },
+        {
+            "name": "Download the builds",
+            "uses": DOWNLOAD,
+            "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS},
+        },
         {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
         {"name": "Write the index", "run": _wf("index", "-o", DIST)},
         publish,
@@ -485,11 +595,17 @@ def publish_requirements() -> list[str]:
         declared = requires("wheelfactory") or []
     except PackageNotFoundError:  # a source tree never installed: the bounds pyproject.toml gives
         declared = []
-    found = sorted(r.split(";", 1)[0].strip() for r in declared if re.search(r"extra\s*==\s*['\"]publish['\"]", r))
+    found = sorted(
+        r.split(";", 1)[0].strip()
+        for r in declared
+        if re.search(r"extra\s*==\s*['\"]publish['\"]", r)
+    )
     return found or ["twine>=6.1", "boto3>=1.34"]
 
 
-def _debian_bases(matrix: Matrix, variants: Sequence[Variant], *, sharded: bool) -> list[dict[str, Any]]:
+def _debian_bases(
+    matrix: Matrix, variants: Sequence[Variant], *, sharded: bool
+) -> list[dict[str, Any]]:
     """``[build] debian_base``: the offline base images are made with debootstrap, which needs
     root: made first with sudo, the build then finds them by tag. Every job needs the arch's
     base; a CUDA variant whose toolkit comes from a Debian suite also needs that suite's."""
@@ -510,23 +626,37 @@ def _debian_bases(matrix: Matrix, variants: Sequence[Variant], *, sharded: bool)
     if sharded or (len(extra) == 1 and everyone):
         suites += sorted(extra)
     elif extra:
-        choices = " || ".join(f"contains(fromJSON('{_json(builds)}'), matrix.build) && '{suite}'"
-                              for suite, builds in sorted(extra.items()))
+        choices = " || ".join(
+            f"contains(fromJSON('{_json(builds)}'), matrix.build) && '{suite}'"
+            for suite, builds in sorted(extra.items())
+        )
         env["TOOLKIT_SUITE"] = f"${{{{ {choices} || '' }}}}"
-    make = shlex.join(["base-image", "--suite", "SUITE", *(["--mirror", mirror] if mirror else []),
-                       "--cache-dir", "CACHE"])
+    make = shlex.join(
+        [
+            "base-image",
+            "--suite",
+            "SUITE",
+            *(["--mirror", mirror] if mirror else []),
+            "--cache-dir",
+            "CACHE",
+        ]
+    )
     make = make.replace("SUITE", '"$suite"').replace("CACHE", '"$RUNNER_TEMP/wheelfactory"')
-    listed = " ".join(shlex.quote(s) for s in suites) + (' ${TOOLKIT_SUITE:+"$TOOLKIT_SUITE"}' if env else "")
+    listed = " ".join(shlex.quote(s) for s in suites) + (
+        ' ${TOOLKIT_SUITE:+"$TOOLKIT_SUITE"}' if env else ""
+    )
     step: dict[str, Any] = {"name": "Make the offline Debian base images ([build] debian_base)"}
     if env:
         step["env"] = env
-    step["run"] = _script([
-        "sudo apt-get update -qq",
-        "sudo apt-get install -y -qq debootstrap",
-        f"for suite in {listed}; do",
-        f'  sudo "$(command -v wheelfactory)" {make}',
-        "done",
-    ])
+    step["run"] = _script(
+        [
+            "sudo apt-get update -qq",
+            "sudo apt-get install -y -qq debootstrap",
+            f"for suite in {listed}; do",
+            f'  sudo "$(command -v wheelfactory)" {make}',
+            "done",
+        ]
+    )
     return [step]
 
 
@@ -544,8 +674,12 @@ def _minutes(variant: Variant) -> int:
     return CPU_MINUTES if variant.key.backend.kind == "cpu" else ACCELERATOR_MINUTES
 
 
-def _by_variant(variants: Sequence[Variant], value: Callable[[Variant], T], field: str,
-                key: Callable[[Variant], str]) -> T | str:
+def _by_variant(
+    variants: Sequence[Variant],
+    value: Callable[[Variant], T],
+    field: str,
+    key: Callable[[Variant], str],
+) -> T | str:
     """A job setting that depends on the variant: the value itself when every variant has the same,
     else an expression over ``matrix.<field>``: a branch per value of the field whose setting is not
     the last one's, then the last one's as the default."""
@@ -556,11 +690,15 @@ def _by_variant(variants: Sequence[Variant], value: Callable[[Variant], T], fiel
     default = ordered[-1][1]
     if all(v == default for _, v in ordered):
         return default
-    branches: list[str] = [f"matrix.{field} == {_literal(k)} && {_literal(v)}" for k, v in ordered if v != default]
+    branches: list[str] = [
+        f"matrix.{field} == {_literal(k)} && {_literal(v)}" for k, v in ordered if v != default
+    ]
     return "${{ " + " || ".join([*branches, _literal(default)]) + " }}"
 
 
-def _condition(variants: Sequence[Variant], predicate: Callable[[Variant], bool], expression: str) -> bool | str:
+def _condition(
+    variants: Sequence[Variant], predicate: Callable[[Variant], bool], expression: str
+) -> bool | str:
     """True or False when ``predicate`` holds for all or none of the variants, else a step ``if``."""
     held = {predicate(v) for v in variants}
     return held.pop() if len(held) == 1 else f"${{{{ {expression} }}}}"
@@ -583,6 +721,7 @@ def _script(lines: Sequence[str]) -> str:
 # YAML: block style with literal `|` scripts; a matrix entry is one flow mapping per line (a diff
 # shows one line per variant added or dropped); the key `on` unquoted, as GitHub's docs write it.
 
+
 class _Flow(dict[str, object]):
     """A mapping written on one line."""
 
@@ -593,7 +732,8 @@ class _FlowList(list[int]):
 
 class _Dumper(yaml.SafeDumper):
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        super().increase_indent(flow, False)  # list items indented under their key, as GitHub's docs do
+        # list items indented under their key, as GitHub's docs do
+        super().increase_indent(flow, False)
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
@@ -615,9 +755,11 @@ _Dumper.add_representer(_FlowList, _represent_flow_list)
 # YAML 1.1 reads a bare `on` as true, so PyYAML quotes the string; GitHub reads YAML 1.2 (`on` is
 # a string), and `on:` is how workflows are written. Only the key `on` is affected here.
 _BOOL = "tag:yaml.org,2002:bool"
-_Dumper.yaml_implicit_resolvers = {first: list(resolvers)
-                                   for first, resolvers in yaml.SafeDumper.yaml_implicit_resolvers.items()}
+_Dumper.yaml_implicit_resolvers = {
+    first: list(resolvers) for first, resolvers in yaml.SafeDumper.yaml_implicit_resolvers.items()
+}
 for _first in "oO":
     _Dumper.yaml_implicit_resolvers[_first] = [
         (tag, re.compile(r"^(?:off|Off|OFF)$") if tag == _BOOL else regexp)
-        for tag, regexp in _Dumper.yaml_implicit_resolvers.get(_first, [])]
+        for tag, regexp in _Dumper.yaml_implicit_resolvers.get(_first, [])
+    ]

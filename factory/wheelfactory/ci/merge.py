@@ -65,7 +65,8 @@ class Refusal:
 class MergePlan:
     out: Path
     choices: tuple[Choice, ...]  # sorted by variant id
-    copies: tuple[Copy, ...]  # the files to copy; files already there with the same bytes are left out
+    # the files to copy; files already there with the same bytes are left out
+    copies: tuple[Copy, ...]
     parts: tuple[Path, ...] = field(default=())
     refused: tuple[Refusal, ...] = ()  # built entries of the parts not merged: a check failed
     unattested: tuple[str, ...] = ()  # merged without a provenance record (allow_unattested)
@@ -91,17 +92,23 @@ def _files(entry: manifest.Entry) -> list[str]:
 def _inside(part: Path, name: str, variant_id: str) -> Path:
     """The file a manifest entry names, which must lie inside its part (support/paths.py)."""
     try:
-        return paths.inside(part, name, what=f"{variant_id} names", file=str(part / manifest.MANIFEST))
+        return paths.inside(
+            part, name, what=f"{variant_id} names", file=str(part / manifest.MANIFEST)
+        )
     except ConfigError as exc:  # merge's own exit code for a part it cannot take (7)
         raise MergeConflict(str(exc)) from None
 
 
 def read_part(part: Path) -> dict[str, manifest.Entry]:
     if not part.is_dir():
-        raise UsageError(f"{part}: no such directory; pass the directories `wheelfactory build -o DIR` wrote")
+        raise UsageError(
+            f"{part}: no such directory; pass the directories `wheelfactory build -o DIR` wrote"
+        )
     if not (part / manifest.MANIFEST).is_file():
-        raise UsageError(f"{part} is not a build output: it has no {manifest.MANIFEST}; pass the directories "
-                         f"`wheelfactory build -o DIR` wrote")
+        raise UsageError(
+            f"{part} is not a build output: it has no {manifest.MANIFEST}; pass the directories "
+            f"`wheelfactory build -o DIR` wrote"
+        )
     return manifest.read(part)
 
 
@@ -124,15 +131,22 @@ def _refusal(part: Path, vid: str, entry: manifest.Entry, allow_unattested: bool
         return f"{entry.wheel} is not a wheel of {vid}: {'; '.join(problems)}"
     try:
         if read_provenance(source, entry.sha256, vid) is None and not allow_unattested:
-            return (f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
-                    "`wheelfactory build`, or pass --allow-unattested to merge it without one")
+            return (
+                f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
+                "`wheelfactory build`, or pass --allow-unattested to merge it without one"
+            )
     except InvalidProvenance as exc:
         return f"{provenance_path(source).name}: {exc} (rebuild it)"
     return None
 
 
-def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest.Entry] | None = None, *,
-               allow_unattested: bool = False) -> MergePlan:
+def plan_merge(
+    parts: Sequence[Path],
+    out: Path,
+    existing: Mapping[str, manifest.Entry] | None = None,
+    *,
+    allow_unattested: bool = False,
+) -> MergePlan:
     """What merging ``parts`` into ``out`` (whose manifest lists ``existing``) does. A part's built
     entry whose wheel fails a check is left out and listed in ``refused`` (the variant keeps what
     the other parts or the output say of it, if anything)."""
@@ -142,7 +156,9 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
     resolved = [part.resolve() for part in parts]
     for shown, part in zip(parts, resolved):
         if part == out:
-            raise UsageError(f"{shown} is the output directory itself; merge other directories into it")
+            raise UsageError(
+                f"{shown} is the output directory itself; merge other directories into it"
+            )
     existing = dict(existing or {})
     candidates: dict[str, list[tuple[Path, manifest.Entry]]] = {}
     for vid, entry in existing.items():
@@ -156,14 +172,22 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
                 continue
             candidates.setdefault(vid, []).append((part, entry))
     choices = [_choose(vid, candidates[vid]) for vid in sorted(candidates)]
-    unattested = tuple(c.variant_id for c in choices if c.origin != out and _ok(c.entry) and c.entry.wheel
-                       and c.entry.hub_metadata is None
-                       and not provenance_path(_inside(c.origin, c.entry.wheel, c.variant_id)).is_file())
+    unattested = tuple(
+        c.variant_id
+        for c in choices
+        if c.origin != out
+        and _ok(c.entry)
+        and c.entry.wheel
+        and c.entry.hub_metadata is None
+        and not provenance_path(_inside(c.origin, c.entry.wheel, c.variant_id)).is_file()
+    )
     copies: dict[str, Copy] = {}
     for choice in choices:
         if choice.origin == out:
             continue
-        replaceable = set(_files(existing[choice.variant_id])) if choice.variant_id in existing else set()
+        replaceable = (
+            set(_files(existing[choice.variant_id])) if choice.variant_id in existing else set()
+        )
         names = _files(choice.entry)
         if _ok(choice.entry) and choice.entry.wheel:
             # The wheel's provenance record travels with it. A record of another run of the same
@@ -175,28 +199,42 @@ def plan_merge(parts: Sequence[Path], out: Path, existing: Mapping[str, manifest
         for name in names:
             source = _inside(choice.origin, name, choice.variant_id)
             if not source.is_file():
-                raise MergeConflict(f"{choice.origin / manifest.MANIFEST} lists {name} for {choice.variant_id}, "
-                                    f"but {source} is missing")
+                raise MergeConflict(
+                    f"{choice.origin / manifest.MANIFEST} lists {name} for {choice.variant_id}, "
+                    f"but {source} is missing"
+                )
             digest = file_sha256(source)
             if name == choice.entry.wheel and digest != choice.entry.sha256:
-                raise MergeConflict(f"{source} does not match the sha256 that {choice.origin / manifest.MANIFEST} "
-                                    f"records for it; rebuild {choice.variant_id}")
+                raise MergeConflict(
+                    f"{source} does not match the sha256 that {choice.origin / manifest.MANIFEST} "
+                    f"records for it; rebuild {choice.variant_id}"
+                )
             planned = copies.get(name)
             if planned is not None:
                 if planned.sha256 != digest:
-                    raise MergeConflict(f"{planned.source} and {source} are different files that would both "
-                                        f"become {out / name}")
+                    raise MergeConflict(
+                        f"{planned.source} and {source} are different files that would both "
+                        f"become {out / name}"
+                    )
                 continue
             target = _inside(out, name, choice.variant_id)
             if target.is_file():
                 if file_sha256(target) == digest:
                     continue
                 if name not in replaceable:
-                    raise MergeConflict(f"{out / name} already exists and differs from {source}; merge into an "
-                                        f"empty directory, or move one of them away")
+                    raise MergeConflict(
+                        f"{out / name} already exists and differs from {source}; merge into an "
+                        f"empty directory, or move one of them away"
+                    )
             copies[name] = Copy(source, name, digest)
-    return MergePlan(out, tuple(choices), tuple(copies[name] for name in sorted(copies)), tuple(resolved),
-                     tuple(refused), unattested)
+    return MergePlan(
+        out,
+        tuple(choices),
+        tuple(copies[name] for name in sorted(copies)),
+        tuple(resolved),
+        tuple(refused),
+        unattested,
+    )
 
 
 def _choose(vid: str, found: list[tuple[Path, manifest.Entry]]) -> Choice:
@@ -204,20 +242,31 @@ def _choose(vid: str, found: list[tuple[Path, manifest.Entry]]) -> Choice:
     built = [(part, entry) for part, entry in found if _ok(entry)]
     for part, entry in built[1:]:
         first_part, first = built[0]
-        if entry.sha256 != first.sha256 or Path(entry.wheel or "").name != Path(first.wheel or "").name:
-            raise MergeConflict(f"two different wheels for {vid}: {first_part / (first.wheel or '')} "
-                                f"(sha256 {(first.sha256 or '')[:16]}) and {part / (entry.wheel or '')} "
-                                f"(sha256 {(entry.sha256 or '')[:16]}); keep one of the two builds")
+        if (
+            entry.sha256 != first.sha256
+            or Path(entry.wheel or "").name != Path(first.wheel or "").name
+        ):
+            raise MergeConflict(
+                f"two different wheels for {vid}: {first_part / (first.wheel or '')} "
+                f"(sha256 {(first.sha256 or '')[:16]}) and {part / (entry.wheel or '')} "
+                f"(sha256 {(entry.sha256 or '')[:16]}); keep one of the two builds"
+            )
     origin, entry = built[0] if built else found[0]
     failed = [part for part, other in found if not _ok(other)]
-    notes = (f"kept the build from {origin}; failed in {', '.join(map(str, failed))}",) if built and failed else ()
+    notes = (
+        (f"kept the build from {origin}; failed in {', '.join(map(str, failed))}",)
+        if built and failed
+        else ()
+    )
     return Choice(vid, entry, origin, notes)
 
 
 def apply_merge(plan: MergePlan) -> None:
     """Copy the planned files and write the manifest, each atomically (a failure: WriteFailed)."""
     for copy in plan.copies:
-        target = paths.inside(plan.out, copy.target, what="the copy target", file=str(plan.out / manifest.MANIFEST))
+        target = paths.inside(
+            plan.out, copy.target, what="the copy target", file=str(plan.out / manifest.MANIFEST)
+        )
         target.parent.mkdir(parents=True, exist_ok=True)
         with atomic.replacing(target, what=f"the copy of {copy.source} at") as partial:
             shutil.copyfile(copy.source, partial)

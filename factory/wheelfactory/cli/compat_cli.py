@@ -15,14 +15,31 @@ def compat_group() -> None:
 
 
 @compat_group.command("refresh")
-@click.option("--index", "index_urls", multiple=True, metavar="URL",
-              help="An index root (PEP 691 JSON or PEP 503 HTML) whose torch page to read; repeatable. "
-                   "Default: the indexes the table names (pip's configured index; the pytorch alias where set).")
-@click.option("--compat", "compat_path", type=click.Path(path_type=Path, dir_okay=False, exists=True), default=None,
-              help="The table to compare (default: the bundled one).")
-@click.option("--write", "write_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-              help="Write the table with the new releases appended here (for `plan --compat FILE`).")
-def refresh_command(index_urls: tuple[str, ...], compat_path: Path | None, write_path: Path | None) -> None:
+@click.option(
+    "--index",
+    "index_urls",
+    multiple=True,
+    metavar="URL",
+    help="An index root (PEP 691 JSON or PEP 503 HTML) whose torch page to read; repeatable. "
+    "Default: the indexes the table names (pip's configured index; the pytorch alias where set).",
+)
+@click.option(
+    "--compat",
+    "compat_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    default=None,
+    help="The table to compare (default: the bundled one).",
+)
+@click.option(
+    "--write",
+    "write_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Write the table with the new releases appended here (for `plan --compat FILE`).",
+)
+def refresh_command(
+    index_urls: tuple[str, ...], compat_path: Path | None, write_path: Path | None
+) -> None:
     """Report torch releases, patches, builds, Pythons and platform floors the table lacks.
 
     Standard output is TOML: the findings as comments, then a ready [torch."X.Y"] table per new
@@ -43,7 +60,9 @@ def refresh_command(index_urls: tuple[str, ...], compat_path: Path | None, write
     shown = str(compat_path) if compat_path else "the bundled table"
     result = refresh(table, urls)
     if not result.behind:
-        click.echo(f"{shown} knows every torch release, build and Python on {', '.join(urls)}", err=True)
+        click.echo(
+            f"{shown} knows every torch release, build and Python on {', '.join(urls)}", err=True
+        )
         return
     lines = [f"# The compatibility table ({shown}) is behind {', '.join(urls)}:"]
     lines += [f"# - {finding.minor} {finding.what}: {finding.text}" for finding in result.findings]
@@ -52,5 +71,7 @@ def refresh_command(index_urls: tuple[str, ...], compat_path: Path | None, write
     click.echo("\n".join(lines))
     if write_path is not None:
         write_merged(compat_path, result, write_path)
-        click.echo(f"wrote {write_path}: plan with `wheelfactory plan --compat {write_path}`", err=True)
+        click.echo(
+            f"wrote {write_path}: plan with `wheelfactory plan --compat {write_path}`", err=True
+        )
     sys.exit(1)

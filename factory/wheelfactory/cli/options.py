@@ -7,14 +7,33 @@ from pathlib import Path
 import click
 
 MATRIX_OPTION = click.option(
-    "-m", "--matrix", "matrix_path", type=click.Path(path_type=Path, dir_okay=False),
-    default=Path("matrix.toml"), show_default=True, help="The matrix file.")
+    "-m",
+    "--matrix",
+    "matrix_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=Path("matrix.toml"),
+    show_default=True,
+    help="The matrix file.",
+)
 COMPAT_OPTION = click.option(
-    "--compat", "compat_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
-    help="A compatibility table to use instead of the bundled one (same schema).")
-OUT_OPTION = click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path, file_okay=False),
-                          default=Path("dist"), show_default=True, help="The output directory of `wheelfactory build`.")
+    "--compat",
+    "compat_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="A compatibility table to use instead of the bundled one (same schema).",
+)
+OUT_OPTION = click.option(
+    "-o",
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=Path("dist"),
+    show_default=True,
+    help="The output directory of `wheelfactory build`.",
+)
 ALLOW_UNATTESTED_OPTION = click.option(
-    "--allow-unattested", is_flag=True,
+    "--allow-unattested",
+    is_flag=True,
     help="Take a wheel that has no provenance record (<wheel>.intoto.json, e.g. an older wheelfactory's "
-         "build); by default it is refused. A record of other bytes or another variant is refused all the same.")
+    "build); by default it is refused. A record of other bytes or another variant is refused all the same.",
+)

@@ -55,16 +55,35 @@ def github_json(plan: Plan) -> str:
 
 def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
     table = Table(title=title, title_justify="left", header_style="bold")
-    for column in ("variant", "torch", "build", "ABI", "python", "local version", "archs / targets"):
+    for column in (
+        "variant",
+        "torch",
+        "build",
+        "ABI",
+        "python",
+        "local version",
+        "archs / targets",
+    ):
         table.add_column(column, no_wrap=column in ("variant", "local version"))
     for v in plan.variants:
         archs = ";".join(v.shipped_arch_list) or "-"
         if v.notes:
             archs += " (" + "; ".join(v.notes) + ")"
         # Cells are escaped: user text such as "[cuda].toolkits" must not be read as rich markup.
-        table.add_row(*map(escape, (v.id, v.torch_version, v.backend.build_name,
-                                    "cxx11" if v.key.cxx11_abi else "cxx98", v.key.python,
-                                    f"+{v.local_version}", archs)))
+        table.add_row(
+            *map(
+                escape,
+                (
+                    v.id,
+                    v.torch_version,
+                    v.backend.build_name,
+                    "cxx11" if v.key.cxx11_abi else "cxx98",
+                    v.key.python,
+                    f"+{v.local_version}",
+                    archs,
+                ),
+            )
+        )
     out.print(table)
     summary = f"{len(plan.variants)} variant(s), {len(plan.pruned)} pruned combination(s)"
     if plan.pruned and not explain:
@@ -76,7 +95,11 @@ def print_plan(out: Console, plan: Plan, *, explain: bool, title: str) -> None:
             pruned.add_column(column)
         for p in plan.pruned:
             abi = "any" if p.cxx11_abi is None else ("cxx11" if p.cxx11_abi else "cxx98")
-            pruned.add_row(*map(escape, (p.torch, p.backend, abi, p.python or "any", p.arch or "any", p.reason)))
+            pruned.add_row(
+                *map(
+                    escape, (p.torch, p.backend, abi, p.python or "any", p.arch or "any", p.reason)
+                )
+            )
         out.print(pruned)
 
 
@@ -101,27 +124,42 @@ class BuildView:
     ``quiet``: nothing until the summary. ``verbose``: each variant's build.log is streamed as
     it is written (the tools' own output), each line behind the variant's id."""
 
-    def __init__(self, out: Console, variant_ids: list[str], title: str = "",
-                 not_built: Mapping[str, str] | None = None, *, quiet: bool = False, verbose: bool = False,
-                 out_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        out: Console,
+        variant_ids: list[str],
+        title: str = "",
+        not_built: Mapping[str, str] | None = None,
+        *,
+        quiet: bool = False,
+        verbose: bool = False,
+        out_dir: Path | None = None,
+    ) -> None:
         """``not_built``: selected variants no engine here builds (id -> why), shown as such."""
         from rich.live import Live
 
         self.out = out
         self.quiet = quiet
         self.started = time.monotonic()
-        self.title = title  # the run's parallelism and memory (factory/wheelfactory/engines/capacity.py)
+        # the run's parallelism and memory (factory/wheelfactory/engines/capacity.py)
+        self.title = title
         self.rows = {vid: _Row() for vid in variant_ids}
         self.rows.update({vid: _Row(NOT_BUILT, why) for vid, why in (not_built or {}).items()})
-        live = out.is_terminal and not quiet and not verbose  # streamed lines and a live table do not mix
+        # streamed lines and a live table do not mix
+        live = out.is_terminal and not quiet and not verbose
         self.live = Live(self._table(), console=out, refresh_per_second=2) if live else None
         self.verbose = verbose
         self.units_said: dict[str, float] = {}  # when a plain line last said them
-        self.follower = LogFollower(out_dir, variant_ids, self._log_line) if out_dir is not None else None
+        self.follower = (
+            LogFollower(out_dir, variant_ids, self._log_line) if out_dir is not None else None
+        )
         if self.live is None and title and not quiet:
             out.print(title, markup=False)
         if self.live is None and not_built and not quiet:
-            out.print(f"{len(not_built)} selected variant(s) not built here (listed in the summary)", markup=False)
+            out.print(
+                f"{len(not_built)} selected variant(s) not built here (listed in the summary)",
+                markup=False,
+            )
 
     def __enter__(self) -> BuildView:
         if self.live:
@@ -146,7 +184,8 @@ class BuildView:
             elapsed = f"{(row.ended or now) - row.started:.0f} s" if row.started is not None else ""
             active = row.started is not None and row.status not in FINISHED
             style = {"built": "green", "cached": "cyan", "failed": "red", NOT_BUILT: "magenta"}.get(
-                row.status, "yellow" if active else "")
+                row.status, "yellow" if active else ""
+            )
             status = f"[{style}]{row.status}[/]" if style else row.status
             table.add_row(escape(vid), status, elapsed, escape(row.detail[:80]))
         return table
@@ -167,8 +206,11 @@ class BuildView:
             now = time.monotonic()
             if done == total or now - self.units_said.get(variant_id, 0.0) >= UNITS_EVERY_S:
                 self.units_said[variant_id] = now
-                self.out.print(f"{self.stamp()} {variant_id}: compile {done}/{total} units", markup=False,
-                               highlight=False)
+                self.out.print(
+                    f"{self.stamp()} {variant_id}: compile {done}/{total} units",
+                    markup=False,
+                    highlight=False,
+                )
 
     def stamp(self) -> str:
         """``[  12.3s]``: the seconds since the run started, for a plain line."""
@@ -191,15 +233,20 @@ class BuildView:
         if self.live:
             self.live.update(self._table())
         elif not self.quiet:
-            self.out.print(f"{self.stamp()} {variant_id}: {phase}" + (f" ({detail})" if detail else ""),
-                           markup=False, highlight=False)
+            self.out.print(
+                f"{self.stamp()} {variant_id}: {phase}" + (f" ({detail})" if detail else ""),
+                markup=False,
+                highlight=False,
+            )
 
 
 class LogFollower:
     """Each building variant's build.log, its new whole lines handed to ``on_line(variant, line)``
     as they are written (every 0.2 s). A log starts over when its variant's build starts."""
 
-    def __init__(self, out_dir: Path, variant_ids: list[str], on_line: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, out_dir: Path, variant_ids: list[str], on_line: Callable[[str, str], None]
+    ) -> None:
         import threading
 
         self.on_line = on_line
@@ -207,7 +254,9 @@ class LogFollower:
         self.offsets: dict[str, int] = {}
         self.lock = threading.Lock()
         self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="wheelfactory-log-follower", daemon=True)
+        self.thread = threading.Thread(
+            target=self._run, name="wheelfactory-log-follower", daemon=True
+        )
 
     def start(self) -> None:
         self.thread.start()
@@ -257,8 +306,11 @@ class EventRenderer:
             if self.view is not None:
                 self.view.show(event)
             else:
-                self.out.print(f"{event.variant}: {event.phase}" + (f" ({event.detail})" if event.detail else ""),
-                               markup=False)
+                self.out.print(
+                    f"{event.variant}: {event.phase}"
+                    + (f" ({event.detail})" if event.detail else ""),
+                    markup=False,
+                )
         elif isinstance(event, StepStarted):
             self.out.print(f"[bold]==> {escape(event.title)}[/bold]")
         elif isinstance(event, CommandRun):
@@ -277,26 +329,41 @@ def phase_times(phases: Mapping[str, float] | None) -> str:
 
 def compile_share(outcomes: Sequence[Outcome]) -> str:
     """One line: how much of the built variants' time the compiler had (the rest is overhead)."""
-    timed = [o.entry for o in outcomes if o.entry.status != "cached" and o.entry.compile_seconds is not None]
+    timed = [
+        o.entry
+        for o in outcomes
+        if o.entry.status != "cached" and o.entry.compile_seconds is not None
+    ]
     if not timed:
         return ""
     wall = sum(e.seconds for e in timed)
     compiled = sum(e.compile_seconds or 0.0 for e in timed)
-    return (f"compile {compiled:.1f} s of {wall:.1f} s over {len(timed)} variant(s) ({compiled / wall:.0%} of the "
-            f"time; the rest: images, environments, repair, checks, smoke test; per phase in dist/manifest.json)"
-            if wall else "")
+    return (
+        f"compile {compiled:.1f} s of {wall:.1f} s over {len(timed)} variant(s) ({compiled / wall:.0%} of the "
+        f"time; the rest: images, environments, repair, checks, smoke test; per phase in dist/manifest.json)"
+        if wall
+        else ""
+    )
 
 
-def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
-                        not_built: Sequence[NotBuilt] = ()) -> None:
+def print_build_summary(
+    out: Console, outcomes: list[Outcome], out_dir: str, *, not_built: Sequence[NotBuilt] = ()
+) -> None:
     table = Table(title=f"Build summary ({out_dir})", title_justify="left", header_style="bold")
     for column in ("variant", "status", "seconds", "phases (s)", "MB", "wheel", "sha256"):
         table.add_column(column)
     for o in outcomes:
         e = o.entry
         size = f"{e.size / 1e6:.1f}" if e.size else "-"
-        table.add_row(o.variant.id, e.status, f"{e.seconds:.1f}", phase_times(e.phases), size, e.wheel or "-",
-                      (e.sha256 or "")[:16])
+        table.add_row(
+            o.variant.id,
+            e.status,
+            f"{e.seconds:.1f}",
+            phase_times(e.phases),
+            size,
+            e.wheel or "-",
+            (e.sha256 or "")[:16],
+        )
     for n in not_built:
         table.add_row(n.variant.id, f"[magenta]{NOT_BUILT}[/]", "-", "-", "-", "-", "")
     out.print(table)
@@ -314,6 +381,8 @@ def print_build_summary(out: Console, outcomes: list[Outcome], out_dir: str, *,
     for n in not_built:
         groups.setdefault((n.reason, n.action), []).append(n.variant.id)
     for (reason, action), ids in groups.items():
-        out.print(f"[magenta]{NOT_BUILT}[/] ({len(ids)}): {escape(', '.join(ids))}", highlight=False)
+        out.print(
+            f"[magenta]{NOT_BUILT}[/] ({len(ids)}): {escape(', '.join(ids))}", highlight=False
+        )
         out.print(f"  why: {reason}", markup=False, highlight=False)
         out.print(f"  to build them: {action}", markup=False, highlight=False)

@@ -20,8 +20,10 @@ class BuildInputs:
     interpreter: str  # cp311-cp311 in an image; the host interpreter's path
     image: str | None = None  # the build image's id (sha256:...); None on the host
     image_tag: str | None = None
-    wheels: tuple[tuple[str, str], ...] = ()  # (file name, sha256): the wheel set torch and the tools came from
-    tools: tuple[tuple[str, str], ...] = ()  # (name, version) of what drove the build from outside it
+    # (file name, sha256): the wheel set torch and the tools came from
+    wheels: tuple[tuple[str, str], ...] = ()
+    # (name, version) of what drove the build from outside it
+    tools: tuple[tuple[str, str], ...] = ()
 
 
 class Engine(Protocol):

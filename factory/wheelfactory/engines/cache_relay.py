@@ -58,8 +58,12 @@ class RedisRelay:
         self._server = socketpipe.listen(("unix", str(self.path), 0))
         self._stop = threading.Event()
         target = address_of(endpoint)
-        self._thread = threading.Thread(target=socketpipe.serve, name="wheelfactory-redis-relay", daemon=True,
-                                        args=(self._server, lambda: socketpipe.connect(target), self._stop))
+        self._thread = threading.Thread(
+            target=socketpipe.serve,
+            name="wheelfactory-redis-relay",
+            daemon=True,
+            args=(self._server, lambda: socketpipe.connect(target), self._stop),
+        )
         self._thread.start()
 
     def close(self) -> None:

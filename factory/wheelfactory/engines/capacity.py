@@ -34,7 +34,9 @@ def parse_size(text: str) -> int:
         shown = text if len(text) <= 40 else text[:40] + "..."
         raise UsageError(f"--max-memory {shown!r} is not a size: use e.g. 8G, 16GiB or 512M")
     scale = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": GIB, "t": 1 << 40}[found.group(2).lower()]
-    size = int(float(found.group(1)) * scale) if float(found.group(1)) * scale < 1 << 62 else 1 << 62
+    size = (
+        int(float(found.group(1)) * scale) if float(found.group(1)) * scale < 1 << 62 else 1 << 62
+    )
     if size < 256 << 20:
         raise UsageError(f"--max-memory {text!r} is below 256 MiB: no compile fits in it")
     return size
@@ -64,8 +66,10 @@ class Capacity:
     max_memory: int | None = None
 
     def describe(self) -> str:
-        text = (f"-j {self.jobs} ({self.bound}): {self.cpus} cores, {_gib(self.free_bytes)} free, "
-                f"~{_gib(self.per_build)} per build, {self.compile_jobs} compile job(s) each")
+        text = (
+            f"-j {self.jobs} ({self.bound}): {self.cpus} cores, {_gib(self.free_bytes)} free, "
+            f"~{_gib(self.per_build)} per build, {self.compile_jobs} compile job(s) each"
+        )
         if self.max_memory is not None:
             text += f"; --max-memory {_gib(self.max_memory)}"
             if self.container_memory is not None:
@@ -79,8 +83,15 @@ def _gib(size: int) -> str:
     return f"{size / GIB:.1f} GiB"
 
 
-def plan_capacity(engine_name: str, variants: Sequence[Variant], *, cpus: int, free_bytes: int,
-                  requested_jobs: int | None = None, max_memory: int | None = None) -> Capacity:
+def plan_capacity(
+    engine_name: str,
+    variants: Sequence[Variant],
+    *,
+    cpus: int,
+    free_bytes: int,
+    requested_jobs: int | None = None,
+    max_memory: int | None = None,
+) -> Capacity:
     kinds = {v.key.backend.kind for v in variants} or {"cpu"}
     per_build = max(PER_BUILD.get(kind, PER_BUILD["cuda"]) for kind in kinds)
     if engine_name == "host":  # one variant: the host interpreter's torch
@@ -96,12 +107,33 @@ def plan_capacity(engine_name: str, variants: Sequence[Variant], *, cpus: int, f
         if by_cap < jobs:
             jobs, bound = by_cap, "--max-memory"
     jobs = max(1, min(jobs, len(variants) or 1))
-    container_memory = max_memory // jobs if max_memory is not None and engine_name != "host" else None
-    return Capacity(jobs=jobs, compile_jobs=max(1, cpus // jobs), container_memory=container_memory, cpus=cpus,
-                    free_bytes=free_bytes, per_build=per_build, bound=bound, max_memory=max_memory)
+    container_memory = (
+        max_memory // jobs if max_memory is not None and engine_name != "host" else None
+    )
+    return Capacity(
+        jobs=jobs,
+        compile_jobs=max(1, cpus // jobs),
+        container_memory=container_memory,
+        cpus=cpus,
+        free_bytes=free_bytes,
+        per_build=per_build,
+        bound=bound,
+        max_memory=max_memory,
+    )
 
 
-def machine_capacity(engine_name: str, variants: Sequence[Variant], *, requested_jobs: int | None = None,
-                     max_memory: int | None = None) -> Capacity:
-    return plan_capacity(engine_name, variants, cpus=os.cpu_count() or 1, free_bytes=free_memory(),
-                         requested_jobs=requested_jobs, max_memory=max_memory)
+def machine_capacity(
+    engine_name: str,
+    variants: Sequence[Variant],
+    *,
+    requested_jobs: int | None = None,
+    max_memory: int | None = None,
+) -> Capacity:
+    return plan_capacity(
+        engine_name,
+        variants,
+        cpus=os.cpu_count() or 1,
+        free_bytes=free_memory(),
+        requested_jobs=requested_jobs,
+        max_memory=max_memory,
+    )

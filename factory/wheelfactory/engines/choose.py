@@ -77,9 +77,14 @@ def owner_of(out: Path) -> str:
     return hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:16]
 
 
-def choose_engine(request: EngineRequest, progress: Listener = ignore, *, connect: Callable[[], DockerClient] | None = None,
-                  probe_host: Callable[[str], HostEnvironment] = probe,
-                  runs_arch: Callable[[str], ArchSupport] | None = None) -> Chosen:
+def choose_engine(
+    request: EngineRequest,
+    progress: Listener = ignore,
+    *,
+    connect: Callable[[], DockerClient] | None = None,
+    probe_host: Callable[[str], HostEnvironment] = probe,
+    runs_arch: Callable[[str], ArchSupport] | None = None,
+) -> Chosen:
     """``connect`` returns a Docker client or raises DockerUnavailable (default: the engine named
     by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch; ``runs_arch`` says
     whether this machine runs an arch's code (natively or emulated: images/emulation.py). They
@@ -101,61 +106,109 @@ def _connect() -> DockerClient:
     return docker_client(hint="")
 
 
-def _docker(client: DockerClient, request: EngineRequest, progress: Listener,
-            runs_arch: Callable[[str], ArchSupport]) -> Chosen:
+def _docker(
+    client: DockerClient,
+    request: EngineRequest,
+    progress: Listener,
+    runs_arch: Callable[[str], ArchSupport],
+) -> Chosen:
     from wheelfactory.engines.docker import DockerEngine, DockerOptions
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
-    matrix, table, out, matrix_file = request.matrix, request.table, request.out, request.matrix_file
+    matrix, table, out, matrix_file = (
+        request.matrix,
+        request.table,
+        request.out,
+        request.matrix_file,
+    )
     variants, not_built = _runnable(select(request.plan(), request.only, request.shard), runs_arch)
     build = matrix.build
     base_images = dict(build.base_images)
     debian_base = None
     if build.debian_base:
         debian_base = debian_bases(client, matrix, progress)
-        base_images = {arch: debian_base(build.debian_base, arch) for arch in sorted({v.key.arch for v in variants})}
+        base_images = {
+            arch: debian_base(build.debian_base, arch)
+            for arch in sorted({v.key.arch for v in variants})
+        }
     wheelhouse = build.wheelhouse or DEFAULT_CACHE / "wheelhouse"
     # a stable-ABI variant's gate verifies its wheel with other torch releases: their indexes too
     gated = [other for variant in variants for other in variant.gate]
-    urls, refusals = torch_indexes([*variants, *gated], matrix, table, os.environ, matrix_file=matrix_file)
+    urls, refusals = torch_indexes(
+        [*variants, *gated], matrix, table, os.environ, matrix_file=matrix_file
+    )
     tables = table_refusals([v for v in variants if v.id not in refusals], matrix)
-    options = DockerOptions(base_images=base_images, image_log=out / "images.log", torch_indexes=urls,
-                            python_support={r.minor: r.python for r in table.releases}, owner=owner_of(out),
-                            compile_cache=build.compile_cache, glibc_floor=build.glibc_floor,
-                            debian_base=debian_base, debian_mirror=_mirror(matrix) if debian_base else None,
-                            refusals={**refusals, **tables}, find_links=build.find_links,
-                            cpu_baselines=dict(build.cpu_baselines))
+    options = DockerOptions(
+        base_images=base_images,
+        image_log=out / "images.log",
+        torch_indexes=urls,
+        python_support={r.minor: r.python for r in table.releases},
+        owner=owner_of(out),
+        compile_cache=build.compile_cache,
+        glibc_floor=build.glibc_floor,
+        debian_base=debian_base,
+        debian_mirror=_mirror(matrix) if debian_base else None,
+        refusals={**refusals, **tables},
+        find_links=build.find_links,
+        cpu_baselines=dict(build.cpu_baselines),
+    )
     engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
-    cache = f", compile cache {build.compile_cache.describe()}" if build.compile_cache else ", no compile cache"
-    refused = (f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else "") + (
+    cache = (
+        f", compile cache {build.compile_cache.describe()}"
+        if build.compile_cache
+        else ", no compile cache"
+    )
+    refused = (
+        f"; {len(refusals)} of them cannot get their torch (they fail at once)" if refusals else ""
+    ) + (
         f"; {len(tables)} of them are refused by the project's own cibuildwheel table (they fail at once)"
-        if tables else "")
-    unrun = f"; {len(not_built)} selected variant(s) not built: their arch does not run here" if not_built else ""
-    return Chosen(engine, variants,
-                  f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}{unrun}",
-                  not_built)
+        if tables
+        else ""
+    )
+    unrun = (
+        f"; {len(not_built)} selected variant(s) not built: their arch does not run here"
+        if not_built
+        else ""
+    )
+    return Chosen(
+        engine,
+        variants,
+        f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}{unrun}",
+        not_built,
+    )
 
 
-def _runnable(variants: Sequence[Variant],
-              runs_arch: Callable[[str], ArchSupport]) -> tuple[tuple[Variant, ...], tuple[NotBuilt, ...]]:
+def _runnable(
+    variants: Sequence[Variant], runs_arch: Callable[[str], ArchSupport]
+) -> tuple[tuple[Variant, ...], tuple[NotBuilt, ...]]:
     """The variants whose arch runs here (the build, repair, smoke test and tests all run as that
     arch), and the others as not built, with why and the command that makes the arch run. Never
     built with the host's arch instead: a wheel named aarch64 holding x86-64 code is worse than none."""
     support = {arch: runs_arch(arch) for arch in sorted({v.key.arch for v in variants})}
 
     def refusal(variant: Variant, why: ArchSupport) -> NotBuilt:
-        action = (f"as root, run `{why.fix}` (or `{START_ENGINE} --emulate {why.arch}`), then rerun this command"
-                  if why.fix else "build it on a machine of that arch")
+        action = (
+            f"as root, run `{why.fix}` (or `{START_ENGINE} --emulate {why.arch}`), then rerun this command"
+            if why.fix
+            else "build it on a machine of that arch"
+        )
         return NotBuilt(variant, f"{variant.id}: {why.how}", action)
 
-    refused = tuple(refusal(v, support[v.key.arch]) for v in variants if not support[v.key.arch].runs)
+    refused = tuple(
+        refusal(v, support[v.key.arch]) for v in variants if not support[v.key.arch].runs
+    )
     return tuple(v for v in variants if support[v.key.arch].runs), refused
 
 
 def host_engine(environment: HostEnvironment, matrix: Matrix) -> HostEngine:
     """The host engine for ``environment``, with matrix.toml's [build] settings it reads."""
-    return HostEngine(environment, glibc_floor=matrix.build.glibc_floor, tools=host_tools(matrix),
-                      find_links=matrix.build.find_links, cpu_baselines=dict(matrix.build.cpu_baselines))
+    return HostEngine(
+        environment,
+        glibc_floor=matrix.build.glibc_floor,
+        tools=host_tools(matrix),
+        find_links=matrix.build.find_links,
+        cpu_baselines=dict(matrix.build.cpu_baselines),
+    )
 
 
 def table_refusals(variants: Sequence[Variant], matrix: Matrix) -> dict[str, str]:
@@ -166,15 +219,24 @@ def table_refusals(variants: Sequence[Variant], matrix: Matrix) -> dict[str, str
 
     found: dict[str, str] = {}
     for variant in variants:
-        reason = refusal_before_build(matrix.project.path, identifier_for(variant.key.python, variant.key.arch),
-                                      has_tests=matrix.test is not None)
+        reason = refusal_before_build(
+            matrix.project.path,
+            identifier_for(variant.key.python, variant.key.arch),
+            has_tests=matrix.test is not None,
+        )
         if reason:
             found[variant.id] = f"{variant.id}: {reason}"
     return found
 
 
-def torch_indexes(variants: Sequence[Variant], matrix: Matrix, table: CompatTable, env: Mapping[str, str], *,
-                  matrix_file: str) -> tuple[dict[str, str | None], dict[str, str]]:
+def torch_indexes(
+    variants: Sequence[Variant],
+    matrix: Matrix,
+    table: CompatTable,
+    env: Mapping[str, str],
+    *,
+    matrix_file: str,
+) -> tuple[dict[str, str | None], dict[str, str]]:
     """variant id -> the URL its torch comes from (None: the host's pip index), and variant id -> why
     it cannot get its torch: [build] torch_index is "pypi" and PyPI lacks its build, or its index's
     alias is not configured. ``[build] torch_index`` naming an alias nobody configured is an error."""
@@ -192,7 +254,11 @@ def torch_indexes(variants: Sequence[Variant], matrix: Matrix, table: CompatTabl
         if reason:
             refusals[variant.id] = reason
             continue
-        path = table.torch_index_path(release, variant.backend, variant.key.cxx11_abi) if release else ""
+        path = (
+            table.torch_index_path(release, variant.backend, variant.key.cxx11_abi)
+            if release
+            else ""
+        )
         try:
             urls[variant.id] = indexes.torch_url(variant.torch_index, path, override)
         except ConfigError as exc:
@@ -204,7 +270,9 @@ def _mirror(matrix: Matrix) -> str:
     return debian_mirror(matrix.build.debian_mirror)
 
 
-def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Callable[[str, str], str]:
+def debian_bases(
+    client: DockerClient, matrix: Matrix, progress: Listener
+) -> Callable[[str, str], str]:
     """(suite, arch) -> the tag of its offline Debian base, made on first use (reused: content-tagged);
     a foreign arch's through QEMU user emulation, with cross compilers for this machine
     (images/base_image.py)."""
@@ -212,8 +280,12 @@ def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Ca
 
     def make(suite: str, arch: str) -> str:
         try:
-            image = ensure_base_image(client, base_spec(parse_suite(suite), _mirror(matrix), arch),
-                                      cache_dir=DEFAULT_CACHE, progress=progress)
+            image = ensure_base_image(
+                client,
+                base_spec(parse_suite(suite), _mirror(matrix), arch),
+                cache_dir=DEFAULT_CACHE,
+                progress=progress,
+            )
         except ImageBuildFailed as exc:
             if exc.tail:
                 progress(ToolOutput(exc.tail))
@@ -225,44 +297,69 @@ def debian_bases(client: DockerClient, matrix: Matrix, progress: Listener) -> Ca
 
 def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
     """--engine host: its own variant (or, with --only/--shard, a selection it can build entirely)."""
-    matrix, table, python = project_matrix(request.matrix, request.constraints), request.table, request.python
+    matrix, table, python = (
+        project_matrix(request.matrix, request.constraints),
+        request.table,
+        request.python,
+    )
     environment = probe_host(python)
     variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
-    chosen = select(request.plan(), request.only, request.shard) if request.only or request.shard else (variant,)
+    chosen = (
+        select(request.plan(), request.only, request.shard)
+        if request.only or request.shard
+        else (variant,)
+    )
     buildable = [v for v in chosen if _host_can_build(v, variant, environment)]
     if len(buildable) != len(chosen):
         ids = ", ".join(v.id for v in chosen if v not in buildable)
-        raise ConfigError(f"the host engine builds only {variant.id} (the torch of {python}) and stable-ABI "
-                          f"variants planned against torch {environment.torch_release}; the selection has {ids}",
-                          hint="build those with the docker engine, or pick the host's variant with --only")
+        raise ConfigError(
+            f"the host engine builds only {variant.id} (the torch of {python}) and stable-ABI "
+            f"variants planned against torch {environment.torch_release}; the selection has {ids}",
+            hint="build those with the docker engine, or pick the host's variant with --only",
+        )
     names = ", ".join(v.id for v in chosen)
-    return Chosen(host_engine(environment, matrix), tuple(chosen),
-                  f"engine host: {environment.executable} with torch {environment.torch}; building {names}")
+    return Chosen(
+        host_engine(environment, matrix),
+        tuple(chosen),
+        f"engine host: {environment.executable} with torch {environment.torch}; building {names}",
+    )
 
 
-def _host_fallback(request: EngineRequest, no_docker: str, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
+def _host_fallback(
+    request: EngineRequest, no_docker: str, probe_host: Callable[[str], HostEnvironment]
+) -> Chosen:
     """--engine auto with no Docker engine: the host builds the selected variants it can (its own,
     stable-ABI ones planned against its torch); every other selected variant is not built."""
     matrix, table = project_matrix(request.matrix, request.constraints), request.table
     selection = select(request.plan(), request.only, request.shard)
-    action = (f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
-              "then rerun this command")
+    action = (
+        f"start a Docker engine (`{START_ENGINE}`: as root on Debian/Ubuntu it installs docker.io first), "
+        "then rerun this command"
+    )
     reason = no_docker
     try:
         environment = probe_host(request.python)
         variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
     except WheelfactoryError as exc:  # no torch there, a torch the table does not know...
         reason += f"; the host engine cannot build it either: {exc}"
-        return Chosen(None, (), f"engine: none ({no_docker}; the host engine: {exc})",
-                      tuple(NotBuilt(v, reason, action) for v in selection))
+        return Chosen(
+            None,
+            (),
+            f"engine: none ({no_docker}; the host engine: {exc})",
+            tuple(NotBuilt(v, reason, action) for v in selection),
+        )
     buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
     reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
     not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
     engine = host_engine(environment, matrix)
     building = ", ".join(v.id for v in buildable) or "none of the selected variants"
-    return Chosen(engine, buildable,
-                  f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "
-                  f"building {building}; {len(not_built)} selected variant(s) not built here", not_built)
+    return Chosen(
+        engine,
+        buildable,
+        f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "
+        f"building {building}; {len(not_built)} selected variant(s) not built here",
+        not_built,
+    )
 
 
 def host_abi3(request: EngineRequest, environment: HostEnvironment) -> bool:
@@ -276,5 +373,8 @@ def host_abi3(request: EngineRequest, environment: HostEnvironment) -> bool:
 def _host_can_build(candidate: Variant, own: Variant, environment: HostEnvironment) -> bool:
     """The host's own variant, or a stable-ABI variant planned against its torch."""
     return candidate == own or bool(
-        candidate.key.stable_abi and candidate.torch_version == environment.torch_release
-        and candidate.key.backend.kind == own.key.backend.kind and candidate.key.arch == own.key.arch)
+        candidate.key.stable_abi
+        and candidate.torch_version == environment.torch_release
+        and candidate.key.backend.kind == own.key.backend.kind
+        and candidate.key.arch == own.key.arch
+    )

@@ -28,7 +28,8 @@ STATS = "/wf-cache/stats"  # where the statistics are written, mounted
 SETUP_SCRIPT = "cache-setup.sh"  # written into the stats directory, run before the build
 RELAY = "/wf-cache/redis"  # the relay's socket directory (cacherelay), mounted
 RELAY_SOCKET = "redis.sock"
-RELAY_SCRIPT = "socketpipe.py"  # the in-container half of the relay (factory/wheelfactory/engines/socketpipe.py)
+# the in-container half of the relay (factory/wheelfactory/engines/socketpipe.py)
+RELAY_SCRIPT = "socketpipe.py"
 RELAY_PORT = 6379  # on the container's own loopback, which --network none keeps
 ALWAYS = ("cc", "c++")  # what torch's ninja build calls (unless $CXX says otherwise)
 NVCC_HOST = ("gcc", "g++")  # what nvcc runs as its host compiler
@@ -37,6 +38,7 @@ NVCC_HOST = ("gcc", "g++")  # what nvcc runs as its host compiler
 @dataclass(frozen=True)
 class Wiring:
     """What one build container needs for the cache."""
+
     mounts: tuple[tuple[Path, str], ...]  # (host path, container path)
     env: dict[str, str] = field(default_factory=dict)
     path_prefix: str = SHIMS
@@ -69,8 +71,14 @@ mkdir -p {shims}
 """
 
 
-def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: Path | None,
-           nvcc: bool = False) -> Wiring:
+def wiring(
+    cache: CompileCache,
+    variant_id: str,
+    *,
+    stats_dir: Path,
+    relay_dir: Path | None,
+    nvcc: bool = False,
+) -> Wiring:
     """``nvcc``: the build may run nvcc, whose host compiler (gcc/g++ on PATH) must stay the real
     one for sccache (through a shim, sccache's probe of nvcc fails; Debian's CUDA 12.4 pins an
     older g++ than the suite's default). ccache is transparent to nvcc: it fronts gcc/g++ too."""
@@ -78,11 +86,20 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
     env = {"TORCH_NO_COMPILER_WRAPPER": "1"}  # torch >= 2.10 would put ccache in front of our shims
     if cache.tool == "ccache":
         # Paths relative to the project (CCACHE_BASEDIR), so the staged copy's place does not matter.
-        env.update({"CCACHE_DIR": STORE, "CCACHE_BASEDIR": "/project", "CCACHE_NOHASHDIR": "true",
-                    "CCACHE_COMPILERCHECK": "content", "CCACHE_STATSLOG": stats_file})
+        env.update(
+            {
+                "CCACHE_DIR": STORE,
+                "CCACHE_BASEDIR": "/project",
+                "CCACHE_NOHASHDIR": "true",
+                "CCACHE_COMPILERCHECK": "content",
+                "CCACHE_STATSLOG": stats_file,
+            }
+        )
         names = COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=SHIMS)
-        setup = (f'set -e\n{names}C="$(command -v ccache)"\n'
-                 f'for pair in $resolved; do ln -sf "$C" {SHIMS}/"${{pair%%=*}}"; done\n')
+        setup = (
+            f'set -e\n{names}C="$(command -v ccache)"\n'
+            f'for pair in $resolved; do ln -sf "$C" {SHIMS}/"${{pair%%=*}}"; done\n'
+        )
         return Wiring(mounts=((cache.directory, STORE), (stats_dir, STATS)), env=env, setup=setup)
     mounts = [(stats_dir, STATS)]
     if cache.redis is not None:
@@ -95,28 +112,38 @@ def wiring(cache: CompileCache, variant_id: str, *, stats_dir: Path, relay_dir: 
     else:
         mounts.append((cache.directory, STORE))
         env["SCCACHE_DIR"] = STORE
-    env.update({
-        "SCCACHE_IDLE_TIMEOUT": "0",  # the server lives as long as the container
-        "SCCACHE_ERROR_LOG": f"{STATS}/{variant_id}.server.log",
-        "PYTORCH_NVCC": f"{SHIMS}/sccache nvcc",  # torch >= 2.1 runs nvcc through this
-        "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES": "1",  # sccache does not take nvcc's -MD
-    })
+    env.update(
+        {
+            "SCCACHE_IDLE_TIMEOUT": "0",  # the server lives as long as the container
+            "SCCACHE_ERROR_LOG": f"{STATS}/{variant_id}.server.log",
+            "PYTORCH_NVCC": f"{SHIMS}/sccache nvcc",  # torch >= 2.1 runs nvcc through this
+            "TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES": "1",  # sccache does not take nvcc's -MD
+        }
+    )
     relay = ""
     if cache.redis is not None:  # returns once listening, serves from a detached child
-        relay = (f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
-                 f"--to unix:{RELAY}/{RELAY_SOCKET} --background\n")
+        relay = (
+            f"python {RELAY}/{RELAY_SCRIPT} --listen tcp:127.0.0.1:{RELAY_PORT} "
+            f"--to unix:{RELAY}/{RELAY_SOCKET} --background\n"
+        )
     always = ALWAYS if nvcc else (*ALWAYS, *NVCC_HOST)
-    names = COMPILER_NAMES.format(always=" ".join(always), skip=" ".join(NVCC_HOST) if nvcc else "", shims=SHIMS)
+    names = COMPILER_NAMES.format(
+        always=" ".join(always), skip=" ".join(NVCC_HOST) if nvcc else "", shims=SHIMS
+    )
     # sccache comes from the prepared tools environment (on PATH); each shim holds the real
     # compiler's absolute path.
-    setup = (f'set -e\n{relay}{names}ln -sf "$(command -v sccache)" {SHIMS}/sccache\n'
-             f'for pair in $resolved; do\n'
-             f'  printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "${{pair#*=}}" > {SHIMS}/"${{pair%%=*}}"\n'
-             f'  chmod +x {SHIMS}/"${{pair%%=*}}"\n'
-             f'done\n{SHIMS}/sccache --start-server\n')
+    setup = (
+        f'set -e\n{relay}{names}ln -sf "$(command -v sccache)" {SHIMS}/sccache\n'
+        f"for pair in $resolved; do\n"
+        f'  printf \'#!/bin/sh\\nexec {SHIMS}/sccache %s "$@"\\n\' "${{pair#*=}}" > {SHIMS}/"${{pair%%=*}}"\n'
+        f'  chmod +x {SHIMS}/"${{pair%%=*}}"\n'
+        f"done\n{SHIMS}/sccache --start-server\n"
+    )
     # Stopping the server waits for its pending writes, so the store holds this build's objects.
-    save = (f"{SHIMS}/sccache --show-stats --stats-format=json > {stats_file} 2>/dev/null; "
-            f"{SHIMS}/sccache --stop-server > /dev/null 2>&1; true")
+    save = (
+        f"{SHIMS}/sccache --show-stats --stats-format=json > {stats_file} 2>/dev/null; "
+        f"{SHIMS}/sccache --stop-server > /dev/null 2>&1; true"
+    )
     return Wiring(mounts=tuple(mounts), env=env, setup=setup, save_stats=save)
 
 
@@ -151,7 +178,10 @@ def read_stats(tool: Tool, path: Path) -> CacheStats | None:
         return None
     if tool == "ccache":  # CCACHE_STATSLOG: one result per compile
         lines = [line.strip() for line in text.splitlines()]
-        return CacheStats(sum(line.endswith("cache_hit") for line in lines), sum(line == "cache_miss" for line in lines))
+        return CacheStats(
+            sum(line.endswith("cache_hit") for line in lines),
+            sum(line == "cache_miss" for line in lines),
+        )
     try:
         stats = json.loads(text)["stats"]
     except (ValueError, KeyError, TypeError):
@@ -159,9 +189,14 @@ def read_stats(tool: Tool, path: Path) -> CacheStats | None:
 
     def counts(name: str) -> dict[str, int]:
         value = stats.get(name, {})
-        return {str(k): int(v) for k, v in (value.get("counts", {}) if isinstance(value, dict) else {}).items()}
+        return {
+            str(k): int(v)
+            for k, v in (value.get("counts", {}) if isinstance(value, dict) else {}).items()
+        }
 
     hits, misses = counts("cache_hits"), counts("cache_misses")
-    languages = tuple((lang, hits.get(lang, 0), misses.get(lang, 0)) for lang in sorted(set(hits) | set(misses)))
+    languages = tuple(
+        (lang, hits.get(lang, 0), misses.get(lang, 0)) for lang in sorted(set(hits) | set(misses))
+    )
     errors = sum(counts("cache_errors").values())
     return CacheStats(sum(hits.values()), sum(misses.values()), errors, languages)

@@ -27,7 +27,8 @@ FLAG_SHIMS = "/tmp/wheelfactory-flags"  # inside the container, first on PATH
 NOTES_MOUNT = "/wf-flags"  # mounted: the setup script, and the notes the shims write
 SETUP = "flags-setup.sh"
 NOTES = "native-flags.txt"
-PROJECT = "/project/"  # where cibuildwheel's container has the project: units are named relative to it
+# where cibuildwheel's container has the project: units are named relative to it
+PROJECT = "/project/"
 # After the compile cache's COMPILER_NAMES (which names each compiler a build calls, resolved to
 # what runs now: the cache's shim, or the compiler): a shim in front of each.
 _SETUP = r"""set -e
@@ -64,7 +65,9 @@ def baseline_for(arch: str, chosen: Mapping[str, str]) -> str:
     return chosen.get(arch, DEFAULT_CPU_BASELINES.get(arch, ""))
 
 
-def shims_script(baseline: str, *, shims: str = FLAG_SHIMS, notes: str = f"{NOTES_MOUNT}/{NOTES}") -> str:
+def shims_script(
+    baseline: str, *, shims: str = FLAG_SHIMS, notes: str = f"{NOTES_MOUNT}/{NOTES}"
+) -> str:
     """The sh script that makes the flag shims (in ``shims``) in front of whatever each compiler
     name resolves to now (the compile cache's shims, or the compiler); they append to ``notes``."""
     names = COMPILER_NAMES.format(always=" ".join((*ALWAYS, *NVCC_HOST)), skip="", shims=shims)
@@ -85,9 +88,11 @@ def rewritten(notes: str, project: str = PROJECT) -> list[tuple[str, str]]:
 def refusal(note: str, baseline: str, failure: object) -> str:
     """The error of a build that failed once its -march=native was rewritten (``note``: what
     ``rewrite_note`` said): the project's code needs more than the baseline."""
-    return (f"{note}, and code that needs more than {baseline} (intrinsics the project enables for the build "
-            "machine's CPU) does not build for it: set [build] cpu_baseline to what the wheel may require "
-            f"(x86-64-v4: AVX-512 machines only), or turn the project's own CPU detection off ({failure})")
+    return (
+        f"{note}, and code that needs more than {baseline} (intrinsics the project enables for the build "
+        "machine's CPU) does not build for it: set [build] cpu_baseline to what the wheel may require "
+        f"(x86-64-v4: AVX-512 machines only), or turn the project's own CPU detection off ({failure})"
+    )
 
 
 def rewrite_note(notes: str, baseline: str, project: str = PROJECT) -> str | None:
@@ -98,5 +103,7 @@ def rewrite_note(notes: str, baseline: str, project: str = PROJECT) -> str | Non
     flags = sorted({flag for flag, _ in found})
     units = list(dict.fromkeys(unit for _, unit in found))
     shown = ", ".join(units[:4]) + (f" and {len(units) - 4} more" if len(units) > 4 else "")
-    return (f"the project's build asks for {' and '.join(flags)} (the build machine's CPU) in {shown}: compiled "
-            f"for {baseline} instead, the variant's CPU baseline ([build] cpu_baseline)")
+    return (
+        f"the project's build asks for {' and '.join(flags)} (the build machine's CPU) in {shown}: compiled "
+        f"for {baseline} instead, the variant's CPU baseline ([build] cpu_baseline)"
+    )

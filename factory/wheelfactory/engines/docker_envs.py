@@ -54,33 +54,68 @@ class ContainerEnvironments:
     wheelhouse: Wheelhouse
     labels: Mapping[str, str]
     tool_extras: tuple[str, ...] = ()
-    find_links: tuple[str, ...] = ()  # [build] find_links: beside the host's index for the wheel's dependencies
+    # [build] find_links: beside the host's index for the wheel's dependencies
+    find_links: tuple[str, ...] = ()
 
-    def requests(self, variant: Variant, image_id: str, python: str,
-                 wheels: tuple[tuple[str, str], ...]) -> tuple[EnvRequest, EnvRequest]:
+    def requests(
+        self, variant: Variant, image_id: str, python: str, wheels: tuple[tuple[str, str], ...]
+    ) -> tuple[EnvRequest, EnvRequest]:
         """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
         torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
-        return (EnvRequest("torch", image_id, python, (variant.torch_requirement, *variant.toolkit_wheels), wheels),
-                EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self.tool_extras), wheels))
+        return (
+            EnvRequest(
+                "torch",
+                image_id,
+                python,
+                (variant.torch_requirement, *variant.toolkit_wheels),
+                wheels,
+            ),
+            EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self.tool_extras), wheels),
+        )
 
-    def torch_and_tools(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
-                        wheels: WheelSet, log: Path) -> tuple[PreparedEnv, PreparedEnv]:
+    def torch_and_tools(
+        self,
+        variant: Variant,
+        image: ImageRef,
+        python: str,
+        target: ContainerPython,
+        wheels: WheelSet,
+        log: Path,
+    ) -> tuple[PreparedEnv, PreparedEnv]:
         """The variant's prepared torch and build tools: made once, offline, from the variant's
         wheel set; then reused."""
         torch_request, tools_request = self.requests(variant, image.id, python, wheels.wheels)
-        made = [self.ensure(request, image, python, target, wheels, log) for request in (torch_request, tools_request)]
+        made = [
+            self.ensure(request, image, python, target, wheels, log)
+            for request in (torch_request, tools_request)
+        ]
         return made[0], made[1]
 
-    def for_tests(self, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
-                  torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
+    def for_tests(
+        self,
+        image: ImageRef,
+        python: str,
+        target: ContainerPython,
+        wheels: WheelSet,
+        torch_env: PreparedEnv,
+        log: Path,
+    ) -> PreparedEnv | None:
         """The project tests' requirements ([test] requires), prepared like torch: once per content.
         What the torch environment mounted beside it holds is not installed again: a test
         requirement that depends on torch uses the variant's (a second torch in front of it would
         be the one the tests import). None when the torch environment has everything."""
         return self._beside_torch("test", image, python, target, wheels, torch_env, log)
 
-    def for_dependencies(self, variant: Variant, image: ImageRef, python: str, target: ContainerPython,
-                         wheel: Path, torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
+    def for_dependencies(
+        self,
+        variant: Variant,
+        image: ImageRef,
+        python: str,
+        target: ContainerPython,
+        wheel: Path,
+        torch_env: PreparedEnv,
+        log: Path,
+    ) -> PreparedEnv | None:
         """What the wheel requires at run time besides torch (its Requires-Dist for the container's
         Python, extras not asked for), prepared like torch for the smoke test and the project's
         tests; None when it requires nothing else. What the torch environment mounted beside it
@@ -91,28 +126,61 @@ class ContainerEnvironments:
         if not requires:
             return None
         try:
-            wheels = self.wheelhouse.ensure(WheelhouseRequest(requires, (), target,
-                                                              constraints=(variant.torch_requirement,),
-                                                              find_links=local_wheels(self.find_links)), log=log)
+            wheels = self.wheelhouse.ensure(
+                WheelhouseRequest(
+                    requires,
+                    (),
+                    target,
+                    constraints=(variant.torch_requirement,),
+                    find_links=local_wheels(self.find_links),
+                ),
+                log=log,
+            )
         except WheelhouseError as exc:
-            raise DockerBuildError(f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
-                                   f"as wheels for Python {target.version}: {exc}") from None
+            raise DockerBuildError(
+                f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
+                f"as wheels for Python {target.version}: {exc}"
+            ) from None
         return self._beside_torch("deps", image, python, target, wheels, torch_env, log)
 
-    def _beside_torch(self, role: Role, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
-                      torch_env: PreparedEnv, log: Path) -> PreparedEnv | None:
+    def _beside_torch(
+        self,
+        role: Role,
+        image: ImageRef,
+        python: str,
+        target: ContainerPython,
+        wheels: WheelSet,
+        torch_env: PreparedEnv,
+        log: Path,
+    ) -> PreparedEnv | None:
         """The set's wheels that the torch environment does not hold, as an environment of ``role``
         mounted beside it (the set is resolved already: installed as files, without dependencies)."""
         provided = {name for name, _ in installed_releases(torch_env.path)}
-        files = tuple(f"{WHEELHOUSE_MOUNT}/{name}" for name, _ in wheels.wheels
-                      if canonicalize_name(parse_wheel_filename(name)[0]) not in provided)
+        files = tuple(
+            f"{WHEELHOUSE_MOUNT}/{name}"
+            for name, _ in wheels.wheels
+            if canonicalize_name(parse_wheel_filename(name)[0]) not in provided
+        )
         if not files:
             return None
-        return self.ensure(EnvRequest(role, image.id, python, files, wheels.wheels), image, python, target, wheels,
-                           log)
+        return self.ensure(
+            EnvRequest(role, image.id, python, files, wheels.wheels),
+            image,
+            python,
+            target,
+            wheels,
+            log,
+        )
 
-    def ensure(self, request: EnvRequest, image: ImageRef, python: str, target: ContainerPython, wheels: WheelSet,
-               log: Path) -> PreparedEnv:
+    def ensure(
+        self,
+        request: EnvRequest,
+        image: ImageRef,
+        python: str,
+        target: ContainerPython,
+        wheels: WheelSet,
+        log: Path,
+    ) -> PreparedEnv:
         """``request`` made (or found) for the image's ``/opt/python/<python>`` interpreter, which
         runs as ``target`` (its version, arch and glibc)."""
         envs = PreparedEnvs(self.wheelhouse.root / "envs")
@@ -120,22 +188,46 @@ class ContainerEnvironments:
 
         def install(request: EnvRequest, staged: Path) -> None:
             with log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# preparing the {request.role} environment {request.key} for {interpreter} "
-                           f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n")
-            install_from_set(request, staged, wheels=wheels.path, python=target,
-                             unpacked=self.wheelhouse.root / UNPACKED, store=self.wheelhouse.store, log=log)
+                sink.write(
+                    f"# preparing the {request.role} environment {request.key} for {interpreter} "
+                    f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n"
+                )
+            install_from_set(
+                request,
+                staged,
+                wheels=wheels.path,
+                python=target,
+                unpacked=self.wheelhouse.root / UNPACKED,
+                store=self.wheelhouse.store,
+                log=log,
+            )
             point_scripts_at(staged, interpreter)
             link_unversioned_cudart(staged)
             if compile_bytecode_here(staged, request.mount, target.version, log=log):
                 return
             # Another Python version than this one: the image's interpreter compiles, offline.
-            with Container(self.client, image.id, network="none", labels=self.labels,
-                           volumes={staged: request.mount}) as box:
-                box.run([interpreter, "-m", "compileall", "-q", "-j", "0", request.mount], log=log, check=False)
+            with Container(
+                self.client,
+                image.id,
+                network="none",
+                labels=self.labels,
+                volumes={staged: request.mount},
+            ) as box:
+                box.run(
+                    [interpreter, "-m", "compileall", "-q", "-j", "0", request.mount],
+                    log=log,
+                    check=False,
+                )
                 box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
 
         env = envs.ensure(request, install)
         with log.open("a", encoding="utf-8") as sink:
-            shared = f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones" if env.shared_bytes else ""
-            sink.write(f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n")
+            shared = (
+                f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones"
+                if env.shared_bytes
+                else ""
+            )
+            sink.write(
+                f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n"
+            )
         return env

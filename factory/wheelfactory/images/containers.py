@@ -48,7 +48,9 @@ class DockerClient(Protocol):
     def api(self) -> APIClient: ...
 
 
-def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_ENGINE_HINT) -> docker.DockerClient:
+def docker_client(
+    environ: Mapping[str, str] | None = None, *, hint: str = NO_ENGINE_HINT
+) -> docker.DockerClient:
     """A client of the engine named by DOCKER_HOST (default: the local socket), speaking the
     engine's API version; raises DockerUnavailable when none answers (its message ends with
     ``hint``, what to do, unless that is empty)."""
@@ -57,17 +59,23 @@ def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_EN
     try:
         import docker
     except ImportError as exc:
-        raise DockerUnavailable(f"the Docker SDK is not installed ({exc}): pip install docker") from exc
+        raise DockerUnavailable(
+            f"the Docker SDK is not installed ({exc}): pip install docker"
+        ) from exc
     import requests
 
-    unavailable = DockerUnavailable(f"no Docker engine answers at {url}" + (f": {hint}" if hint else ""))
+    unavailable = DockerUnavailable(
+        f"no Docker engine answers at {url}" + (f": {hint}" if hint else "")
+    )
     # The SDK's unix transport leaks its socket when the connect fails (an unclosed-socket warning,
     # an error under our pytest settings), so a unix socket is first tried with a plain connect.
     if url.startswith("unix://"):
-        refused = _unix_socket_refusal(url[len("unix://"):])
+        refused = _unix_socket_refusal(url[len("unix://") :])
         if refused == "Permission denied":
-            raise DockerUnavailable(f"the Docker engine at {url} refuses this user (permission denied): "
-                                    "run as root or as a member of the docker group")
+            raise DockerUnavailable(
+                f"the Docker engine at {url} refuses this user (permission denied): "
+                "run as root or as a member of the docker group"
+            )
         if refused:
             raise unavailable
     # The SDK's own negotiation (version="auto") cannot be closed when it fails; ask the engine's
@@ -79,7 +87,9 @@ def docker_client(environ: Mapping[str, str] | None = None, *, hint: str = NO_EN
         raise unavailable from exc
     finally:
         probe.close()
-    return docker.from_env(environment=env, version=str(server["ApiVersion"]), timeout=CLIENT_TIMEOUT_S)
+    return docker.from_env(
+        environment=env, version=str(server["ApiVersion"]), timeout=CLIENT_TIMEOUT_S
+    )
 
 
 def _unix_socket_refusal(path: str) -> str | None:
@@ -109,15 +119,26 @@ class Container:
     in ``self.name``); the caller decides when, e.g. from a --keep-container flag.
     """
 
-    def __init__(self, client: DockerClient, image: str, *, network: Network = "none",
-                 volumes: Mapping[Path, str] | None = None, environment: Mapping[str, str] | None = None,
-                 workdir: str | None = None, keep: bool = False, labels: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        client: DockerClient,
+        image: str,
+        *,
+        network: Network = "none",
+        volumes: Mapping[Path, str] | None = None,
+        environment: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+        keep: bool = False,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         self.client = client
         self.image = image
         self.network = network
         # host path -> "container path[:ro]"
-        self.volumes = {str(host): {"bind": spec.split(":")[0], "mode": "ro" if spec.endswith(":ro") else "rw"}
-                        for host, spec in (volumes or {}).items()}
+        self.volumes = {
+            str(host): {"bind": spec.split(":")[0], "mode": "ro" if spec.endswith(":ro") else "rw"}
+            for host, spec in (volumes or {}).items()
+        }
         self.environment = dict(environment or {})
         self.workdir = workdir
         self.keep = keep
@@ -130,8 +151,15 @@ class Container:
 
     def __enter__(self) -> Container:
         container = self.client.containers.create(
-            self.image, ["sleep", "infinity"], network_mode=self.network, volumes=self.volumes,
-            environment=self.environment, working_dir=self.workdir, labels=self.labels, shm_size=SHM_SIZE)
+            self.image,
+            ["sleep", "infinity"],
+            network_mode=self.network,
+            volumes=self.volumes,
+            environment=self.environment,
+            working_dir=self.workdir,
+            labels=self.labels,
+            shm_size=SHM_SIZE,
+        )
         self._container = container
         try:
             container.start()
@@ -140,8 +168,12 @@ class Container:
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
         if not self.keep:
             self._remove()
 
@@ -150,17 +182,26 @@ class Container:
             self._container.remove(force=True)
             self._container = None
 
-    def run(self, command: Sequence[str], *, log: Path | None = None, check: bool = True,
-            environment: Mapping[str, str] | None = None, workdir: str | None = None) -> str:
+    def run(
+        self,
+        command: Sequence[str],
+        *,
+        log: Path | None = None,
+        check: bool = True,
+        environment: Mapping[str, str] | None = None,
+        workdir: str | None = None,
+    ) -> str:
         """Run ``command`` in the container; return its output (stdout and stderr together).
 
         Like ``proc.run``: with ``log`` the quoted command and then the output are appended to it; a
         non-zero exit raises CommandFailed with the output's tail (unless ``check=False``)."""
         if self._container is None:
             raise RuntimeError("Container.run outside its with-block")
-        result = self._container.exec_run(list(command), environment=dict(environment or {}),
-                                          workdir=workdir)
-        raw = result.output if isinstance(result.output, bytes) else b""  # bytes: not a streamed exec
+        result = self._container.exec_run(
+            list(command), environment=dict(environment or {}), workdir=workdir
+        )
+        # bytes: not a streamed exec
+        raw = result.output if isinstance(result.output, bytes) else b""
         output = raw.decode(errors="replace")
         code = result.exit_code if result.exit_code is not None else -1
         if log is not None:

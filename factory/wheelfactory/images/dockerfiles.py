@@ -50,10 +50,13 @@ class Template:
     def network(self) -> Network:
         for line in self.text.splitlines():
             if line.startswith(NETWORK_DIRECTIVE):
-                value = line[len(NETWORK_DIRECTIVE):].strip()
+                value = line[len(NETWORK_DIRECTIVE) :].strip()
                 if value not in ("none", "host"):
-                    raise ConfigError(f"network must be none or host, not {value!r}",
-                                      file=f"docker/{self.name}", key="wheelfactory-network")
+                    raise ConfigError(
+                        f"network must be none or host, not {value!r}",
+                        file=f"docker/{self.name}",
+                        key="wheelfactory-network",
+                    )
                 return "host" if value == "host" else "none"
         return "none"
 
@@ -61,8 +64,12 @@ class Template:
         """Replace every ``{{name}}``; a placeholder without a value is an error naming the template."""
         missing = sorted({m.group(1) for m in _PLACEHOLDER.finditer(self.text)} - set(values))
         if missing:
-            raise ConfigError(f"no value for {', '.join(missing)}", file=f"docker/{self.name}",
-                              key=missing[0], hint="a template may only use the values its renderer passes")
+            raise ConfigError(
+                f"no value for {', '.join(missing)}",
+                file=f"docker/{self.name}",
+                key=missing[0],
+                hint="a template may only use the values its renderer passes",
+            )
         return _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.text)
 
 
@@ -71,8 +78,10 @@ def load_template(name: str, templates: Path | None = None) -> Template:
     try:
         return Template(name, path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError(f"template {path} is missing", hint="run from a checkout of wheelfactory (docker/ "
-                          "holds the templates)") from None
+        raise ConfigError(
+            f"template {path} is missing",
+            hint="run from a checkout of wheelfactory (docker/ holds the templates)",
+        ) from None
 
 
 def label_block(labels: Mapping[str, str]) -> str:
@@ -97,7 +106,8 @@ class RenderedImage:
     network: Network = "none"  # "host" only when a step needs the network (apt)
     template: str = ""  # the template's file name, for messages
     content: str = ""  # full sha256 the tag abbreviates; checked on reuse
-    labels: tuple[tuple[str, str], ...] = field(default=())  # also in the Dockerfile; kept for display
+    # also in the Dockerfile; kept for display
+    labels: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def repository(self) -> str:
@@ -117,9 +127,13 @@ def _toolkit_kind(toolkit_layer: str | None) -> tuple[str, str]:
     if toolkit_layer in (None, "", "cpu"):
         return "cpu", ""
     for kind in TOOLKIT_KINDS:
-        if toolkit_layer.startswith(kind) and re.fullmatch(r"\d+(\.\d+)*", toolkit_layer[len(kind):]):
-            return kind, toolkit_layer[len(kind):]
-    raise ConfigError(f"unknown toolkit layer {toolkit_layer!r}", hint="use cpu, cudaX.Y or rocmX.Y")
+        if toolkit_layer.startswith(kind) and re.fullmatch(
+            r"\d+(\.\d+)*", toolkit_layer[len(kind) :]
+        ):
+            return kind, toolkit_layer[len(kind) :]
+    raise ConfigError(
+        f"unknown toolkit layer {toolkit_layer!r}", hint="use cpu, cudaX.Y or rocmX.Y"
+    )
 
 
 def template_for(toolkit_layer: str | None) -> str:
@@ -128,24 +142,50 @@ def template_for(toolkit_layer: str | None) -> str:
     return f"build-{kind}.Dockerfile"
 
 
-def render_image(base: str, toolkit_layer: str | None = None, *, labels: Mapping[str, str] | None = None,
-                 values: Mapping[str, str] | None = None, templates: Path | None = None) -> RenderedImage:
+def render_image(
+    base: str,
+    toolkit_layer: str | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
+    values: Mapping[str, str] | None = None,
+    templates: Path | None = None,
+) -> RenderedImage:
     """The Dockerfile of a variant's build image: ``FROM base``, the toolkit's layer, labels;
     ``values`` fills the template's other placeholders (the Debian CUDA layer's mirror and suite)."""
     kind, version = _toolkit_kind(toolkit_layer)
     name = template_for(toolkit_layer)
     templates = templates or templates_dir()
     if not (templates / name).is_file():
-        raise ConfigError(f"no {name} template: {kind} toolkit layers are not in this version of wheelfactory",
-                          file=str(templates), hint="build the cpu variants, or use --engine host")
+        raise ConfigError(
+            f"no {name} template: {kind} toolkit layers are not in this version of wheelfactory",
+            file=str(templates),
+            hint="build the cpu variants, or use --engine host",
+        )
     template = load_template(name, templates)
-    all_labels = {"wheelfactory.kind": "build", "wheelfactory.base": base, "wheelfactory.toolkit": kind,
-                  **({"wheelfactory.toolkit-version": version} if version else {}), **(labels or {})}
-    dockerfile = template.fill({**(values or {}), "base": base, "toolkit_version": version,
-                                "labels": label_block(all_labels)})
+    all_labels = {
+        "wheelfactory.kind": "build",
+        "wheelfactory.base": base,
+        "wheelfactory.toolkit": kind,
+        **({"wheelfactory.toolkit-version": version} if version else {}),
+        **(labels or {}),
+    }
+    dockerfile = template.fill(
+        {
+            **(values or {}),
+            "base": base,
+            "toolkit_version": version,
+            "labels": label_block(all_labels),
+        }
+    )
     content = content_digest(dockerfile)
-    return RenderedImage(dockerfile, f"{BUILD_REPOSITORY}:{content[:12]}", template.network, name, content,
-                         tuple(sorted(all_labels.items())))
+    return RenderedImage(
+        dockerfile,
+        f"{BUILD_REPOSITORY}:{content[:12]}",
+        template.network,
+        name,
+        content,
+        tuple(sorted(all_labels.items())),
+    )
 
 
 def _context(dockerfile: str, directory: Path | None = None) -> BinaryIO:
@@ -153,7 +193,9 @@ def _context(dockerfile: str, directory: Path | None = None) -> BinaryIO:
     (what the template COPYs; links kept as links). With a directory it is a temp file beside it,
     not memory: a cross toolchain is ~200 MB."""
     data = dockerfile.encode()
-    buffer: BinaryIO = io.BytesIO() if directory is None else tempfile.TemporaryFile(dir=directory.parent)
+    buffer: BinaryIO = (
+        io.BytesIO() if directory is None else tempfile.TemporaryFile(dir=directory.parent)
+    )
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         info = tarfile.TarInfo("Dockerfile")
         info.size = len(data)
@@ -183,9 +225,16 @@ def find_image(client: DockerClient, rendered: RenderedImage) -> ImageRef | None
 IDLE_CPU_SHARES = 2
 
 
-def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
-                 progress: Listener = ignore, arch: str | None = None, idle: bool = False,
-                 context: Path | None = None) -> ImageRef:
+def ensure_image(
+    client: DockerClient,
+    rendered: RenderedImage,
+    *,
+    log: Path,
+    progress: Listener = ignore,
+    arch: str | None = None,
+    idle: bool = False,
+    context: Path | None = None,
+) -> ImageRef:
     """The image for ``rendered``: reused when its tag exists with the same content, else built
     (classic builder, network only when the template asks for it), its log appended to ``log``.
     ``arch``: the platform the image is for (a planner arch); None: the engine's own. Another
@@ -201,21 +250,29 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
     start = time.monotonic()
     log.parent.mkdir(parents=True, exist_ok=True)
     # What the CLI would be; the SDK call below is the same request without the CLI.
-    shown = f"docker build --network {rendered.network} --label {CONTENT_LABEL}=... -t {rendered.tag} - " \
-            f"(docker/{rendered.template}, through the SDK)"
+    shown = (
+        f"docker build --network {rendered.network} --label {CONTENT_LABEL}=... -t {rendered.tag} - "
+        f"(docker/{rendered.template}, through the SDK)"
+    )
     progress(CommandRun(shown))
     error = ""
     with log.open("a", encoding="utf-8") as sink, contextlib.ExitStack() as stack:
         sink.write(f"$ {shown}\n{rendered.dockerfile}\n")
         sink.flush()
         try:
-            for chunk in client.api.build(fileobj=stack.enter_context(_context(rendered.dockerfile, context)),
-                                          custom_context=True,
-                                          tag=rendered.tag, network_mode=rendered.network, rm=True,
-                                          forcerm=True, pull=False, decode=True,
-                                          labels={CONTENT_LABEL: rendered.content},
-                                          container_limits={"cpushares": IDLE_CPU_SHARES} if idle else None,
-                                          platform=f"linux/{OCI_ARCH[arch]}" if arch else None):
+            for chunk in client.api.build(
+                fileobj=stack.enter_context(_context(rendered.dockerfile, context)),
+                custom_context=True,
+                tag=rendered.tag,
+                network_mode=rendered.network,
+                rm=True,
+                forcerm=True,
+                pull=False,
+                decode=True,
+                labels={CONTENT_LABEL: rendered.content},
+                container_limits={"cpushares": IDLE_CPU_SHARES} if idle else None,
+                platform=f"linux/{OCI_ARCH[arch]}" if arch else None,
+            ):
                 text = chunk.get("stream", "")
                 if text:
                     sink.write(text)
@@ -223,27 +280,35 @@ def ensure_image(client: DockerClient, rendered: RenderedImage, *, log: Path,
                     if text.startswith("Step "):
                         progress(CommandRun(text.strip()))
                 if "error" in chunk:
-                    error = str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).strip()
+                    error = str(
+                        chunk.get("errorDetail", {}).get("message") or chunk["error"]
+                    ).strip()
                     sink.write(f"error: {error}\n")
         except docker.errors.APIError as exc:
             error = str(exc.explanation or exc)
             sink.write(f"error: {error}\n")
     if error:
-        raise ImageBuildFailed(f"building {rendered.tag} from docker/{rendered.template} failed: "
-                               f"{error.splitlines()[-1]} (log: {log}); {_hint(error)}",
-                               tail=tail_of(log))
+        raise ImageBuildFailed(
+            f"building {rendered.tag} from docker/{rendered.template} failed: "
+            f"{error.splitlines()[-1]} (log: {log}); {_hint(error)}",
+            tail=tail_of(log),
+        )
     image = client.images.get(rendered.tag)
     if arch and image.attrs.get("Architecture") != OCI_ARCH[arch]:
-        raise ImageBuildFailed(f"{rendered.tag} was built for {image.attrs.get('Architecture')}, not {OCI_ARCH[arch]}: "
-                               f"its FROM image is for another arch; name an {arch} base in [build] base_image")
+        raise ImageBuildFailed(
+            f"{rendered.tag} was built for {image.attrs.get('Architecture')}, not {OCI_ARCH[arch]}: "
+            f"its FROM image is for another arch; name an {arch} base in [build] base_image"
+        )
     seconds = time.monotonic() - start
     progress(StepDone(f"built {rendered.tag} ({image.id}) in {seconds:.1f} s"))
     return ImageRef(rendered.tag, str(image.id), built=True, seconds=round(seconds, 3))
 
 
 BASE_ID_LABEL = "wheelfactory.base-id"
-NO_REGISTRY_HINT = ("no registry reachable? set [build] debian_base = \"bookworm\" to make a base from Debian "
-                    "packages here, or name an image this engine has")
+NO_REGISTRY_HINT = (
+    'no registry reachable? set [build] debian_base = "bookworm" to make a base from Debian '
+    "packages here, or name an image this engine has"
+)
 
 
 def resolve_base(client: DockerClient, name: str, *, log: Path, progress: Listener = ignore) -> str:
@@ -264,19 +329,32 @@ def resolve_base(client: DockerClient, name: str, *, log: Path, progress: Listen
         reason = str(exc.explanation or exc).splitlines()[0]
         with log.open("a", encoding="utf-8") as sink:
             sink.write(f"$ docker pull {name}\nerror: {reason}\n")
-        raise ImageBuildFailed(f"base image {name} is not on this engine and pulling it failed: {reason}; "
-                               f"{NO_REGISTRY_HINT}") from None
+        raise ImageBuildFailed(
+            f"base image {name} is not on this engine and pulling it failed: {reason}; "
+            f"{NO_REGISTRY_HINT}"
+        ) from None
     return str(image.id)
 
 
 def _hint(error: str) -> str:
     if "returned a non-zero code" in error:  # a RUN step failed
         if "apt-get" in error:
-            return "apt failed: the log's tail says why (a package the suite lacks, or a mirror that does " \
-                   "not answer from this machine: the build uses --network host)"
+            return (
+                "apt failed: the log's tail says why (a package the suite lacks, or a mirror that does "
+                "not answer from this machine: the build uses --network host)"
+            )
         return "a RUN step failed: see the log"
-    pulling = ("pull access denied", "manifest unknown", "not found", "registry", "dial tcp", "no such host")
+    pulling = (
+        "pull access denied",
+        "manifest unknown",
+        "not found",
+        "registry",
+        "dial tcp",
+        "no such host",
+    )
     if any(sign in error for sign in pulling):
-        return "the FROM image is not on this engine and no registry gave it: make it first " \
-               "(e.g. wheelfactory base-image) or name a local image"
+        return (
+            "the FROM image is not on this engine and no registry gave it: make it first "
+            "(e.g. wheelfactory base-image) or name a local image"
+        )
     return "see the log"

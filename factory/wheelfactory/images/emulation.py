@@ -31,8 +31,10 @@ MOUNT_BINFMT = f"mount -t binfmt_misc binfmt_misc {BINFMT_MISC}"
 # in it (oneDNN's CPU probe, after "Can't open MIDR_EL1 sysfs entry"); bookworm-backports' 10.0.2
 # runs it (import torch 2.13 in 16 s here). Nothing between was measured.
 MIN_QEMU = (10, 0)
-NEWER_QEMU = ("install QEMU >= 10 (Debian bookworm: add bookworm-backports to apt's sources, then "
-              "apt-get install -y -t bookworm-backports qemu-user-static binfmt-support; trixie's own is 10.0)")
+NEWER_QEMU = (
+    "install QEMU >= 10 (Debian bookworm: add bookworm-backports to apt's sources, then "
+    "apt-get install -y -t bookworm-backports qemu-user-static binfmt-support; trixie's own is 10.0)"
+)
 _QEMU_VERSION = re.compile(r"qemu-\S+ version (\d+)\.(\d+)")
 
 
@@ -57,7 +59,12 @@ def host_arch(machine: str | None = None) -> str:
 
 def elf_header(arch: str, kind: int) -> bytes:
     """The first 20 bytes of a little-endian 64-bit ELF of ``arch``: ``kind`` 2 an executable, 3 a PIE."""
-    return b"\x7fELF\x02\x01\x01" + bytes(9) + kind.to_bytes(2, "little") + ELF_MACHINE[arch].to_bytes(2, "little")
+    return (
+        b"\x7fELF\x02\x01\x01"
+        + bytes(9)
+        + kind.to_bytes(2, "little")
+        + ELF_MACHINE[arch].to_bytes(2, "little")
+    )
 
 
 @dataclass(frozen=True)
@@ -74,10 +81,11 @@ class Handler:
 
     def runs(self, header: bytes) -> bool:
         """Whether the kernel hands a file starting with ``header`` to this handler."""
-        window = header[self.offset:self.offset + len(self.magic)]
+        window = header[self.offset : self.offset + len(self.magic)]
         mask = self.mask or b"\xff" * len(self.magic)
         return len(window) == len(self.magic) and all(
-            (w & m) == (g & m) for w, g, m in zip(window, self.magic, mask))
+            (w & m) == (g & m) for w, g, m in zip(window, self.magic, mask)
+        )
 
 
 def parse_handler(name: str, text: str) -> Handler | None:
@@ -92,9 +100,15 @@ def parse_handler(name: str, text: str) -> Handler | None:
     if "magic" not in fields:
         return None
     try:
-        return Handler(name, enabled, fields.get("interpreter", ""), fields.get("flags", ""),
-                       int(fields.get("offset", "0")), bytes.fromhex(fields["magic"]),
-                       bytes.fromhex(fields.get("mask", "")))
+        return Handler(
+            name,
+            enabled,
+            fields.get("interpreter", ""),
+            fields.get("flags", ""),
+            int(fields.get("offset", "0")),
+            bytes.fromhex(fields["magic"]),
+            bytes.fromhex(fields.get("mask", "")),
+        )
     except ValueError:
         return None  # not an entry this kernel writes: treated as absent
 
@@ -117,8 +131,13 @@ class ArchSupport:
         return self.runs and self.how != HOST_ARCH
 
 
-def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MISC,
-                 version_of: Callable[[str], tuple[int, int] | None] = qemu_version) -> ArchSupport:
+def arch_support(
+    arch: str,
+    *,
+    host: str | None = None,
+    binfmt: Path = BINFMT_MISC,
+    version_of: Callable[[str], tuple[int, int] | None] = qemu_version,
+) -> ArchSupport:
     """How this machine runs ``arch`` (a planner arch: x86_64, aarch64): natively when it is the
     host's, else through an enabled binfmt_misc handler for its ELF executables and PIEs that
     containers can use (F flag), and, when the handler is a QEMU, one new enough to run torch
@@ -126,16 +145,25 @@ def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MI
     own = host_arch(host)
     if arch == own:
         return ArchSupport(arch, True, HOST_ARCH)
-    register = INSTALL_QEMU  # binfmt-support registers qemu-<arch> with the F flag: containers use it too
+    # binfmt-support registers qemu-<arch> with the F flag: containers use it too
+    register = INSTALL_QEMU
     if arch not in ELF_MACHINE:
         return ArchSupport(arch, False, f"no known ELF machine for {arch!r}")
     status = binfmt / "status"
     if not status.is_file():
-        return ArchSupport(arch, False, f"{arch} code needs QEMU user emulation and binfmt_misc is not mounted "
-                                        f"at {binfmt}", f"{MOUNT_BINFMT} && {register}")
+        return ArchSupport(
+            arch,
+            False,
+            f"{arch} code needs QEMU user emulation and binfmt_misc is not mounted at {binfmt}",
+            f"{MOUNT_BINFMT} && {register}",
+        )
     if status.read_text().strip() != "enabled":
-        return ArchSupport(arch, False, f"{arch} code needs QEMU user emulation and binfmt_misc is disabled "
-                                        f"({status})", f"echo 1 > {status}")
+        return ArchSupport(
+            arch,
+            False,
+            f"{arch} code needs QEMU user emulation and binfmt_misc is disabled ({status})",
+            f"echo 1 > {status}",
+        )
     headers = (elf_header(arch, 2), elf_header(arch, 3))
     found = [h for h in _handlers(binfmt) if all(h.runs(header) for header in headers)]
     usable = [h for h in found if h.enabled and "F" in h.flags]
@@ -144,23 +172,40 @@ def arch_support(arch: str, *, host: str | None = None, binfmt: Path = BINFMT_MI
         version = version_of(handler.interpreter)
         if version is not None and version < MIN_QEMU:
             shown = ".".join(map(str, version))
-            return ArchSupport(arch, False, f"{arch} code is emulated by QEMU {shown} ({handler.interpreter}), which "
-                                            f"hangs or crashes importing torch; QEMU >= {'.'.join(map(str, MIN_QEMU))} "
-                                            "runs it", f"{NEWER_QEMU}, then update-binfmts --disable {handler.name} "
-                                                       f"&& update-binfmts --enable {handler.name}",
-                                outdated=handler.name)
+            return ArchSupport(
+                arch,
+                False,
+                f"{arch} code is emulated by QEMU {shown} ({handler.interpreter}), which "
+                f"hangs or crashes importing torch; QEMU >= {'.'.join(map(str, MIN_QEMU))} "
+                "runs it",
+                f"{NEWER_QEMU}, then update-binfmts --disable {handler.name} "
+                f"&& update-binfmts --enable {handler.name}",
+                outdated=handler.name,
+            )
         said = f"QEMU {'.'.join(map(str, version))}, " if version else ""
         return ArchSupport(arch, True, f"emulated by {handler.name} ({said}{handler.interpreter})")
     if any(h.enabled for h in found):
         handler = next(h for h in found if h.enabled)
-        return ArchSupport(arch, False, f"{arch} code is emulated by {handler.name} ({handler.interpreter}), "
-                                        "registered without the F flag: containers cannot reach its interpreter",
-                           f"echo -1 > {binfmt / handler.name} && {register}")
+        return ArchSupport(
+            arch,
+            False,
+            f"{arch} code is emulated by {handler.name} ({handler.interpreter}), "
+            "registered without the F flag: containers cannot reach its interpreter",
+            f"echo -1 > {binfmt / handler.name} && {register}",
+        )
     if found:
-        return ArchSupport(arch, False, f"{arch} code has a binfmt_misc handler, {found[0].name}, that is disabled",
-                           f"update-binfmts --enable {found[0].name}")
-    return ArchSupport(arch, False, f"{arch} code needs QEMU user emulation and no binfmt_misc handler runs it",
-                       register)
+        return ArchSupport(
+            arch,
+            False,
+            f"{arch} code has a binfmt_misc handler, {found[0].name}, that is disabled",
+            f"update-binfmts --enable {found[0].name}",
+        )
+    return ArchSupport(
+        arch,
+        False,
+        f"{arch} code needs QEMU user emulation and no binfmt_misc handler runs it",
+        register,
+    )
 
 
 def _handlers(binfmt: Path) -> list[Handler]:

@@ -24,10 +24,16 @@ class ImageSpec:
     toolkit_layer: str | None = None  # None: the base as it is; "cuda12.4": Debian's toolkit on it
     values: tuple[tuple[str, str], ...] = ()  # the template's other placeholders, sorted
 
-    def render(self, labels: Mapping[str, str] | None = None, *,
-               templates: Path | None = None) -> RenderedImage:
-        return render_image(self.base, self.toolkit_layer, labels=labels, values=dict(self.values),
-                            templates=templates)
+    def render(
+        self, labels: Mapping[str, str] | None = None, *, templates: Path | None = None
+    ) -> RenderedImage:
+        return render_image(
+            self.base,
+            self.toolkit_layer,
+            labels=labels,
+            values=dict(self.values),
+            templates=templates,
+        )
 
 
 def debian_toolkit(variant: Variant) -> str | None:
@@ -38,9 +44,13 @@ def debian_toolkit(variant: Variant) -> str | None:
     return None
 
 
-def image_spec(variant: Variant, base_images: Mapping[str, str], *,
-               debian_base: Callable[[str, str], str] | None = None,
-               debian_mirror: str | None = None) -> ImageSpec:
+def image_spec(
+    variant: Variant,
+    base_images: Mapping[str, str],
+    *,
+    debian_base: Callable[[str, str], str] | None = None,
+    debian_mirror: str | None = None,
+) -> ImageSpec:
     """The image ``variant`` builds in. ``base_images``: arch -> base image; ``debian_base``: (suite,
     arch) -> the tag of its offline Debian base ([build] debian_base), None when the matrix has none
     (then a CUDA 12 variant gets the arch's base and needs a toolkit in it); ``debian_mirror``: where
@@ -49,6 +59,9 @@ def image_spec(variant: Variant, base_images: Mapping[str, str], *,
     if suite is not None and debian_base is not None:
         if not debian_mirror:
             raise ValueError(f"{variant.id}: a Debian toolkit layer needs debian_mirror")
-        return ImageSpec(debian_base(suite, variant.key.arch), f"cuda{variant.toolkit}",
-                         (("debian_mirror", debian_mirror), ("debian_suite", suite)))
+        return ImageSpec(
+            debian_base(suite, variant.key.arch),
+            f"cuda{variant.toolkit}",
+            (("debian_mirror", debian_mirror), ("debian_suite", suite)),
+        )
     return ImageSpec(base_images[variant.key.arch])

@@ -97,7 +97,8 @@ class CudaToolkit:
     # torch's own nvidia-* wheels; empty: the build image must carry the toolkit (CUDA 12).
     wheels: tuple[str, ...] = ()
     wheels_home: str = ""  # where they put CUDA_HOME, under site-packages/nvidia/ ("cu13")
-    debian: str = ""  # the Debian suite whose non-free nvidia-cuda-toolkit is this version ("trixie")
+    # the Debian suite whose non-free nvidia-cuda-toolkit is this version ("trixie")
+    debian: str = ""
 
     def can_compile(self, arch: str) -> bool:
         """``"12.0+PTX"``, ``"9.0a"`` -> is the compute capability within this nvcc's range?"""
@@ -140,8 +141,9 @@ class CompatTable:
     def known_versions(self) -> str:
         return ", ".join(r.minor for r in self.releases)
 
-    def torch_index(self, release: TorchRelease, backend: Backend, cxx11_abi: bool,
-                    arch: str = "x86_64") -> IndexRef:
+    def torch_index(
+        self, release: TorchRelease, backend: Backend, cxx11_abi: bool, arch: str = "x86_64"
+    ) -> IndexRef:
         """The index (by alias, plan/indexes.py resolves it) that serves this torch build."""
         if release.on_pypi(backend, cxx11_abi, arch):
             return self.pypi_index
@@ -163,8 +165,15 @@ class CompatTable:
         release's default arch list and arch range, the CUDA minor groups, the ROCm gfx targets.
         Staging writes it into each package (``_runtime/_toolkits.json``)."""
         return ToolkitFacts(
-            cuda=tuple(CudaFacts(MajorMinor.parse(c.version), ";".join(c.arch_list), MajorMinor.parse(str(c.min_arch)),
-                                 MajorMinor.parse(str(c.max_arch))) for c in self.cuda),
+            cuda=tuple(
+                CudaFacts(
+                    MajorMinor.parse(c.version),
+                    ";".join(c.arch_list),
+                    MajorMinor.parse(str(c.min_arch)),
+                    MajorMinor.parse(str(c.max_arch)),
+                )
+                for c in self.cuda
+            ),
             cuda_groups=tuple(group for _, group in self.cuda_groups),
             rocm=tuple((MajorMinor.parse(r.version), r.gfx_targets) for r in self.rocm),
             source=Path(self.file).name,
@@ -195,21 +204,26 @@ def _parse(doc: TomlDocument) -> CompatTable:
     if pypi_index.path:
         indexes.error("pypi", "is an alias without a path", 'e.g. pypi = "pypi"')
 
-    for name, what, example in (("cuda", "CUDA", 'cuda."12.8"'), ("rocm", "ROCm", 'rocm."6.4"'),
-                                ("torch", "torch", 'torch."2.14"')):
+    for name, what, example in (
+        ("cuda", "CUDA", 'cuda."12.8"'),
+        ("rocm", "ROCm", 'rocm."6.4"'),
+        ("torch", "torch", 'torch."2.14"'),
+    ):
         for key in root.table(name).data:
             _check_key(root.table(name), key, what, example)
     cuda = tuple(_parse_cuda(root.table("cuda").table(v), v) for v in root.table("cuda").data)
     rocm = tuple(_parse_rocm(root.table("rocm").table(v), v) for v in root.table("rocm").data)
     groups_table = root.table("cuda_groups")
-    groups = tuple((major, groups_table.string_list(major, allow_scalar=False))
-                   for major in groups_table.data if major != "cuda_groups_source")
+    groups = tuple(
+        (major, groups_table.string_list(major, allow_scalar=False))
+        for major in groups_table.data
+        if major != "cuda_groups_source"
+    )
 
     torch_table = root.table("torch")
     releases = [_parse_release(torch_table.table(minor), minor) for minor in torch_table.data]
     releases.sort(key=lambda r: r.version)
-    table = CompatTable(tuple(releases), cuda, rocm, groups,
-                        pypi_index, pytorch_index, doc.file)
+    table = CompatTable(tuple(releases), cuda, rocm, groups, pypi_index, pytorch_index, doc.file)
     for release in releases:
         _check_release(table, torch_table.table(release.minor), release)
     return table
@@ -221,8 +235,12 @@ def _index_ref(table: Table, key: str, default: str) -> IndexRef:
     try:
         return IndexRef.parse(text)
     except InvalidIndexRef as exc:
-        table.error(key, str(exc), "name an index alias; its URL comes from [indexes] in matrix.toml or "
-                                   "WHEELFACTORY_INDEX_<ALIAS> (factory/wheelfactory/plan/indexes.py)")
+        table.error(
+            key,
+            str(exc),
+            "name an index alias; its URL comes from [indexes] in matrix.toml or "
+            "WHEELFACTORY_INDEX_<ALIAS> (factory/wheelfactory/plan/indexes.py)",
+        )
 
 
 _MAJOR_MINOR = re.compile(r"\d+\.\d+")
@@ -239,11 +257,11 @@ def _version_text(table: Table, key: str, default: str | None = None, *, example
     """The text of a key that must parse as a version, as written (what the table's user reads)."""
     text = table.string(key, default)
     if text is None:
-        table.error(key, "is required", f"e.g. {key} = \"{example}\"")
+        table.error(key, "is required", f'e.g. {key} = "{example}"')
     try:
         Version(text)
     except InvalidVersion:
-        table.error(key, f"{text!r} is not a version", f"e.g. {key} = \"{example}\"")
+        table.error(key, f"{text!r} is not a version", f'e.g. {key} = "{example}"')
     return str(text)
 
 
@@ -264,27 +282,44 @@ def _versions(table: Table, key: str) -> tuple[str, ...]:
 
 
 def _parse_cuda(table: Table, version: str) -> CudaToolkit:
-    table.reject_unknown({"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home", "debian"})
+    table.reject_unknown(
+        {"arch_list", "min_arch", "max_arch", "source", "wheels", "wheels_home", "debian"}
+    )
     arch_list = tuple(a for a in table.string("arch_list", "").split(";") if a)
     if not arch_list:
         table.error("arch_list", "is required", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
     for arch in arch_list:
         if not _CUDA_ARCH.fullmatch(arch):
-            table.error("arch_list", f"{arch!r} is not a CUDA arch", 'e.g. arch_list = "8.0;9.0a;12.0+PTX"')
+            table.error(
+                "arch_list", f"{arch!r} is not a CUDA arch", 'e.g. arch_list = "8.0;9.0a;12.0+PTX"'
+            )
     wheels = table.string_list("wheels", (), allow_scalar=False)
     home = table.string("wheels_home", "")
     if bool(wheels) != bool(home):
-        table.error("wheels_home" if wheels else "wheels", "wheels and wheels_home go together",
-                    'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"')
-    return CudaToolkit(version, arch_list, _version(table, "min_arch", "0", example="5.0"),
-                       _version(table, "max_arch", "99", example="12.0"), table.string("source", ""), wheels, home,
-                       table.string("debian", ""))
+        table.error(
+            "wheels_home" if wheels else "wheels",
+            "wheels and wheels_home go together",
+            'e.g. wheels = ["nvidia-cuda-nvcc==13.0.*", ...] with wheels_home = "cu13"',
+        )
+    return CudaToolkit(
+        version,
+        arch_list,
+        _version(table, "min_arch", "0", example="5.0"),
+        _version(table, "max_arch", "99", example="12.0"),
+        table.string("source", ""),
+        wheels,
+        home,
+        table.string("debian", ""),
+    )
 
 
 def _parse_rocm(table: Table, version: str) -> RocmToolkit:
     table.reject_unknown({"gfx_targets", "source"})
-    return RocmToolkit(version, table.string_list("gfx_targets", (), allow_scalar=False),
-                       table.string("source", ""))
+    return RocmToolkit(
+        version,
+        table.string_list("gfx_targets", (), allow_scalar=False),
+        table.string("source", ""),
+    )
 
 
 def _parse_abi(table: Table, key: str) -> AbiBuilds | None:
@@ -298,13 +333,29 @@ def _parse_abi(table: Table, key: str) -> AbiBuilds | None:
 
 
 def _parse_release(table: Table, minor: str) -> TorchRelease:
-    table.reject_unknown({"build_version", "python", "cuda", "rocm", "pypi_default",
-                          "wheel_platform", "aarch64", "pypi_aarch64", "abi", "source"})
+    table.reject_unknown(
+        {
+            "build_version",
+            "python",
+            "cuda",
+            "rocm",
+            "pypi_default",
+            "wheel_platform",
+            "aarch64",
+            "pypi_aarch64",
+            "abi",
+            "source",
+        }
+    )
     example = f"{minor}.0"
-    build_version = _version_text(table, "build_version", example=example)  # checked first: minor_of needs a version
+    # checked first: minor_of needs a version
+    build_version = _version_text(table, "build_version", example=example)
     if minor_of(build_version) != minor:
-        table.error("build_version", f"must be a {minor}.x release, not {build_version!r}",
-                    f'e.g. build_version = "{example}"')
+        table.error(
+            "build_version",
+            f"must be a {minor}.x release, not {build_version!r}",
+            f'e.g. build_version = "{example}"',
+        )
     abi = table.table("abi")
     abi.reject_unknown({"cxx11", "cxx98"})
     return TorchRelease(
@@ -328,10 +379,10 @@ def _check_release(table: CompatTable, where: Table, release: TorchRelease) -> N
     names = {b.build_name for b in release.all_builds()}
     for version in release.cuda:
         if not any(c.version == minor_of(version) for c in table.cuda):
-            where.error("cuda", f"CUDA {version} has no [cuda.\"{minor_of(version)}\"] entry")
+            where.error("cuda", f'CUDA {version} has no [cuda."{minor_of(version)}"] entry')
     for version in release.rocm:
         if not any(r.version == minor_of(version) for r in table.rocm):
-            where.error("rocm", f"ROCm {version} has no [rocm.\"{minor_of(version)}\"] entry")
+            where.error("rocm", f'ROCm {version} has no [rocm."{minor_of(version)}"] entry')
     if release.pypi_default not in names:
         where.error("pypi_default", f"{release.pypi_default!r} is not one of its builds")
     for build in (*release.aarch64,):
@@ -340,15 +391,20 @@ def _check_release(table: CompatTable, where: Table, release: TorchRelease) -> N
         except InvalidBackend as exc:
             where.error("aarch64", str(exc))
     if release.pypi_aarch64 and release.pypi_aarch64 not in release.aarch64:
-        where.error("pypi_aarch64", f"{release.pypi_aarch64!r} is not one of its aarch64 builds "
-                                    f"({', '.join(release.aarch64) or 'none'})")
+        where.error(
+            "pypi_aarch64",
+            f"{release.pypi_aarch64!r} is not one of its aarch64 builds "
+            f"({', '.join(release.aarch64) or 'none'})",
+        )
     if release.cxx11 is None and release.cxx98 is None:
         where.error("abi", "names no ABI", "add abi.cxx11 and/or abi.cxx98")
     for key, abi in (("cxx11", release.cxx11), ("cxx98", release.cxx98)):
         if abi is not None and abi.builds is not None:
             unknown = sorted(abi.builds - names)
             if unknown:
-                where.error("abi", f"{key} names builds the release does not have: {', '.join(unknown)}")
+                where.error(
+                    "abi", f"{key} names builds the release does not have: {', '.join(unknown)}"
+                )
     for build in sorted(names):
         if not (release.cxx11 and release.cxx11.includes(build)) and not (
             release.cxx98 and release.cxx98.includes(build)

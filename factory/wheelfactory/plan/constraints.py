@@ -29,8 +29,10 @@ class ProjectConstraints:
     torch: SpecifierSet = SpecifierSet()
     cuda: SpecifierSet = SpecifierSet()
     torch_bounds_key: str = "[torch] minver/maxver"  # where ``torch`` comes from, for the reasons
-    stable_abi: str | None = None  # the torch release a stable-ABI build targets ([torch] stable-abi)
-    stable_abi_backends: tuple[str, ...] | None = None  # the backend kinds it is declared for; None: all
+    # the torch release a stable-ABI build targets ([torch] stable-abi)
+    stable_abi: str | None = None
+    # the backend kinds it is declared for; None: all
+    stable_abi_backends: tuple[str, ...] | None = None
 
     def reason(self, variant: Variant) -> str | None:
         """Why ``variant`` is out (None: in)."""
@@ -39,7 +41,12 @@ class ProjectConstraints:
             return f"{self.declared_in} builds no {kind} kernel (backends: {', '.join(self.backends) or 'none'})"
         if self.torch and Version(variant.torch_version) not in self.torch:
             return f"{self.declared_in} {self.torch_bounds_key} allow torch {self.torch}"
-        if kind == "cuda" and self.cuda and variant.toolkit and Version(variant.toolkit) not in self.cuda:
+        if (
+            kind == "cuda"
+            and self.cuda
+            and variant.toolkit
+            and Version(variant.toolkit) not in self.cuda
+        ):
             return f"{self.declared_in} allows CUDA {self.cuda}"
         return None
 
@@ -47,7 +54,9 @@ class ProjectConstraints:
         return tuple(b for b in self.backends if b not in BUILDABLE_BACKENDS)
 
 
-def project_expand(matrix: Matrix, table: CompatTable, constraints: ProjectConstraints | None) -> Plan:
+def project_expand(
+    matrix: Matrix, table: CompatTable, constraints: ProjectConstraints | None
+) -> Plan:
     """The matrix's plan under the project's constraints: a stable-ABI target the project declares
     is the matrix's ``stable_abi`` (one variant per backend build then serves every torch from
     it), and what the project rules out is pruned."""
@@ -59,10 +68,18 @@ def project_matrix(matrix: Matrix, constraints: ProjectConstraints | None) -> Ma
     if constraints is None or constraints.stable_abi is None:
         return matrix
     if matrix.stable_abi not in (None, constraints.stable_abi):
-        raise ConfigError(f"[matrix] stable_abi = {matrix.stable_abi!r}, and {constraints.declared_in} "
-                          f"[torch] stable-abi targets {constraints.stable_abi}", file=matrix.file,
-                          key="matrix.stable_abi", hint="drop one, or make them the same release")
-    return replace(matrix, stable_abi=constraints.stable_abi, stable_abi_backends=constraints.stable_abi_backends)
+        raise ConfigError(
+            f"[matrix] stable_abi = {matrix.stable_abi!r}, and {constraints.declared_in} "
+            f"[torch] stable-abi targets {constraints.stable_abi}",
+            file=matrix.file,
+            key="matrix.stable_abi",
+            hint="drop one, or make them the same release",
+        )
+    return replace(
+        matrix,
+        stable_abi=constraints.stable_abi,
+        stable_abi_backends=constraints.stable_abi_backends,
+    )
 
 
 def constrain(plan: Plan, constraints: ProjectConstraints | None) -> Plan:
@@ -78,8 +95,23 @@ def constrain(plan: Plan, constraints: ProjectConstraints | None) -> Plan:
             kept.append(variant)
         else:
             key = variant.key
-            pruned.append(Pruned(key.torch, variant.backend.build_name, reason, key.cxx11_abi, key.python, key.arch))
+            pruned.append(
+                Pruned(
+                    key.torch,
+                    variant.backend.build_name,
+                    reason,
+                    key.cxx11_abi,
+                    key.python,
+                    key.arch,
+                )
+            )
     for backend in constraints.unbuildable():
-        pruned.append(Pruned("*", backend, f"{constraints.declared_in} declares {backend}: wheelfactory builds "
-                                            f"{', '.join(BUILDABLE_BACKENDS)} only"))
+        pruned.append(
+            Pruned(
+                "*",
+                backend,
+                f"{constraints.declared_in} declares {backend}: wheelfactory builds "
+                f"{', '.join(BUILDABLE_BACKENDS)} only",
+            )
+        )
     return Plan(tuple(kept), tuple(pruned))

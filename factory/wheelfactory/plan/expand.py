@@ -29,8 +29,14 @@ class Pruned:
     arch: str | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"torch": self.torch, "backend": self.backend, "cxx11_abi": self.cxx11_abi,
-                "python": self.python, "arch": self.arch, "reason": self.reason}
+        return {
+            "torch": self.torch,
+            "backend": self.backend,
+            "cxx11_abi": self.cxx11_abi,
+            "python": self.python,
+            "arch": self.arch,
+            "reason": self.reason,
+        }
 
 
 @dataclass(frozen=True)
@@ -43,31 +49,56 @@ class Plan:
         are disjoint, cover the plan, and each gets a mix of torch releases and backends."""
         if count < 1 or not 1 <= index <= count:
             raise UsageError(f"shard {index}/{count} does not exist: use I/N with 1 <= I <= N")
-        return Plan(self.variants[index - 1::count], self.pruned)
+        return Plan(self.variants[index - 1 :: count], self.pruned)
 
     def as_dict(self) -> dict[str, object]:
-        return {"variants": [v.as_dict() for v in self.variants],
-                "pruned": [p.as_dict() for p in self.pruned]}
+        return {
+            "variants": [v.as_dict() for v in self.variants],
+            "pruned": [p.as_dict() for p in self.pruned],
+        }
 
     def github_matrix(self) -> dict[str, object]:
         """A GitHub Actions ``strategy.matrix`` object: one job per variant."""
-        return {"include": [
-            {key: value for key, value in v.as_dict().items()
-             if key in ("id", "torch", "torch_version", "backend", "build", "toolkit", "cxx11_abi",
-                        "python", "arch", "local_version", "arch_list")}
-            for v in self.variants
-        ]}
+        return {
+            "include": [
+                {
+                    key: value
+                    for key, value in v.as_dict().items()
+                    if key
+                    in (
+                        "id",
+                        "torch",
+                        "torch_version",
+                        "backend",
+                        "build",
+                        "toolkit",
+                        "cxx11_abi",
+                        "python",
+                        "arch",
+                        "local_version",
+                        "arch_list",
+                    )
+                }
+                for v in self.variants
+            ]
+        }
 
 
 def parse_shard(text: str) -> tuple[int, int]:
     parts = text.split("/")
     if len(parts) != 2 or not all(p.strip().isdigit() and len(p.strip()) <= 9 for p in parts):
-        raise UsageError(f"--shard {text[:40]!r}{'...' if len(text) > 40 else ''}: expected I/N with numbers "
-                         "below a billion, e.g. 2/4")
+        raise UsageError(
+            f"--shard {text[:40]!r}{'...' if len(text) > 40 else ''}: expected I/N with numbers "
+            "below a billion, e.g. 2/4"
+        )
     index, count = int(parts[0]), int(parts[1])
     if count < 1 or not 1 <= index <= count:
-        raise UsageError(f"--shard {text}: shard {index} of {count} does not exist; use 1/{count} to "
-                         f"{count}/{count}" if count >= 1 else f"--shard {text}: N must be at least 1")
+        raise UsageError(
+            f"--shard {text}: shard {index} of {count} does not exist; use 1/{count} to "
+            f"{count}/{count}"
+            if count >= 1
+            else f"--shard {text}: N must be at least 1"
+        )
     return index, count
 
 
@@ -77,14 +108,23 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     for release, selector in _releases(matrix, table):
         for backend_selector in matrix.backends:
             for backend in _backends(matrix, release, backend_selector, pruned):
-                for key, reason in _combinations(matrix, release, selector, backend, matrix.cxx11_abi,
-                                                 matrix.python, matrix.arch):
+                for key, reason in _combinations(
+                    matrix, release, selector, backend, matrix.cxx11_abi, matrix.python, matrix.arch
+                ):
                     if reason is not None:
                         pruned.append(reason)
                         continue
-                    excluded = next((e for e in matrix.exclude if _matches(e, release, backend, key)), None)
+                    excluded = next(
+                        (e for e in matrix.exclude if _matches(e, release, backend, key)), None
+                    )
                     if excluded is not None:
-                        pruned.append(_pruned(key, backend, f"excluded by {excluded.where('exclude', matrix.file)}"))
+                        pruned.append(
+                            _pruned(
+                                key,
+                                backend,
+                                f"excluded by {excluded.where('exclude', matrix.file)}",
+                            )
+                        )
                         continue
                     variant = _variant(matrix, table, release, selector, backend, key, None, pruned)
                     if variant is not None:
@@ -92,8 +132,14 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     for include in matrix.include:
         _apply_include(matrix, table, include, variants, pruned)
     if matrix.stable_abi is not None:
-        _collapse_stable(matrix.stable_abi, variants, pruned, matrix.stable_abi_backends, matrix.stable_abi_verify_on,
-                         matrix.file)
+        _collapse_stable(
+            matrix.stable_abi,
+            variants,
+            pruned,
+            matrix.stable_abi_backends,
+            matrix.stable_abi_verify_on,
+            matrix.file,
+        )
     if matrix.cuda.split_archs:
         _split_archs(variants)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
@@ -109,15 +155,26 @@ def _split_archs(variants: dict[str, Variant]) -> None:
         parts = split_arch_list(variant.arch_list)
         del variants[variant.id]
         for part in parts:
-            split = replace(variant, key=replace(variant.key, gpu=part.tag), split_from=variant.id,
-                            notes=(*variant.notes, f"part of {variant.id}, which compiles "
-                                                   f"{';'.join(variant.arch_list)}"))
+            split = replace(
+                variant,
+                key=replace(variant.key, gpu=part.tag),
+                split_from=variant.id,
+                notes=(
+                    *variant.notes,
+                    f"part of {variant.id}, which compiles {';'.join(variant.arch_list)}",
+                ),
+            )
             variants[split.id] = split
 
 
-def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pruned],
-                     backends: tuple[str, ...] | None = None, verify_on: tuple[str, ...] | None = None,
-                     matrix_file: str = "matrix.toml") -> None:
+def _collapse_stable(
+    target: str,
+    variants: dict[str, Variant],
+    pruned: list[Pruned],
+    backends: tuple[str, ...] | None = None,
+    verify_on: tuple[str, ...] | None = None,
+    matrix_file: str = "matrix.toml",
+) -> None:
     """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
     >= ``target`` (of a backend kind in ``backends``; None: any): built once, against the oldest
     of those releases, with TORCH_TARGET_VERSION = target, and loadable on any torch from
@@ -129,37 +186,60 @@ def _collapse_stable(target: str, variants: dict[str, Variant], pruned: list[Pru
     for variant in variants.values():
         if backends is not None and variant.key.backend.kind not in backends:
             continue
-        if variant.key.python == "abi3" and variant.key.cxx11_abi and Version(variant.key.torch) >= floor:
+        if (
+            variant.key.python == "abi3"
+            and variant.key.cxx11_abi
+            and Version(variant.key.torch) >= floor
+        ):
             groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
     for members in groups.values():
         members.sort(key=lambda v: Version(v.key.torch))
         base = members[0]
         gate = tuple(m for m in _gate_members(members, verify_on, matrix_file) if m is not base)
         verified = ", ".join(m.torch_version for m in (base, *gate))
-        stable = replace(base, key=replace(base.key, torch=target, stable_abi=True), gate=gate,
-                         notes=(*base.notes, f"stable ABI: built against torch {base.torch_version} with "
-                                             f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}; "
-                                             f"verified on torch {verified}"))
+        stable = replace(
+            base,
+            key=replace(base.key, torch=target, stable_abi=True),
+            gate=gate,
+            notes=(
+                *base.notes,
+                f"stable ABI: built against torch {base.torch_version} with "
+                f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}; "
+                f"verified on torch {verified}",
+            ),
+        )
         for member in members:
             del variants[member.id]
-            pruned.append(_pruned(member.key, member.backend,
-                                  f"served by the stable-ABI variant {stable.id} ([matrix] stable_abi = \"{target}\")"))
+            pruned.append(
+                _pruned(
+                    member.key,
+                    member.backend,
+                    f'served by the stable-ABI variant {stable.id} ([matrix] stable_abi = "{target}")',
+                )
+            )
         variants[stable.id] = stable
 
 
-def _gate_members(members: list[Variant], verify_on: tuple[str, ...] | None, matrix_file: str) -> list[Variant]:
+def _gate_members(
+    members: list[Variant], verify_on: tuple[str, ...] | None, matrix_file: str
+) -> list[Variant]:
     """The members (oldest torch first) a stable-ABI wheel is verified on: ``verify_on``'s releases
     ("latest": the newest), or the oldest, middle and newest."""
     if verify_on is None:
-        return list({id(m): m for m in (members[0], members[len(members) // 2], members[-1])}.values())
+        return list(
+            {id(m): m for m in (members[0], members[len(members) // 2], members[-1])}.values()
+        )
     by_minor = {m.key.torch: m for m in members}
     chosen = []
     for release in verify_on:
         member = members[-1] if release == "latest" else by_minor.get(release)
         if member is None:
-            raise ConfigError(f"names torch {release}, which the stable-ABI variant does not serve here",
-                              file=matrix_file, key="stable_abi.verify_on",
-                              hint=f"name releases of [matrix] torch from the target on: {', '.join(by_minor)}")
+            raise ConfigError(
+                f"names torch {release}, which the stable-ABI variant does not serve here",
+                file=matrix_file,
+                key="stable_abi.verify_on",
+                hint=f"name releases of [matrix] torch from the target on: {', '.join(by_minor)}",
+            )
         if member not in chosen:
             chosen.append(member)
     return chosen
@@ -174,21 +254,29 @@ def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease
                 yield release, selector
 
 
-def _backends(matrix: Matrix, release: TorchRelease, selector: BackendSelector,
-              pruned: list[Pruned]) -> Iterator[Backend]:
+def _backends(
+    matrix: Matrix, release: TorchRelease, selector: BackendSelector, pruned: list[Pruned]
+) -> Iterator[Backend]:
     available = release.backends(selector.kind)
     name = {"cuda": "CUDA", "rocm": "ROCm"}.get(selector.kind, "")
     if not available:
-        pruned.append(Pruned(release.minor, selector.kind, f"torch {release.minor} has no {name} builds"))
+        pruned.append(
+            Pruned(release.minor, selector.kind, f"torch {release.minor} has no {name} builds")
+        )
         return
     if selector.pinned is not None and selector.kind != "cpu":
         matching = [b for b in available if selector.matches(b)]
         if not matching:
             assert selector.pinned.version is not None
             versions = ", ".join(b.version or "" for b in available)
-            pruned.append(Pruned(release.minor, selector.pinned.build_name,
-                                 f"{name} {selector.pinned.version} has no torch {release.minor} build "
-                                 f"(torch {release.minor} ships {name} {versions})"))
+            pruned.append(
+                Pruned(
+                    release.minor,
+                    selector.pinned.build_name,
+                    f"{name} {selector.pinned.version} has no torch {release.minor} build "
+                    f"(torch {release.minor} ships {name} {versions})",
+                )
+            )
         yield from matching
         return
     settings = matrix.cuda.toolkits if selector.kind == "cuda" else matrix.rocm.toolkits
@@ -197,14 +285,25 @@ def _backends(matrix: Matrix, release: TorchRelease, selector: BackendSelector,
         if selector.kind == "cpu" or settings.admits(backend.version or "", default):
             yield backend
         else:
-            pruned.append(Pruned(release.minor, backend.build_name,
-                                 f"{name} {backend.version} not selected by [{selector.kind}].toolkits "
-                                 f"({settings.text})"))
+            pruned.append(
+                Pruned(
+                    release.minor,
+                    backend.build_name,
+                    f"{name} {backend.version} not selected by [{selector.kind}].toolkits "
+                    f"({settings.text})",
+                )
+            )
 
 
-def _combinations(matrix: Matrix, release: TorchRelease, selector: TorchSelector, backend: Backend,
-                  abis: tuple[bool, ...], pythons: tuple[str, ...], arches: tuple[str, ...]
-                  ) -> Iterator[tuple[VariantId, Pruned | None]]:
+def _combinations(
+    matrix: Matrix,
+    release: TorchRelease,
+    selector: TorchSelector,
+    backend: Backend,
+    abis: tuple[bool, ...],
+    pythons: tuple[str, ...],
+    arches: tuple[str, ...],
+) -> Iterator[tuple[VariantId, Pruned | None]]:
     """Every (ABI, Python, arch) for one torch build, with the reason where it cannot exist."""
     for abi in abis:
         if not release.has_build(backend, abi):
@@ -212,17 +311,30 @@ def _combinations(matrix: Matrix, release: TorchRelease, selector: TorchSelector
             continue
         for python in pythons:
             if python != "abi3" and python not in release.python:
-                yield VariantId(release.minor, backend, abi, python=python), Pruned(
-                    release.minor, backend.build_name,
-                    f"torch {release.minor} ships no wheels for Python {python} "
-                    f"(it supports {release.python[0]} to {release.python[-1]})",
-                    abi, python)
+                yield (
+                    VariantId(release.minor, backend, abi, python=python),
+                    Pruned(
+                        release.minor,
+                        backend.build_name,
+                        f"torch {release.minor} ships no wheels for Python {python} "
+                        f"(it supports {release.python[0]} to {release.python[-1]})",
+                        abi,
+                        python,
+                    ),
+                )
                 continue
             for arch in arches:
                 key = VariantId(release.minor, backend, abi, arch=arch, python=python)
                 if arch == "aarch64" and backend.build_name not in release.aarch64:
-                    yield key, _pruned(key, backend, f"torch {release.minor} publishes no aarch64 "
-                                       f"{backend.build_name} build (aarch64: {', '.join(release.aarch64)})")
+                    yield (
+                        key,
+                        _pruned(
+                            key,
+                            backend,
+                            f"torch {release.minor} publishes no aarch64 "
+                            f"{backend.build_name} build (aarch64: {', '.join(release.aarch64)})",
+                        ),
+                    )
                     continue
                 yield key, None
 
@@ -230,14 +342,19 @@ def _combinations(matrix: Matrix, release: TorchRelease, selector: TorchSelector
 def _abi_reason(release: TorchRelease, backend: Backend, abi: bool) -> Pruned:
     other = release.abi_builds(not abi)
     if release.abi_builds(abi) is None:
-        reason = (f"torch {release.minor} ships no pre-cxx11 wheels (every Linux build since 2.7 uses "
-                  "the cxx11 ABI)" if not abi else
-                  f"torch {release.minor} ships no cxx11-ABI wheels")
+        reason = (
+            f"torch {release.minor} ships no pre-cxx11 wheels (every Linux build since 2.7 uses "
+            "the cxx11 ABI)"
+            if not abi
+            else f"torch {release.minor} ships no cxx11-ABI wheels"
+        )
     elif other is not None and other.includes(backend.build_name):
         label = "pre-cxx11" if not abi else "cxx11"
         have = "pre-cxx11" if abi else "cxx11"
-        reason = (f"torch {release.minor} {backend.build_name} exists only with the {have} ABI "
-                  f"(no {label} build)")
+        reason = (
+            f"torch {release.minor} {backend.build_name} exists only with the {have} ABI "
+            f"(no {label} build)"
+        )
     else:  # pragma: no cover - the table loader guarantees every build has an ABI
         reason = f"torch {release.minor} has no {backend.build_name} build"
     return Pruned(release.minor, backend.build_name, reason, abi)
@@ -248,16 +365,25 @@ def _pruned(key: VariantId, backend: Backend, reason: str) -> Pruned:
 
 
 def _matches(selector: Selector, release: TorchRelease, backend: Backend, key: VariantId) -> bool:
-    return ((selector.torch is None or release.minor in selector.torch.releases)
-            and (selector.backend is None or selector.backend.matches(backend))
-            and (selector.cxx11_abi is None or selector.cxx11_abi == key.cxx11_abi)
-            and (selector.python is None or selector.python == key.python)
-            and (selector.arch is None or selector.arch == key.arch))
+    return (
+        (selector.torch is None or release.minor in selector.torch.releases)
+        and (selector.backend is None or selector.backend.matches(backend))
+        and (selector.cxx11_abi is None or selector.cxx11_abi == key.cxx11_abi)
+        and (selector.python is None or selector.python == key.python)
+        and (selector.arch is None or selector.arch == key.arch)
+    )
 
 
-def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector: TorchSelector,
-             backend: Backend, key: VariantId, include: Include | None,
-             pruned: list[Pruned]) -> Variant | None:
+def _variant(
+    matrix: Matrix,
+    table: CompatTable,
+    release: TorchRelease,
+    selector: TorchSelector,
+    backend: Backend,
+    key: VariantId,
+    include: Include | None,
+    pruned: list[Pruned],
+) -> Variant | None:
     notes: list[str] = []
     arch_list: tuple[str, ...] = ()
     toolkit_wheels: tuple[str, ...] = ()
@@ -266,19 +392,33 @@ def _variant(matrix: Matrix, table: CompatTable, release: TorchRelease, selector
     if backend.kind == "cuda":
         assert backend.version is not None
         toolkit = table.cuda_toolkit(backend.version)
-        toolkit_wheels, toolkit_home, toolkit_debian = toolkit.wheels, toolkit.wheels_home, toolkit.debian
-        wanted = (include.arch_list if include and include.arch_list else None) or matrix.cuda.arch_list
+        toolkit_wheels, toolkit_home, toolkit_debian = (
+            toolkit.wheels,
+            toolkit.wheels_home,
+            toolkit.debian,
+        )
+        wanted = (
+            include.arch_list if include and include.arch_list else None
+        ) or matrix.cuda.arch_list
         if wanted is None:
             arch_list = toolkit.arch_list
         else:
             arch_list = tuple(a for a in wanted if toolkit.can_compile(a))
             dropped = [a for a in wanted if a not in arch_list]
             if dropped:
-                notes.append(f"dropped {';'.join(dropped)}: CUDA {backend.version} compiles "
-                             f"{toolkit.min_arch} to {toolkit.max_arch}")
+                notes.append(
+                    f"dropped {';'.join(dropped)}: CUDA {backend.version} compiles "
+                    f"{toolkit.min_arch} to {toolkit.max_arch}"
+                )
             if not arch_list:
-                pruned.append(_pruned(key, backend, f"none of the requested CUDA archs "
-                                      f"({';'.join(wanted)}) can be compiled by CUDA {backend.version}"))
+                pruned.append(
+                    _pruned(
+                        key,
+                        backend,
+                        f"none of the requested CUDA archs "
+                        f"({';'.join(wanted)}) can be compiled by CUDA {backend.version}",
+                    )
+                )
                 return None
     elif backend.kind == "rocm":
         assert backend.version is not None
@@ -305,8 +445,13 @@ def _settings(matrix: Matrix, include: Include | None) -> BuildSettings:
     return run_wide.merged(include.settings) if include else run_wide
 
 
-def _apply_include(matrix: Matrix, table: CompatTable, include: Include,
-                   variants: dict[str, Variant], pruned: list[Pruned]) -> None:
+def _apply_include(
+    matrix: Matrix,
+    table: CompatTable,
+    include: Include,
+    variants: dict[str, Variant],
+    pruned: list[Pruned],
+) -> None:
     """An [[include]] adds its combinations, or attaches its settings to ones already planned.
 
     Axes it leaves out range over the matrix's values, like GitHub Actions' include.
@@ -319,15 +464,19 @@ def _apply_include(matrix: Matrix, table: CompatTable, include: Include,
     assert release is not None
     backends = [b for b in release.backends(match.backend.kind) if match.backend.matches(b)]
     if not backends:
-        raise ConfigError(f"{where}: torch {release.minor} has no {match.backend.text} build",
-                          hint=f"its builds: {', '.join(b.build_name for b in release.all_builds())}")
+        raise ConfigError(
+            f"{where}: torch {release.minor} has no {match.backend.text} build",
+            hint=f"its builds: {', '.join(b.build_name for b in release.all_builds())}",
+        )
     abis = (match.cxx11_abi,) if match.cxx11_abi is not None else matrix.cxx11_abi
     pythons = (match.python,) if match.python else matrix.python
     arches = (match.arch,) if match.arch else matrix.arch
     added = 0
     reasons: list[str] = []
     for backend in backends:
-        for key, reason in _combinations(matrix, release, match.torch, backend, abis, pythons, arches):
+        for key, reason in _combinations(
+            matrix, release, match.torch, backend, abis, pythons, arches
+        ):
             if reason is not None:
                 reasons.append(reason.reason)
                 continue
@@ -336,15 +485,20 @@ def _apply_include(matrix: Matrix, table: CompatTable, include: Include,
             if candidate is None:
                 continue
             if existing is not None:
-                candidate = replace(existing, settings=existing.settings.merged(include.settings),
-                                    arch_list=candidate.arch_list if include.arch_list else existing.arch_list,
-                                    notes=existing.notes + candidate.notes)
+                candidate = replace(
+                    existing,
+                    settings=existing.settings.merged(include.settings),
+                    arch_list=candidate.arch_list if include.arch_list else existing.arch_list,
+                    notes=existing.notes + candidate.notes,
+                )
             variants[candidate.id] = candidate
             added += 1
     if not added:
-        raise ConfigError(f"{where}: asks for a combination that cannot be built: "
-                          f"{reasons[0] if reasons else 'nothing matched'}",
-                          hint="fix or remove the entry")
+        raise ConfigError(
+            f"{where}: asks for a combination that cannot be built: "
+            f"{reasons[0] if reasons else 'nothing matched'}",
+            hint="fix or remove the entry",
+        )
 
 
 def _dedupe(pruned: list[Pruned]) -> Iterator[Pruned]:
@@ -355,14 +509,18 @@ def _dedupe(pruned: list[Pruned]) -> Iterator[Pruned]:
             yield entry
 
 
-def select(plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None) -> tuple[Variant, ...]:
+def select(
+    plan: Plan, only: Sequence[str], shard: tuple[int, int] | None = None
+) -> tuple[Variant, ...]:
     """``--shard I/N`` (the plan's shard, as ``plan --shard`` prints it), then ``--only``
     patterns (fnmatch on ids) within it. Each pattern must match a variant of the whole plan
     (a typo is an error); a shard may hold none of its matches (that shard builds nothing)."""
     for pattern in only:
         if not any(fnmatch.fnmatchcase(v.id, pattern) for v in plan.variants):
-            raise ConfigError(f"--only {pattern!r} matches no variant of the plan",
-                              hint="see `wheelfactory plan` for the ids")
+            raise ConfigError(
+                f"--only {pattern!r} matches no variant of the plan",
+                hint="see `wheelfactory plan` for the ids",
+            )
     variants = plan.shard(*shard).variants if shard is not None else plan.variants
     if not only:
         return variants

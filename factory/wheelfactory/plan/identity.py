@@ -129,7 +129,9 @@ class GpuSlice:
     def parse(cls, tag: str) -> GpuSlice:
         found = _GPU_TAG.fullmatch(tag)
         if not found:
-            raise InvalidVariantId(f"not a GPU architecture part: {tag!r} (expected e.g. sm90 or ptx120)")
+            raise InvalidVariantId(
+                f"not a GPU architecture part: {tag!r} (expected e.g. sm90 or ptx120)"
+            )
         digits = found["digits"]
         return cls(f"{int(digits[:-1])}.{digits[-1]}{found['suffix']}", found["kind"] == "ptx")
 
@@ -148,7 +150,7 @@ def split_arch_list(arch_list: tuple[str, ...]) -> tuple[GpuSlice, ...]:
 
 def _arch_order(arch: str) -> tuple[int, int, str]:
     major, rest = arch.split(".")
-    return int(major), int(rest.rstrip("af")), rest[len(rest.rstrip("af")):]
+    return int(major), int(rest.rstrip("af")), rest[len(rest.rstrip("af")) :]
 
 
 @dataclass(frozen=True, order=True)
@@ -161,7 +163,8 @@ class VariantId:
     arch: str = "x86_64"
     python: str = "abi3"  # "abi3" or a CPython version "3.11"
     stable_abi: bool = False
-    gpu: str = ""  # a split CUDA build's part, GpuSlice.tag ("sm90", "ptx120"); "": the whole arch list
+    # a split CUDA build's part, GpuSlice.tag ("sm90", "ptx120"); "": the whole arch list
+    gpu: str = ""
 
     @property
     def gpu_slice(self) -> GpuSlice | None:
@@ -196,7 +199,9 @@ class VariantId:
             backend = Backend.parse(tag)
         py = found.group("py")
         if found.group("gpu") and backend.kind != "cuda":
-            raise InvalidVariantId(f"not a variant id: {text!r} (a GPU architecture part follows a CUDA backend only)")
+            raise InvalidVariantId(
+                f"not a variant id: {text!r} (a GPU architecture part follows a CUDA backend only)"
+            )
         return cls(
             torch=f"{major}.{int(minor)}",
             backend=backend,
@@ -228,8 +233,10 @@ class BuildSettings:
     extra_cflags: tuple[str, ...] = ()
     extra_cuda_cflags: tuple[str, ...] = ()
     env: tuple[tuple[str, str], ...] = ()
-    debug_info: bool = False  # keep the -g Python's own compile flags add (engines/compile_flags.py)
-    strip: bool = True  # move the libraries' debug info out of the wheel, beside it (verify/strip.py)
+    # keep the -g Python's own compile flags add (engines/compile_flags.py)
+    debug_info: bool = False
+    # move the libraries' debug info out of the wheel, beside it (verify/strip.py)
+    strip: bool = True
 
     def merged(self, other: BuildSettings) -> BuildSettings:
         return BuildSettings(
@@ -241,7 +248,13 @@ class BuildSettings:
         )
 
     def __bool__(self) -> bool:
-        return bool(self.extra_cflags or self.extra_cuda_cflags or self.env or self.debug_info or not self.strip)
+        return bool(
+            self.extra_cflags
+            or self.extra_cuda_cflags
+            or self.env
+            or self.debug_info
+            or not self.strip
+        )
 
 
 @dataclass(frozen=True)
@@ -261,7 +274,8 @@ class Variant:
     # build environment, CUDA_HOME at site-packages/nvidia/<home>; () : the image carries it.
     toolkit_wheels: tuple[str, ...] = ()
     toolkit_wheels_home: str = ""
-    toolkit_debian: str = ""  # offline builds: the Debian suite that packages this toolkit ("trixie")
+    # offline builds: the Debian suite that packages this toolkit ("trixie")
+    toolkit_debian: str = ""
     # [cuda] split_archs: the id of the whole-arch-list variant this one is a part of (key.gpu
     # names the part); the build compiles ``arch_list`` and the wheel keeps the part's device code.
     split_from: str = ""
@@ -274,7 +288,11 @@ class Variant:
         ``--compress-mode=size`` (fat binaries compressed harder: a 3-arch library 16 % smaller
         installed, 3 % as a wheel; every driver CUDA 13 runs on reads it, where CUDA 12.8's
         minor-version compatibility reaches drivers that may not)."""
-        if self.key.backend.kind != "cuda" or not self.toolkit or Version(self.toolkit) < Version("13.0"):
+        if (
+            self.key.backend.kind != "cuda"
+            or not self.toolkit
+            or Version(self.toolkit) < Version("13.0")
+        ):
             return ()
         if any(flag.lstrip("-").startswith("compress-mode") for flag in flags):
             return ()
@@ -308,11 +326,20 @@ class Variant:
     def torch_requirement(self) -> str:
         return f"torch=={self.torch_version}"
 
-    def sort_key(self) -> tuple[Version, str, str, bool, str, str, tuple[bool, tuple[int, int, str]]]:
+    def sort_key(
+        self,
+    ) -> tuple[Version, str, str, bool, str, str, tuple[bool, tuple[int, int, str]]]:
         backend = self.key.backend
         part = self.key.gpu_slice
-        return (Version(self.key.torch), backend.kind, backend.version or "", not self.key.cxx11_abi,
-                self.key.python, self.key.arch, (part.ptx, _arch_order(part.arch)) if part else (False, (0, 0, "")))
+        return (
+            Version(self.key.torch),
+            backend.kind,
+            backend.version or "",
+            not self.key.cxx11_abi,
+            self.key.python,
+            self.key.arch,
+            (part.ptx, _arch_order(part.arch)) if part else (False, (0, 0, "")),
+        )
 
     def as_dict(self) -> dict[str, object]:
         """The contract shape of ``plan --format json`` (see ARCHITECTURE.md)."""
@@ -333,7 +360,9 @@ class Variant:
             "gpu": self.key.gpu,
             "shipped_arch_list": ";".join(self.shipped_arch_list),
             "split_from": self.split_from,
-            "verify_on": [self.torch_version, *(other.torch_version for other in self.gate)] if self.gate else [],
+            "verify_on": [self.torch_version, *(other.torch_version for other in self.gate)]
+            if self.gate
+            else [],
             "torch_index": str(self.torch_index),
             "torch_on_pypi": self.torch_on_pypi,
             "wheel_platform": self.wheel_platform,

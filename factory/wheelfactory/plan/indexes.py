@@ -50,15 +50,20 @@ class IndexRef:
 
     def __post_init__(self) -> None:
         parts = self.path.split("/") if self.path else ()
-        if not ALIAS.fullmatch(self.alias) or any(p in (".", "..") or not re.fullmatch(r"[\w.+{}-]+", p)
-                                                  for p in parts):
-            raise InvalidIndexRef(f"{str(self)!r} is not an index alias (e.g. 'pytorch' or 'pytorch/cu126')")
+        if not ALIAS.fullmatch(self.alias) or any(
+            p in (".", "..") or not re.fullmatch(r"[\w.+{}-]+", p) for p in parts
+        ):
+            raise InvalidIndexRef(
+                f"{str(self)!r} is not an index alias (e.g. 'pytorch' or 'pytorch/cu126')"
+            )
 
     @classmethod
     def parse(cls, text: str) -> IndexRef:
         alias, slash, path = text.partition("/")
         if slash and not path:
-            raise InvalidIndexRef(f"{text!r} is not an index alias (e.g. 'pytorch' or 'pytorch/cu126')")
+            raise InvalidIndexRef(
+                f"{text!r} is not an index alias (e.g. 'pytorch' or 'pytorch/cu126')"
+            )
         return cls(alias, path)
 
     def __str__(self) -> str:
@@ -82,12 +87,13 @@ class Indexes:
     file: str = "matrix.toml"  # where [indexes] lives, for the hint
 
     @classmethod
-    def configure(cls, table: Iterable[tuple[str, str]], env: Mapping[str, str], *,
-                  file: str = "matrix.toml") -> Indexes:
+    def configure(
+        cls, table: Iterable[tuple[str, str]], env: Mapping[str, str], *, file: str = "matrix.toml"
+    ) -> Indexes:
         urls = dict(table)
         for name, value in env.items():
             if name.startswith(ENV_PREFIX) and value.strip():
-                urls[name[len(ENV_PREFIX):].lower().replace("_", "-")] = value.strip()
+                urls[name[len(ENV_PREFIX) :].lower().replace("_", "-")] = value.strip()
         urls.pop(PYPI, None)  # pypi is always the host's pip configuration
         return cls(tuple(sorted(urls.items())), file)
 
@@ -99,8 +105,10 @@ class Indexes:
         # An alias spelled with "_" or "-" is one alias: the environment can only spell "_".
         base = configured.get(ref.alias) or configured.get(ref.alias.replace("_", "-"))
         if base is None:
-            raise ConfigError(f"index alias {ref.alias!r} is not configured: set "
-                              f"{env_name(ref.alias)}=<index URL> or add {ref.alias} = \"<index URL>\" to [indexes] in {self.file}")
+            raise ConfigError(
+                f"index alias {ref.alias!r} is not configured: set "
+                f'{env_name(ref.alias)}=<index URL> or add {ref.alias} = "<index URL>" to [indexes] in {self.file}'
+            )
         if "{path}" in base:
             return base.replace("{path}", ref.path)
         return f"{base.rstrip('/')}/{ref.path}" if ref.path else base
@@ -120,8 +128,23 @@ class Indexes:
 
 # Suite names of the Debian archive itself: a source for one of these (not -security, -updates,
 # -backports, nor a third-party repository's own suite) is the main archive.
-DEBIAN_SUITE_NAMES = frozenset({"bullseye", "bookworm", "trixie", "forky", "duke", "sid", "stable", "testing",
-                                "unstable", "oldstable", "oldoldstable", "buster", "stretch"})
+DEBIAN_SUITE_NAMES = frozenset(
+    {
+        "bullseye",
+        "bookworm",
+        "trixie",
+        "forky",
+        "duke",
+        "sid",
+        "stable",
+        "testing",
+        "unstable",
+        "oldstable",
+        "oldoldstable",
+        "buster",
+        "stretch",
+    }
+)
 APT_SOURCES = ("etc/apt/sources.list", "etc/apt/sources.list.d")
 
 
@@ -163,10 +186,15 @@ def _deb822(text: str) -> Iterable[str]:
             key = key.strip().lower()
             stanzas[-1][key] = value.strip()
     for stanza in stanzas:
-        if "deb" not in stanza.get("types", "").split() or stanza.get("enabled", "yes").lower() == "no":
+        if (
+            "deb" not in stanza.get("types", "").split()
+            or stanza.get("enabled", "yes").lower() == "no"
+        ):
             continue
         for uri in stanza.get("uris", "").split():
-            found = _main_archive(uri, stanza.get("suites", "").split(), stanza.get("components", "").split())
+            found = _main_archive(
+                uri, stanza.get("suites", "").split(), stanza.get("components", "").split()
+            )
             if found:
                 yield found
 
@@ -184,8 +212,11 @@ def read_apt_sources(root: Path = Path("/")) -> list[tuple[str, str]]:
     """The host's apt source files as (path, text), in apt's order: sources.list, then
     sources.list.d/*.list and *.sources by name. Unreadable files are skipped."""
     main, directory = (root / p for p in APT_SOURCES)
-    paths = [main] + (sorted(p for p in directory.iterdir() if p.suffix in (".list", ".sources"))
-                      if directory.is_dir() else [])
+    paths = [main] + (
+        sorted(p for p in directory.iterdir() if p.suffix in (".list", ".sources"))
+        if directory.is_dir()
+        else []
+    )
     out = []
     for path in paths:
         try:
@@ -201,7 +232,9 @@ def debian_mirror(configured: str | None, *, root: Path = Path("/")) -> str:
         return configured.rstrip("/")
     found = parse_apt_sources(read_apt_sources(root))
     if found is None:
-        raise ConfigError(f"no Debian mirror: none configured and no Debian main archive in "
-                          f"{root / APT_SOURCES[0]}*: set [build] debian_mirror in matrix.toml "
-                          f"(or pass --mirror)")
+        raise ConfigError(
+            f"no Debian mirror: none configured and no Debian main archive in "
+            f"{root / APT_SOURCES[0]}*: set [build] debian_mirror in matrix.toml "
+            f"(or pass --mirror)"
+        )
     return found

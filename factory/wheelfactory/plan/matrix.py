@@ -171,8 +171,6 @@ class Matrix:
     publish: PublishConfig = PublishConfig()
 
 
-
-
 def load_matrix(path: Path, table: CompatTable, *, display: str | None = None) -> Matrix:
     doc = TomlDocument.load(path, display=display)
     return parse_matrix(doc, table, base_dir=path.resolve().parent)
@@ -186,19 +184,26 @@ def parse_matrix(doc: TomlDocument, table: CompatTable, *, base_dir: Path) -> Ma
     return Matrix(
         file=doc.file,
         project=_project(root.table("project"), base_dir),
-        torch=tuple(_torch(axes, "torch", text, table)
-                    for text in _nonempty(axes, "torch", (">=" + table.releases[0].minor,))),
-        backends=tuple(_backend(axes, "backends", text, table)
-                       for text in _unique(axes, "backends", ("cpu",))),
+        torch=tuple(
+            _torch(axes, "torch", text, table)
+            for text in _nonempty(axes, "torch", (">=" + table.releases[0].minor,))
+        ),
+        backends=tuple(
+            _backend(axes, "backends", text, table) for text in _unique(axes, "backends", ("cpu",))
+        ),
         cxx11_abi=_abi(axes),
         python=tuple(_python(axes, "python", text) for text in _unique(axes, "python", ("abi3",))),
         arch=tuple(_arch(axes, "arch", text) for text in _unique(axes, "arch", ("x86_64",))),
         cuda=_cuda(root.table("cuda")),
         rocm=_rocm(root.table("rocm")),
-        include=tuple(_include(entry, number, table)
-                      for number, entry in enumerate(root.tables("include"), start=1)),
-        exclude=tuple(_selector(entry, number, table, SELECTOR_KEYS, "exclude")
-                      for number, entry in enumerate(root.tables("exclude"), start=1)),
+        include=tuple(
+            _include(entry, number, table)
+            for number, entry in enumerate(root.tables("include"), start=1)
+        ),
+        exclude=tuple(
+            _selector(entry, number, table, SELECTOR_KEYS, "exclude")
+            for number, entry in enumerate(root.tables("exclude"), start=1)
+        ),
         build=_build(root.table("build"), base_dir),
         stable_abi=_stable_abi(axes, table),
         stable_abi_verify_on=_verify_on(root.table("stable_abi")),
@@ -212,13 +217,21 @@ def _indexes(root: Table) -> tuple[tuple[str, str], ...]:
     urls, table = root.string_map("indexes"), root.table("indexes")
     for alias, url in urls.items():
         if alias == PYPI:
-            table.error(alias, "is the index pip is configured with on the host",
-                        "configure it for pip (pip config set global.index-url URL, or PIP_INDEX_URL)")
+            table.error(
+                alias,
+                "is the index pip is configured with on the host",
+                "configure it for pip (pip config set global.index-url URL, or PIP_INDEX_URL)",
+            )
         if not ALIAS.fullmatch(alias):
-            table.error(alias, f"{alias!r} is not an index alias", "use lowercase letters, digits, - and _")
+            table.error(
+                alias, f"{alias!r} is not an index alias", "use lowercase letters, digits, - and _"
+            )
         if not is_url(url):
-            table.error(alias, f"{url!r} is not an index URL",
-                        'e.g. "http://127.0.0.1:8080/whl" or "file:///srv/whl"')
+            table.error(
+                alias,
+                f"{url!r} is not an index URL",
+                'e.g. "http://127.0.0.1:8080/whl" or "file:///srv/whl"',
+            )
     return tuple(sorted(urls.items()))
 
 
@@ -229,7 +242,11 @@ def _verify_on(section: Table) -> tuple[str, ...] | None:
     releases: tuple[str, ...] = section.string_list("verify_on")
     for release in releases:
         if release != "latest" and not re.fullmatch(r"[0-9]+\.[0-9]+", release):
-            section.error("verify_on", f"{release!r} is not a torch release", 'e.g. ["2.10", "2.12", "latest"]')
+            section.error(
+                "verify_on",
+                f"{release!r} is not a torch release",
+                'e.g. ["2.10", "2.12", "latest"]',
+            )
     if not releases:
         section.error("verify_on", "is empty", 'e.g. ["2.10", "2.12", "latest"]')
     return releases
@@ -244,18 +261,26 @@ def _stable_abi(axes: Table, table: CompatTable) -> str | None:
     except InvalidVersion:
         version = None
     if version is None or len(version.release) != 2 or version < Version(STABLE_ABI_FIRST):
-        axes.error("stable_abi", f"{target!r} is not a torch release the stable ABI can target",
-                   f"use a major.minor from {STABLE_ABI_FIRST} on, e.g. \"{STABLE_ABI_FIRST}\"")
+        axes.error(
+            "stable_abi",
+            f"{target!r} is not a torch release the stable ABI can target",
+            f'use a major.minor from {STABLE_ABI_FIRST} on, e.g. "{STABLE_ABI_FIRST}"',
+        )
     if table.release(target) is None:
-        axes.error("stable_abi", f"torch {target} is not in the compatibility table",
-                   f"known: {table.known_versions()}")
+        axes.error(
+            "stable_abi",
+            f"torch {target} is not in the compatibility table",
+            f"known: {table.known_versions()}",
+        )
     return str(target)
 
 
 def _nonempty(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
     values: tuple[str, ...] = table.string_list(key, default)
     if not values:
-        table.error(key, "is empty", f"list at least one value or remove '{key}' to use the default")
+        table.error(
+            key, "is empty", f"list at least one value or remove '{key}' to use the default"
+        )
     return values
 
 
@@ -271,11 +296,15 @@ def _unique(table: Table, key: str, default: tuple[str, ...]) -> tuple[str, ...]
 
 def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelector:
     known = compat.known_versions()
-    add_hint = (f"known releases: {known}; for a newer one, `wheelfactory compat refresh --write new-compat.toml` "
-                "adds what the indexes publish, then build with `--compat new-compat.toml`")
+    add_hint = (
+        f"known releases: {known}; for a newer one, `wheelfactory compat refresh --write new-compat.toml` "
+        "adds what the indexes publish, then build with `--compat new-compat.toml`"
+    )
     value = text.strip()
     if not value:
-        table.error(key, "empty torch version", "name a release like '2.6', a specifier or 'latest'")
+        table.error(
+            key, "empty torch version", "name a release like '2.6', a specifier or 'latest'"
+        )
     if value == "latest":
         return TorchSelector(value, (compat.releases[-1].minor,))
     version: Version | None
@@ -285,8 +314,11 @@ def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelec
         version = None
     if version is not None and value[0] not in "<>=!~":
         if version.is_prerelease or version.is_devrelease or version.local:
-            table.error(key, f"torch {value!r}: pre-releases and local versions are not release targets",
-                        "name a release like '2.6' or '2.6.0'")
+            table.error(
+                key,
+                f"torch {value!r}: pre-releases and local versions are not release targets",
+                "name a release like '2.6' or '2.6.0'",
+            )
         minor = minor_of(value)
         if compat.release(minor) is None:
             table.error(key, f"unknown torch version {value!r}", add_hint)
@@ -295,10 +327,16 @@ def _torch(table: Table, key: str, text: str, compat: CompatTable) -> TorchSelec
     try:
         spec = SpecifierSet(value)
     except InvalidSpecifier:
-        table.error(key, f"{value!r} is neither a torch version nor a version specifier",
-                    "use e.g. '2.6', '2.6.0' or '>=2.6,<2.9'")
-    selected = tuple(r.minor for r in compat.releases
-                     if spec.contains(Version(r.build_version), prereleases=True))
+        table.error(
+            key,
+            f"{value!r} is neither a torch version nor a version specifier",
+            "use e.g. '2.6', '2.6.0' or '>=2.6,<2.9'",
+        )
+    selected = tuple(
+        r.minor
+        for r in compat.releases
+        if spec.contains(Version(r.build_version), prereleases=True)
+    )
     if not selected:
         table.error(key, f"{value!r} selects no torch release", add_hint)
     return TorchSelector(value, selected)
@@ -314,11 +352,18 @@ def _backend(table: Table, key: str | int, text: str, compat: CompatTable) -> Ba
         suggestion = did_you_mean(value, ["cpu", "cuda", "rocm"])
         table.error(key, str(exc), suggestion)
     assert pinned.version is not None
-    known = [c.version for c in compat.cuda] if pinned.kind == "cuda" else [r.version for r in compat.rocm]
+    known = (
+        [c.version for c in compat.cuda]
+        if pinned.kind == "cuda"
+        else [r.version for r in compat.rocm]
+    )
     if minor_of(pinned.version) not in known:
         name = "CUDA" if pinned.kind == "cuda" else "ROCm"
-        table.error(key, f"{name} {pinned.version} ({value}) is not in the compatibility table",
-                    f"known {name} versions: {', '.join(known)}")
+        table.error(
+            key,
+            f"{name} {pinned.version} ({value}) is not in the compatibility table",
+            f"known {name} versions: {', '.join(known)}",
+        )
     return BackendSelector(value, pinned.kind, pinned)
 
 
@@ -328,22 +373,29 @@ def _abi(table: Table) -> tuple[bool, ...]:
         return (value,)
     if value == "both":
         return (True, False)
-    table.error("cxx11_abi", f"must be true, false or \"both\", got {describe(value)}")
+    table.error("cxx11_abi", f'must be true, false or "both", got {describe(value)}')
 
 
 def _python(table: Table, key: str | int, text: str) -> str:
     value = text.strip().lower()
     if value == "abi3" or _PYTHON.fullmatch(value):
         return value
-    table.error(key, f"unknown Python {text!r}", "use 'abi3' (one wheel for every CPython >= 3.9) or a "
-                "version like '3.11'")
+    table.error(
+        key,
+        f"unknown Python {text!r}",
+        "use 'abi3' (one wheel for every CPython >= 3.9) or a version like '3.11'",
+    )
 
 
 def _arch(table: Table, key: str | int, text: str) -> str:
     value = text.strip().lower()
     if value in ARCHES:
         return value
-    hint = f"did you mean '{_ARCH_ALIASES[value]}'?" if value in _ARCH_ALIASES else did_you_mean(value, ARCHES)
+    hint = (
+        f"did you mean '{_ARCH_ALIASES[value]}'?"
+        if value in _ARCH_ALIASES
+        else did_you_mean(value, ARCHES)
+    )
     table.error(key, f"unknown arch {text!r}", hint or f"use one of {', '.join(ARCHES)}")
 
 
@@ -364,10 +416,13 @@ def _toolkit_filter(table: Table) -> ToolkitFilter:
                     raise InvalidSpecifier(text)
                 specs.append(SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}"))
         except InvalidSpecifier:
-            table.error("toolkits", f"{text!r} is neither a toolkit version nor a specifier",
-                        "use \"all\", \"default\" or e.g. [\"12.4\", \">=12.8\"]")
+            table.error(
+                "toolkits",
+                f"{text!r} is neither a toolkit version nor a specifier",
+                'use "all", "default" or e.g. ["12.4", ">=12.8"]',
+            )
     if not specs:
-        table.error("toolkits", "is empty", "use \"all\", \"default\" or a list of versions")
+        table.error("toolkits", "is empty", 'use "all", "default" or a list of versions')
     return ToolkitFilter("listed", tuple(specs), ", ".join(texts))
 
 
@@ -375,21 +430,30 @@ def _cuda_arch_list(table: Table, key: str) -> tuple[str, ...] | None:
     if not table.has(key):
         return None
     value = table.data[key]
-    items: tuple[str, ...] = tuple(a for a in value.replace(" ", ";").split(";") if a) \
-        if isinstance(value, str) else table.string_list(key)
+    items: tuple[str, ...] = (
+        tuple(a for a in value.replace(" ", ";").split(";") if a)
+        if isinstance(value, str)
+        else table.string_list(key)
+    )
     if not items:
-        table.error(key, "is empty", "e.g. arch_list = \"8.0;9.0;12.0+PTX\"")
+        table.error(key, "is empty", 'e.g. arch_list = "8.0;9.0;12.0+PTX"')
     for arch in items:
         if not _CUDA_ARCH.fullmatch(arch):
-            table.error(key, f"{arch!r} is not a CUDA compute capability",
-                        "use the TORCH_CUDA_ARCH_LIST form, e.g. \"8.0;9.0a;12.0+PTX\"")
+            table.error(
+                key,
+                f"{arch!r} is not a CUDA compute capability",
+                'use the TORCH_CUDA_ARCH_LIST form, e.g. "8.0;9.0a;12.0+PTX"',
+            )
     return items
 
 
 def _cuda(table: Table) -> CudaSettings:
     table.reject_unknown(MATRIX_FILE.section("cuda").names())
-    return CudaSettings(_toolkit_filter(table), _cuda_arch_list(table, "arch_list"),
-                        split_archs=table.boolean("split_archs", False))
+    return CudaSettings(
+        _toolkit_filter(table),
+        _cuda_arch_list(table, "arch_list"),
+        split_archs=table.boolean("split_archs", False),
+    )
 
 
 def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:
@@ -397,7 +461,7 @@ def _gfx_targets(table: Table, key: str) -> tuple[str, ...] | None:
         return None
     targets: tuple[str, ...] = table.string_list(key)
     if not targets:
-        table.error(key, "is empty", "e.g. gfx_targets = [\"gfx90a\", \"gfx942\"]")
+        table.error(key, "is empty", 'e.g. gfx_targets = ["gfx90a", "gfx942"]')
     for target in targets:
         if not _GFX.fullmatch(target):
             table.error(key, f"{target!r} is not a gfx target", "use names like gfx90a or gfx942")
@@ -409,11 +473,16 @@ def _rocm(table: Table) -> RocmSettings:
     return RocmSettings(_toolkit_filter(table), _gfx_targets(table, "gfx_targets"))
 
 
-def _selector(entry: Table, number: int, compat: CompatTable, allowed: set[str], name: str) -> Selector:
+def _selector(
+    entry: Table, number: int, compat: CompatTable, allowed: set[str], name: str
+) -> Selector:
     entry.reject_unknown(allowed)
     if not any(entry.has(k) for k in SELECTOR_KEYS):
-        entry.error(None, f"[[{name}]] entry names no axis",
-                    f"give at least one of {', '.join(sorted(SELECTOR_KEYS))}")
+        entry.error(
+            None,
+            f"[[{name}]] entry names no axis",
+            f"give at least one of {', '.join(sorted(SELECTOR_KEYS))}",
+        )
     abi = entry.data.get("cxx11_abi")
     if abi is not None and not isinstance(abi, bool):
         entry.error("cxx11_abi", f"must be true or false, got {describe(abi)}")
@@ -435,9 +504,13 @@ def _selector(entry: Table, number: int, compat: CompatTable, allowed: set[str],
 def _include(entry: Table, number: int, compat: CompatTable) -> Include:
     match = _selector(entry, number, compat, SELECTOR_KEYS | INCLUDE_SETTING_KEYS, "include")
     if match.torch is None or len(match.torch.releases) != 1:
-        entry.error("torch", "an [[include]] entry needs one torch version", "e.g. torch = \"2.6\"")
+        entry.error("torch", "an [[include]] entry needs one torch version", 'e.g. torch = "2.6"')
     if match.backend is None or match.backend.pinned is None and match.backend.kind != "cpu":
-        entry.error("backend", "an [[include]] entry needs a pinned build", "e.g. backend = \"cu124\" or \"cpu\"")
+        entry.error(
+            "backend",
+            "an [[include]] entry needs a pinned build",
+            'e.g. backend = "cu124" or "cpu"',
+        )
     env = entry.string_map("env")
     arch_list = _cuda_arch_list(entry, "arch_list")
     return Include(
@@ -453,18 +526,30 @@ def _include(entry: Table, number: int, compat: CompatTable) -> Include:
 
 def _project(table: Table, base_dir: Path) -> ProjectConfig:
     table.reject_unknown(MATRIX_FILE.section("project").names())
-    path = table.string("path", ".")  # the project beside its matrix.toml, as `wheelfactory new` lays it out
+    # the project beside its matrix.toml, as `wheelfactory new` lays it out
+    path = table.string("path", ".")
     if not path.strip() or "\0" in path:
-        table.error("path", "is empty" if not path.strip() else "contains a NUL byte",
-                    "point it at a kernel project directory")
+        table.error(
+            "path",
+            "is empty" if not path.strip() else "contains a NUL byte",
+            "point it at a kernel project directory",
+        )
     kind = table.string("kind", "auto")
     if kind not in PROJECT_KINDS + OLD_PROJECT_KINDS:
-        table.error("kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}")
+        table.error(
+            "kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}"
+        )
     import_name = table.string("import_name")
     if import_name is not None and not all(part.isidentifier() for part in import_name.split(".")):
-        table.error("import_name", f"{import_name!r} is not a module name", "e.g. import_name = \"my_ext\"")
-    return ProjectConfig((base_dir / path).resolve(), kind, import_name,
-                         *(tuple(sorted(table.string_map(key).items())) for key in ("env", "cpu_env", "cuda_env")))
+        table.error(
+            "import_name", f"{import_name!r} is not a module name", 'e.g. import_name = "my_ext"'
+        )
+    return ProjectConfig(
+        (base_dir / path).resolve(),
+        kind,
+        import_name,
+        *(tuple(sorted(table.string_map(key).items())) for key in ("env", "cpu_env", "cuda_env")),
+    )
 
 
 def _build(table: Table, base_dir: Path) -> BuildConfig:

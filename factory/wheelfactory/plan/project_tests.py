@@ -22,18 +22,33 @@ TEST_SECTION = Section(
     description="the project's own tests, run against every built wheel",
     may_be_empty=True,
     keys=(
-        Key("command", Text(pattern=NONBLANK, examples=("python -m pytest -q {project}/tests",)),
+        Key(
+            "command",
+            Text(pattern=NONBLANK, examples=("python -m pytest -q {project}/tests",)),
             "a shell command run from a copy of the test sources; {project} and {package} become its path",
-            required=True),
-        Key("requires", TextList(item=Text(examples=("pytest",))),
-            "what the tests need besides torch and the wheel, as pip requirements"),
-        Key("sources", TextList(item=Text(examples=("tests",))),
-            "files and directories of the project the tests need, relative to the project"),
-        Key("skip", TextList(item=Text(examples=("*-cu*",))),
-            "variant id patterns (fnmatch) whose wheels are not tested"),
-        Key("find_links", TextList(item=Text(examples=(".",))),
+            required=True,
+        ),
+        Key(
+            "requires",
+            TextList(item=Text(examples=("pytest",))),
+            "what the tests need besides torch and the wheel, as pip requirements",
+        ),
+        Key(
+            "sources",
+            TextList(item=Text(examples=("tests",))),
+            "files and directories of the project the tests need, relative to the project",
+        ),
+        Key(
+            "skip",
+            TextList(item=Text(examples=("*-cu*",))),
+            "variant id patterns (fnmatch) whose wheels are not tested",
+        ),
+        Key(
+            "find_links",
+            TextList(item=Text(examples=(".",))),
             "directories of wheels the tests' requirements may also come from (ones no index has), "
-            "relative to the file"),
+            "relative to the file",
+        ),
     ),
 )
 TEST_KEYS = TEST_SECTION.names()
@@ -60,7 +75,9 @@ class ProjectTests:
         return _PLACEHOLDER.sub(lambda _: project, self.command)
 
 
-def parse_test_table(table: Table, *, declared_in: str, base_dir: Path | None = None) -> ProjectTests | None:
+def parse_test_table(
+    table: Table, *, declared_in: str, base_dir: Path | None = None
+) -> ProjectTests | None:
     """The [test] table, or None when there is none (or it has no command). ``base_dir``: what
     ``find_links`` is relative to (the file's directory)."""
     if not table.data:
@@ -72,14 +89,28 @@ def parse_test_table(table: Table, *, declared_in: str, base_dir: Path | None = 
     sources = table.string_list("sources", ())
     for source in sources:
         path = PurePosixPath(source)
-        if not source.strip() or path.is_absolute() or ".." in path.parts or "\\" in source or "\0" in source:
-            table.error("sources", f"{source!r} is not a relative path inside the project",
-                        "list files or directories under the project root, e.g. sources = [\"tests\"]")
+        if (
+            not source.strip()
+            or path.is_absolute()
+            or ".." in path.parts
+            or "\\" in source
+            or "\0" in source
+        ):
+            table.error(
+                "sources",
+                f"{source!r} is not a relative path inside the project",
+                'list files or directories under the project root, e.g. sources = ["tests"]',
+            )
     for requirement in table.string_list("requires", ()):
         _check_requirement(table, requirement)
-    return ProjectTests(command=command, requires=table.string_list("requires", ()), sources=sources,
-                        skip=table.string_list("skip", ()), declared_in=declared_in,
-                        find_links=wheel_directories(table, "find_links", base_dir))
+    return ProjectTests(
+        command=command,
+        requires=table.string_list("requires", ()),
+        sources=sources,
+        skip=table.string_list("skip", ()),
+        declared_in=declared_in,
+        find_links=wheel_directories(table, "find_links", base_dir),
+    )
 
 
 def wheel_directories(table: Table, key: str, base_dir: Path | None) -> tuple[str, ...]:
@@ -90,8 +121,11 @@ def wheel_directories(table: Table, key: str, base_dir: Path | None) -> tuple[st
         if not path.is_absolute():
             path = (base_dir or Path.cwd()) / path
         if not text.strip() or "\0" in text or not path.is_dir():
-            table.error(key, f"{text!r} is not a directory", "name directories of wheels, relative to the file, "
-                        'e.g. find_links = ["wheels"]')
+            table.error(
+                key,
+                f"{text!r} is not a directory",
+                'name directories of wheels, relative to the file, e.g. find_links = ["wheels"]',
+            )
         found.append(str(path.resolve()))
     return tuple(found)
 
@@ -102,7 +136,14 @@ def _check_requirement(table: Table, requirement: str) -> None:
     try:
         parsed = Requirement(requirement)
     except InvalidRequirement as exc:
-        table.error("requires", f"{requirement!r} is not a requirement: {str(exc).splitlines()[0]}", 'e.g. requires = ["pytest"]')
+        table.error(
+            "requires",
+            f"{requirement!r} is not a requirement: {str(exc).splitlines()[0]}",
+            'e.g. requires = ["pytest"]',
+        )
     if parsed.url:
-        table.error("requires", f"{requirement!r} is a URL requirement",
-                    "name a package the wheelhouse can download from the host's pip index")
+        table.error(
+            "requires",
+            f"{requirement!r} is a URL requirement",
+            "name a package the wheelhouse can download from the host's pip index",
+        )

@@ -57,7 +57,8 @@ class DirectoryTarget:
 class BucketTarget:
     bucket: str
     prefix: str  # "" or "a/b": no slash at either end
-    endpoint_url: str | None  # None: boto3's own resolution (AWS_ENDPOINT_URL, profile, the service)
+    # None: boto3's own resolution (AWS_ENDPOINT_URL, profile, the service)
+    endpoint_url: str | None
     base_url: str | None  # where users reach it; None: the endpoint's path-style URL of the prefix
 
     def key(self, path: str) -> str:
@@ -76,7 +77,8 @@ class UploadTarget:
     url: str | None
     repository: str | None
     index_url: str | None
-    local_labels: bool  # False: the server refuses local labels; only the PyPI default variant goes there
+    # False: the server refuses local labels; only the PyPI default variant goes there
+    local_labels: bool
 
     @property
     def per_variant(self) -> bool:
@@ -118,18 +120,31 @@ def _slash(url: str) -> str:
     return url if url.endswith("/") else url + "/"
 
 
-def parse_target(text: str, *, base_dir: Path, base_url: str | None = None, endpoint_url: str | None = None,
-                 index_url: str | None = None, local_labels: bool | None = None, directory: bool = False
-                 ) -> Target:
+def parse_target(
+    text: str,
+    *,
+    base_dir: Path,
+    base_url: str | None = None,
+    endpoint_url: str | None = None,
+    index_url: str | None = None,
+    local_labels: bool | None = None,
+    directory: bool = False,
+) -> Target:
     """One target string (see the module docstring); relative directories are taken from
     ``base_dir``; ``directory``: the string is a path whatever it looks like. InvalidTarget says
     what is wrong with it."""
     text = text.strip()
     if not text:
-        raise InvalidTarget("an empty target; write s3://bucket/prefix, a directory, an upload URL or an alias")
+        raise InvalidTarget(
+            "an empty target; write s3://bucket/prefix, a directory, an upload URL or an alias"
+        )
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
         raise InvalidTarget(f"{text!r} holds control characters")
-    for name, value in (("base_url", base_url), ("endpoint_url", endpoint_url), ("index_url", index_url)):
+    for name, value in (
+        ("base_url", base_url),
+        ("endpoint_url", endpoint_url),
+        ("index_url", index_url),
+    ):
         if value is not None:
             _check_http(value, name)
     only = {"endpoint_url": endpoint_url, "index_url": index_url, "local_labels": local_labels}
@@ -147,18 +162,27 @@ def parse_target(text: str, *, base_dir: Path, base_url: str | None = None, endp
             path = unquote(urlsplit(text).path, errors="strict")
         except UnicodeDecodeError:
             raise InvalidTarget(f"{text!r}: its percent-encoding is not UTF-8") from None
-        if urlsplit(text).netloc not in ("", "localhost") or not path.startswith("/") or "\0" in path:
-            raise InvalidTarget(f"{text!r} is not a file:// URL of a local directory (file:///srv/whl)")
+        if (
+            urlsplit(text).netloc not in ("", "localhost")
+            or not path.startswith("/")
+            or "\0" in path
+        ):
+            raise InvalidTarget(
+                f"{text!r} is not a file:// URL of a local directory (file:///srv/whl)"
+            )
         _refuse_keys(text, only, allowed=())
         return DirectoryTarget(Path(path), base_url)
     if "://" in text:
-        raise InvalidTarget(f"{text!r}: unknown scheme; write s3://, http(s)://, file:// or a directory path")
+        raise InvalidTarget(
+            f"{text!r}: unknown scheme; write s3://, http(s)://, file:// or a directory path"
+        )
     if _ALIAS.fullmatch(text) and not directory:
         try:
             _refuse_keys(text, {"endpoint_url": endpoint_url, "base_url": base_url}, allowed=())
         except InvalidTarget as exc:
-            raise InvalidTarget(f"{exc}: a bare name is a twine repository alias; write ./{text} for a "
-                                "directory") from None
+            raise InvalidTarget(
+                f"{exc}: a bare name is a twine repository alias; write ./{text} for a directory"
+            ) from None
         labels = local_labels if local_labels is not None else text not in LABEL_REFUSING_ALIASES
         return UploadTarget(None, text, index_url, labels)
     _refuse_keys(text, only, allowed=())
@@ -180,82 +204,165 @@ def _check_http(url: str, what: str) -> None:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise InvalidTarget(f"{what} {url!r} is not an http:// or https:// URL with a host")
     if parts.username or parts.password or "@" in parts.netloc:
-        raise InvalidTarget(f"{what} holds credentials; remove them and set TWINE_USERNAME / TWINE_PASSWORD "
-                            "(or keyring) in the environment instead")
+        raise InvalidTarget(
+            f"{what} holds credentials; remove them and set TWINE_USERNAME / TWINE_PASSWORD "
+            "(or keyring) in the environment instead"
+        )
     if parts.query or parts.fragment:
         raise InvalidTarget(f"{what} {url!r} may not hold a query or a fragment")
 
 
 def _bucket(text: str, endpoint_url: str | None, base_url: str | None) -> BucketTarget:
-    rest = text[len("s3://"):]
+    rest = text[len("s3://") :]
     bucket, _, prefix = rest.partition("/")
     prefix = prefix.strip("/")
     if not _BUCKET.fullmatch(bucket) or ".." in bucket:
-        raise InvalidTarget(f"{text!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, . and -)")
-    if prefix and (not _SAFE_PREFIX.fullmatch(prefix) or any(p in (".", "..") for p in prefix.split("/"))):
-        raise InvalidTarget(f"{text!r}: the prefix {prefix!r} may hold only letters, digits and ._~+- between "
-                            "slashes (no . or .. parts)")
-    return BucketTarget(bucket, prefix, endpoint_url.rstrip("/") if endpoint_url else None,
-                        base_url.rstrip("/") if base_url else None)
+        raise InvalidTarget(
+            f"{text!r}: {bucket!r} is not an S3 bucket name (3-63 lowercase letters, digits, . and -)"
+        )
+    if prefix and (
+        not _SAFE_PREFIX.fullmatch(prefix) or any(p in (".", "..") for p in prefix.split("/"))
+    ):
+        raise InvalidTarget(
+            f"{text!r}: the prefix {prefix!r} may hold only letters, digits and ._~+- between "
+            "slashes (no . or .. parts)"
+        )
+    return BucketTarget(
+        bucket,
+        prefix,
+        endpoint_url.rstrip("/") if endpoint_url else None,
+        base_url.rstrip("/") if base_url else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # matrix.toml's [publish] table, declared once (plan/toml_model.py)
 # ---------------------------------------------------------------------------------------------
 
-_BASE_URL = Key("base_url", Text(pattern=r"^https?://\S+$", examples=("https://wheels.example.org/whl",)),
-                "the URL users reach the pages at (select.py and the install commands name it)")
-_BUCKET_TABLE = Section((
-    Key("url", Text(pattern=r"^s3://\S+$", examples=("s3://my-bucket/whl",)), "s3://bucket/prefix", required=True),
-    Key("endpoint_url", Text(pattern=r"^https?://\S+$", examples=("http://127.0.0.1:9000",)),
-        "an S3-compatible store's endpoint (default: boto3's own, e.g. AWS_ENDPOINT_URL)"),
-    _BASE_URL,
-), description="a static bucket over the S3 API")
-_DIRECTORY_TABLE = Section((
-    Key("path", Text(pattern=r"\S", examples=("site", "/srv/whl")), "the directory, relative to matrix.toml",
-        required=True),
-    _BASE_URL,
-), description="a directory a static host serves")
-_UPLOAD_TABLE = Section((
-    Key("url", Text(pattern=r"^(https?://\S+|[a-z][a-z0-9_.-]*)$",
-                    examples=("http://127.0.0.1:3141/me/{variant}/", "pypi")),
-        "the upload URL ({variant}: one index per variant) or a twine repository alias", required=True),
-    Key("index_url", Text(pattern=r"^https?://\S+$", examples=("http://127.0.0.1:3141/me/{variant}/+simple/",)),
-        "where the server's simple pages are read (default: derived from url)"),
-    Key("local_labels", Flag(), "false where the server refuses local version labels (PyPI): only the "
-        "pypi_default variant goes there, without its label"),
-), description="a server with the upload API (twine, devpi, pypiserver, PyPI)")
+_BASE_URL = Key(
+    "base_url",
+    Text(pattern=r"^https?://\S+$", examples=("https://wheels.example.org/whl",)),
+    "the URL users reach the pages at (select.py and the install commands name it)",
+)
+_BUCKET_TABLE = Section(
+    (
+        Key(
+            "url",
+            Text(pattern=r"^s3://\S+$", examples=("s3://my-bucket/whl",)),
+            "s3://bucket/prefix",
+            required=True,
+        ),
+        Key(
+            "endpoint_url",
+            Text(pattern=r"^https?://\S+$", examples=("http://127.0.0.1:9000",)),
+            "an S3-compatible store's endpoint (default: boto3's own, e.g. AWS_ENDPOINT_URL)",
+        ),
+        _BASE_URL,
+    ),
+    description="a static bucket over the S3 API",
+)
+_DIRECTORY_TABLE = Section(
+    (
+        Key(
+            "path",
+            Text(pattern=r"\S", examples=("site", "/srv/whl")),
+            "the directory, relative to matrix.toml",
+            required=True,
+        ),
+        _BASE_URL,
+    ),
+    description="a directory a static host serves",
+)
+_UPLOAD_TABLE = Section(
+    (
+        Key(
+            "url",
+            Text(
+                pattern=r"^(https?://\S+|[a-z][a-z0-9_.-]*)$",
+                examples=("http://127.0.0.1:3141/me/{variant}/", "pypi"),
+            ),
+            "the upload URL ({variant}: one index per variant) or a twine repository alias",
+            required=True,
+        ),
+        Key(
+            "index_url",
+            Text(
+                pattern=r"^https?://\S+$", examples=("http://127.0.0.1:3141/me/{variant}/+simple/",)
+            ),
+            "where the server's simple pages are read (default: derived from url)",
+        ),
+        Key(
+            "local_labels",
+            Flag(),
+            "false where the server refuses local version labels (PyPI): only the "
+            "pypi_default variant goes there, without its label",
+        ),
+    ),
+    description="a server with the upload API (twine, devpi, pypiserver, PyPI)",
+)
 
-PUBLISH_SECTION = Section((
-    Key("bucket", Sections(_BUCKET_TABLE), "[[publish.bucket]]: a static bucket the release is published to"),
-    Key("directory", Sections(_DIRECTORY_TABLE), "[[publish.directory]]: a directory the release is published to"),
-    Key("upload", Sections(_UPLOAD_TABLE), "[[publish.upload]]: an upload server the release is published to"),
-    Key("pypi_default", AnyOf((Flag(), Text(pattern=r"^torch", examples=("torch213-cxx11-cpu-x86_64-linux",)))),
-        "true: also publish the variant PyPI's torch build of the newest torch matches, without its local "
-        "label, to servers that refuse labels; or name the variant", default=False),
-), description="`wheelfactory publish`: where a built release goes")
+PUBLISH_SECTION = Section(
+    (
+        Key(
+            "bucket",
+            Sections(_BUCKET_TABLE),
+            "[[publish.bucket]]: a static bucket the release is published to",
+        ),
+        Key(
+            "directory",
+            Sections(_DIRECTORY_TABLE),
+            "[[publish.directory]]: a directory the release is published to",
+        ),
+        Key(
+            "upload",
+            Sections(_UPLOAD_TABLE),
+            "[[publish.upload]]: an upload server the release is published to",
+        ),
+        Key(
+            "pypi_default",
+            AnyOf((Flag(), Text(pattern=r"^torch", examples=("torch213-cxx11-cpu-x86_64-linux",)))),
+            "true: also publish the variant PyPI's torch build of the newest torch matches, without its local "
+            "label, to servers that refuse labels; or name the variant",
+            default=False,
+        ),
+    ),
+    description="`wheelfactory publish`: where a built release goes",
+)
 
 
 def parse_publish_table(table: Table, *, base_dir: Path) -> PublishConfig:
     table.reject_unknown(PUBLISH_SECTION.names())
     targets: list[Target] = []
-    for kind, declared, key, example in (("bucket", _BUCKET_TABLE, "url", "s3://my-bucket/whl"),
-                                         ("directory", _DIRECTORY_TABLE, "path", "site"),
-                                         ("upload", _UPLOAD_TABLE, "url", "pypi")):
+    for kind, declared, key, example in (
+        ("bucket", _BUCKET_TABLE, "url", "s3://my-bucket/whl"),
+        ("directory", _DIRECTORY_TABLE, "path", "site"),
+        ("upload", _UPLOAD_TABLE, "url", "pypi"),
+    ):
         for entry in table.tables(kind):
             entry.reject_unknown(declared.names())
             text = entry.string(key)
             if text is None:
                 entry.error(None, f"needs {key}", f'e.g. {key} = "{example}"')
             if kind == "directory" and ("://" in text or text.startswith("s3:")):
-                entry.error(key, f"{text!r} is a URL, not a directory", "use [[publish.bucket]] or [[publish.upload]]")
+                entry.error(
+                    key,
+                    f"{text!r} is a URL, not a directory",
+                    "use [[publish.bucket]] or [[publish.upload]]",
+                )
             if kind == "upload" and text.startswith("s3://"):
                 entry.error(key, f"{text!r} is a bucket", "use [[publish.bucket]]")
             try:
-                targets.append(parse_target(
-                    text, base_dir=base_dir, base_url=entry.string("base_url"),
-                    endpoint_url=entry.string("endpoint_url"), index_url=entry.string("index_url"),
-                    local_labels=entry.boolean("local_labels"), directory=kind == "directory"))
+                targets.append(
+                    parse_target(
+                        text,
+                        base_dir=base_dir,
+                        base_url=entry.string("base_url"),
+                        endpoint_url=entry.string("endpoint_url"),
+                        index_url=entry.string("index_url"),
+                        local_labels=entry.boolean("local_labels"),
+                        directory=kind == "directory",
+                    )
+                )
             except InvalidTarget as exc:
                 entry.error(key, str(exc))
     return PublishConfig(tuple(targets), _pypi_default(table))
@@ -270,4 +377,8 @@ def _pypi_default(table: Table) -> bool | VariantId:
     try:
         return VariantId.parse(value)
     except InvalidVariantId as exc:
-        table.error("pypi_default", str(exc), "e.g. pypi_default = true, or a variant id from `wheelfactory plan`")
+        table.error(
+            "pypi_default",
+            str(exc),
+            "e.g. pypi_default = true, or a variant id from `wheelfactory plan`",
+        )

@@ -44,7 +44,11 @@ def value_schema(value: Value) -> Schema:
     if isinstance(value, Flag):
         return {"type": "boolean"} if value.only is None else {"const": value.only}
     if isinstance(value, Integer):
-        return {"type": "integer"} if value.minimum is None else {"type": "integer", "minimum": value.minimum}
+        return (
+            {"type": "integer"}
+            if value.minimum is None
+            else {"type": "integer", "minimum": value.minimum}
+        )
     if isinstance(value, TextList):
         array: Schema = {"type": "array", "items": _text(value.item)}
         if value.nonempty:
@@ -89,8 +93,14 @@ def _section(section: Section) -> Schema:
         if key.default is not None:
             described["default"] = key.default
         # the key's description, not its table's: a table's own is for the document's top
-        properties[key.name] = {**described, **{name: part for name, part in value_schema(key.value).items()
-                                                if name != "description"}}
+        properties[key.name] = {
+            **described,
+            **{
+                name: part
+                for name, part in value_schema(key.value).items()
+                if name != "description"
+            },
+        }
     out["properties"] = properties
     out["additionalProperties"] = False
     required = [key.name for key in section.keys if key.required]

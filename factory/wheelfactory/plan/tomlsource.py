@@ -114,11 +114,18 @@ class TomlDocument:
             found = _DECODE_POSITION.search(message)
             line = int(found.group(1)) if found else None
             detail = _DECODE_POSITION.sub("", message).strip()
-            raise ConfigError(f"not valid TOML: {detail}", file=file, line=line,
-                              hint="fix the syntax (see https://toml.io)") from None
+            raise ConfigError(
+                f"not valid TOML: {detail}",
+                file=file,
+                line=line,
+                hint="fix the syntax (see https://toml.io)",
+            ) from None
         except RecursionError:
-            raise ConfigError("not valid TOML: arrays or tables nested too deeply", file=file,
-                              hint="flatten the document") from None
+            raise ConfigError(
+                "not valid TOML: arrays or tables nested too deeply",
+                file=file,
+                hint="flatten the document",
+            ) from None
         return cls(file=file, data=data, _index=_LineIndex(text))
 
     @classmethod
@@ -127,15 +134,17 @@ class TomlDocument:
         try:
             raw = read_input(path)
         except FileNotFoundError:
-            raise ConfigError("file not found", file=shown,
-                              hint="pass the right path with -m/--matrix") from None
+            raise ConfigError(
+                "file not found", file=shown, hint="pass the right path with -m/--matrix"
+            ) from None
         except OSError as exc:
             raise ConfigError(f"cannot be read ({exc.strerror})", file=shown) from None
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ConfigError(f"not UTF-8 text (byte {exc.start})", file=shown,
-                              hint="save the file as UTF-8") from None
+            raise ConfigError(
+                f"not UTF-8 text (byte {exc.start})", file=shown, hint="save the file as UTF-8"
+            ) from None
         return cls.from_text(text, shown)
 
     def root(self) -> Table:
@@ -145,12 +154,23 @@ class TomlDocument:
         return self._index.line_of(path)
 
     def error(self, path: KeyPath, message: str, hint: str | None = None) -> NoReturn:
-        raise ConfigError(message, file=self.file, key=format_key(path) or None,
-                          line=self._index.line_of(path), hint=hint)
+        raise ConfigError(
+            message,
+            file=self.file,
+            key=format_key(path) or None,
+            line=self._index.line_of(path),
+            hint=hint,
+        )
 
 
-_TYPE_NAMES = {str: "a string", bool: "true or false", int: "an integer", float: "a number",
-               list: "an array", dict: "a table"}
+_TYPE_NAMES = {
+    str: "a string",
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    list: "an array",
+    dict: "a table",
+}
 
 
 @dataclass(frozen=True)
@@ -171,8 +191,7 @@ class Table:
             if key not in allowed:
                 suggestion = did_you_mean(key, allowed)
                 known = ", ".join(sorted(allowed))
-                self.error(key, "unknown key",
-                           suggestion or f"the keys allowed here are: {known}")
+                self.error(key, "unknown key", suggestion or f"the keys allowed here are: {known}")
 
     @property
     def line(self) -> int | None:
@@ -238,8 +257,14 @@ class Table:
             yield Table(self.doc, (*self.path, key, index), item)
 
 
-_VALUE_WORDS = ((bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
-                (list, "array"), (dict, "table"))
+_VALUE_WORDS = (
+    (bool, "boolean"),
+    (int, "integer"),
+    (float, "number"),
+    (str, "string"),
+    (list, "array"),
+    (dict, "table"),
+)
 
 
 def describe(value: Any) -> str:

@@ -63,7 +63,9 @@ class TorchFile:
         _, _, _, tags = parse_wheel_filename(self.filename)
         found = set()
         for tag in tags:
-            match = re.fullmatch(r"cp(\d)(\d+)(t?)", tag.abi if tag.abi.startswith("cp") else tag.interpreter)
+            match = re.fullmatch(
+                r"cp(\d)(\d+)(t?)", tag.abi if tag.abi.startswith("cp") else tag.interpreter
+            )
             if match:
                 found.add(f"{match.group(1)}.{match.group(2)}{match.group(3)}")
         return tuple(sorted(found, key=_python_key))
@@ -95,7 +97,8 @@ class ListedFile:
 
     name: str
     metadata_url: str | None = None
-    sha256: str | None = None  # the hash the page gives (JSON ``hashes``, an HTML ``#sha256=`` fragment)
+    # the hash the page gives (JSON ``hashes``, an HTML ``#sha256=`` fragment)
+    sha256: str | None = None
     url: str = ""  # the file's URL, absolute
 
 
@@ -114,8 +117,10 @@ class _Anchors(html.parser.HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "a":
             found = dict(attrs)  # an attribute without a value is present: offered (PEP 714)
-            offered = any(key in found and found[key] != "false"
-                          for key in ("data-core-metadata", "data-dist-info-metadata"))
+            offered = any(
+                key in found and found[key] != "false"
+                for key in ("data-core-metadata", "data-dist-info-metadata")
+            )
             self.links.append((found.get("href") or "", offered))
 
 
@@ -144,8 +149,14 @@ def listed_files(body: bytes, content_type: str, page_url: str) -> list[ListedFi
             where = urljoin(page_url, url.split("#", 1)[0]) if isinstance(url, str) else ""
             metadata = where + ".metadata" if offered and where else None
             hashes = entry.get("hashes")
-            found.append(ListedFile(entry["filename"], metadata,
-                                    _sha256_or_none(hashes.get("sha256") if isinstance(hashes, dict) else None), where))
+            found.append(
+                ListedFile(
+                    entry["filename"],
+                    metadata,
+                    _sha256_or_none(hashes.get("sha256") if isinstance(hashes, dict) else None),
+                    where,
+                )
+            )
         return found
     try:
         text = body.decode("utf-8")
@@ -162,15 +173,26 @@ def listed_files(body: bytes, content_type: str, page_url: str) -> list[ListedFi
         algorithm, _, digest = fragment.partition("=")
         if name:
             where = urljoin(page_url, path)
-            listed.append(ListedFile(name, where + ".metadata" if offered else None,
-                                     _sha256_or_none(digest) if algorithm == "sha256" else None, where))
+            listed.append(
+                ListedFile(
+                    name,
+                    where + ".metadata" if offered else None,
+                    _sha256_or_none(digest) if algorithm == "sha256" else None,
+                    where,
+                )
+            )
     return listed
 
 
 # The requirements that say which CUDA a torch wheel was built with (PyPI's own build carries no
 # local version label in its file name: its METADATA does say it).
-CUDA_REQUIREMENTS = ("cuda-toolkit", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12",
-                     "nvidia-cuda-runtime-cu11")
+CUDA_REQUIREMENTS = (
+    "cuda-toolkit",
+    "nvidia-cuda-runtime",
+    "nvidia-cuda-runtime-cu13",
+    "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-runtime-cu11",
+)
 
 
 def build_of_metadata(text: str, machine: str = "x86_64") -> tuple[str, str] | None:
@@ -185,7 +207,12 @@ def build_of_metadata(text: str, machine: str = "x86_64") -> tuple[str, str] | N
     headers = HeaderParser().parsestr(text)
     if not headers.get("Name"):
         return None
-    where = {"platform_machine": machine, "platform_system": "Linux", "sys_platform": "linux", "extra": ""}
+    where = {
+        "platform_machine": machine,
+        "platform_system": "Linux",
+        "sys_platform": "linux",
+        "extra": "",
+    }
     for line in headers.get_all("Requires-Dist") or []:
         try:
             requirement = Requirement(line)
@@ -255,18 +282,34 @@ def release_facts(files: Sequence[TorchFile]) -> list[ReleaseFacts]:
     for minor, members in sorted(by_minor.items(), key=lambda item: Version(item[0])):
         builds = {b for f in members if f.label and (b := _build_of(f.label)) is not None}
         floors = [floor for f in members for arch, floor in f.platforms if arch == "x86_64"]
-        aarch64 = {f.label or "" for f in members if any(arch == "aarch64" for arch, _ in f.platforms)}
+        aarch64 = {
+            f.label or "" for f in members if any(arch == "aarch64" for arch, _ in f.platforms)
+        }
         newest = max(members, key=lambda f: Version(f.version.public))
         # the source line's example: a Linux x86_64 wheel of the newest patch where there is one
-        example = min((f for f in members if f.version.public == newest.version.public),
-                      key=lambda f: (not any(arch == "x86_64" for arch, _ in f.platforms), f.filename))
-        facts.append(ReleaseFacts(
-            minor, Version(newest.version.public).public,
-            tuple(sorted({p for f in members for p in f.pythons if not p.endswith("t")}, key=_python_key)),
-            tuple(sorted((v for k, v in builds if k == "cuda"), key=Version)),
-            tuple(sorted((v for k, v in builds if k == "rocm"), key=Version)),
-            any(f.label is None for f in members), min(floors) if floors else None,
-            tuple(sorted(aarch64)), tuple(sorted({f.index for f in members})), example.filename))
+        example = min(
+            (f for f in members if f.version.public == newest.version.public),
+            key=lambda f: (not any(arch == "x86_64" for arch, _ in f.platforms), f.filename),
+        )
+        facts.append(
+            ReleaseFacts(
+                minor,
+                Version(newest.version.public).public,
+                tuple(
+                    sorted(
+                        {p for f in members for p in f.pythons if not p.endswith("t")},
+                        key=_python_key,
+                    )
+                ),
+                tuple(sorted((v for k, v in builds if k == "cuda"), key=Version)),
+                tuple(sorted((v for k, v in builds if k == "rocm"), key=Version)),
+                any(f.label is None for f in members),
+                min(floors) if floors else None,
+                tuple(sorted(aarch64)),
+                tuple(sorted({f.index for f in members})),
+                example.filename,
+            )
+        )
     return facts
 
 
@@ -283,7 +326,8 @@ class Finding:
 class Refresh:
     findings: tuple[Finding, ...]
     fragments: tuple[tuple[str, str], ...] = field(default=())  # (minor, TOML) per new release
-    toolkits: tuple[tuple[str, str], ...] = field(default=())  # (CUDA version, TOML stub) the table lacks
+    # (CUDA version, TOML stub) the table lacks
+    toolkits: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def behind(self) -> bool:
@@ -299,9 +343,12 @@ def _floor_of(platform: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else LEGACY_MANYLINUX.get(platform)
 
 
-def compare(table: CompatTable, facts: Sequence[ReleaseFacts],
-            default_builds: Mapping[str, tuple[str, str]] | None = None,
-            aarch64_builds: Mapping[str, tuple[str, str]] | None = None) -> Refresh:
+def compare(
+    table: CompatTable,
+    facts: Sequence[ReleaseFacts],
+    default_builds: Mapping[str, tuple[str, str]] | None = None,
+    aarch64_builds: Mapping[str, tuple[str, str]] | None = None,
+) -> Refresh:
     """What ``facts`` show that ``table`` lacks, with a fragment per new release. ``default_builds``
     (``aarch64_builds``): release -> (build, evidence) of its unlabelled x86_64 (aarch64) wheel,
     read from its METADATA where the index serves that (build_of_metadata)."""
@@ -315,38 +362,88 @@ def compare(table: CompatTable, facts: Sequence[ReleaseFacts],
         if release is None:
             if newest_known is not None and Version(fact.minor) < newest_known.version:
                 continue  # an old release the table chose not to carry
-            findings.append(Finding(fact.minor, "release", f"torch {fact.newest} is not in the table"))
-            fragments.append((fact.minor, fragment(fact, newest_known, (default_builds or {}).get(fact.minor),
-                                                   (aarch64_builds or {}).get(fact.minor))))
+            findings.append(
+                Finding(fact.minor, "release", f"torch {fact.newest} is not in the table")
+            )
+            fragments.append(
+                (
+                    fact.minor,
+                    fragment(
+                        fact,
+                        newest_known,
+                        (default_builds or {}).get(fact.minor),
+                        (aarch64_builds or {}).get(fact.minor),
+                    ),
+                )
+            )
         else:
             findings.extend(_known_release(release, fact))
         for version in fact.cuda:
             if version not in known_cuda and version not in stubs:
-                findings.append(Finding(fact.minor, "toolkit", f"CUDA {version} (torch {fact.minor}'s +cu"
-                                        f"{version.replace('.', '')} build) has no [cuda.\"{version}\"] entry"))
+                findings.append(
+                    Finding(
+                        fact.minor,
+                        "toolkit",
+                        f"CUDA {version} (torch {fact.minor}'s +cu"
+                        f'{version.replace(".", "")} build) has no [cuda."{version}"] entry',
+                    )
+                )
                 stubs[version] = toolkit_stub(table, version)
-    return Refresh(tuple(findings), tuple(fragments), tuple(sorted(stubs.items(), key=lambda i: Version(i[0]))))
+    return Refresh(
+        tuple(findings), tuple(fragments), tuple(sorted(stubs.items(), key=lambda i: Version(i[0])))
+    )
 
 
 def _known_release(release: TorchRelease, fact: ReleaseFacts) -> list[Finding]:
     found = []
     if Version(fact.newest) > Version(release.build_version):
-        found.append(Finding(fact.minor, "patch", f"torch {fact.newest} is out; the table builds "
-                                                  f"{release.build_version} (build_version)"))
-    for kind, seen, listed in (("CUDA", fact.cuda, release.cuda), ("ROCm", fact.rocm, release.rocm)):
+        found.append(
+            Finding(
+                fact.minor,
+                "patch",
+                f"torch {fact.newest} is out; the table builds "
+                f"{release.build_version} (build_version)",
+            )
+        )
+    for kind, seen, listed in (
+        ("CUDA", fact.cuda, release.cuda),
+        ("ROCm", fact.rocm, release.rocm),
+    ):
         missing = [v for v in seen if v not in listed]
         if missing:
-            found.append(Finding(fact.minor, "build", f"torch {fact.minor} has {kind} {', '.join(missing)} builds "
-                                                      f"the table does not list ({kind.lower()} = {list(listed)})"))
+            found.append(
+                Finding(
+                    fact.minor,
+                    "build",
+                    f"torch {fact.minor} has {kind} {', '.join(missing)} builds "
+                    f"the table does not list ({kind.lower()} = {list(listed)})",
+                )
+            )
     pythons = [p for p in fact.pythons if p not in release.python]
     if pythons:
-        found.append(Finding(fact.minor, "python", f"torch {fact.minor} has wheels for Python {', '.join(pythons)} "
-                                                   f"the table does not list (python = {list(release.python)})"))
+        found.append(
+            Finding(
+                fact.minor,
+                "python",
+                f"torch {fact.minor} has wheels for Python {', '.join(pythons)} "
+                f"the table does not list (python = {list(release.python)})",
+            )
+        )
     listed_floor = _floor_of(release.wheel_platform)
-    if fact.x86_64_floor is not None and listed_floor is not None and fact.x86_64_floor != listed_floor:
-        found.append(Finding(fact.minor, "platform", f"torch {fact.minor}'s x86_64 wheels are "
-                                                     f"{_floor_name(fact.x86_64_floor)}; the table says "
-                                                     f"{release.wheel_platform} (wheel_platform)"))
+    if (
+        fact.x86_64_floor is not None
+        and listed_floor is not None
+        and fact.x86_64_floor != listed_floor
+    ):
+        found.append(
+            Finding(
+                fact.minor,
+                "platform",
+                f"torch {fact.minor}'s x86_64 wheels are "
+                f"{_floor_name(fact.x86_64_floor)}; the table says "
+                f"{release.wheel_platform} (wheel_platform)",
+            )
+        )
     return found
 
 
@@ -355,11 +452,21 @@ def _toml_list(values: Iterable[str]) -> str:
 
 
 def _label(kind: str, version: str) -> str:
-    return "cpu" if kind == "cpu" else f"cu{version.replace('.', '')}" if kind == "cuda" else f"rocm{version}"
+    return (
+        "cpu"
+        if kind == "cpu"
+        else f"cu{version.replace('.', '')}"
+        if kind == "cuda"
+        else f"rocm{version}"
+    )
 
 
-def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[str, str] | None = None,
-             aarch64_default: tuple[str, str] | None = None) -> str:
+def fragment(
+    fact: ReleaseFacts,
+    previous: TorchRelease | None,
+    default: tuple[str, str] | None = None,
+    aarch64_default: tuple[str, str] | None = None,
+) -> str:
     """A ``[torch."X.Y"]`` table for a release the table lacks, each value with where it came from.
     ``default`` (``aarch64_default``): (build, evidence) of the unlabelled x86_64 (aarch64) wheel,
     from its METADATA."""
@@ -371,49 +478,67 @@ def fragment(fact: ReleaseFacts, previous: TorchRelease | None, default: tuple[s
         read.append(f"pypi_default from the unlabelled wheel's METADATA ({default[1]})")
     elif fact.unlabelled and not builds and previous is not None:
         pypi_default = previous.pypi_default  # only unlabelled files: PyPI's own build, not named
-        inferred.append(f"pypi_default (carried over from {previous.minor}: file names do not name the build)")
+        inferred.append(
+            f"pypi_default (carried over from {previous.minor}: file names do not name the build)"
+        )
     elif previous is not None and previous.pypi_default in builds + ["cpu"]:
         pypi_default = previous.pypi_default
         inferred.append(f"pypi_default (as {previous.minor})")
     else:
-        pypi_default = next(iter(sorted((b for b in builds if b.startswith("cu")), reverse=True)), "cpu")
+        pypi_default = next(
+            iter(sorted((b for b in builds if b.startswith("cu")), reverse=True)), "cpu"
+        )
         inferred.append("pypi_default (the newest CUDA build)")
     cuda = list(fact.cuda)
     cuda_build = CUDA_LABEL.fullmatch(pypi_default)
     default_cuda = f"{cuda_build.group(1)}.{cuda_build.group(2)}" if cuda_build else None
     if default_cuda is not None and default_cuda not in cuda:  # PyPI's wheel is that build
         cuda = sorted([*cuda, default_cuda], key=Version)
-    platform = _floor_name(fact.x86_64_floor) if fact.x86_64_floor else (previous.wheel_platform if previous
-                                                                         else "manylinux_2_28")
+    platform = (
+        _floor_name(fact.x86_64_floor)
+        if fact.x86_64_floor
+        else (previous.wheel_platform if previous else "manylinux_2_28")
+    )
     if fact.x86_64_floor is None:
         inferred.append("wheel_platform")
     pypi_aarch64 = ""
     if aarch64_default is not None:
         pypi_aarch64 = aarch64_default[0]
-        read.append(f"pypi_aarch64 from the unlabelled aarch64 wheel's METADATA ({aarch64_default[1]})")
+        read.append(
+            f"pypi_aarch64 from the unlabelled aarch64 wheel's METADATA ({aarch64_default[1]})"
+        )
     elif "" in fact.aarch64 and previous is not None and previous.pypi_aarch64:
         pypi_aarch64 = previous.pypi_aarch64
         inferred.append(f"pypi_aarch64 (carried over from {previous.minor})")
     aarch64 = sorted({label or pypi_aarch64 or pypi_default for label in fact.aarch64})
-    inferred.append(f"abi (cxx11 only, as {previous.minor})" if previous is not None else "abi (cxx11 only)")
+    inferred.append(
+        f"abi (cxx11 only, as {previous.minor})" if previous is not None else "abi (cxx11 only)"
+    )
     if not fact.pythons:
         inferred.append("python")
-    source = (f"compat refresh: {', '.join(fact.indexes)} ({fact.example}): patch, python, cuda, rocm, "
-              f"wheel_platform and aarch64 from file names; {''.join(r + '; ' for r in read)}"
-              f"unverified: {'; '.join(inferred)}")
-    return "\n".join([
-        f'[torch."{fact.minor}"]',
-        f'build_version = "{fact.newest}"',
-        f"python = {_toml_list(fact.pythons or (previous.python if previous else ()))}",
-        f"cuda = {_toml_list(cuda)}",
-        f"rocm = {_toml_list(fact.rocm)}",
-        f'pypi_default = "{pypi_default}"',
-        f'wheel_platform = "{platform}"',
-        f"aarch64 = {_toml_list(aarch64)}",
-        *([f'pypi_aarch64 = "{pypi_aarch64}"'] if pypi_aarch64 else []),
-        'abi.cxx11 = { builds = "all" }',
-        f"source = {json.dumps(source)}",
-    ]) + "\n"
+    source = (
+        f"compat refresh: {', '.join(fact.indexes)} ({fact.example}): patch, python, cuda, rocm, "
+        f"wheel_platform and aarch64 from file names; {''.join(r + '; ' for r in read)}"
+        f"unverified: {'; '.join(inferred)}"
+    )
+    return (
+        "\n".join(
+            [
+                f'[torch."{fact.minor}"]',
+                f'build_version = "{fact.newest}"',
+                f"python = {_toml_list(fact.pythons or (previous.python if previous else ()))}",
+                f"cuda = {_toml_list(cuda)}",
+                f"rocm = {_toml_list(fact.rocm)}",
+                f'pypi_default = "{pypi_default}"',
+                f'wheel_platform = "{platform}"',
+                f"aarch64 = {_toml_list(aarch64)}",
+                *([f'pypi_aarch64 = "{pypi_aarch64}"'] if pypi_aarch64 else []),
+                'abi.cxx11 = { builds = "all" }',
+                f"source = {json.dumps(source)}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def toolkit_stub(table: CompatTable, version: str) -> str:
@@ -423,9 +548,13 @@ def toolkit_stub(table: CompatTable, version: str) -> str:
     base = max(older, key=lambda c: Version(c.version)) if older else None
     if base is None:
         raise ValueError(f"no CUDA toolkit older than {version} in the table to start from")
-    lines = [f'[cuda."{version}"]', f'arch_list = "{";".join(base.arch_list)}"', f'min_arch = "{base.min_arch}"',
-             f'max_arch = "{base.max_arch}"',
-             f"source = {json.dumps(f'compat refresh: copied from CUDA {base.version} (unverified)')}"]
+    lines = [
+        f'[cuda."{version}"]',
+        f'arch_list = "{";".join(base.arch_list)}"',
+        f'min_arch = "{base.min_arch}"',
+        f'max_arch = "{base.max_arch}"',
+        f"source = {json.dumps(f'compat refresh: copied from CUDA {base.version} (unverified)')}",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -434,7 +563,9 @@ def merged_table(text: str, refresh: Refresh) -> str:
     come anywhere once); known releases are not edited: their findings are for a person."""
     parts = [text.rstrip("\n") + "\n"]
     if refresh.fragments or refresh.toolkits:
-        parts.append("\n# ---- added by `wheelfactory compat refresh` (check the unverified facts) ----\n")
+        parts.append(
+            "\n# ---- added by `wheelfactory compat refresh` (check the unverified facts) ----\n"
+        )
     for _, toml in refresh.fragments:
         parts.append("\n" + toml)
     for _, toml in refresh.toolkits:

@@ -64,15 +64,31 @@ def load_byo(config: ProjectConfig, matrix_file: str, run_probe: ProbeRunner) ->
     """The project as matrix.toml names it. ``run_probe`` computes the version of a project whose
     build reads git (project/vcs_version.py)."""
     if not ((config.path / "setup.py").is_file() or (config.path / "pyproject.toml").is_file()):
-        raise ConfigError(f"{config.path} has neither setup.py nor pyproject.toml", file=matrix_file,
-                          key="project.path", hint="point it at a torch extension project")
+        raise ConfigError(
+            f"{config.path} has neither setup.py nor pyproject.toml",
+            file=matrix_file,
+            key="project.path",
+            hint="point it at a torch extension project",
+        )
     if config.import_name is None:
-        raise ConfigError("a bring-your-own project needs the module its wheel provides", file=matrix_file,
-                          key="project.import_name", hint='e.g. import_name = "my_ext" (the smoke test imports it)')
-    project_files(config.path, ignore=shutil.ignore_patterns(*IGNORED))  # refused now, before any engine
+        raise ConfigError(
+            "a bring-your-own project needs the module its wheel provides",
+            file=matrix_file,
+            key="project.import_name",
+            hint='e.g. import_name = "my_ext" (the smoke test imports it)',
+        )
+    # refused now, before any engine
+    project_files(config.path, ignore=shutil.ignore_patterns(*IGNORED))
     system = read_build_system(config.path)
-    return ByoProject(config.path, config.import_name, config.env, config.cpu_env, config.cuda_env, system,
-                      vcs_version(config.path, system, run_probe))
+    return ByoProject(
+        config.path,
+        config.import_name,
+        config.env,
+        config.cpu_env,
+        config.cuda_env,
+        system,
+        vcs_version(config.path, system, run_probe),
+    )
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,8 @@ class ByoStage:
     project: ByoProject
     variant: Variant
     torch_requirement: TorchRequirement = "pinned"  # [build] torch_requirement
-    tests: ProjectTests | None = None  # matrix.toml [test], else the project's cibuildwheel test options
+    # matrix.toml [test], else the project's cibuildwheel test options
+    tests: ProjectTests | None = None
 
     @property
     def package(self) -> str:
@@ -123,47 +140,70 @@ class ByoStage:
         return None if self.torch_requirement == "unpinned" else torch_requires_dist(self.variant)
 
     def key_material(self) -> object:
-        return [tree_digest(self.project.root, self.project.files()), self.build_env(), self.checks.key_material(),
-                self.requires_torch, self.project.vcs and self.project.vcs.version]
+        return [
+            tree_digest(self.project.root, self.project.files()),
+            self.build_env(),
+            self.checks.key_material(),
+            self.requires_torch,
+            self.project.vcs and self.project.vcs.version,
+        ]
 
     def write(self, dest: Path) -> None:
         if dest.exists():
             shutil.rmtree(dest)
         # Inside symlinks as what they point to (the stage is self-contained); the others refused.
         copy_project_tree(self.project.root, ".", dest, ignore=shutil.ignore_patterns(*IGNORED))
-        for name, text in (self.project.vcs.staged_files(self.package) if self.project.vcs else {}).items():
+        for name, text in (
+            self.project.vcs.staged_files(self.package) if self.project.vcs else {}
+        ).items():
             (dest / name).write_text(text)
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
-        return set_local_version(wheel, self.variant.local_version, dest_dir, requires_torch=self.requires_torch)
+        return set_local_version(
+            wheel, self.variant.local_version, dest_dir, requires_torch=self.requires_torch
+        )
 
 
-def plan_byo_stage(project: ByoProject, variant: Variant, *, tests: ProjectTests | None = None,
-                   torch_requirement: TorchRequirement = "pinned") -> ByoStage:
+def plan_byo_stage(
+    project: ByoProject,
+    variant: Variant,
+    *,
+    tests: ProjectTests | None = None,
+    torch_requirement: TorchRequirement = "pinned",
+) -> ByoStage:
     """The variant's stage; what the project's own files tell now about a build that cannot give
     the wheel the plan asks for is a one-line error before anything is downloaded or compiled."""
     system = project.build_system
     if variant.key.python == "abi3" and system.abi3 == "no":
-        raise ConfigError(f"{variant.id}: [matrix] python asks for one abi3 wheel, and {project.root} does not build "
-                          f"abi3 wheels ({system.family} build backend, {system.declared_in})",
-                          key="matrix.python",
-                          hint=f"{system.abi3_fix()}; or list CPython versions, e.g. python = [\"3.11\"]")
+        raise ConfigError(
+            f"{variant.id}: [matrix] python asks for one abi3 wheel, and {project.root} does not build "
+            f"abi3 wheels ({system.family} build backend, {system.declared_in})",
+            key="matrix.python",
+            hint=f'{system.abi3_fix()}; or list CPython versions, e.g. python = ["3.11"]',
+        )
     if tests is None:  # matrix.toml's [test] wins; else the project's own cibuildwheel test options
-        tests = project_table_tests(project.root, identifier_for(variant.key.python, variant.key.arch))
+        tests = project_table_tests(
+            project.root, identifier_for(variant.key.python, variant.key.arch)
+        )
     return ByoStage(project, variant, torch_requirement, tests)
 
 
-def set_local_version(wheel: Path, label: str, dest_dir: Path, *, requires_torch: str | None = None) -> Path:
+def set_local_version(
+    wheel: Path, label: str, dest_dir: Path, *, requires_torch: str | None = None
+) -> Path:
     """A copy of ``wheel`` whose version carries ``+label`` (METADATA, .dist-info name, RECORD
     and file name rewritten together, so installers see one consistent version); a version that has
     a local label already (setuptools-scm's ``+g9e9fa53`` on an untagged commit) keeps it, the
     variant's label after it: ``0.9.3.dev12+g9e9fa53.cputorch2.13``. With ``requires_torch``, every
     Requires-Dist on torch becomes that (added where there is none)."""
     _, version, _, _ = parse_wheel_filename(wheel.name)
-    return rewrite_wheel(wheel, dest_dir, version=merge_local_label(version, label),
-                         torch_requirement=requires_torch)
+    return rewrite_wheel(
+        wheel, dest_dir, version=merge_local_label(version, label), torch_requirement=requires_torch
+    )
 
 
 def merge_local_label(version: Version, label: str) -> Version:
     """``version`` with ``label`` as the last part of its local label."""
-    return Version(f"{version.public}+{version.local}.{label}" if version.local else f"{version}+{label}")
+    return Version(
+        f"{version.public}+{version.local}.{label}" if version.local else f"{version}+{label}"
+    )

@@ -39,12 +39,21 @@ PYPROJECT = "pyproject.toml"
 LEGACY_REQUIRES = ("setuptools>=40.8.0",)
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 Family = Literal["setuptools", "scikit-build-core", "meson-python", "other"]
-_FAMILIES: dict[str, Family] = {"setuptools": "setuptools", "scikit_build_core": "scikit-build-core",
-                                "mesonpy": "meson-python"}
+_FAMILIES: dict[str, Family] = {
+    "setuptools": "setuptools",
+    "scikit_build_core": "scikit-build-core",
+    "mesonpy": "meson-python",
+}
 # Tools that take a project's version from git, by the requirement that brings them in, and the
 # family of tool that computes it (project/vcs_version.py).
-VCS_TOOLS = {"setuptools-scm": "setuptools-scm", "hatch-vcs": "setuptools-scm", "versioningit": "versioningit",
-             "poetry-dynamic-versioning": "dunamai", "uv-dynamic-versioning": "dunamai", "dunamai": "dunamai"}
+VCS_TOOLS = {
+    "setuptools-scm": "setuptools-scm",
+    "hatch-vcs": "setuptools-scm",
+    "versioningit": "versioningit",
+    "poetry-dynamic-versioning": "dunamai",
+    "uv-dynamic-versioning": "dunamai",
+    "dunamai": "dunamai",
+}
 Abi3 = Literal["yes", "no", "unknown"]
 
 
@@ -55,9 +64,11 @@ class BuildSystem:
     requires: tuple[str, ...]
     backend: str  # "scikit_build_core.build", "setuptools.build_meta:__legacy__"
     declared_in: str  # "/path/pyproject.toml [build-system]", for messages
-    dynamic_requires: tuple[str, ...] = ()  # what the backend asks for at build time (see the docstring)
+    # what the backend asks for at build time (see the docstring)
+    dynamic_requires: tuple[str, ...] = ()
     abi3: Abi3 = "unknown"  # whether the project's wheel is tagged abi3 (its own setting says so)
-    vcs_tool: str | None = None  # the requirement that versions it from git ("setuptools-scm"); None: none
+    # the requirement that versions it from git ("setuptools-scm"); None: none
+    vcs_tool: str | None = None
 
     @property
     def family(self) -> Family:
@@ -66,35 +77,59 @@ class BuildSystem:
     @property
     def torch_specifier(self) -> str:
         """What the build requirements accept of torch ("" when they name none, or any)."""
-        return ",".join(str(r.specifier) for r in _parsed(self.requires) if _is_torch(r) and r.specifier)
+        return ",".join(
+            str(r.specifier) for r in _parsed(self.requires) if _is_torch(r) and r.specifier
+        )
 
     def environment_requirements(self) -> tuple[str, ...]:
         """The build environment besides torch: declared and dynamic, each once."""
         declared = [r for r in self.requires if not _is_torch(Requirement(r))]
         names = {canonicalize_name(Requirement(r).name) for r in declared}
-        return (*declared, *(r for r in self.dynamic_requires if canonicalize_name(Requirement(r).name) not in names))
+        return (
+            *declared,
+            *(
+                r
+                for r in self.dynamic_requires
+                if canonicalize_name(Requirement(r).name) not in names
+            ),
+        )
 
     def abi3_fix(self) -> str:
         """How this backend is told to build abi3 wheels."""
         if self.family == "scikit-build-core":
-            return ('set wheel.py-api = "cp39" under [tool.scikit-build] in pyproject.toml (and build the '
-                    "extension with the limited API: python_add_library(... USE_SABI 3.9)")
+            return (
+                'set wheel.py-api = "cp39" under [tool.scikit-build] in pyproject.toml (and build the '
+                "extension with the limited API: python_add_library(... USE_SABI 3.9)"
+            )
         if self.family == "meson-python":
             return "set limited-api = true under [tool.meson-python] and limited_api: '3.9' on the extension"
         if self.family == "setuptools":
-            return ("pass py_limited_api=True to its extensions and set py_limited_api = cp39 under "
-                    "[bdist_wheel] in setup.cfg")
+            return (
+                "pass py_limited_api=True to its extensions and set py_limited_api = cp39 under "
+                "[bdist_wheel] in setup.cfg"
+            )
         return f"make its build backend ({self.backend}) tag the wheel abi3"
 
 
-LEGACY = BuildSystem(requires=LEGACY_REQUIRES, backend=LEGACY_BACKEND, declared_in="setuptools' default",
-                     dynamic_requires=("wheel",))
+LEGACY = BuildSystem(
+    requires=LEGACY_REQUIRES,
+    backend=LEGACY_BACKEND,
+    declared_in="setuptools' default",
+    dynamic_requires=("wheel",),
+)
 # Factory-native and kernel-builder projects build from a generated setup.py and this pyproject.toml
 # (project/stage.py, project/kernel_builder.py write them).
-GENERATED = BuildSystem(requires=("setuptools>=70.1", "torch"), backend="setuptools.build_meta",
-                        declared_in="the generated pyproject.toml", dynamic_requires=("wheel",), abi3="yes")
-GENERATED_PYPROJECT = ('[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
-                       'build-backend = "setuptools.build_meta"\n')
+GENERATED = BuildSystem(
+    requires=("setuptools>=70.1", "torch"),
+    backend="setuptools.build_meta",
+    declared_in="the generated pyproject.toml",
+    dynamic_requires=("wheel",),
+    abi3="yes",
+)
+GENERATED_PYPROJECT = (
+    '[build-system]\nrequires = ["setuptools>=70.1", "torch"]\n'
+    'build-backend = "setuptools.build_meta"\n'
+)
 
 
 def read_build_system(root: Path) -> BuildSystem:
@@ -105,41 +140,72 @@ def read_build_system(root: Path) -> BuildSystem:
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}", file=str(path),
-                              hint="fix the file; the build backend reads it too") from None
+            raise ConfigError(
+                f"{path} is not valid TOML: {exc}",
+                file=str(path),
+                hint="fix the file; the build backend reads it too",
+            ) from None
     table = data.get("build-system")
     where = f"{path} [build-system]"
     if table is None:
-        requires, backend, where = LEGACY_REQUIRES, LEGACY_BACKEND, f"{path} (no [build-system]: setuptools' default)"
+        requires, backend, where = (
+            LEGACY_REQUIRES,
+            LEGACY_BACKEND,
+            f"{path} (no [build-system]: setuptools' default)",
+        )
     else:
         if not isinstance(table, dict):
-            raise ConfigError("[build-system] is not a table", file=str(path), key="build-system",
-                              hint='e.g. [build-system] requires = ["setuptools", "torch"]')
+            raise ConfigError(
+                "[build-system] is not a table",
+                file=str(path),
+                key="build-system",
+                hint='e.g. [build-system] requires = ["setuptools", "torch"]',
+            )
         raw = table.get("requires")
         if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
-            raise ConfigError("[build-system] requires must be a list of requirement strings (PEP 518)",
-                              file=str(path), key="build-system.requires", hint='e.g. requires = ["setuptools>=64"]')
+            raise ConfigError(
+                "[build-system] requires must be a list of requirement strings (PEP 518)",
+                file=str(path),
+                key="build-system.requires",
+                hint='e.g. requires = ["setuptools>=64"]',
+            )
         requires = tuple(raw)
         backend = table.get("build-backend", LEGACY_BACKEND)
         if not isinstance(backend, str) or not backend.strip():
-            raise ConfigError("[build-system] build-backend must name a module", file=str(path),
-                              key="build-system.build-backend", hint='e.g. build-backend = "setuptools.build_meta"')
+            raise ConfigError(
+                "[build-system] build-backend must name a module",
+                file=str(path),
+                key="build-system.build-backend",
+                hint='e.g. build-backend = "setuptools.build_meta"',
+            )
     for text in requires:
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
-            raise ConfigError(f"{text!r} is not a requirement: {str(exc).splitlines()[0]}", file=str(path),
-                              key="build-system.requires", hint="write PEP 508 requirements") from None
+            raise ConfigError(
+                f"{text!r} is not a requirement: {str(exc).splitlines()[0]}",
+                file=str(path),
+                key="build-system.requires",
+                hint="write PEP 508 requirements",
+            ) from None
         if requirement.url:
-            raise ConfigError(f"{text!r} is a URL requirement: an offline build cannot fetch it", file=str(path),
-                              key="build-system.requires",
-                              hint="name a package the host's pip index serves as a wheel")
+            raise ConfigError(
+                f"{text!r} is a URL requirement: an offline build cannot fetch it",
+                file=str(path),
+                key="build-system.requires",
+                hint="name a package the host's pip index serves as a wheel",
+            )
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     assert isinstance(tool, dict)
     family = family_of(backend)
-    return BuildSystem(requires=requires, backend=backend.strip(), declared_in=where,
-                       dynamic_requires=_dynamic_requires(family, tool), abi3=_abi3(family, root, tool),
-                       vcs_tool=_vcs_tool(requires))
+    return BuildSystem(
+        requires=requires,
+        backend=backend.strip(),
+        declared_in=where,
+        dynamic_requires=_dynamic_requires(family, tool),
+        abi3=_abi3(family, root, tool),
+        vcs_tool=_vcs_tool(requires),
+    )
 
 
 def family_of(backend: str) -> Family:
@@ -156,7 +222,11 @@ def _dynamic_requires(family: Family, tool: dict[str, object]) -> tuple[str, ...
     if family == "scikit-build-core":
         settings = tool.get("scikit-build") if isinstance(tool.get("scikit-build"), dict) else {}
         assert isinstance(settings, dict)
-        cmake = _nested(settings, "cmake", "version") or _nested(settings, "cmake", "minimum-version") or ">=3.15"
+        cmake = (
+            _nested(settings, "cmake", "version")
+            or _nested(settings, "cmake", "minimum-version")
+            or ">=3.15"
+        )
         ninja = _nested(settings, "ninja", "version") or ">=1.5"
         return (f"cmake{_specifier(cmake)}", f"ninja{_specifier(ninja)}")
     return ()
@@ -185,7 +255,8 @@ def _abi3(family: Family, root: Path, tool: dict[str, object]) -> Abi3:
     if family == "scikit-build-core":
         settings = tool.get("scikit-build") if isinstance(tool.get("scikit-build"), dict) else {}
         assert isinstance(settings, dict)
-        if "overrides" in settings:  # overrides may set it per platform or Python: not decidable here
+        # overrides may set it per platform or Python: not decidable here
+        if "overrides" in settings:
             return "unknown"
         api = _nested(settings, "wheel", "py-api") or ""
         return "yes" if api.startswith("cp3") else "no"
@@ -194,19 +265,26 @@ def _abi3(family: Family, root: Path, tool: dict[str, object]) -> Abi3:
         assert isinstance(settings, dict)
         return "yes" if settings.get("limited-api") is True else "no"
     if family == "setuptools":
-        texts = [p.read_text(encoding="utf-8", errors="replace") for p in (root / "setup.py", root / "setup.cfg")
-                 if p.is_file()]
+        texts = [
+            p.read_text(encoding="utf-8", errors="replace")
+            for p in (root / "setup.py", root / "setup.cfg")
+            if p.is_file()
+        ]
         config = configparser.ConfigParser()
         try:
             config.read_string(texts[-1] if (root / "setup.cfg").is_file() else "")
         except configparser.Error:
             pass  # setuptools will say what is wrong with it
-        if config.has_option("bdist_wheel", "py_limited_api") or config.has_option("bdist_wheel", "py-limited-api"):
+        if config.has_option("bdist_wheel", "py_limited_api") or config.has_option(
+            "bdist_wheel", "py-limited-api"
+        ):
             return "yes"
         distutils = tool.get("distutils") if isinstance(tool.get("distutils"), dict) else {}
         assert isinstance(distutils, dict)
         bdist_wheel = distutils.get("bdist_wheel")
-        if isinstance(bdist_wheel, dict) and ("py_limited_api" in bdist_wheel or "py-limited-api" in bdist_wheel):
+        if isinstance(bdist_wheel, dict) and (
+            "py_limited_api" in bdist_wheel or "py-limited-api" in bdist_wheel
+        ):
             return "yes"
         # Named anywhere (setup.cfg, a keyword, options={...}): setup.py may decide at build time.
         return "unknown" if any(_PY_LIMITED_API.search(t) for t in texts) else "no"

@@ -72,13 +72,25 @@ LATEST_EDITION = 5
 # [general] backends, per edition (1 and 2 have none: universal means all of edition 3's).
 _GENERAL_BACKENDS = ("cann", "cpu", "cuda", "metal", "neuron", "rocm", "xpu")
 GENERAL_BACKENDS: dict[int, tuple[str, ...]] = {
-    1: _GENERAL_BACKENDS, 2: _GENERAL_BACKENDS, 3: _GENERAL_BACKENDS, 4: _GENERAL_BACKENDS,
+    1: _GENERAL_BACKENDS,
+    2: _GENERAL_BACKENDS,
+    3: _GENERAL_BACKENDS,
+    4: _GENERAL_BACKENDS,
     5: tuple(sorted((*_GENERAL_BACKENDS, "tpu"))),
 }
 # What a [kernel.X] unit may compile for (its ``backend`` tag): the same in every edition.
 UNIT_BACKENDS = ("cpu", "cuda", "metal", "rocm", "xpu")
-DEPENDENCIES = ("cutlass_2_10", "cutlass_3_5", "cutlass_3_6", "cutlass_3_8", "cutlass_3_9",
-                "cutlass_4_0", "metal-cpp", "sycl_tla", "torch")
+DEPENDENCIES = (
+    "cutlass_2_10",
+    "cutlass_3_5",
+    "cutlass_3_6",
+    "cutlass_3_8",
+    "cutlass_3_9",
+    "cutlass_4_0",
+    "metal-cpp",
+    "sycl_tla",
+    "torch",
+)
 _V2_PYTHON_DEPENDS = ("einops", "nvidia-cutlass-dsl")
 _V1_LANGUAGES = ("cuda", "cuda-hipify", "metal")
 DEFAULT_PYEXT = ("py", "pyi")
@@ -113,15 +125,26 @@ class KernelDependency:
 
     def as_metadata(self) -> dict[str, object]:
         """The entry of a variant's metadata.json ``kernel-depends``, as `kernels` reads it."""
-        return {"repo-id": self.repo_id,
-                **({"version": self.version} if self.version is not None else {"revision": self.revision})}
+        return {
+            "repo-id": self.repo_id,
+            **(
+                {"version": self.version}
+                if self.version is not None
+                else {"revision": self.revision}
+            ),
+        }
 
 
-def kernel_depends_for(declared: tuple[tuple[str, tuple[KernelDependency, ...]], ...],
-                       backend: str) -> tuple[dict[str, object], ...]:
+def kernel_depends_for(
+    declared: tuple[tuple[str, tuple[KernelDependency, ...]], ...], backend: str
+) -> tuple[dict[str, object], ...]:
     """The ``kernel-depends`` of one backend's build: those of [general], then the backend's own."""
-    return tuple(dependency.as_metadata() for key, dependencies in declared if key in ("", backend)
-                 for dependency in dependencies)
+    return tuple(
+        dependency.as_metadata()
+        for key, dependencies in declared
+        if key in ("", backend)
+        for dependency in dependencies
+    )
 
 
 @dataclass(frozen=True)
@@ -228,9 +251,14 @@ class KernelBuilderSpec:
         if backend not in self.general.backends:
             return ()
         toolkit = Version(str(cuda)) if cuda is not None else None
-        return tuple(unit for unit in self.kernels if unit.backend == backend
-                     and (toolkit is None or unit.cuda_minver is None
-                          or Version(unit.cuda_minver) <= toolkit))
+        return tuple(
+            unit
+            for unit in self.kernels
+            if unit.backend == backend
+            and (
+                toolkit is None or unit.cuda_minver is None or Version(unit.cuda_minver) <= toolkit
+            )
+        )
 
     def torch_specifier(self) -> SpecifierSet:
         """``[torch] minver``/``maxver`` as a specifier (maxver inclusive of its patch releases)."""
@@ -249,8 +277,11 @@ class KernelBuilderSpec:
         include directories are left to the caller (they may be the whole root, ``include = ["."]``)."""
         files: set[Path] = set(self.torch.src)
         package = self.root / self.python_package
-        files.update(p.relative_to(self.root) for p in package.rglob("*")
-                     if p.is_file() and "__pycache__" not in p.parts)
+        files.update(
+            p.relative_to(self.root)
+            for p in package.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        )
         for unit in self.units_for(backend):
             files.update(unit.src)
         return tuple(sorted(files))
@@ -274,8 +305,11 @@ def is_kernel_builder_project(path: Path) -> bool:
 
 def load_build_toml(root: Path) -> KernelBuilderSpec:
     if not (root / DECLARATION).is_file():
-        raise ConfigError("file not found", file=str(root / DECLARATION),
-                          hint="a kernel-builder project has build.toml at its root")
+        raise ConfigError(
+            "file not found",
+            file=str(root / DECLARATION),
+            hint="a kernel-builder project has build.toml at its root",
+        )
     doc = TomlDocument.load(root / DECLARATION)
     return parse_build_toml(doc, root)
 
@@ -294,25 +328,35 @@ def detect_edition(doc: TomlDocument) -> int:
     if general.has("edition"):
         edition = general.data["edition"]
         if isinstance(edition, bool) or not isinstance(edition, int):
-            general.error("edition", f"must be an integer, got {describe(edition)}",
-                          f"write edition = {LATEST_EDITION}")
+            general.error(
+                "edition",
+                f"must be an integer, got {describe(edition)}",
+                f"write edition = {LATEST_EDITION}",
+            )
         if edition != LATEST_EDITION:
-            general.error("edition", f"edition {edition} is not one this reader knows",
-                          f"editions 1-4 are unmarked; the only marked edition is {LATEST_EDITION}")
+            general.error(
+                "edition",
+                f"edition {edition} is not one this reader knows",
+                f"editions 1-4 are unmarked; the only marked edition is {LATEST_EDITION}",
+            )
         return LATEST_EDITION
     if not general.has("backends"):
         if {"version", "license", "upstream", "cuda", "neuron", "xpu"} & set(general.data):
             return 3  # a later format missing its required backends: say that, not "unknown key"
         legacy_v2 = {"universal", "cuda-minver", "cuda-maxver", "hub", "python-depends"}
         units = top.data.get("kernel")
-        tagged = isinstance(units, dict) and any(isinstance(u, dict) and "backend" in u
-                                                 for u in units.values())
+        tagged = isinstance(units, dict) and any(
+            isinstance(u, dict) and "backend" in u for u in units.values()
+        )
         return 2 if tagged or legacy_v2 & set(general.data) else 1
     cuda = general.data.get("cuda")
     torch = top.data.get("torch")
-    if ("torch-noarch" in top.data or "rocm" in general.data
-            or (isinstance(cuda, dict) and "capabilities" in cuda)
-            or (isinstance(torch, dict) and "stable-abi" in torch)):
+    if (
+        "torch-noarch" in top.data
+        or "rocm" in general.data
+        or (isinstance(cuda, dict) and "capabilities" in cuda)
+        or (isinstance(torch, dict) and "stable-abi" in torch)
+    ):
         return 4
     return 3
 
@@ -332,37 +376,63 @@ class _Reader:
 
     def spec(self) -> KernelBuilderSpec:
         top, edition = self.top, self.edition
-        allowed_top = {"general", "kernel", "torch"} | ({"tvm-ffi"} if edition >= 3 else set()) \
+        allowed_top = (
+            {"general", "kernel", "torch"}
+            | ({"tvm-ffi"} if edition >= 3 else set())
             | ({"torch-noarch"} if edition >= 4 else set())
+        )
         if top.has("edition"):
-            top.error("edition", "belongs in [general]",
-                      f"move it under [general] (edition = {LATEST_EDITION}), or drop it for editions 1-4")
+            top.error(
+                "edition",
+                "belongs in [general]",
+                f"move it under [general] (edition = {LATEST_EDITION}), or drop it for editions 1-4",
+            )
         top.reject_unknown(allowed_top)
         if not top.has("general"):
             top.error("general", "is required", 'start the file with [general] and name = "..."')
         if top.has("tvm-ffi"):
-            top.error("tvm-ffi", "tvm-ffi kernels are not torch extensions; this factory builds "
-                      "torch extensions only", "describe the kernel with a [torch] table")
+            top.error(
+                "tvm-ffi",
+                "tvm-ffi kernels are not torch extensions; this factory builds "
+                "torch extensions only",
+                "describe the kernel with a [torch] table",
+            )
         frameworks = [name for name in _FRAMEWORKS if top.has(name)]
         if len(frameworks) > 1:
-            top.error(frameworks[1], f"[{frameworks[0]}] and [{frameworks[1]}] are both given",
-                      "keep one framework table")
+            top.error(
+                frameworks[1],
+                f"[{frameworks[0]}] and [{frameworks[1]}] are both given",
+                "keep one framework table",
+            )
         kernels = self._kernels()
         if edition <= 2 and not top.has("torch"):
-            top.error("torch", f"is required in this format (edition {edition})",
-                      "add [torch] with the binding sources")
+            top.error(
+                "torch",
+                f"is required in this format (edition {edition})",
+                "add [torch] with the binding sources",
+            )
         if edition >= 4 and not frameworks:
-            top.error("torch", f"is required in edition {edition}: [torch] or [torch-noarch]",
-                      "add [torch] with the binding sources, or an empty [torch-noarch]")
+            top.error(
+                "torch",
+                f"is required in edition {edition}: [torch] or [torch-noarch]",
+                "add [torch] with the binding sources, or an empty [torch-noarch]",
+            )
         if kernels and not top.has("torch"):
-            top.table("kernel").error(next(iter(top.table("kernel").data)),
-                                      "compiled units need a [torch] table",
-                                      "add [torch] with the binding sources (src = [...])")
+            top.table("kernel").error(
+                next(iter(top.table("kernel").data)),
+                "compiled units need a [torch] table",
+                "add [torch] with the binding sources (src = [...])",
+            )
         torch, universal = self._torch()
         general = self._general(kernels, universal)
         self._python_package(general)
-        return KernelBuilderSpec(root=self.root, edition=edition, general=general, torch=torch,
-                                 kernels=tuple(sorted(kernels, key=lambda u: u.name)))
+        return KernelBuilderSpec(
+            root=self.root,
+            edition=edition,
+            general=general,
+            torch=torch,
+            kernels=tuple(sorted(kernels, key=lambda u: u.name)),
+        )
 
     # ---- [general] ------------------------------------------------------------------------
 
@@ -372,28 +442,73 @@ class _Reader:
         allowed = {
             1: {"name"},
             2: {"name", "universal", "cuda-minver", "cuda-maxver", "hub", "python-depends"},
-            3: {"name", "version", "license", "upstream", "backends", "cuda", "hub", "neuron",
-                "python-depends", "xpu"},
-            4: {"name", "version", "license", "upstream", "backends", "cuda", "hub", "neuron",
-                "python-depends", "rocm", "xpu"},
-            5: {"name", "version", "edition", "license", "upstream", "source", "minver", "backends",
-                "cuda", "hub", "kernel-depends", "neuron", "python-depends", "tpu", "xpu"},
+            3: {
+                "name",
+                "version",
+                "license",
+                "upstream",
+                "backends",
+                "cuda",
+                "hub",
+                "neuron",
+                "python-depends",
+                "xpu",
+            },
+            4: {
+                "name",
+                "version",
+                "license",
+                "upstream",
+                "backends",
+                "cuda",
+                "hub",
+                "neuron",
+                "python-depends",
+                "rocm",
+                "xpu",
+            },
+            5: {
+                "name",
+                "version",
+                "edition",
+                "license",
+                "upstream",
+                "source",
+                "minver",
+                "backends",
+                "cuda",
+                "hub",
+                "kernel-depends",
+                "neuron",
+                "python-depends",
+                "tpu",
+                "xpu",
+            },
         }[edition]
         general.reject_unknown(allowed)
         name = self._required_string(general, "name", 'e.g. name = "activation"')
         pattern = _STRICT_NAME if edition >= 4 else _LEGACY_NAME
         if not pattern.fullmatch(name):
-            allowed_chars = "lower-case letters, digits and '-'" + (" or '_'" if edition < 4 else "")
-            general.error("name", f"{name!r} is not a kernel name: {allowed_chars}, starting with a "
-                          "letter, ending with a letter or digit", 'e.g. name = "flash-attention"')
+            allowed_chars = "lower-case letters, digits and '-'" + (
+                " or '_'" if edition < 4 else ""
+            )
+            general.error(
+                "name",
+                f"{name!r} is not a kernel name: {allowed_chars}, starting with a "
+                "letter, ending with a letter or digit",
+                'e.g. name = "flash-attention"',
+            )
 
         version = license_ = None
         if edition >= 3:
             version = self._version_number(general, required=edition >= 4)
             license_ = general.string("license")
             if license_ is None and edition >= 4:
-                general.error("license", f"is required in edition {edition}",
-                              'e.g. license = "apache-2.0" (a Hub license identifier)')
+                general.error(
+                    "license",
+                    f"is required in edition {edition}",
+                    'e.g. license = "apache-2.0" (a Hub license identifier)',
+                )
             if license_ is not None and not license_.strip():
                 general.error("license", "is empty", 'e.g. license = "apache-2.0"')
 
@@ -408,12 +523,20 @@ class _Reader:
             cuda_minver = self._version(general, "cuda-minver")
             cuda_maxver = self._version(general, "cuda-maxver")
         if edition <= 2:
-            backends = tuple(GENERAL_BACKENDS[edition]) if universal \
+            backends = (
+                tuple(GENERAL_BACKENDS[edition])
+                if universal
                 else tuple(sorted({unit.backend for unit in kernels}))
+            )
         else:
             backends = self._backends(general)
-            sub_keys = {"cuda": {"minver", "maxver", "python-depends"}, "xpu": {"python-depends"},
-                        "neuron": {"python-depends"}, "rocm": {"archs"}, "tpu": {"python-depends"}}
+            sub_keys = {
+                "cuda": {"minver", "maxver", "python-depends"},
+                "xpu": {"python-depends"},
+                "neuron": {"python-depends"},
+                "rocm": {"archs"},
+                "tpu": {"python-depends"},
+            }
             if edition == 4:
                 sub_keys["cuda"].add("capabilities")
             if edition == 5:
@@ -450,8 +573,11 @@ class _Reader:
             table.reject_unknown({"repo-id", "branch"})
             repo_id = table.string("repo-id")
             if repo_id is not None and not _REPO_ID.fullmatch(repo_id):
-                table.error("repo-id", f"{repo_id!r} is not a Hub repository id",
-                            'e.g. repo-id = "my-org/activation"')
+                table.error(
+                    "repo-id",
+                    f"{repo_id!r} is not a Hub repository id",
+                    'e.g. repo-id = "my-org/activation"',
+                )
             branch = table.string("branch")
             if branch is not None and not _REVISION.fullmatch(branch):
                 table.error("branch", f"{branch!r} is not a branch name", 'e.g. branch = "v1"')
@@ -461,33 +587,52 @@ class _Reader:
         if edition == 2:
             for depend in python_depends:
                 if depend not in _V2_PYTHON_DEPENDS:
-                    general.error("python-depends", f"{depend!r} is not a dependency this format knows",
-                                  did_you_mean(depend, _V2_PYTHON_DEPENDS)
-                                  or f"known: {', '.join(_V2_PYTHON_DEPENDS)}")
+                    general.error(
+                        "python-depends",
+                        f"{depend!r} is not a dependency this format knows",
+                        did_you_mean(depend, _V2_PYTHON_DEPENDS)
+                        or f"known: {', '.join(_V2_PYTHON_DEPENDS)}",
+                    )
         if general.has("kernel-depends"):
             kernel_depends.insert(0, ("", self._kernel_depends(general)))
 
         return General(
-            name=name, version=version, license=license_, backends=backends,
-            python_depends=python_depends, backend_python_depends=tuple(backend_depends),
-            cuda_minver=cuda_minver, cuda_maxver=cuda_maxver, cuda_capabilities=cuda_capabilities,
-            rocm_archs=rocm_archs, hub=hub,
-            upstream=self._url(general, "upstream"), source=self._url(general, "source"),
+            name=name,
+            version=version,
+            license=license_,
+            backends=backends,
+            python_depends=python_depends,
+            backend_python_depends=tuple(backend_depends),
+            cuda_minver=cuda_minver,
+            cuda_maxver=cuda_maxver,
+            cuda_capabilities=cuda_capabilities,
+            rocm_archs=rocm_archs,
+            hub=hub,
+            upstream=self._url(general, "upstream"),
+            source=self._url(general, "source"),
             kernels_minver=self._version(general, "minver", 3) if edition == 5 else None,
-            kernel_depends=tuple(kernel_depends), universal=universal,
+            kernel_depends=tuple(kernel_depends),
+            universal=universal,
         )
 
     def _backends(self, general: Table) -> tuple[str, ...]:
         known = GENERAL_BACKENDS[self.edition]
         if not general.has("backends"):
-            general.error("backends", "is required", f'e.g. backends = ["cuda"]; known: {", ".join(known)}')
+            general.error(
+                "backends", "is required", f'e.g. backends = ["cuda"]; known: {", ".join(known)}'
+            )
         backends = general.string_list("backends", allow_scalar=False)
         if not backends:
-            general.error("backends", "names no backend", f"list one or more of: {', '.join(known)}")
+            general.error(
+                "backends", "names no backend", f"list one or more of: {', '.join(known)}"
+            )
         for backend in backends:
             if backend not in known:
-                general.error("backends", f"unknown backend {backend!r}",
-                              did_you_mean(backend, known) or f"known: {', '.join(known)}")
+                general.error(
+                    "backends",
+                    f"unknown backend {backend!r}",
+                    did_you_mean(backend, known) or f"known: {', '.join(known)}",
+                )
         if len(set(backends)) != len(backends):
             general.error("backends", "names a backend twice")
         return tuple(sorted(backends))
@@ -495,32 +640,44 @@ class _Reader:
     def _version_number(self, general: Table, *, required: bool) -> int | None:
         if not general.has("version"):
             if required:
-                general.error("version", f"is required in edition {self.edition}",
-                              "e.g. version = 1 (the kernel's major version)")
+                general.error(
+                    "version",
+                    f"is required in edition {self.edition}",
+                    "e.g. version = 1 (the kernel's major version)",
+                )
             return None
         value = general.integer("version")
         if value < 0 or value > 2**32:
-            general.error("version", f"must be a whole number from 0, got {value}", "e.g. version = 1")
+            general.error(
+                "version", f"must be a whole number from 0, got {value}", "e.g. version = 1"
+            )
         return int(value)
 
     def _python_depends(self, table: Table) -> tuple[str, ...]:
         depends: tuple[str, ...] = table.string_list("python-depends", (), allow_scalar=False)
         for depend in depends:
             if not _PY_DEPEND.fullmatch(depend):
-                table.error("python-depends", f"{depend!r} is not a dependency name", "e.g. \"einops\"")
+                table.error(
+                    "python-depends", f"{depend!r} is not a dependency name", 'e.g. "einops"'
+                )
         return depends
 
     def _kernel_depends(self, table: Table) -> tuple[KernelDependency, ...]:
         out = []
         for entry in table.tables("kernel-depends"):
             entry.reject_unknown({"repo-id", "version", "revision"})
-            repo_id = self._required_string(entry, "repo-id", 'e.g. repo-id = "kernels-community/activation"')
+            repo_id = self._required_string(
+                entry, "repo-id", 'e.g. repo-id = "kernels-community/activation"'
+            )
             if not _REPO_ID.fullmatch(repo_id):
                 entry.error("repo-id", f"{repo_id!r} is not a Hub repository id")
             has_version, has_revision = entry.has("version"), entry.has("revision")
             if has_version == has_revision:
-                entry.error(None, "needs exactly one of version and revision",
-                            'e.g. { repo-id = "org/kernel", version = 1 }')
+                entry.error(
+                    None,
+                    "needs exactly one of version and revision",
+                    'e.g. { repo-id = "org/kernel", version = 1 }',
+                )
             version = entry.integer("version")
             if version is not None and version < 0:
                 entry.error("version", f"must be a whole number from 0, got {version}")
@@ -533,7 +690,9 @@ class _Reader:
     def _url(self, table: Table, key: str) -> str | None:
         value = table.string(key)
         if value is not None and (not re.fullmatch(r"[a-z][a-z0-9+.-]*://\S+", value, re.ASCII)):
-            table.error(key, f"{value!r} is not a URL", f'e.g. {key} = "https://example.org/org/repo"')
+            table.error(
+                key, f"{value!r} is not a URL", f'e.g. {key} = "https://example.org/org/repo"'
+            )
         return None if value is None else str(value)
 
     # ---- [torch] / [torch-noarch] ----------------------------------------------------------
@@ -543,16 +702,20 @@ class _Reader:
         edition, top = self.edition, self.top
         if top.has("torch-noarch"):
             noarch = top.table("torch-noarch")
-            noarch.reject_unknown({"pyext", "cuda_capabilities", "rocm_archs"} if edition == 5 else set())
+            noarch.reject_unknown(
+                {"pyext", "cuda_capabilities", "rocm_archs"} if edition == 5 else set()
+            )
             return TorchSection(pyext=self._pyext(noarch), present=False), False
         if not top.has("torch"):
             return TorchSection(present=False), False
         torch = top.table("torch")
-        allowed = {1: {"include", "pyext", "src", "universal"},
-                   2: {"include", "minver", "maxver", "pyext", "src"},
-                   3: {"include", "minver", "maxver", "pyext", "src"},
-                   4: {"include", "minver", "maxver", "pyext", "src", "stable-abi"},
-                   5: {"include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"}}[edition]
+        allowed = {
+            1: {"include", "pyext", "src", "universal"},
+            2: {"include", "minver", "maxver", "pyext", "src"},
+            3: {"include", "minver", "maxver", "pyext", "src"},
+            4: {"include", "minver", "maxver", "pyext", "src", "stable-abi"},
+            5: {"include", "minver", "maxver", "pyext", "src", "stable-abi", "cxx-flags"},
+        }[edition]
         torch.reject_unknown(allowed)
         digits = 2 if edition == 5 else None
         minver = self._version(torch, "minver", digits)
@@ -576,7 +739,9 @@ class _Reader:
         exts: tuple[str, ...] = table.string_list("pyext", allow_scalar=False)
         for ext in exts:
             if not _PYEXT.fullmatch(ext):
-                table.error("pyext", f"{ext!r} is not a file extension", 'write it without the dot: "json"')
+                table.error(
+                    "pyext", f"{ext!r} is not a file extension", 'write it without the dot: "json"'
+                )
         return exts
 
     def _stable_abi(self, torch: Table) -> StableAbi | None:
@@ -586,20 +751,29 @@ class _Reader:
         if isinstance(value, dict) and self.edition == 5:
             table = torch.table("stable-abi")
             table.reject_unknown(GENERAL_BACKENDS[5])
-            return StableAbi(per_backend=tuple(
-                (backend, self._stable_version(table, backend)) for backend in sorted(table.data)))
+            return StableAbi(
+                per_backend=tuple(
+                    (backend, self._stable_version(table, backend))
+                    for backend in sorted(table.data)
+                )
+            )
         return StableAbi(every_backend=self._stable_version(torch, "stable-abi"))
 
     def _stable_version(self, table: Table, key: str) -> str:
         value = table.data[key]
         if not isinstance(value, str):
-            shape = 'a torch version ("2.10") or a table of them per backend' if self.edition == 5 \
+            shape = (
+                'a torch version ("2.10") or a table of them per backend'
+                if self.edition == 5
                 else 'a torch version ("2.10")'
+            )
             table.error(key, f"must be {shape}, got {describe(value)}")
         version = self._version(table, key, 2)
         assert version is not None
         if Version(version) < Version("2.10"):
-            table.error(key, f"torch {version} has no stable ABI", "the stable ABI starts at torch 2.10")
+            table.error(
+                key, f"torch {version} has no stable ABI", "the stable ABI starts at torch 2.10"
+            )
         return version
 
     # ---- [kernel.*] -----------------------------------------------------------------------
@@ -609,8 +783,11 @@ class _Reader:
         out: list[KernelUnit] = []
         for name in units.data:
             if not _UNIT_NAME.fullmatch(name):
-                units.error(name, "is not a unit name: letters, digits, '_', '-' or '.'",
-                            "e.g. [kernel.activation]")
+                units.error(
+                    name,
+                    "is not a unit name: letters, digits, '_', '-' or '.'",
+                    "e.g. [kernel.activation]",
+                )
             unit = units.table(name)
             if self.edition == 1:
                 out.extend(self._v1_unit(name, unit))
@@ -619,25 +796,38 @@ class _Reader:
         names = [unit.name for unit in out]
         for name in names:
             if names.count(name) > 1:  # only v1's generated "<name>_rocm" can collide
-                units.error(name, f"unit {name!r} is given twice (a cuda-hipify unit adds <name>_rocm)",
-                            "rename one of them")
+                units.error(
+                    name,
+                    f"unit {name!r} is given twice (a cuda-hipify unit adds <name>_rocm)",
+                    "rename one of them",
+                )
         return out
 
     def _v1_unit(self, name: str, unit: Table) -> list[KernelUnit]:
-        unit.reject_unknown({"cuda-capabilities", "rocm-archs", "language", "depends", "include", "src"})
+        unit.reject_unknown(
+            {"cuda-capabilities", "rocm-archs", "language", "depends", "include", "src"}
+        )
         language = unit.string("language", "cuda")
         if language not in _V1_LANGUAGES:
-            unit.error("language", f"unknown language {language!r}",
-                       did_you_mean(language, _V1_LANGUAGES) or f"known: {', '.join(_V1_LANGUAGES)}")
-        common: dict[str, Any] = {"src": self._unit_sources(unit), "depends": self._depends(unit),
-                                  "include": self._dirs(unit, "include")}
+            unit.error(
+                "language",
+                f"unknown language {language!r}",
+                did_you_mean(language, _V1_LANGUAGES) or f"known: {', '.join(_V1_LANGUAGES)}",
+            )
+        common: dict[str, Any] = {
+            "src": self._unit_sources(unit),
+            "depends": self._depends(unit),
+            "include": self._dirs(unit, "include"),
+        }
         capabilities = self._capabilities(unit, "cuda-capabilities")
         archs = self._archs(unit, "rocm-archs")
         if language == "metal":
             return [KernelUnit(name=name, backend="metal", **common)]
         units = [KernelUnit(name=name, backend="cuda", cuda_capabilities=capabilities, **common)]
         if language == "cuda-hipify":
-            units.append(KernelUnit(name=f"{name}_rocm", backend="rocm", rocm_archs=archs, **common))
+            units.append(
+                KernelUnit(name=f"{name}_rocm", backend="rocm", rocm_archs=archs, **common)
+            )
         return units
 
     def _unit(self, name: str, unit: Table) -> KernelUnit:
@@ -645,24 +835,38 @@ class _Reader:
             unit.error("backend", "is required", f"one of: {', '.join(UNIT_BACKENDS)}")
         backend = unit.string("backend")
         if backend not in UNIT_BACKENDS:
-            unit.error("backend", f"unknown backend {backend!r}",
-                       did_you_mean(backend, UNIT_BACKENDS) or f"known: {', '.join(UNIT_BACKENDS)}")
-        extra = {"cuda": {"cuda-capabilities", "cuda-flags", "cuda-minver"},
-                 "rocm": {"rocm-archs", "hip-flags"}, "xpu": {"sycl-flags"}}.get(backend, set())
+            unit.error(
+                "backend",
+                f"unknown backend {backend!r}",
+                did_you_mean(backend, UNIT_BACKENDS) or f"known: {', '.join(UNIT_BACKENDS)}",
+            )
+        extra = {
+            "cuda": {"cuda-capabilities", "cuda-flags", "cuda-minver"},
+            "rocm": {"rocm-archs", "hip-flags"},
+            "xpu": {"sycl-flags"},
+        }.get(backend, set())
         unit.reject_unknown({"backend", "depends", "include", "src", "cxx-flags", *extra})
         cuda_minver = self._version(unit, "cuda-minver", 2 if self.edition == 5 else None)
         return KernelUnit(
-            name=name, backend=backend, src=self._unit_sources(unit), depends=self._depends(unit),
-            include=self._dirs(unit, "include"), cxx_flags=self._flags(unit, "cxx-flags"),
+            name=name,
+            backend=backend,
+            src=self._unit_sources(unit),
+            depends=self._depends(unit),
+            include=self._dirs(unit, "include"),
+            cxx_flags=self._flags(unit, "cxx-flags"),
             cuda_capabilities=self._capabilities(unit, "cuda-capabilities"),
-            cuda_flags=self._flags(unit, "cuda-flags"), cuda_minver=cuda_minver,
-            rocm_archs=self._archs(unit, "rocm-archs"), hip_flags=self._flags(unit, "hip-flags"),
+            cuda_flags=self._flags(unit, "cuda-flags"),
+            cuda_minver=cuda_minver,
+            rocm_archs=self._archs(unit, "rocm-archs"),
+            hip_flags=self._flags(unit, "hip-flags"),
             sycl_flags=self._flags(unit, "sycl-flags"),
         )
 
     def _unit_sources(self, unit: Table) -> tuple[Path, ...]:
         if not unit.has("src"):
-            unit.error("src", "is required", 'list the unit\'s sources and headers: src = ["x/x.cu"]')
+            unit.error(
+                "src", "is required", 'list the unit\'s sources and headers: src = ["x/x.cu"]'
+            )
         sources = self._files(unit, "src")
         if not sources:
             unit.error("src", "names no source", "list the unit's sources and headers")
@@ -674,8 +878,11 @@ class _Reader:
         depends: tuple[str, ...] = unit.string_list("depends", allow_scalar=False)
         for depend in depends:
             if depend not in DEPENDENCIES:
-                unit.error("depends", f"unknown dependency {depend!r}",
-                           did_you_mean(depend, DEPENDENCIES) or f"known: {', '.join(DEPENDENCIES)}")
+                unit.error(
+                    "depends",
+                    f"unknown dependency {depend!r}",
+                    did_you_mean(depend, DEPENDENCIES) or f"known: {', '.join(DEPENDENCIES)}",
+                )
         return depends
 
     # ---- values ---------------------------------------------------------------------------
@@ -691,7 +898,10 @@ class _Reader:
         if value is None:
             return None
         if not _VERSION.fullmatch(value) or (digits is not None and value.count(".") >= digits):
-            shapes = {2: '"major.minor", e.g. "2.8"', 3: '"major.minor.patch" at most, e.g. "0.11.0"'}
+            shapes = {
+                2: '"major.minor", e.g. "2.8"',
+                3: '"major.minor.patch" at most, e.g. "0.11.0"',
+            }
             shape = shapes.get(digits or 0, 'numbers and dots, e.g. "12.4"')
             table.error(key, f"{value!r} is not a version", f"write {shape}")
         return str(value)
@@ -707,7 +917,9 @@ class _Reader:
         values: tuple[str, ...] = table.string_list(key, (), allow_scalar=False)
         for value in values:
             if not _CAPABILITY.fullmatch(value):
-                table.error(key, f"{value!r} is not a CUDA capability", 'e.g. "8.0", "9.0a", "10.0"')
+                table.error(
+                    key, f"{value!r} is not a CUDA capability", 'e.g. "8.0", "9.0a", "10.0"'
+                )
         return values
 
     def _archs(self, table: Table, key: str) -> tuple[str, ...]:
@@ -733,8 +945,11 @@ class _Reader:
             table.error(key, f"{shown} is not a path", f"name a {what} relative to {DECLARATION}")
         path = Path(text)
         if path.is_absolute() or ".." in path.parts or text.startswith("~"):
-            table.error(key, f"{shown} must be a path inside the project",
-                        f"name a {what} relative to the directory of {DECLARATION}, without '..'")
+            table.error(
+                key,
+                f"{shown} must be a path inside the project",
+                f"name a {what} relative to the directory of {DECLARATION}, without '..'",
+            )
         try:
             root = self.root.resolve()
             target = (self.root / path).resolve()
@@ -742,13 +957,21 @@ class _Reader:
             exists = target.is_dir() if want_dir else target.is_file()
         except (OSError, RuntimeError, ValueError) as exc:  # too long, a symlink loop, ...
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            table.error(key, f"{shown} cannot be read ({reason})", f"name a {what} inside the project")
+            table.error(
+                key, f"{shown} cannot be read ({reason})", f"name a {what} inside the project"
+            )
         if not inside:
-            table.error(key, f"{shown} leads outside the project (a symlink to {target})",
-                        "copy the file into the project instead of linking to it")
+            table.error(
+                key,
+                f"{shown} leads outside the project (a symlink to {target})",
+                "copy the file into the project instead of linking to it",
+            )
         if not exists:
-            table.error(key, f"{what} {shown} does not exist in {self.root}",
-                        f"create it, or fix the path (relative to {DECLARATION})")
+            table.error(
+                key,
+                f"{what} {shown} does not exist in {self.root}",
+                f"create it, or fix the path (relative to {DECLARATION})",
+            )
         return path
 
     def _python_package(self, general: General) -> None:
@@ -759,8 +982,10 @@ class _Reader:
             found = False
         if not found:
             self.top.table("general").error(
-                "name", f"the Python package {package.as_posix()}/ does not exist in {self.root}",
-                f"kernel-builder reads the kernel's Python code from torch-ext/{general.python_name}/")
+                "name",
+                f"the Python package {package.as_posix()}/ does not exist in {self.root}",
+                f"kernel-builder reads the kernel's Python code from torch-ext/{general.python_name}/",
+            )
 
 
 def units_by_backend(spec: KernelBuilderSpec) -> dict[str, tuple[KernelUnit, ...]]:

@@ -85,7 +85,8 @@ class CibwDecision:
 
     table: CibwTable
     fates: tuple[OptionFate, ...]
-    environment: tuple[tuple[str, str], ...] = ()  # (name, the assignment as written) before the factory's own
+    # (name, the assignment as written) before the factory's own
+    environment: tuple[tuple[str, str], ...] = ()
     environment_pass: tuple[str, ...] = ()  # names set in the factory's environment
     config_settings: str = ""
     frontend_args: tuple[str, ...] = ()  # after --no-isolation
@@ -99,8 +100,10 @@ class CibwDecision:
         return tuple(fate for fate in self.fates if fate.fate == "refused")
 
     def log_lines(self) -> list[str]:
-        return [f"cibuildwheel options of {self.table.declared_in} for {self.table.identifier}, option by option:",
-                *(f"  {fate.line()}" for fate in self.fates)]
+        return [
+            f"cibuildwheel options of {self.table.declared_in} for {self.table.identifier}, option by option:",
+            *(f"  {fate.line()}" for fate in self.fates),
+        ]
 
 
 def table_file(root: Path) -> tuple[Path, str] | None:
@@ -111,7 +114,9 @@ def table_file(root: Path) -> tuple[Path, str] | None:
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read {pyproject}: {exc}", hint="fix the file's TOML") from None
+            raise ConfigError(
+                f"cannot read {pyproject}: {exc}", hint="fix the file's TOML"
+            ) from None
         if isinstance(data.get("tool"), dict) and "cibuildwheel" in data["tool"]:
             return pyproject, f"{PYPROJECT} [tool.cibuildwheel]"
     config = root / CONFIG_FILE
@@ -134,16 +139,30 @@ def read_cibw_table(root: Path, identifier: str) -> CibwTable | None:
     try:
         reader = OptionsReader(path, platform="linux", env={})
         # the option names (the defaults' table also holds the platforms' subtables)
-        known = list(dict.fromkeys(name for name in (*reader.default_options, *reader.default_platform_options)
-                                   if name not in PLATFORMS))
+        known = list(
+            dict.fromkeys(
+                name
+                for name in (*reader.default_options, *reader.default_platform_options)
+                if name not in PLATFORMS
+            )
+        )
         with reader.identifier(identifier):
-            chosen = {*reader.config_options, *reader.config_platform_options,
-                      *(name for override in reader.active_config_overrides for name in override.options)}
-            options = tuple((name, reader.get(name, option_format=_format(name))) for name in known
-                            if name in chosen)
+            chosen = {
+                *reader.config_options,
+                *reader.config_platform_options,
+                *(name for override in reader.active_config_overrides for name in override.options),
+            }
+            options = tuple(
+                (name, reader.get(name, option_format=_format(name)))
+                for name in known
+                if name in chosen
+            )
     except (OptionsReaderError, ValueError, TypeError) as exc:
-        raise ConfigError(f"{declared_in}: cibuildwheel cannot read it: {exc}", file=str(path),
-                          hint="fix the table as cibuildwheel's documentation says") from None
+        raise ConfigError(
+            f"{declared_in}: cibuildwheel cannot read it: {exc}",
+            file=str(path),
+            hint="fix the table as cibuildwheel's documentation says",
+        ) from None
     return CibwTable(declared_in, identifier, options)
 
 
@@ -153,8 +172,14 @@ def _format(name: str) -> OptionFormat | None:
 
     if name in ("environment", "test-environment"):
         return EnvironmentFormat()
-    if name in ("before-all", "before-build", "repair-wheel-command", "test-command", "before-test",
-                "audit-command"):
+    if name in (
+        "before-all",
+        "before-build",
+        "repair-wheel-command",
+        "test-command",
+        "before-test",
+        "audit-command",
+    ):
         return ListFormat(sep=_AND)
     if name in ("environment-pass", "test-groups", "archs", "build", "skip", "test-skip", "enable"):
         return ListFormat(sep=" ")
@@ -184,21 +209,71 @@ _REPLACED = {
     "xbuild-tools": "not a Linux build",
     "test-runtime": "the tests run natively in the build image",
 }
-_TEST_OPTIONS = ("test-command", "before-test", "test-requires", "test-extras", "test-groups", "test-sources",
-                 "test-skip", "test-environment")
+_TEST_OPTIONS = (
+    "test-command",
+    "before-test",
+    "test-requires",
+    "test-extras",
+    "test-groups",
+    "test-sources",
+    "test-skip",
+    "test-environment",
+)
 # Package managers of an image: the factory's build containers have no network, and its images
 # are Debian (a manylinux image's yum would not be there either).
-_SYSTEM_INSTALLERS = ("yum", "dnf", "microdnf", "apt-get", "apt", "apk", "zypper", "conda", "mamba", "micromamba")
+_SYSTEM_INSTALLERS = (
+    "yum",
+    "dnf",
+    "microdnf",
+    "apt-get",
+    "apt",
+    "apk",
+    "zypper",
+    "conda",
+    "mamba",
+    "micromamba",
+)
 _NETWORK_TOOLS = ("curl", "wget", "git")
 # pip options that take a value (the value is not a requirement).
-_PIP_VALUED = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "-c", "--constraint", "-r",
-               "--requirement", "-t", "--target", "--prefix", "--root", "--trusted-host", "--platform",
-               "--python-version", "--implementation", "--abi", "--cache-dir", "--src", "-e", "--editable",
-               "--config-settings", "-C", "--upgrade-strategy", "--progress-bar", "--python"}
+_PIP_VALUED = {
+    "-i",
+    "--index-url",
+    "--extra-index-url",
+    "-f",
+    "--find-links",
+    "-c",
+    "--constraint",
+    "-r",
+    "--requirement",
+    "-t",
+    "--target",
+    "--prefix",
+    "--root",
+    "--trusted-host",
+    "--platform",
+    "--python-version",
+    "--implementation",
+    "--abi",
+    "--cache-dir",
+    "--src",
+    "-e",
+    "--editable",
+    "--config-settings",
+    "-C",
+    "--upgrade-strategy",
+    "--progress-bar",
+    "--python",
+}
 
 
-def decide(table: CibwTable, *, has_tests: bool, installed: Callable[[str], bool],
-           factory_env: frozenset[str], host_env: Mapping[str, str] = os.environ) -> CibwDecision:
+def decide(
+    table: CibwTable,
+    *,
+    has_tests: bool,
+    installed: Callable[[str], bool],
+    factory_env: frozenset[str],
+    host_env: Mapping[str, str] = os.environ,
+) -> CibwDecision:
     """Each option of ``table`` with its fate. ``has_tests``: matrix.toml has its own [test],
     which wins over the table's test options; ``installed(name)``: whether the build already
     has a distribution (torch, the build system, the factory's tools), so that a step
@@ -220,7 +295,12 @@ def decide(table: CibwTable, *, has_tests: bool, installed: Callable[[str], bool
         if option in _REPLACED:
             say(option, value, "replaced", _REPLACED[option])
         elif option.startswith(("manylinux-", "musllinux-")):
-            say(option, value, "replaced", "the factory's base image ([build] base_image) builds every variant")
+            say(
+                option,
+                value,
+                "replaced",
+                "the factory's base image ([build] base_image) builds every variant",
+            )
         elif option == "environment":
             environment, note = _environment(value, factory_env)
             say(option, value, "honoured", note)
@@ -228,8 +308,13 @@ def decide(table: CibwTable, *, has_tests: bool, installed: Callable[[str], bool
             names = value.split()
             passed = [name for name in names if name in host_env]
             unset = [name for name in names if name not in host_env]
-            say(option, value, "honoured", (f"passes {', '.join(passed)}" if passed else "passes nothing")
-                + (f" ({', '.join(unset)} not set here)" if unset else ""))
+            say(
+                option,
+                value,
+                "honoured",
+                (f"passes {', '.join(passed)}" if passed else "passes nothing")
+                + (f" ({', '.join(unset)} not set here)" if unset else ""),
+            )
         elif option == "config-settings":
             config_settings = value
             say(option, value, "honoured", "given to the build frontend")
@@ -245,13 +330,33 @@ def decide(table: CibwTable, *, has_tests: bool, installed: Callable[[str], bool
             say(option, value, fate, note)
         elif option in _TEST_OPTIONS:
             if has_tests:
-                say(option, value, "replaced", "matrix.toml [test] is set: the factory runs that instead")
+                say(
+                    option,
+                    value,
+                    "replaced",
+                    "matrix.toml [test] is set: the factory runs that instead",
+                )
             else:
-                say(option, value, "honoured", "the factory runs the project's tests against each wheel, offline")
+                say(
+                    option,
+                    value,
+                    "honoured",
+                    "the factory runs the project's tests against each wheel, offline",
+                )
         else:  # an option cibuildwheel knows and this module does not: said, never silently dropped
             say(option, value, "replaced", "not used by the factory's build")
-    return CibwDecision(table, tuple(fates), tuple(environment), tuple(passed), config_settings,
-                        tuple(frontend_args), tuple(excludes), plat, steps["before-all"], steps["before-build"])
+    return CibwDecision(
+        table,
+        tuple(fates),
+        tuple(environment),
+        tuple(passed),
+        config_settings,
+        tuple(frontend_args),
+        tuple(excludes),
+        plat,
+        steps["before-all"],
+        steps["before-build"],
+    )
 
 
 def _environment(value: str, factory_env: frozenset[str]) -> tuple[list[tuple[str, str]], str]:
@@ -275,10 +380,22 @@ def _frontend(value: str) -> tuple[tuple[str, ...], Fate, str]:
     config = BuildFrontendConfig.from_config_string(value)
     args = tuple(arg for arg in config.args if arg not in ("--no-isolation", "-n"))
     if config.name in ("build", "default"):
-        return args, "honoured", ("the factory builds with build --no-isolation" + (f", plus {shlex.join(args)}"
-                                                                                   if args else ""))
-    return (), "replaced", (f"the factory builds with build --no-isolation, not {config.name}"
-                            + (f" (its args {shlex.join(config.args)} not passed)" if config.args else ""))
+        return (
+            args,
+            "honoured",
+            (
+                "the factory builds with build --no-isolation"
+                + (f", plus {shlex.join(args)}" if args else "")
+            ),
+        )
+    return (
+        (),
+        "replaced",
+        (
+            f"the factory builds with build --no-isolation, not {config.name}"
+            + (f" (its args {shlex.join(config.args)} not passed)" if config.args else "")
+        ),
+    )
 
 
 def _repair(value: str) -> tuple[tuple[str, ...], str | None, Fate, str]:
@@ -297,12 +414,27 @@ def _repair(value: str) -> tuple[tuple[str, ...], str | None, Fate, str]:
             elif name == "--plat" and given:
                 plat = given
     if not excludes and plat is None:
-        return (), None, "replaced", "the factory repairs with auditwheel, torch's libraries excluded"
-    kept = [*(f"--exclude {pattern}" for pattern in excludes), *([f"--plat {plat}"] if plat else [])]
-    return tuple(excludes), plat, "honoured", f"the factory's auditwheel repair keeps {' '.join(kept)}"
+        return (
+            (),
+            None,
+            "replaced",
+            "the factory repairs with auditwheel, torch's libraries excluded",
+        )
+    kept = [
+        *(f"--exclude {pattern}" for pattern in excludes),
+        *([f"--plat {plat}"] if plat else []),
+    ]
+    return (
+        tuple(excludes),
+        plat,
+        "honoured",
+        f"the factory's auditwheel repair keeps {' '.join(kept)}",
+    )
 
 
-def _steps(option: str, value: str, installed: Callable[[str], bool]) -> tuple[tuple[str, ...], Fate, str]:
+def _steps(
+    option: str, value: str, installed: Callable[[str], bool]
+) -> tuple[tuple[str, ...], Fate, str]:
     """A before-all/before-build value, step by step: pip installs of what the build has are
     dropped; one of anything else, and any step that needs the network, refuses the option."""
     kept: list[str] = []
@@ -314,29 +446,59 @@ def _steps(option: str, value: str, installed: Callable[[str], bool]) -> tuple[t
             missing = [r for r in requirements if not _installed(r, installed)]
             if missing or not requirements:  # (none named: a requirements file)
                 what = ", ".join(missing) or "a requirements file"
-                return (), "refused", (f"`{step}` installs {what} from an index, which the offline build cannot "
-                                       "reach: declare it in [build-system] requires (the factory installs those "
-                                       "from its wheelhouse)")
+                return (
+                    (),
+                    "refused",
+                    (
+                        f"`{step}` installs {what} from an index, which the offline build cannot "
+                        "reach: declare it in [build-system] requires (the factory installs those "
+                        "from its wheelhouse)"
+                    ),
+                )
             dropped.extend(requirements)
         elif words and words[0] in _SYSTEM_INSTALLERS:
-            return (), "refused", (f"`{step}` installs system packages, and the build container has no network: "
-                                   "use a base image that has them ([build] base_image)")
+            return (
+                (),
+                "refused",
+                (
+                    f"`{step}` installs system packages, and the build container has no network: "
+                    "use a base image that has them ([build] base_image)"
+                ),
+            )
         elif words and words[0] in _NETWORK_TOOLS:
-            return (), "refused", (f"`{step}` downloads, and the build container has no network: vendor what it "
-                                   "fetches into the project")
+            return (
+                (),
+                "refused",
+                (
+                    f"`{step}` downloads, and the build container has no network: vendor what it "
+                    "fetches into the project"
+                ),
+            )
         elif step.strip():
             kept.append(step)
     if not kept:
-        return (), "replaced", f"the build has {', '.join(dropped)} already, from the offline wheelhouse"
+        return (
+            (),
+            "replaced",
+            f"the build has {', '.join(dropped)} already, from the offline wheelhouse",
+        )
     note = f"runs {_AND.join(kept)} in the build container, offline"
-    return tuple(kept), "honoured", note + (f"; {', '.join(dropped)} already installed" if dropped else "")
+    return (
+        tuple(kept),
+        "honoured",
+        note + (f"; {', '.join(dropped)} already installed" if dropped else ""),
+    )
 
 
 def _pip_install(words: list[str]) -> list[str] | None:
     """The requirements a pip (or uv pip) install command names ([] for a requirements file,
     which is not known here); None when it is not one."""
     rest = words
-    if rest[:1] and rest[0].rsplit("/", 1)[-1].startswith(("python", "{python}")) and rest[1:3] == ["-m", "pip"]:
+    if (
+        rest[:1]
+        and rest[0].rsplit("/", 1)[-1].startswith(("python", "{python}"))
+        and rest[1:3] == ["-m", "pip"]
+    ):
         rest = rest[2:]
     elif rest[:2] == ["uv", "pip"]:
         rest = rest[1:]
@@ -401,22 +563,30 @@ def table_tests(table: CibwTable, pyproject: Mapping[str, object] | None) -> Pro
     if not command or not TestSelector(skip_config=table.get("test-skip") or "")(table.identifier):
         return None
     requires = _words(table.get("test-requires") or "")
-    extras = [extra.strip() for extra in (table.get("test-extras") or "").split(",") if extra.strip()]
+    extras = [
+        extra.strip() for extra in (table.get("test-extras") or "").split(",") if extra.strip()
+    ]
     project = (pyproject or {}).get("project")
     optional = project.get("optional-dependencies", {}) if isinstance(project, dict) else {}
     for extra in extras:
         if not isinstance(optional, dict) or extra not in optional:
-            raise ConfigError(f"{table.declared_in}: test-extras names {extra!r}, which pyproject.toml's "
-                              "[project.optional-dependencies] does not list statically",
-                              hint="list the extra there, or put its requirements in test-requires")
+            raise ConfigError(
+                f"{table.declared_in}: test-extras names {extra!r}, which pyproject.toml's "
+                "[project.optional-dependencies] does not list statically",
+                hint="list the extra there, or put its requirements in test-requires",
+            )
         requires += list(optional[extra])
     groups = (table.get("test-groups") or "").split()
     if groups:
         try:
-            requires += list(resolve_dependency_groups(dict(pyproject) if pyproject else None, *groups))
+            requires += list(
+                resolve_dependency_groups(dict(pyproject) if pyproject else None, *groups)
+            )
         except (KeyError, FileNotFoundError, ValueError, LookupError) as exc:
-            raise ConfigError(f"{table.declared_in}: test-groups: {exc}",
-                              hint="declare the groups in pyproject.toml [dependency-groups]") from None
+            raise ConfigError(
+                f"{table.declared_in}: test-groups: {exc}",
+                hint="declare the groups in pyproject.toml [dependency-groups]",
+            ) from None
     steps: list[str] = []
     for step in _split_steps(table.get("before-test") or ""):
         installs = _pip_install(_words(step))
@@ -425,13 +595,20 @@ def table_tests(table: CibwTable, pyproject: Mapping[str, object] | None) -> Pro
         elif installs:
             requires += installs
         else:
-            raise ConfigError(f"{table.declared_in}: before-test `{step}` installs a requirements file the factory "
-                              "cannot read ahead of the tests", hint="list its requirements in test-requires")
+            raise ConfigError(
+                f"{table.declared_in}: before-test `{step}` installs a requirements file the factory "
+                "cannot read ahead of the tests",
+                hint="list its requirements in test-requires",
+            )
     environment = (table.get("test-environment") or "").strip()
     full = _AND.join([*([f"export {environment}"] if environment else []), *steps, command])
     sources = _words(table.get("test-sources") or "") or _named_under_project(full)
-    return ProjectTests(command=full, requires=tuple(dict.fromkeys(requires)), sources=tuple(sources),
-                        declared_in=table.declared_in)
+    return ProjectTests(
+        command=full,
+        requires=tuple(dict.fromkeys(requires)),
+        sources=tuple(sources),
+        declared_in=table.declared_in,
+    )
 
 
 def _named_under_project(command: str) -> list[str]:
@@ -453,7 +630,8 @@ def project_table_tests(root: Path, identifier: str) -> ProjectTests | None:
         return None
     pyproject = None
     if (root / PYPROJECT).is_file():
-        pyproject = tomllib.loads((root / PYPROJECT).read_text(encoding="utf-8"))  # read fine by table_file
+        # read fine by table_file
+        pyproject = tomllib.loads((root / PYPROJECT).read_text(encoding="utf-8"))
     return table_tests(table, pyproject)
 
 
@@ -466,5 +644,9 @@ def refusal_before_build(root: Path, identifier: str, *, has_tests: bool) -> str
     table = read_cibw_table(root, identifier)
     if table is None:
         return None
-    refused = decide(table, has_tests=has_tests, installed=lambda _: True, factory_env=frozenset()).refused
-    return f"{table.declared_in} {refused[0].option}: refused: {refused[0].note}" if refused else None
+    refused = decide(
+        table, has_tests=has_tests, installed=lambda _: True, factory_env=frozenset()
+    ).refused
+    return (
+        f"{table.declared_in} {refused[0].option}: refused: {refused[0].note}" if refused else None
+    )

@@ -41,12 +41,15 @@ def pytest_configure(config: pytest.Config) -> None:
     repos: list[str] = settings["repos"]
     spec = importlib.util.find_spec(settings["package"])
     if spec is None or not spec.submodule_search_locations:
-        raise pytest.UsageError(f"wheelfactory: the package {settings['package']} is not installed for the tests")
+        raise pytest.UsageError(
+            f"wheelfactory: the package {settings['package']} is not installed for the tests"
+        )
     root = Path(tempfile.mkdtemp(prefix="wheelfactory-hub-"))
     variant = root / "build" / settings["variant"]
     variant.mkdir(parents=True)
-    (variant / settings["package"]).symlink_to(Path(list(spec.submodule_search_locations)[0]),
-                                               target_is_directory=True)
+    (variant / settings["package"]).symlink_to(
+        Path(list(spec.submodule_search_locations)[0]), target_is_directory=True
+    )
     (variant / "metadata.json").write_text(json.dumps(settings["metadata"]), encoding="utf-8")
     os.environ["LOCAL_KERNELS"] = ":".join(f"{repo}={root}" for repo in repos)
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -68,9 +71,11 @@ def _only_this_build(original: Any, repos: list[str], name: str, backend: str) -
             if name == "has_kernel":
                 return False
             caller = sys._getframe(1).f_code.co_filename  # the test that asked, for the report
-            raise pytest.skip.Exception(f"not run: needs the Hub kernel {repo_id}, which this build did not make "
-                                        f"(asked for in {os.path.relpath(caller)}; the tests run offline)",
-                                        allow_module_level=True)
+            raise pytest.skip.Exception(
+                f"not run: needs the Hub kernel {repo_id}, which this build did not make "
+                f"(asked for in {os.path.relpath(caller)}; the tests run offline)",
+                allow_module_level=True,
+            )
         if kwargs.get("backend") is None:
             kwargs["backend"] = backend
         return original(repo_id, *args, **kwargs)

@@ -58,8 +58,11 @@ from wheelfactory.support.project_copy import project_files as copy_rule_files
 GENERATED_DIR = "_wheelfactory"  # in the staging copy: registration.h
 OPS_MODULE = "_ops.py"
 BACKEND_DEFINES = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL", "rocm": "ROCM_KERNEL"}
-COMPILED = {"cpu": (".c", ".cc", ".cpp", ".cxx"), "cuda": (".c", ".cc", ".cpp", ".cxx", ".cu"),
-            "rocm": (".c", ".cc", ".cpp", ".cxx", ".cu", ".hip")}
+COMPILED = {
+    "cpu": (".c", ".cc", ".cpp", ".cxx"),
+    "cuda": (".c", ".cc", ".cpp", ".cxx", ".cu"),
+    "rocm": (".c", ".cc", ".cpp", ".cxx", ".cu", ".hip"),
+}
 # A kernel-builder dependency the factory can satisfy: torch is in every build environment. The
 # CUTLASS and metal-cpp ones come from Nix in kernel-builder; here they are refused, said so.
 PROVIDED_DEPENDS = ("torch",)
@@ -102,22 +105,32 @@ def load_kernel_builder(root: Path) -> KernelBuilderSpec:
     for unit in spec.kernels:
         missing = [d for d in unit.depends if d not in PROVIDED_DEPENDS]
         if missing and unit.backend in BUILDABLE_BACKENDS:
-            raise ConfigError(f"[kernel.{unit.name}] depends on {', '.join(missing)}, which kernel-builder takes "
-                              "from Nix and wheelfactory does not provide", file=str(root / DECLARATION),
-                              key=f"kernel.{unit.name}.depends",
-                              hint="vendor the headers in the project and list them under include")
+            raise ConfigError(
+                f"[kernel.{unit.name}] depends on {', '.join(missing)}, which kernel-builder takes "
+                "from Nix and wheelfactory does not provide",
+                file=str(root / DECLARATION),
+                key=f"kernel.{unit.name}.depends",
+                hint="vendor the headers in the project and list them under include",
+            )
     return spec
 
 
 def stable_target(spec: KernelBuilderSpec) -> str | None:
     """``[torch] stable-abi``: the torch release every stable-ABI build targets. A per-backend
     table must name one release for the backends built here: the plan has one target."""
-    targets = {t for b in spec.compiled_backends() if b in BUILDABLE_BACKENDS
-               and (t := spec.stable_abi_for(b)) is not None}
+    targets = {
+        t
+        for b in spec.compiled_backends()
+        if b in BUILDABLE_BACKENDS and (t := spec.stable_abi_for(b)) is not None
+    }
     if len(targets) > 1:
-        raise ConfigError(f"stable-abi targets {', '.join(sorted(targets))} for different backends; wheelfactory "
-                          "plans one stable-ABI target", file=str(spec.root / DECLARATION), key="torch.stable-abi",
-                          hint="use one torch release for every backend")
+        raise ConfigError(
+            f"stable-abi targets {', '.join(sorted(targets))} for different backends; wheelfactory "
+            "plans one stable-ABI target",
+            file=str(spec.root / DECLARATION),
+            key="torch.stable-abi",
+            hint="use one torch release for every backend",
+        )
     return targets.pop() if targets else None
 
 
@@ -133,33 +146,48 @@ def noarch_constraints(spec: KernelBuilderSpec) -> ProjectConstraints:
     return _constraints(spec, spec.declared_backends(), None)
 
 
-def _constraints(spec: KernelBuilderSpec, backends: Sequence[str], target: str | None) -> ProjectConstraints:
+def _constraints(
+    spec: KernelBuilderSpec, backends: Sequence[str], target: str | None
+) -> ProjectConstraints:
     stable = spec.torch.stable_abi
     # A per-backend table: the backends it does not name build for each torch release.
-    per_backend = None if stable is None or stable.every_backend is not None else \
-        tuple(b for b in backends if spec.stable_abi_for(b) is not None)
-    return ProjectConstraints(declared_in=str(spec.root / DECLARATION), backends=tuple(backends),
-                              torch=spec.torch_specifier(), cuda=spec.cuda_specifier(),
-                              stable_abi=target, stable_abi_backends=per_backend if target else None)
+    per_backend = (
+        None
+        if stable is None or stable.every_backend is not None
+        else tuple(b for b in backends if spec.stable_abi_for(b) is not None)
+    )
+    return ProjectConstraints(
+        declared_in=str(spec.root / DECLARATION),
+        backends=tuple(backends),
+        torch=spec.torch_specifier(),
+        cuda=spec.cuda_specifier(),
+        stable_abi=target,
+        stable_abi_backends=per_backend if target else None,
+    )
 
 
 def namespace_for(spec: KernelBuilderSpec, variant: Variant, version: str) -> str:
     """``_<name>_<8 hex>``: per variant and release, not per source (an edit would recompile all)."""
-    token = hashlib.sha256(f"{spec.general.python_name}\0{variant.id}\0{version}".encode()).hexdigest()[:8]
+    token = hashlib.sha256(
+        f"{spec.general.python_name}\0{variant.id}\0{version}".encode()
+    ).hexdigest()[:8]
     return f"_{spec.general.python_name}_{token}"
 
 
 def ops_module(namespace: str) -> str:
-    return (f"# Generated by wheelfactory, as kernel-builder generates it: the op namespace of this build.\n"
-            f"import torch\n\nfrom . import {namespace}\n\nops = torch.ops.{namespace}\n\n\n"
-            f"def add_op_namespace_prefix(op_name: str) -> str:\n"
-            f"    \"\"\"Prefix op by namespace.\"\"\"\n"
-            f"    return f\"{namespace}::{{op_name}}\"\n")
+    return (
+        f"# Generated by wheelfactory, as kernel-builder generates it: the op namespace of this build.\n"
+        f"import torch\n\nfrom . import {namespace}\n\nops = torch.ops.{namespace}\n\n\n"
+        f"def add_op_namespace_prefix(op_name: str) -> str:\n"
+        f'    """Prefix op by namespace."""\n'
+        f'    return f"{namespace}::{{op_name}}"\n'
+    )
 
 
 @dataclass(frozen=True)
 class UnitBuild:
     """One ``[kernel.X]`` unit as this variant compiles it."""
+
     name: str
     sources: tuple[str, ...]  # relative to the staging root
     include_dirs: tuple[str, ...]  # relative to the staging root
@@ -171,7 +199,8 @@ class UnitBuild:
 @dataclass(frozen=True)
 class KernelBuilderStage:
     spec: KernelBuilderSpec
-    variant: Variant  # with arch_list = every arch some unit compiles for (what cuobjdump must list)
+    # with arch_list = every arch some unit compiles for (what cuobjdump must list)
+    variant: Variant
     files: tuple[Path, ...]  # the project's files, relative to its root (staged and hashed)
     namespace: str
     version: str
@@ -208,17 +237,28 @@ class KernelBuilderStage:
     @property
     def checks(self) -> WheelChecks:
         if self.tests is not None:
-            return WheelChecks(self.spec.root, self.package, tests=self.tests, op_namespace=self.namespace)
+            return WheelChecks(
+                self.spec.root, self.package, tests=self.tests, op_namespace=self.namespace
+            )
         tests = default_tests(self.spec.root)
-        return WheelChecks(self.spec.root, self.package, tests=tests, op_namespace=self.namespace,
-                           support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else ())
+        return WheelChecks(
+            self.spec.root,
+            self.package,
+            tests=tests,
+            op_namespace=self.namespace,
+            support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else (),
+        )
 
     def build_env(self) -> dict[str, str]:
         return {}
 
     def key_material(self) -> object:
-        return [tree_digest(self.spec.root, self.files), self.setup_py, self.record.to_json(),
-                self.checks.key_material()]
+        return [
+            tree_digest(self.spec.root, self.files),
+            self.setup_py,
+            self.record.to_json(),
+            self.checks.key_material(),
+        ]
 
     def write(self, dest: Path) -> None:
         if dest.exists():
@@ -243,7 +283,9 @@ class KernelBuilderStage:
 # The tests' loader: the Hub tests' kernels.get_kernel(<repo id>) gets this build (project/hub_offline_plugin.py).
 HUB_PLUGIN = "wheelfactory_hub_offline"
 _USES_KERNELS = re.compile(r"^\s*(?:from\s+kernels\b|import\s+kernels\b)", re.MULTILINE)
-_GET_KERNEL = re.compile(r"""(?:get_kernel|has_kernel|load_kernel)\(\s*["']([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)["']""")
+_GET_KERNEL = re.compile(
+    r"""(?:get_kernel|has_kernel|load_kernel)\(\s*["']([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)["']"""
+)
 
 
 def default_tests(root: Path) -> ProjectTests | None:
@@ -254,9 +296,12 @@ def default_tests(root: Path) -> ProjectTests | None:
         return None
     hub = any(_USES_KERNELS.search(text) for text in _test_texts(root))
     plugin = f" -p {HUB_PLUGIN}" if hub else ""
-    return ProjectTests(command=f"python -m pytest -q -rs -p no:cacheprovider{plugin} {{project}}/tests",
-                        requires=("pytest", *(("kernels",) if hub else ())),
-                        sources=("tests",), declared_in=f"{DECLARATION} (its tests/ directory)")
+    return ProjectTests(
+        command=f"python -m pytest -q -rs -p no:cacheprovider{plugin} {{project}}/tests",
+        requires=("pytest", *(("kernels",) if hub else ())),
+        sources=("tests",),
+        declared_in=f"{DECLARATION} (its tests/ directory)",
+    )
 
 
 def hub_repo_ids(spec: KernelBuilderSpec) -> tuple[str, ...]:
@@ -264,7 +309,9 @@ def hub_repo_ids(spec: KernelBuilderSpec) -> tuple[str, ...]:
     ``<org>/<name>`` its tests load whose name is the kernel's."""
     found = {spec.general.hub.repo_id} if spec.general.hub.repo_id else set()
     for text in _test_texts(spec.root):
-        found.update(r for r in _GET_KERNEL.findall(text) if r.split("/", 1)[1] == spec.general.name)
+        found.update(
+            r for r in _GET_KERNEL.findall(text) if r.split("/", 1)[1] == spec.general.name
+        )
     return tuple(sorted(found))
 
 
@@ -274,29 +321,55 @@ def hub_test_files(stage: KernelBuilderStage) -> tuple[tuple[str, str], ...]:
     from importlib.resources import files
 
     spec = stage.spec
-    settings = {"repos": list(hub_repo_ids(spec)), "package": stage.package, "variant": stage.variant.id,
-                "metadata": {"id": stage.namespace, "name": spec.general.name,
-                             "version": int(spec.general.version or 0), "license": spec.general.license or "unknown",
-                             "python-depends": [], "backend": {"type": stage.variant.key.backend.kind}}}
-    plugin = files("wheelfactory.project").joinpath("hub_offline_plugin.py").read_text(encoding="utf-8")
-    return ((f"{HUB_PLUGIN}.py", plugin), (f"{HUB_PLUGIN}.json", json.dumps(settings, indent=2) + "\n"))
+    settings = {
+        "repos": list(hub_repo_ids(spec)),
+        "package": stage.package,
+        "variant": stage.variant.id,
+        "metadata": {
+            "id": stage.namespace,
+            "name": spec.general.name,
+            "version": int(spec.general.version or 0),
+            "license": spec.general.license or "unknown",
+            "python-depends": [],
+            "backend": {"type": stage.variant.key.backend.kind},
+        },
+    }
+    plugin = (
+        files("wheelfactory.project").joinpath("hub_offline_plugin.py").read_text(encoding="utf-8")
+    )
+    return (
+        (f"{HUB_PLUGIN}.py", plugin),
+        (f"{HUB_PLUGIN}.json", json.dumps(settings, indent=2) + "\n"),
+    )
 
 
 def _test_texts(root: Path) -> list[str]:
-    return [p.read_text(encoding="utf-8", errors="replace") for p in sorted((root / "tests").rglob("*.py"))
-            if "__pycache__" not in p.parts]
+    return [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted((root / "tests").rglob("*.py"))
+        if "__pycache__" not in p.parts
+    ]
 
 
 def project_files(root: Path) -> tuple[Path, ...]:
     """The project's files as a build sees them (build outputs, VCS and caches left out), inside
     symlinks followed; what would take a file from outside the project is refused
     (support/project_copy.py): nothing outside the root is read."""
-    return tuple(copy_rule_files(root, ignore=shutil.ignore_patterns(*IGNORED), declared_in=str(root / DECLARATION)))
+    return tuple(
+        copy_rule_files(
+            root, ignore=shutil.ignore_patterns(*IGNORED), declared_in=str(root / DECLARATION)
+        )
+    )
 
 
-def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, table: CompatTable,
-                              tests: ProjectTests | None = None,
-                              torch_requirement: TorchRequirement = "pinned") -> KernelBuilderStage:
+def plan_kernel_builder_stage(
+    spec: KernelBuilderSpec,
+    variant: Variant,
+    *,
+    table: CompatTable,
+    tests: ProjectTests | None = None,
+    torch_requirement: TorchRequirement = "pinned",
+) -> KernelBuilderStage:
     backend = variant.key.backend.kind
     declaration = str(spec.root / DECLARATION)
     toolkit = variant.toolkit if backend == "cuda" else None
@@ -309,36 +382,86 @@ def plan_kernel_builder_stage(spec: KernelBuilderSpec, variant: Variant, *, tabl
     # What the library's device code must hold: each unit's archs, and the matrix's where the
     # [torch] bindings have device sources of their own (TORCH_CUDA_ARCH_LIST compiles those).
     binding_device = any(p.suffix in (".cu", ".hip") for p in spec.torch.src)
-    archs = () if backend == "cpu" else _union(variant.arch_list if binding_device else (),
-                                                [a for u in unit_builds for a in u.archs])
+    archs = (
+        ()
+        if backend == "cpu"
+        else _union(
+            variant.arch_list if binding_device else (), [a for u in unit_builds for a in u.archs]
+        )
+    )
     staged_variant = replace(variant, arch_list=archs)
-    requires = (torch_requires_dist(variant, torch_requirement), *depends_requirements(spec, backend))
+    requires = (
+        torch_requires_dist(variant, torch_requirement),
+        *depends_requirements(spec, backend),
+    )
     sources = tuple(str(p) for p in spec.torch.src if p.suffix in compiled)
     if not sources:
-        raise ConfigError("[torch] src lists no source file to compile (the op registrations)", file=declaration,
-                          key="torch.src", hint="list the binding source, e.g. torch-ext/torch_binding.cpp")
+        raise ConfigError(
+            "[torch] src lists no source file to compile (the op registrations)",
+            file=declaration,
+            key="torch.src",
+            hint="list the binding source, e.g. torch-ext/torch_binding.cpp",
+        )
     python = variant.key.python
-    library = (f"{namespace}.abi3.so" if python == "abi3" else
-               f"{namespace}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so")
+    library = (
+        f"{namespace}.abi3.so"
+        if python == "abi3"
+        else f"{namespace}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
+    )
     files = project_files(spec.root)
     record = BuildRecord(
-        name=spec.general.python_name, version=full_version, variant=variant.id,
+        name=spec.general.python_name,
+        version=full_version,
+        variant=variant.id,
         # A stable-ABI build serves every torch from its target on: the record names the target.
-        torch=MajorMinor.parse(variant.key.torch if variant.key.stable_abi else variant.torch_version),
+        torch=MajorMinor.parse(
+            variant.key.torch if variant.key.stable_abi else variant.torch_version
+        ),
         built_with_torch=variant.torch_version,
-        backend=backend, toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
-        cxx11_abi=variant.key.cxx11_abi, python=python, arch=variant.key.arch,
-        arch_list=staged_variant.shipped_arch_list, namespace=namespace, ops=(), library=library,
-        stable_abi=variant.key.stable_abi, source_digest=tree_digest(spec.root, files),
-        parts=staged_variant.split_parts)
-    setup_py = _setup_py(spec, staged_variant, namespace, full_version, requires, sources, unit_builds,
-                         subpackages(spec, files))
-    return KernelBuilderStage(spec, staged_variant, files, namespace, full_version, requires, unit_builds,
-                              setup_py, record, tests)
+        backend=backend,
+        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
+        cxx11_abi=variant.key.cxx11_abi,
+        python=python,
+        arch=variant.key.arch,
+        arch_list=staged_variant.shipped_arch_list,
+        namespace=namespace,
+        ops=(),
+        library=library,
+        stable_abi=variant.key.stable_abi,
+        source_digest=tree_digest(spec.root, files),
+        parts=staged_variant.split_parts,
+    )
+    setup_py = _setup_py(
+        spec,
+        staged_variant,
+        namespace,
+        full_version,
+        requires,
+        sources,
+        unit_builds,
+        subpackages(spec, files),
+    )
+    return KernelBuilderStage(
+        spec,
+        staged_variant,
+        files,
+        namespace,
+        full_version,
+        requires,
+        unit_builds,
+        setup_py,
+        record,
+        tests,
+    )
 
 
-def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, table: CompatTable,
-                compiled: tuple[str, ...]) -> UnitBuild:
+def _unit_build(
+    spec: KernelBuilderSpec,
+    unit: KernelUnit,
+    variant: Variant,
+    table: CompatTable,
+    compiled: tuple[str, ...],
+) -> UnitBuild:
     backend = variant.key.backend.kind
     sources = tuple(str(p) for p in unit.src if p.suffix in compiled)
     includes = tuple(str(p) for p in unit.include)
@@ -350,10 +473,13 @@ def _unit_build(spec: KernelBuilderSpec, unit: KernelUnit, variant: Variant, tab
         wanted = unit.cuda_capabilities or spec.general.cuda_capabilities or variant.arch_list
         archs = tuple(a for a in wanted if toolkit.can_compile(a))
         if not archs:
-            raise ConfigError(f"{variant.id}: CUDA {variant.toolkit} compiles none of [kernel.{unit.name}]'s "
-                              f"capabilities ({', '.join(wanted)})", file=str(spec.root / DECLARATION),
-                              key=f"kernel.{unit.name}.cuda-capabilities",
-                              hint=f"CUDA {variant.toolkit} compiles {toolkit.min_arch} to {toolkit.max_arch}")
+            raise ConfigError(
+                f"{variant.id}: CUDA {variant.toolkit} compiles none of [kernel.{unit.name}]'s "
+                f"capabilities ({', '.join(wanted)})",
+                file=str(spec.root / DECLARATION),
+                key=f"kernel.{unit.name}.cuda-capabilities",
+                hint=f"CUDA {variant.toolkit} compiles {toolkit.min_arch} to {toolkit.max_arch}",
+            )
         device = [*variant.nvcc_defaults(unit.cuda_flags), *unit.cuda_flags, *gencode_flags(archs)]
     elif backend == "rocm":
         archs = unit.rocm_archs or spec.general.rocm_archs or variant.arch_list
@@ -398,17 +524,29 @@ def subpackages(spec: KernelBuilderSpec, files: tuple[Path, ...]) -> tuple[str, 
     """The packages under the Python package that hold Python files (kernels-community relu's
     ``layers/``), dotted: ``relu.layers``; they ship in the wheel too."""
     root = spec.python_package
-    found = {p.parent.relative_to(root) for p in files if p.suffix == ".py" and p.is_relative_to(root)}
+    found = {
+        p.parent.relative_to(root) for p in files if p.suffix == ".py" and p.is_relative_to(root)
+    }
     return tuple(sorted(".".join((spec.general.python_name, *d.parts)) for d in found if d.parts))
 
 
-def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version: str, requires: tuple[str, ...],
-              sources: tuple[str, ...], units: tuple[UnitBuild, ...], subpackages: tuple[str, ...] = ()) -> str:
+def _setup_py(
+    spec: KernelBuilderSpec,
+    variant: Variant,
+    namespace: str,
+    version: str,
+    requires: tuple[str, ...],
+    sources: tuple[str, ...],
+    units: tuple[UnitBuild, ...],
+    subpackages: tuple[str, ...] = (),
+) -> str:
     backend = variant.key.backend.kind
     device = backend in ("cuda", "rocm")
     package = spec.general.python_name
     package_dir = str(spec.python_package)
-    defines: list[tuple[str, str | None]] = [(BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None)]
+    defines: list[tuple[str, str | None]] = [
+        (BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None)
+    ]
     abi3 = variant.key.python == "abi3"
     if variant.key.stable_abi:  # only the stable ABI of the target and older may be used
         defines.append(("TORCH_TARGET_VERSION", target_version_macro(variant.key.torch)))
@@ -416,14 +554,31 @@ def _setup_py(spec: KernelBuilderSpec, variant: Variant, namespace: str, version
         defines.append(("Py_LIMITED_API", LIMITED_API))
     include_dirs = [*(str(p) for p in spec.torch.include), GENERATED_DIR, "."]
     cxx = [*spec.torch.cxx_flags, *variant.settings.extra_cflags]
-    nvcc = [*variant.nvcc_defaults(variant.settings.extra_cuda_cflags), *variant.settings.extra_cuda_cflags] \
-        if device else []
+    nvcc = (
+        [
+            *variant.nvcc_defaults(variant.settings.extra_cuda_cflags),
+            *variant.settings.extra_cuda_cflags,
+        ]
+        if device
+        else []
+    )
     extension = "CUDAExtension" if device else "CppExtension"
     data = [f"*.{ext}" for ext in spec.torch.data_extensions]
-    unit_specs = [{"name": u.name, "sources": list(u.sources), "include_dirs": list(u.include_dirs),
-                   "cxx": list(u.cxx_flags), "device": list(u.device_flags)} for u in units if u.sources]
-    cuda_block = cuda_wheels_block(variant) if backend == "cuda" and variant.toolkit_wheels_home else ""
-    return f'''# Generated by wheelfactory for variant {variant.id} of a kernel-builder project. Edit build.toml.
+    unit_specs = [
+        {
+            "name": u.name,
+            "sources": list(u.sources),
+            "include_dirs": list(u.include_dirs),
+            "cxx": list(u.cxx_flags),
+            "device": list(u.device_flags),
+        }
+        for u in units
+        if u.sources
+    ]
+    cuda_block = (
+        cuda_wheels_block(variant) if backend == "cuda" and variant.toolkit_wheels_home else ""
+    )
+    return f"""# Generated by wheelfactory for variant {variant.id} of a kernel-builder project. Edit build.toml.
 import os
 
 import torch
@@ -487,4 +642,4 @@ setup(
     cmdclass={{"build_ext": UnitsBuildExtension}},
     options={{"bdist_wheel": {{"py_limited_api": "cp39"}}}} if {abi3!r} else {{}},
 )
-'''
+"""

@@ -27,45 +27,128 @@ SOURCE_BACKENDS = ("cpu", "cuda")
 # and plan/schema.py writes the file's JSON Schema from these. Paths are relative to kernel.toml;
 # that they exist is the parser's check, not the schema's.
 _SOURCE_LISTS = {
-    "cpu": Key("cpu", TextList(item=Text(examples=("csrc/cpu/ops.cpp",)), nonempty=True),
-               "C++ sources every variant compiles", required=True),
-    "cuda": Key("cuda", TextList(item=Text(examples=("csrc/cuda/ops.cu",))),
-                "CUDA sources a CUDA variant adds (hipified for ROCm)"),
+    "cpu": Key(
+        "cpu",
+        TextList(item=Text(examples=("csrc/cpu/ops.cpp",)), nonempty=True),
+        "C++ sources every variant compiles",
+        required=True,
+    ),
+    "cuda": Key(
+        "cuda",
+        TextList(item=Text(examples=("csrc/cuda/ops.cu",))),
+        "CUDA sources a CUDA variant adds (hipified for ROCm)",
+    ),
 }
 KERNEL_FILE = Section(
     description="wheelfactory's kernel.toml: a factory-native kernel project's declaration",
     keys=(
-        Key("kernel", Section((
-            Key("name", Text(pattern=NAME, examples=("mykernels",)),
-                "the import name of the package (a lower-case Python identifier)", required=True),
-            Key("version", Text(examples=("0.1.0",)),
-                "a PEP 440 version without a local label (the factory adds one per variant)", required=True),
-            Key("description", Text(examples=("Fused ops for LLM inference",)), "one line", default=""),
-            Key("python_package", Text(examples=("python/mykernels",)),
-                "the directory of the hand-written Python package", required=True),
-            Key("namespace_macro", Text(examples=("MYKERNELS_NAMESPACE",)),
-                "the macro the sources use as the TORCH_LIBRARY namespace; default <NAME>_NAMESPACE"),
-            Key("ops", TextList(item=Text(pattern=OP, examples=("my_op",)), lone=False, nonempty=True),
-                "the op names registered with TORCH_LIBRARY", required=True),
-            Key("sample_inputs", Text(examples=("_samples:sample_inputs",)),
-                '"module:function" in the Python package returning sample inputs per op'),
-        )), "the package", required=True),
-        Key("sources", Section((
-            Key("include_dirs", TextList(item=Text(examples=("csrc",))), "header directories"),
-            *(_SOURCE_LISTS[backend] for backend in SOURCE_BACKENDS),
-            Key("device_check", Text(examples=("csrc/cuda/device_check.cu",)),
-                "a .cu instantiating every kernel with c10's types only, for the device-code compile check"),
-        )), "what the builds compile", required=True),
-        Key("stable_abi", Section(tuple(
-            Key(backend, TextList(item=Text(examples=(f"csrc/stable/ops.{'cu' if backend == 'cuda' else 'cpp'}",))),
-                f"{backend} sources written against torch's stable ABI only")
-            for backend in SOURCE_BACKENDS)), "what a stable-ABI variant compiles instead of [sources]"),
-        Key("flags", Section((
-            Key("cxx", TextList(item=Text(examples=("-O3",))), "C++ compiler flags"),
-            Key("nvcc", TextList(item=Text(examples=("-O3",))), "nvcc flags"),
-        )), "compiler flags"),
-        Key("test", TEST_SECTION, "the kernel's own tests, run against every built wheel (a matrix.toml [test] "
-            "replaces it)"),
+        Key(
+            "kernel",
+            Section(
+                (
+                    Key(
+                        "name",
+                        Text(pattern=NAME, examples=("mykernels",)),
+                        "the import name of the package (a lower-case Python identifier)",
+                        required=True,
+                    ),
+                    Key(
+                        "version",
+                        Text(examples=("0.1.0",)),
+                        "a PEP 440 version without a local label (the factory adds one per variant)",
+                        required=True,
+                    ),
+                    Key(
+                        "description",
+                        Text(examples=("Fused ops for LLM inference",)),
+                        "one line",
+                        default="",
+                    ),
+                    Key(
+                        "python_package",
+                        Text(examples=("python/mykernels",)),
+                        "the directory of the hand-written Python package",
+                        required=True,
+                    ),
+                    Key(
+                        "namespace_macro",
+                        Text(examples=("MYKERNELS_NAMESPACE",)),
+                        "the macro the sources use as the TORCH_LIBRARY namespace; default <NAME>_NAMESPACE",
+                    ),
+                    Key(
+                        "ops",
+                        TextList(
+                            item=Text(pattern=OP, examples=("my_op",)), lone=False, nonempty=True
+                        ),
+                        "the op names registered with TORCH_LIBRARY",
+                        required=True,
+                    ),
+                    Key(
+                        "sample_inputs",
+                        Text(examples=("_samples:sample_inputs",)),
+                        '"module:function" in the Python package returning sample inputs per op',
+                    ),
+                )
+            ),
+            "the package",
+            required=True,
+        ),
+        Key(
+            "sources",
+            Section(
+                (
+                    Key(
+                        "include_dirs",
+                        TextList(item=Text(examples=("csrc",))),
+                        "header directories",
+                    ),
+                    *(_SOURCE_LISTS[backend] for backend in SOURCE_BACKENDS),
+                    Key(
+                        "device_check",
+                        Text(examples=("csrc/cuda/device_check.cu",)),
+                        "a .cu instantiating every kernel with c10's types only, for the device-code compile check",
+                    ),
+                )
+            ),
+            "what the builds compile",
+            required=True,
+        ),
+        Key(
+            "stable_abi",
+            Section(
+                tuple(
+                    Key(
+                        backend,
+                        TextList(
+                            item=Text(
+                                examples=(
+                                    f"csrc/stable/ops.{'cu' if backend == 'cuda' else 'cpp'}",
+                                )
+                            )
+                        ),
+                        f"{backend} sources written against torch's stable ABI only",
+                    )
+                    for backend in SOURCE_BACKENDS
+                )
+            ),
+            "what a stable-ABI variant compiles instead of [sources]",
+        ),
+        Key(
+            "flags",
+            Section(
+                (
+                    Key("cxx", TextList(item=Text(examples=("-O3",))), "C++ compiler flags"),
+                    Key("nvcc", TextList(item=Text(examples=("-O3",))), "nvcc flags"),
+                )
+            ),
+            "compiler flags",
+        ),
+        Key(
+            "test",
+            TEST_SECTION,
+            "the kernel's own tests, run against every built wheel (a matrix.toml [test] "
+            "replaces it)",
+        ),
     ),
 )
 # Files only a device build reads: a CPU variant neither ships nor hashes them, so editing a
@@ -123,7 +206,11 @@ class KernelSpec:
         files: set[Path] = set()
         for directory in (self.python_package, *self.include_dirs):
             # Refuses what may not leave the project (support/project_copy.py), follows inside links.
-            files.update(project_files(self.root, directory, ignore=_PYCACHE, declared_in=str(self.root / DECLARATION)))
+            files.update(
+                project_files(
+                    self.root, directory, ignore=_PYCACHE, declared_in=str(self.root / DECLARATION)
+                )
+            )
         files = {p for p in files if p not in other and (device or p.suffix not in DEVICE_SUFFIXES)}
         return tuple(sorted(files | compiled))
 
@@ -150,8 +237,11 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         if version is None or Version(version).local is not None:
             raise InvalidVersion(str(version))
     except InvalidVersion:
-        kernel.error("version", f"must be a PEP 440 version without a local label, got {version!r}",
-                     "the factory adds the +local label per variant")
+        kernel.error(
+            "version",
+            f"must be a PEP 440 version without a local label, got {version!r}",
+            "the factory adds the +local label per variant",
+        )
     ops = kernel.string_list("ops", (), allow_scalar=False)
     if not ops:
         kernel.error("ops", "names no op", "list the op names registered with TORCH_LIBRARY")
@@ -163,11 +253,15 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
 
     sources = top.table("sources")
     sources.reject_unknown(KERNEL_FILE.section("sources").names())
-    include_dirs = tuple(_existing_dir(sources, "include_dirs", root, value=v)
-                         for v in sources.string_list("include_dirs", ()))
+    include_dirs = tuple(
+        _existing_dir(sources, "include_dirs", root, value=v)
+        for v in sources.string_list("include_dirs", ())
+    )
     per_backend: list[tuple[str, tuple[Path, ...]]] = []
     for backend in SOURCE_BACKENDS:
-        files = tuple(_existing_file(sources, backend, root, v) for v in sources.string_list(backend, ()))
+        files = tuple(
+            _existing_file(sources, backend, root, v) for v in sources.string_list(backend, ())
+        )
         per_backend.append((backend, files))
     device_check = sources.string("device_check")
     if not dict(per_backend)["cpu"]:
@@ -176,13 +270,26 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
     stable = top.table("stable_abi")
     stable.reject_unknown(KERNEL_FILE.section("stable_abi").names())
     stable_sources = tuple(
-        (backend, tuple(_existing_file(stable, backend, root, v) for v in stable.string_list(backend, ())))
-        for backend in SOURCE_BACKENDS if stable.has(backend))
+        (
+            backend,
+            tuple(
+                _existing_file(stable, backend, root, v) for v in stable.string_list(backend, ())
+            ),
+        )
+        for backend in SOURCE_BACKENDS
+        if stable.has(backend)
+    )
 
     flags = top.table("flags")
     flags.reject_unknown(KERNEL_FILE.section("flags").names())
-    check_ops(kernel, root, python_package, ops, [f for _, files in (*per_backend, *stable_sources) for f in files],
-              list(include_dirs))
+    check_ops(
+        kernel,
+        root,
+        python_package,
+        ops,
+        [f for _, files in (*per_backend, *stable_sources) for f in files],
+        list(include_dirs),
+    )
     return KernelSpec(
         root=root,
         name=name,
@@ -196,7 +303,9 @@ def parse_kernel(doc: TomlDocument, root: Path) -> KernelSpec:
         cxx_flags=flags.string_list("cxx", ()),
         nvcc_flags=flags.string_list("nvcc", ()),
         stable_sources=stable_sources,
-        device_check=None if device_check is None else _existing_file(sources, "device_check", root, device_check),
+        device_check=None
+        if device_check is None
+        else _existing_file(sources, "device_check", root, device_check),
         test=_test(top.table("test"), root, doc.file),
         sample_inputs=_sample_inputs(kernel, root / python_package),
     )
@@ -207,9 +316,11 @@ def _sample_inputs(kernel: Table, package: Path) -> tuple[str, str] | None:
     if text is None:
         return None
     module, _, function = text.partition(":")
-    hint = 'e.g. sample_inputs = "_samples:sample_inputs" (a function in python_package/_samples.py)'
+    hint = (
+        'e.g. sample_inputs = "_samples:sample_inputs" (a function in python_package/_samples.py)'
+    )
     if not all(part.isidentifier() for part in module.split(".")) or not function.isidentifier():
-        kernel.error("sample_inputs", f"{text!r} is not \"module:function\"", hint)
+        kernel.error("sample_inputs", f'{text!r} is not "module:function"', hint)
     if not (package / Path(*module.split("."))).with_suffix(".py").is_file():
         kernel.error("sample_inputs", f"no module {module!r} in {package}", hint)
     return module, function
@@ -219,12 +330,17 @@ def _test(table: Table, root: Path, file: str) -> ProjectTests | None:
     spec = parse_test_table(table, declared_in=file, base_dir=root)
     for source in spec.sources if spec else ():
         if not (root / source).exists():
-            table.error("sources", f"{source!r} does not exist under {root}", "list files or directories of the kernel")
+            table.error(
+                "sources",
+                f"{source!r} does not exist under {root}",
+                "list files or directories of the kernel",
+            )
     return spec
 
 
-def _existing_dir(table: Table, key: str, root: Path, *, value: str | None = None,
-                  required: bool = False) -> Path:
+def _existing_dir(
+    table: Table, key: str, root: Path, *, value: str | None = None, required: bool = False
+) -> Path:
     text = value if value is not None else table.string(key)
     if text is None:
         table.error(key, "is required")

@@ -53,15 +53,23 @@ class GitState:
 def git_state(root: Path, *, runner: Runner = run) -> GitState | None:
     """``root``'s git state; None where it is not in a git checkout (or git is missing)."""
     try:
-        commit = runner(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=30).strip().rpartition("\n")[2]
-        changed = runner(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."],
-                         timeout=60)
+        commit = (
+            runner(["git", "-C", str(root), "rev-parse", "HEAD"], timeout=30)
+            .strip()
+            .rpartition("\n")[2]
+        )
+        changed = runner(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--", "."],
+            timeout=60,
+        )
     except (OSError, CommandFailed, TimeoutExpired):
         return None
     if not re.fullmatch(r"[0-9a-f]{40}([0-9a-f]{24})?", commit):
         return None
     # the output holds stderr too: a warning is not a change
-    return GitState(commit, any(re.match(r"[ MTADRCU?!]{2} ", line) for line in changed.splitlines()))
+    return GitState(
+        commit, any(re.match(r"[ MTADRCU?!]{2} ", line) for line in changed.splitlines())
+    )
 
 
 # The zip format's earliest date (1980-01-01T00:00:00Z): the epoch of a project that has no

@@ -36,11 +36,35 @@ class KindFacts:
     own_arch_flags: bool
 
 
-NATIVE = KindFacts("native", "factory-native (kernel.toml)", "declared-ops",
-                   factory_layout=True, generated_packaging=True, own_arch_flags=False)
-KERNEL_BUILDER = KindFacts("kernel-builder", "kernel-builder (a Hugging Face build.toml)", "op-namespace",
-                           factory_layout=False, generated_packaging=True, own_arch_flags=False)
-KERNEL_BUILDER_NOARCH = KindFacts("kernel-builder-noarch", "kernel-builder noarch (pure Python, no [kernel.*])", None,
-                                  factory_layout=False, generated_packaging=True, own_arch_flags=False)
-BRING_YOUR_OWN = KindFacts("bring-your-own", "bring-your-own (setup.py / pyproject.toml)", "imports",
-                           factory_layout=False, generated_packaging=False, own_arch_flags=True)
+NATIVE = KindFacts(
+    "native",
+    "factory-native (kernel.toml)",
+    "declared-ops",
+    factory_layout=True,
+    generated_packaging=True,
+    own_arch_flags=False,
+)
+KERNEL_BUILDER = KindFacts(
+    "kernel-builder",
+    "kernel-builder (a Hugging Face build.toml)",
+    "op-namespace",
+    factory_layout=False,
+    generated_packaging=True,
+    own_arch_flags=False,
+)
+KERNEL_BUILDER_NOARCH = KindFacts(
+    "kernel-builder-noarch",
+    "kernel-builder noarch (pure Python, no [kernel.*])",
+    None,
+    factory_layout=False,
+    generated_packaging=True,
+    own_arch_flags=False,
+)
+BRING_YOUR_OWN = KindFacts(
+    "bring-your-own",
+    "bring-your-own (setup.py / pyproject.toml)",
+    "imports",
+    factory_layout=False,
+    generated_packaging=False,
+    own_arch_flags=True,
+)

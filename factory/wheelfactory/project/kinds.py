@@ -57,6 +57,7 @@ from wheelfactory.project.vcs_version import ProbeRunner
 @dataclass(frozen=True, kw_only=True)
 class LoadContext:
     """What loading a project for a build needs besides its path."""
+
     matrix: Matrix
     table: CompatTable
     matrix_file: str  # for messages
@@ -66,6 +67,7 @@ class LoadContext:
 @dataclass(frozen=True, kw_only=True)
 class PurePythonBuilds:
     """A project whose wheels need no compiler: each build is written directly (runner/noarch_run.py)."""
+
     spec: KernelBuilderSpec
     builds: tuple[NoarchBuild, ...]  # one per backend the plan keeps, each a manifest variant
 
@@ -73,6 +75,7 @@ class PurePythonBuilds:
 @dataclass(frozen=True, kw_only=True)
 class LoadedProject:
     """A project read once for a build: what its declaration rules out and how a variant is staged."""
+
     facts: KindFacts
     constraints: ProjectConstraints | None  # None: nothing it declares limits the plan
     stage_for: Callable[[Variant], Stage] | None = None  # what an engine compiles; None: nothing
@@ -83,8 +86,10 @@ class LoadedProject:
 class ProjectKind:
     facts: KindFacts
     named: tuple[str, ...]  # the matrix.toml [project] kind values that ask for it
-    detect: Callable[[Path], bool]  # [project] kind = "auto": is the project at this path of this kind
-    constraints: Callable[[ProjectConfig], ProjectConstraints | None]  # for a plan, without loading it all
+    # [project] kind = "auto": is the project at this path of this kind
+    detect: Callable[[Path], bool]
+    # for a plan, without loading it all
+    constraints: Callable[[ProjectConfig], ProjectConstraints | None]
     load: Callable[[LoadContext], LoadedProject]  # for a build
 
     @property
@@ -96,8 +101,13 @@ def _native(context: LoadContext) -> LoadedProject:
     spec = context.matrix
     kernel = load_kernel(spec.project.path)
     check_inputs(kernel, spec.test)  # what leaves the project is refused now, before any engine
-    stage_for = partial(plan_stage, kernel, table=context.table, tests=spec.test,
-                        torch_requirement=spec.build.torch_requirement)
+    stage_for = partial(
+        plan_stage,
+        kernel,
+        table=context.table,
+        tests=spec.test,
+        torch_requirement=spec.build.torch_requirement,
+    )
     return LoadedProject(facts=NATIVE, constraints=None, stage_for=stage_for)
 
 
@@ -108,11 +118,20 @@ def _kernel_builder_constraints(config: ProjectConfig) -> ProjectConstraints:
 def _kernel_builder(context: LoadContext) -> LoadedProject:
     spec = context.matrix
     kernel = kernel_builder.load_kernel_builder(spec.project.path)
-    kernel_builder.project_files(kernel.root)  # what leaves the project is refused now, before any engine
-    stage_for = partial(kernel_builder.plan_kernel_builder_stage, kernel, table=context.table, tests=spec.test,
-                        torch_requirement=spec.build.torch_requirement)
-    return LoadedProject(facts=KERNEL_BUILDER, constraints=kernel_builder.project_constraints(kernel),
-                         stage_for=stage_for)
+    # what leaves the project is refused now, before any engine
+    kernel_builder.project_files(kernel.root)
+    stage_for = partial(
+        kernel_builder.plan_kernel_builder_stage,
+        kernel,
+        table=context.table,
+        tests=spec.test,
+        torch_requirement=spec.build.torch_requirement,
+    )
+    return LoadedProject(
+        facts=KERNEL_BUILDER,
+        constraints=kernel_builder.project_constraints(kernel),
+        stage_for=stage_for,
+    )
 
 
 def _noarch_constraints(config: ProjectConfig) -> ProjectConstraints:
@@ -127,43 +146,82 @@ def _kernel_builder_noarch(context: LoadContext) -> LoadedProject:
     """One build per backend kind the plan keeps (build.toml's backends, the matrix's choice)."""
     kernel = kernel_builder.load_kernel_builder(context.matrix.project.path)
     constraints = kernel_builder.noarch_constraints(kernel)
-    backends = sorted({v.key.backend.kind for v in project_expand(context.matrix, context.table, constraints).variants})
+    backends = sorted(
+        {
+            v.key.backend.kind
+            for v in project_expand(context.matrix, context.table, constraints).variants
+        }
+    )
     builds = plan_noarch(kernel, backends)
     if not builds:
-        raise ConfigError(f"the matrix selects no backend {kernel.root / DECLARATION} declares "
-                          f"({', '.join(kernel.general.backends)})", key="matrix.backends",
-                          hint="add one of them to [matrix] backends")
-    return LoadedProject(facts=KERNEL_BUILDER_NOARCH, constraints=constraints,
-                         pure_python=PurePythonBuilds(spec=kernel, builds=builds))
+        raise ConfigError(
+            f"the matrix selects no backend {kernel.root / DECLARATION} declares "
+            f"({', '.join(kernel.general.backends)})",
+            key="matrix.backends",
+            hint="add one of them to [matrix] backends",
+        )
+    return LoadedProject(
+        facts=KERNEL_BUILDER_NOARCH,
+        constraints=constraints,
+        pure_python=PurePythonBuilds(spec=kernel, builds=builds),
+    )
 
 
 def _bring_your_own(context: LoadContext) -> LoadedProject:
     spec = context.matrix
     byo = load_byo(spec.project, context.matrix_file, context.run_probe)
-    stage_for = partial(plan_byo_stage, byo, tests=spec.test, torch_requirement=spec.build.torch_requirement)
-    return LoadedProject(facts=BRING_YOUR_OWN, constraints=build_system_constraints(byo.build_system),
-                         stage_for=stage_for)
+    stage_for = partial(
+        plan_byo_stage, byo, tests=spec.test, torch_requirement=spec.build.torch_requirement
+    )
+    return LoadedProject(
+        facts=BRING_YOUR_OWN,
+        constraints=build_system_constraints(byo.build_system),
+        stage_for=stage_for,
+    )
 
 
 def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
     """A bring-your-own project's bounds on torch in its [build-system] requires; None: none."""
     if not system.torch_specifier:
         return None
-    return ProjectConstraints(declared_in=system.declared_in, backends=BUILDABLE_BACKENDS,
-                              torch=SpecifierSet(system.torch_specifier), torch_bounds_key="requires")
+    return ProjectConstraints(
+        declared_in=system.declared_in,
+        backends=BUILDABLE_BACKENDS,
+        torch=SpecifierSet(system.torch_specifier),
+        torch_bounds_key="requires",
+    )
 
 
 # The table, in the order "auto" looks (bring-your-own last: any other project is one).
 KINDS: tuple[ProjectKind, ...] = (
-    ProjectKind(facts=NATIVE, named=("native",), detect=is_native_project,
-                constraints=lambda _: None, load=_native),
-    ProjectKind(facts=KERNEL_BUILDER_NOARCH, named=("kernel-builder",), detect=_is_noarch,
-                constraints=_noarch_constraints, load=_kernel_builder_noarch),
-    ProjectKind(facts=KERNEL_BUILDER, named=("kernel-builder",), detect=is_kernel_builder_project,
-                constraints=_kernel_builder_constraints, load=_kernel_builder),
-    ProjectKind(facts=BRING_YOUR_OWN, named=("bring-your-own", "setuptools"), detect=lambda _: True,
-                constraints=lambda config: build_system_constraints(read_build_system(config.path)),
-                load=_bring_your_own),
+    ProjectKind(
+        facts=NATIVE,
+        named=("native",),
+        detect=is_native_project,
+        constraints=lambda _: None,
+        load=_native,
+    ),
+    ProjectKind(
+        facts=KERNEL_BUILDER_NOARCH,
+        named=("kernel-builder",),
+        detect=_is_noarch,
+        constraints=_noarch_constraints,
+        load=_kernel_builder_noarch,
+    ),
+    ProjectKind(
+        facts=KERNEL_BUILDER,
+        named=("kernel-builder",),
+        detect=is_kernel_builder_project,
+        constraints=_kernel_builder_constraints,
+        load=_kernel_builder,
+    ),
+    ProjectKind(
+        facts=BRING_YOUR_OWN,
+        named=("bring-your-own", "setuptools"),
+        detect=lambda _: True,
+        constraints=lambda config: build_system_constraints(read_build_system(config.path)),
+        load=_bring_your_own,
+    ),
 )
 
 

@@ -130,8 +130,11 @@ def plan_noarch(spec: KernelBuilderSpec, backends: Sequence[str]) -> tuple[Noarc
     build_toml = str(spec.root / DECLARATION)
     if not spec.noarch:
         units = ", ".join(f"[kernel.{unit.name}]" for unit in spec.kernels)
-        raise ConfigError(f"not a noarch kernel: it compiles {units}", file=build_toml,
-                          hint="noarch builds are for kernels without [kernel.*] tables")
+        raise ConfigError(
+            f"not a noarch kernel: it compiles {units}",
+            file=build_toml,
+            hint="noarch builds are for kernels without [kernel.*] tables",
+        )
     asked = set(backends)
     wanted = [backend for backend in spec.general.backends if backend in asked]
     if not wanted:
@@ -142,25 +145,29 @@ def plan_noarch(spec: KernelBuilderSpec, backends: Sequence[str]) -> tuple[Noarc
         wanted = [UNIVERSAL]
     builds = []
     for backend in wanted:
-        builds.append(NoarchBuild(
-            backend=backend,
-            variant_name=variant_name_for(backend),
-            distribution=spec.general.name,
-            version=str(Version(f"{version}+{backend}")),
-            ops_name=ops_name_for(spec, backend),
-            requires=_requirements(spec, backend),
-            python_depends=_python_depends(spec, backend),
-            files=files,
-            archs=_archs(spec, backend),
-        ))
+        builds.append(
+            NoarchBuild(
+                backend=backend,
+                variant_name=variant_name_for(backend),
+                distribution=spec.general.name,
+                version=str(Version(f"{version}+{backend}")),
+                ops_name=ops_name_for(spec, backend),
+                requires=_requirements(spec, backend),
+                python_depends=_python_depends(spec, backend),
+                files=files,
+                archs=_archs(spec, backend),
+            )
+        )
     return tuple(builds)
 
 
 def _depends_by_key(spec: KernelBuilderSpec, backend: str) -> list[tuple[str, str]]:
     """(build.toml key, name) for every python-depends entry of a ``backend`` build, first seen first."""
     entries = [("general.python-depends", name) for name in spec.general.python_depends]
-    entries += [(f"general.{backend}.python-depends", name)
-                for name in dict(spec.general.backend_python_depends).get(backend, ())]
+    entries += [
+        (f"general.{backend}.python-depends", name)
+        for name in dict(spec.general.backend_python_depends).get(backend, ())
+    ]
     first: dict[str, tuple[str, str]] = {}
     for key, name in entries:
         first.setdefault(name, (key, name))
@@ -173,7 +180,9 @@ def _python_depends(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
 
 def _requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
     """PEP 508 requirements: torch (with [torch] minver/maxver), then the python-depends."""
-    return tuple(dict.fromkeys([f"torch{spec.torch_specifier()}", *depends_requirements(spec, backend)]))
+    return tuple(
+        dict.fromkeys([f"torch{spec.torch_specifier()}", *depends_requirements(spec, backend)])
+    )
 
 
 def depends_requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
@@ -184,16 +193,23 @@ def depends_requirements(spec: KernelBuilderSpec, backend: str) -> tuple[str, ..
         try:
             requirement = Requirement(name)
         except InvalidRequirement:
-            raise ConfigError(f"{name!r} is not a Python requirement (PEP 508)",
-                              file=str(spec.root / DECLARATION), key=key,
-                              hint='name a PyPI distribution, e.g. "einops"') from None
-        requirement.name = DISTRIBUTION_NAMES.get(canonicalize_name(requirement.name), requirement.name)
+            raise ConfigError(
+                f"{name!r} is not a Python requirement (PEP 508)",
+                file=str(spec.root / DECLARATION),
+                key=key,
+                hint='name a PyPI distribution, e.g. "einops"',
+            ) from None
+        requirement.name = DISTRIBUTION_NAMES.get(
+            canonicalize_name(requirement.name), requirement.name
+        )
         requires.append(str(requirement))
     return tuple(dict.fromkeys(requires))
 
 
 def _archs(spec: KernelBuilderSpec, backend: str) -> tuple[str, ...]:
-    return {"cuda": spec.general.cuda_capabilities, "rocm": spec.general.rocm_archs}.get(backend, ())
+    return {"cuda": spec.general.cuda_capabilities, "rocm": spec.general.rocm_archs}.get(
+        backend, ()
+    )
 
 
 def package_files(spec: KernelBuilderSpec) -> tuple[PurePosixPath, ...]:
@@ -203,13 +219,18 @@ def package_files(spec: KernelBuilderSpec) -> tuple[PurePosixPath, ...]:
     the project is refused (support/project_copy.py)."""
     package = spec.root / spec.python_package
     if not (package / "__init__.py").is_file():
-        raise ConfigError(f"{spec.python_package.as_posix()}/__init__.py does not exist",
-                          file=str(spec.root / DECLARATION), key="general.name",
-                          hint="a noarch kernel's Python package needs an __init__.py")
+        raise ConfigError(
+            f"{spec.python_package.as_posix()}/__init__.py does not exist",
+            file=str(spec.root / DECLARATION),
+            key="general.name",
+            hint="a noarch kernel's Python package needs an __init__.py",
+        )
     extensions = set(_PYTHON_SOURCES) | set(spec.torch.pyext)
     found = {PurePosixPath(OPS_MODULE)}
     declared_in = str(spec.root / DECLARATION)
-    for path in project_files(spec.root, spec.python_package, ignore=_PYCACHE, declared_in=declared_in):
+    for path in project_files(
+        spec.root, spec.python_package, ignore=_PYCACHE, declared_in=declared_in
+    ):
         relative = PurePosixPath(path.relative_to(spec.python_package).as_posix())
         if relative.suffix[1:] in extensions:
             found.add(relative)
@@ -240,11 +261,16 @@ def layout_metadata(build: NoarchBuild, spec: KernelBuilderSpec) -> dict[str, ob
         "python-depends": list(build.python_depends),
         "backend": backend,
     }
-    depends = kernel_depends_for(general.kernel_depends, "cpu" if build.backend == UNIVERSAL else build.backend)
+    depends = kernel_depends_for(
+        general.kernel_depends, "cpu" if build.backend == UNIVERSAL else build.backend
+    )
     if depends:
         metadata["kernel-depends"] = list(depends)
-    for key, value in (("upstream", general.upstream), ("source", general.source),
-                       ("kernels-minver", general.kernels_minver)):
+    for key, value in (
+        ("upstream", general.upstream),
+        ("source", general.source),
+        ("kernels-minver", general.kernels_minver),
+    ):
         if value is not None:
             metadata[key] = value
     return metadata
@@ -252,9 +278,13 @@ def layout_metadata(build: NoarchBuild, spec: KernelBuilderSpec) -> dict[str, ob
 
 def wheel_metadata(build: NoarchBuild, spec: KernelBuilderSpec) -> str:
     """``.dist-info/METADATA`` (core metadata 2.1)."""
-    lines = ["Metadata-Version: 2.1", f"Name: {build.distribution}", f"Version: {build.version}",
-             f"Summary: {build.distribution} kernel ({build.variant_name}), pure Python",
-             f"Requires-Python: {REQUIRES_PYTHON}"]
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {build.distribution}",
+        f"Version: {build.version}",
+        f"Summary: {build.distribution} kernel ({build.variant_name}), pure Python",
+        f"Requires-Python: {REQUIRES_PYTHON}",
+    ]
     if spec.general.license:
         lines.append(f"License: {spec.general.license}")
     lines += [f"Requires-Dist: {requirement}" for requirement in build.requires]
@@ -272,12 +302,17 @@ def _contents(build: NoarchBuild, spec: KernelBuilderSpec) -> Iterator[tuple[Pur
             yield relative, ops_source(build).encode()
             continue
         # Checked again: the tree may have changed since the plan.
-        path = checked_file(spec.root, spec.python_package / relative, declared_in=str(spec.root / DECLARATION))
+        path = checked_file(
+            spec.root, spec.python_package / relative, declared_in=str(spec.root / DECLARATION)
+        )
         try:
             yield relative, path.read_bytes()
         except OSError as exc:
-            raise ConfigError(f"{spec.python_package.as_posix()}/{relative} cannot be read "
-                              f"({exc.strerror or exc})", file=str(spec.root / DECLARATION)) from None
+            raise ConfigError(
+                f"{spec.python_package.as_posix()}/{relative} cannot be read "
+                f"({exc.strerror or exc})",
+                file=str(spec.root / DECLARATION),
+            ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -301,8 +336,10 @@ def write_noarch_wheel(build: NoarchBuild, spec: KernelBuilderSpec, dest_dir: Pa
 
     dest_dir.mkdir(parents=True, exist_ok=True)
     target = dest_dir / build.wheel_name
-    with atomic.replacing(target, what="the noarch wheel") as partial, \
-            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+    with (
+        atomic.replacing(target, what="the noarch wheel") as partial,
+        zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive,
+    ):
         for name, data in entries:
             info = zipfile.ZipInfo(name, ZIP_DATE_TIME)
             info.external_attr, info.compress_type = 0o644 << 16, zipfile.ZIP_DEFLATED

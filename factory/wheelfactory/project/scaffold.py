@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from wheelfactory.errors import UsageError, WriteFailed
-from wheelfactory.project.kernel_toml import _NAME as KERNEL_NAME  # kernel.toml's own [kernel].name rule
+
+# kernel.toml's own [kernel].name rule
+from wheelfactory.project.kernel_toml import _NAME as KERNEL_NAME
 
 OP = "scaled_add"  # the one example op: generic, so an author renames nothing but their own code
 # A distribution name starts and ends with a letter or digit (PEP 508); kernel.toml allows more.
@@ -50,9 +52,13 @@ def check_name(name: str) -> str:
     """NAME, or InvalidName saying which rule it breaks and how to pick another."""
     hint = "pick another, e.g. `wheelfactory new my_kernels`"
     if not KERNEL_NAME.fullmatch(name):
-        problem = "is not a lower-case Python identifier (a-z, 0-9 and _, not starting with a digit)"
+        problem = (
+            "is not a lower-case Python identifier (a-z, 0-9 and _, not starting with a digit)"
+        )
     elif not _DISTRIBUTION.fullmatch(name):
-        problem = "must start and end with a letter or digit (it is also the wheel's distribution name)"
+        problem = (
+            "must start and end with a letter or digit (it is also the wheel's distribution name)"
+        )
     elif keyword.iskeyword(name):
         problem = "is a Python keyword"
     elif name in sys.stdlib_module_names or name in _TAKEN:
@@ -65,8 +71,13 @@ def check_name(name: str) -> str:
 def plan_scaffold(name: str) -> Scaffold:
     """The files of a new kernel library called ``name`` (pure: nothing is read or written)."""
     check_name(name)
-    values = {"name": name, "prefix": name.upper(), "macro": f"{name.upper()}_NAMESPACE",
-              "ns": f"{name}_ops", "op": OP}
+    values = {
+        "name": name,
+        "prefix": name.upper(),
+        "macro": f"{name.upper()}_NAMESPACE",
+        "ns": f"{name}_ops",
+        "op": OP,
+    }
     files = {path.replace("@name@", name): _fill(text, values) for path, text in _TEMPLATES.items()}
     return Scaffold(name, files)
 
@@ -111,7 +122,8 @@ def _move_into_place(temp: Path, target: Path) -> None:
     if not os.path.lexists(target):
         os.rename(temp, target)
         return
-    started: list[tuple[Path, Path]] = []  # recorded before each move, so an interrupt cannot lose one
+    # recorded before each move, so an interrupt cannot lose one
+    started: list[tuple[Path, Path]] = []
     try:
         for entry in sorted(temp.iterdir(), key=lambda p: (p.name == "kernel.toml", p.name)):
             destination = target / entry.name
@@ -134,9 +146,14 @@ def _take_back(entry: Path, destination: Path) -> None:
     """Undo one move of ``_move_into_place``, whichever step it reached; never touches a name that
     is not the scaffold's own."""
     try:
-        if not os.path.lexists(entry):  # moved: back into the temp directory (the caller removes it)
+        # moved: back into the temp directory (the caller removes it)
+        if not os.path.lexists(entry):
             os.rename(destination, entry)
-        elif entry.is_file() and os.path.lexists(destination) and os.path.samefile(entry, destination):
+        elif (
+            entry.is_file()
+            and os.path.lexists(destination)
+            and os.path.samefile(entry, destination)
+        ):
             destination.unlink()  # linked, not yet unlinked from the temp directory
     except OSError:
         pass
@@ -145,14 +162,18 @@ def _take_back(entry: Path, destination: Path) -> None:
 def _check_target(target: Path) -> None:
     if target.is_symlink() or (target.exists() and not target.is_dir()):
         kind = "a symlink" if target.is_symlink() else "a file"
-        raise UsageError(f"{target} exists and is {kind}, not a directory; give --path a new or empty directory")
+        raise UsageError(
+            f"{target} exists and is {kind}, not a directory; give --path a new or empty directory"
+        )
     try:
         has_files = target.is_dir() and any(target.iterdir())
     except OSError as exc:  # a directory we may not list
         raise _write_failed(target, exc) from None
     if has_files:
-        raise UsageError(f"{target} is not empty: wheelfactory new never writes over files; "
-                         "give --path a new or empty directory")
+        raise UsageError(
+            f"{target} is not empty: wheelfactory new never writes over files; "
+            "give --path a new or empty directory"
+        )
 
 
 def _make_temp_dir(parent: Path, name: str) -> Path:
@@ -168,8 +189,10 @@ def _make_temp_dir(parent: Path, name: str) -> Path:
 
 def _write_failed(target: Path, exc: OSError) -> WriteFailed:
     reason = exc.strerror or str(exc)
-    return WriteFailed(f"cannot write {target}: {reason}; nothing was written there: "
-                       f"make {target.parent} writable, free some space or give another --path")
+    return WriteFailed(
+        f"cannot write {target}: {reason}; nothing was written there: "
+        f"make {target.parent} writable, free some space or give another --path"
+    )
 
 
 def _fill(text: str, values: Mapping[str, str]) -> str:
@@ -181,7 +204,7 @@ def _fill(text: str, values: Mapping[str, str]) -> str:
 # @macro@ (the namespace macro), @ns@ (the C++ namespace), @op@ (the example op).
 # ---------------------------------------------------------------------------------------------
 
-_KERNEL_TOML = '''\
+_KERNEL_TOML = """\
 # The kernel's declaration: what wheelfactory reads to package, build, verify, test and JIT it.
 # Paths are relative to this file. Every key is described in wheelfactory's docs,
 # docs/reference/kernel-toml.md.
@@ -218,9 +241,9 @@ nvcc = ["-O3", "--expt-relaxed-constexpr"]  # torch's c10 headers call constexpr
 command = "python -m pytest -q -p no:cacheprovider {project}/tests"
 requires = ["pytest"]
 sources = ["tests"]
-'''
+"""
 
-_MATRIX_TOML = '''\
+_MATRIX_TOML = """\
 # What to build: `wheelfactory plan` lists the variants (--explain: and what was left out, why).
 # Every key is described in wheelfactory's docs, page docs/reference/matrix.md.
 
@@ -246,9 +269,9 @@ engine = "docker"                  # every variant in its own container; --engin
 # With a registry and PyTorch's indexes, delete these two lines.
 debian_base = "bookworm"
 torch_index = "pypi"
-'''
+"""
 
-_HEADER = '''\
+_HEADER = """\
 // Shared declarations of the @name@ kernels: the namespace macros, the argument checks every
 // backend runs and the CPU entry points registered in registration.cpp.
 #pragma once
@@ -276,9 +299,9 @@ void check_@op@(const char* op, const at::Tensor& out, const at::Tensor& input, 
 void @op@_cpu(at::Tensor& out, const at::Tensor& input, const at::Tensor& other, double alpha);
 
 }  // namespace @ns@
-'''
+"""
 
-_REGISTRATION = '''\
+_REGISTRATION = """\
 // The op schemas, the argument checks every backend shares, and the CPU registrations.
 // The CUDA kernels register themselves in csrc/cuda/*.cu.
 #include "@name@.h"
@@ -319,9 +342,9 @@ void check_@op@(const char* op, const at::Tensor& out, const at::Tensor& input, 
 @prefix@_LIBRARY_IMPL(CPU, m) {
   m.impl("@op@", &@ns@::@op@_cpu);
 }
-'''
+"""
 
-_CPU = '''\
+_CPU = """\
 // CPU @op@: out = input + alpha * other, computed in float32 for float16 and bfloat16 (the
 // reference op's numerics), in parallel over chunks of elements.
 #include "@name@.h"
@@ -352,9 +375,9 @@ void @op@_cpu(at::Tensor& out, const at::Tensor& input, const at::Tensor& other,
 }
 
 }  // namespace @ns@
-'''
+"""
 
-_CUDA = '''\
+_CUDA = """\
 // CUDA @op@: out = input + alpha * other; a grid-stride loop, math in float32 for float16 and
 // bfloat16. Registered here for the CUDA dispatch key; the schema is in registration.cpp.
 #include "@name@.h"
@@ -409,7 +432,7 @@ void @op@_cuda(at::Tensor& out, const at::Tensor& input, const at::Tensor& other
 @prefix@_LIBRARY_IMPL(CUDA, m) {
   m.impl("@op@", &@ns@::@op@_cuda);
 }
-'''
+"""
 
 _INIT = '''\
 """@name@: PyTorch ops in C++ and CUDA.
@@ -564,7 +587,7 @@ def test_@op@_names_the_bad_argument() -> None:
         @name@.@op@(torch.zeros(2, 3), torch.zeros(3, 2))
 '''
 
-_README = '''\
+_README = """\
 # @name@
 
 PyTorch ops in C++ (CPU) and CUDA, built by wheelfactory into one wheel per torch release,
@@ -618,12 +641,12 @@ run (`[test]` in kernel.toml). To run the tests yourself, install a wheel and ru
 `@prefix@_LOAD=auto|prebuilt|jit|reference` forces a mode, `@prefix@_CACHE_DIR` moves the JIT
 cache (default `~/.cache/@name@`), `@name@.backend_info()` says which mode loaded and why, and
 `python -m @name@ report` prints the details.
-'''
+"""
 
-_GITIGNORE = '''\
+_GITIGNORE = """\
 dist/
 __pycache__/
-'''
+"""
 
 _TEMPLATES: dict[str, str] = {
     "README.md": _README,

@@ -21,8 +21,12 @@ REGENERATE = "python -m wheelfactory.project.schemas"
 def schema_texts() -> dict[str, str]:
     """File name in data/schema/ -> the text it must hold."""
     return {
-        "matrix.schema.json": render(document_schema(MATRIX_FILE, title="wheelfactory matrix.toml")),
-        "kernel.schema.json": render(document_schema(KERNEL_FILE, title="wheelfactory kernel.toml")),
+        "matrix.schema.json": render(
+            document_schema(MATRIX_FILE, title="wheelfactory matrix.toml")
+        ),
+        "kernel.schema.json": render(
+            document_schema(KERNEL_FILE, title="wheelfactory kernel.toml")
+        ),
     }
 
 

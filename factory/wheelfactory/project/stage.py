@@ -117,9 +117,20 @@ class StagePlan:
     def checks(self) -> WheelChecks:
         kernel = self.kernel
         tests = self.tests if self.tests is not None else kernel.test
-        return WheelChecks(kernel.root, kernel.name, kernel.ops, kernel.sample_inputs, tests,
-                           coverage_warnings=coverage_warnings(kernel.root, kernel.python_package, kernel.ops,
-                                                               kernel.sample_inputs, tests.sources if tests else ()))
+        return WheelChecks(
+            kernel.root,
+            kernel.name,
+            kernel.ops,
+            kernel.sample_inputs,
+            tests,
+            coverage_warnings=coverage_warnings(
+                kernel.root,
+                kernel.python_package,
+                kernel.ops,
+                kernel.sample_inputs,
+                tests.sources if tests else (),
+            ),
+        )
 
     @property
     def kind(self) -> KindFacts:
@@ -145,8 +156,16 @@ class StagePlan:
         return {}
 
     def key_material(self) -> object:
-        return [self.source_digest, self.setup_py, self.pyproject, self.record.to_json(), self.jit_spec,
-                self.toolkits.to_json(), self.kernel.sample_inputs, self.checks.key_material()]
+        return [
+            self.source_digest,
+            self.setup_py,
+            self.pyproject,
+            self.record.to_json(),
+            self.jit_spec,
+            self.toolkits.to_json(),
+            self.kernel.sample_inputs,
+            self.checks.key_material(),
+        ]
 
     def write(self, dest: Path) -> None:
         write_stage(self, dest)
@@ -168,12 +187,20 @@ def namespace_for(kernel: KernelSpec, variant: Variant) -> str:
     import hashlib
 
     # the parts of a split build compile alike (one compile-cache entry per unit for all of them)
-    token = hashlib.sha256(f"{variant.split_from or variant.id}\0{kernel.version}".encode()).hexdigest()[:8]
+    token = hashlib.sha256(
+        f"{variant.split_from or variant.id}\0{kernel.version}".encode()
+    ).hexdigest()[:8]
     return f"_{kernel.name}_{variant.key.backend.kind}_{token}"
 
 
-def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | None = None,
-               tests: ProjectTests | None = None, torch_requirement: TorchRequirement = "pinned") -> StagePlan:
+def plan_stage(
+    kernel: KernelSpec,
+    variant: Variant,
+    *,
+    table: CompatTable | None = None,
+    tests: ProjectTests | None = None,
+    torch_requirement: TorchRequirement = "pinned",
+) -> StagePlan:
     """``table``: the compatibility table the plan came from (default: the bundled one); its
     toolkit facts ship with the runtime. ``torch_requirement``: [build] torch_requirement, the
     wheel's Requires-Dist on torch (plan/torch_pin.py)."""
@@ -185,18 +212,26 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
     namespace = namespace_for(kernel, variant)
     version = f"{kernel.version}+{variant.local_version}"
     python = variant.key.python
-    library = (f"{LIBRARY_MODULE}.abi3.so" if python == "abi3" else
-               f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so")
+    library = (
+        f"{LIBRARY_MODULE}.abi3.so"
+        if python == "abi3"
+        else f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
+    )
     if variant.key.stable_abi and not dict(kernel.stable_sources).get("cuda" if device else "cpu"):
-        raise ConfigError(f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
-                          "declares none", key="stable_abi." + ("cuda" if device else "cpu"),
-                          hint="list them under [stable_abi], or drop stable_abi from [matrix]")
+        raise ConfigError(
+            f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
+            "declares none",
+            key="stable_abi." + ("cuda" if device else "cpu"),
+            hint="list them under [stable_abi], or drop stable_abi from [matrix]",
+        )
     record = BuildRecord(
         name=kernel.name,
         version=version,
         variant=variant.id,
         # A stable-ABI build serves every torch from its target on: the record names the target.
-        torch=MajorMinor.parse(variant.key.torch if variant.key.stable_abi else variant.torch_version),
+        torch=MajorMinor.parse(
+            variant.key.torch if variant.key.stable_abi else variant.torch_version
+        ),
         built_with_torch=variant.torch_version,
         backend=variant.key.backend.kind,
         toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
@@ -217,16 +252,30 @@ def plan_stage(kernel: KernelSpec, variant: Variant, *, table: CompatTable | Non
         "version": kernel.version,
         "namespace_macro": kernel.namespace_macro,
         # Only what this variant ships: a CPU wheel's JIT builds the CPU ops (see files_for).
-        "sources": {name: [str(p) for p in files] for name, files in kernel.sources if name == "cpu" or device},
+        "sources": {
+            name: [str(p) for p in files]
+            for name, files in kernel.sources
+            if name == "cpu" or device
+        },
         "include_dirs": [str(p) for p in kernel.include_dirs],
         "cxx_flags": list(kernel.cxx_flags),
         "nvcc_flags": list(kernel.nvcc_flags) if device else [],
         "ops": list(kernel.ops),
     }
     requires_torch = torch_requires_dist(variant, torch_requirement)  # the wheel's Requires-Dist
-    return StagePlan(kernel, variant, source_digest, namespace, version, record, jit_spec,
-                     _setup_py(kernel, variant, namespace, version, requires_torch), GENERATED_PYPROJECT, toolkits,
-                     tests)
+    return StagePlan(
+        kernel,
+        variant,
+        source_digest,
+        namespace,
+        version,
+        record,
+        jit_spec,
+        _setup_py(kernel, variant, namespace, version, requires_torch),
+        GENERATED_PYPROJECT,
+        toolkits,
+        tests,
+    )
 
 
 def check_inputs(kernel: KernelSpec, tests: ProjectTests | None = None) -> None:
@@ -255,8 +304,13 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
     package = dest / kernel.name
     declared_in = str(kernel.root / DECLARATION)
     # Inside symlinks are copied as what they point to (the stage is self-contained); others refused.
-    copy_project_tree(kernel.root, kernel.python_package, package,
-                      ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE), declared_in=declared_in)
+    copy_project_tree(
+        kernel.root,
+        kernel.python_package,
+        package,
+        ignore=shutil.ignore_patterns("__pycache__", "*.so", RECORD_FILE),
+        declared_in=declared_in,
+    )
     runtime = runtime_dir()
     for rel in python_files(runtime):
         target = package / RUNTIME_PACKAGE / rel
@@ -270,8 +324,9 @@ def write_stage(plan: StagePlan, dest: Path) -> None:
     (sources / "jit.json").write_text(json.dumps(plan.jit_spec, indent=2) + "\n")
     (package / RECORD_FILE).write_text(json.dumps(plan.record.to_json(), indent=2) + "\n")
     # One line: what the runtime needs from the compatibility table (no copy of it in runtime/).
-    (package / RUNTIME_PACKAGE / TOOLKITS_FILE).write_text(json.dumps(plan.toolkits.to_json(), separators=(",", ":"))
-                                                           + "\n")
+    (package / RUNTIME_PACKAGE / TOOLKITS_FILE).write_text(
+        json.dumps(plan.toolkits.to_json(), separators=(",", ":")) + "\n"
+    )
     (dest / "setup.py").write_text(plan.setup_py)
     (dest / "pyproject.toml").write_text(plan.pyproject)
 
@@ -281,7 +336,7 @@ def cuda_wheels_block(variant: Variant) -> str:
     nvvm and crt land in site-packages/nvidia/<home>, beside the CUDA headers torch's own
     nvidia-* wheels bring (cusparse.h, cublas_v2.h), which torch's headers include. The path is
     only known inside the build environment, hence here and not in the container's variables."""
-    return f'''
+    return f"""
 CUDA_WHEELS_HOME = {variant.toolkit_wheels_home!r}
 if not os.environ.get("CUDA_HOME"):
     import nvidia  # the namespace package NVIDIA's wheels install into
@@ -290,7 +345,7 @@ if not os.environ.get("CUDA_HOME"):
              if os.path.isfile(os.path.join(p, CUDA_WHEELS_HOME, "bin", "nvcc"))]
     if not homes:
         raise SystemExit("wheelfactory: no nvcc under site-packages/nvidia/" + CUDA_WHEELS_HOME
-                         + ": the toolkit wheels ({', '.join(variant.toolkit_wheels)}) are not installed")
+                         + ": the toolkit wheels ({", ".join(variant.toolkit_wheels)}) are not installed")
     os.environ["CUDA_HOME"] = homes[0]
     os.environ["PATH"] = os.path.join(homes[0], "bin") + os.pathsep + os.environ.get("PATH", "")
     # The wheel ships libcudart.so.<major> only; the link step asks for -lcudart.
@@ -298,12 +353,18 @@ if not os.environ.get("CUDA_HOME"):
     versioned = sorted(n for n in os.listdir(lib) if n.startswith("libcudart.so."))
     if versioned and not os.path.exists(os.path.join(lib, "libcudart.so")):
         os.symlink(versioned[0], os.path.join(lib, "libcudart.so"))
-'''
+"""
 
 
-def _setup_py(kernel: KernelSpec, variant: Variant, namespace: str, version: str, requires_torch: str) -> str:
+def _setup_py(
+    kernel: KernelSpec, variant: Variant, namespace: str, version: str, requires_torch: str
+) -> str:
     backend = variant.key.backend.kind
-    compiled = kernel.stable_sources_for(backend) if variant.key.stable_abi else kernel.sources_for(backend)
+    compiled = (
+        kernel.stable_sources_for(backend)
+        if variant.key.stable_abi
+        else kernel.sources_for(backend)
+    )
     sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
     include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
     defines = [(kernel.namespace_macro, namespace)]

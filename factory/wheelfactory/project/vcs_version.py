@@ -36,12 +36,25 @@ from wheelfactory.project.build_system import PYPROJECT, VCS_TOOLS, BuildSystem
 
 # setuptools-scm settings that only say how to compute the version; the ones that write files
 # (version_file, write_to) are left to the real build in the copy.
-_SCM_OPTIONS = {"root", "version_scheme", "local_scheme", "tag_regex", "parentdir_prefix_version",
-                "fallback_version", "git_describe_command", "normalize", "search_parent_directories"}
+_SCM_OPTIONS = {
+    "root",
+    "version_scheme",
+    "local_scheme",
+    "tag_regex",
+    "parentdir_prefix_version",
+    "fallback_version",
+    "git_describe_command",
+    "normalize",
+    "search_parent_directories",
+}
 _SCM_PROGRAM = "import json, sys\nfrom setuptools_scm import get_version\nprint(get_version(**json.loads(sys.argv[1])))\n"
-_VERSIONINGIT_PROGRAM = "import sys\nimport versioningit\nprint(versioningit.get_version(sys.argv[1]))\n"
-_BYPASS = {"poetry-dynamic-versioning": "POETRY_DYNAMIC_VERSIONING_BYPASS",
-           "uv-dynamic-versioning": "UV_DYNAMIC_VERSIONING_BYPASS"}
+_VERSIONINGIT_PROGRAM = (
+    "import sys\nimport versioningit\nprint(versioningit.get_version(sys.argv[1]))\n"
+)
+_BYPASS = {
+    "poetry-dynamic-versioning": "POETRY_DYNAMIC_VERSIONING_BYPASS",
+    "uv-dynamic-versioning": "UV_DYNAMIC_VERSIONING_BYPASS",
+}
 
 
 @dataclass(frozen=True)
@@ -77,20 +90,28 @@ def plan_version_probe(root: Path, system: BuildSystem) -> VersionProbe | None:
     """The probe for ``root``'s version tool; None when its build does not read git."""
     if system.vcs_tool is None:
         return None
-    requirement = next(r for r in system.requires if canonicalize_name(Requirement(r).name) == system.vcs_tool)
+    requirement = next(
+        r for r in system.requires if canonicalize_name(Requirement(r).name) == system.vcs_tool
+    )
     family = VCS_TOOLS[system.vcs_tool]
     if family == "dunamai":
         variable = _BYPASS.get(system.vcs_tool, "the tool's bypass variable")
-        raise ConfigError(f"{system.vcs_tool} computes the version from git, which the build's copy of the project "
-                          "lacks, and wheelfactory cannot compute it for that tool", file=system.declared_in,
-                          key="build-system.requires",
-                          hint=f"give the version in matrix.toml [project] env, e.g. env = {{{variable} = \"1.2.3\"}}")
+        raise ConfigError(
+            f"{system.vcs_tool} computes the version from git, which the build's copy of the project "
+            "lacks, and wheelfactory cannot compute it for that tool",
+            file=system.declared_in,
+            key="build-system.requires",
+            hint=f'give the version in matrix.toml [project] env, e.g. env = {{{variable} = "1.2.3"}}',
+        )
     if family == "versioningit":
         return VersionProbe(system.vcs_tool, requirement, _VERSIONINGIT_PROGRAM, (str(root),))
     options = {k: v for k, v in _scm_settings(root, system.vcs_tool).items() if k in _SCM_OPTIONS}
     options["root"] = str(options.get("root", "."))
-    options["relative_to"] = str(root / PYPROJECT)  # "root" is relative to pyproject.toml's directory
-    return VersionProbe(system.vcs_tool, requirement, _SCM_PROGRAM, (json.dumps(options, sort_keys=True),))
+    # "root" is relative to pyproject.toml's directory
+    options["relative_to"] = str(root / PYPROJECT)
+    return VersionProbe(
+        system.vcs_tool, requirement, _SCM_PROGRAM, (json.dumps(options, sort_keys=True),)
+    )
 
 
 def _scm_settings(root: Path, tool: str) -> dict[str, object]:
@@ -103,7 +124,11 @@ def _scm_settings(root: Path, tool: str) -> dict[str, object]:
         return {}  # read_build_system has refused a broken file already
     tables = data.get("tool", {})
     if tool == "hatch-vcs":
-        version = tables.get("hatch", {}).get("version", {}) if isinstance(tables.get("hatch"), dict) else {}
+        version = (
+            tables.get("hatch", {}).get("version", {})
+            if isinstance(tables.get("hatch"), dict)
+            else {}
+        )
         settings = dict(version.get("raw-options", {})) if isinstance(version, dict) else {}
         if isinstance(version, dict) and "tag-pattern" in version:
             settings.setdefault("tag_regex", version["tag-pattern"])
@@ -128,8 +153,10 @@ def vcs_version(root: Path, system: BuildSystem, run_probe: ProbeRunner) -> VcsV
     try:
         Version(text)
     except InvalidVersion:
-        raise ConfigError(f"{probe.tool} gave {text!r} for {root}, which is not a PEP 440 version",
-                          file=system.declared_in, key="build-system.requires",
-                          hint="build from a git checkout with a version tag, or set the tool's fallback version") \
-            from None
+        raise ConfigError(
+            f"{probe.tool} gave {text!r} for {root}, which is not a PEP 440 version",
+            file=system.declared_in,
+            key="build-system.requires",
+            hint="build from a git checkout with a version tag, or set the tool's fallback version",
+        ) from None
     return VcsVersion(probe.tool, text)

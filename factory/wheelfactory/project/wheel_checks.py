@@ -46,9 +46,19 @@ class WheelChecks:
         """A change of the tests or of their sources re-verifies the wheel (the cache key)."""
         if self.tests is None:
             return None
-        files = [p.relative_to(self.root) for source in self.tests.sources for p in _files(self.root, source)]
-        return [self.tests.command, self.tests.requires, self.tests.skip, tree_digest(self.root, files),
-                list(self.support_files), *([list(self.tests.find_links)] if self.tests.find_links else [])]
+        files = [
+            p.relative_to(self.root)
+            for source in self.tests.sources
+            for p in _files(self.root, source)
+        ]
+        return [
+            self.tests.command,
+            self.tests.requires,
+            self.tests.skip,
+            tree_digest(self.root, files),
+            list(self.support_files),
+            *([list(self.tests.find_links)] if self.tests.find_links else []),
+        ]
 
 
 def check_sources(tests: ProjectTests, root: Path) -> None:
@@ -57,12 +67,21 @@ def check_sources(tests: ProjectTests, root: Path) -> None:
     for source in tests.sources:
         path = root / source
         if not path.exists():
-            raise ConfigError(f"{source!r} does not exist under {root}", file=tests.declared_in, key="test.sources",
-                              hint="list files or directories of the project")
+            raise ConfigError(
+                f"{source!r} does not exist under {root}",
+                file=tests.declared_in,
+                key="test.sources",
+                hint="list files or directories of the project",
+            )
         if not path.resolve().is_relative_to(real_root):
-            raise ConfigError(f"{source!r} leads outside the project {root}", file=tests.declared_in,
-                              key="test.sources", hint="list files or directories under the project root")
-        project_files(root, source, ignore=COPY_IGNORED, declared_in=tests.declared_in)  # nothing in it leads out
+            raise ConfigError(
+                f"{source!r} leads outside the project {root}",
+                file=tests.declared_in,
+                key="test.sources",
+                hint="list files or directories under the project root",
+            )
+        # nothing in it leads out
+        project_files(root, source, ignore=COPY_IGNORED, declared_in=tests.declared_in)
 
 
 def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> list[str]:
@@ -75,7 +94,9 @@ def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> l
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     for source in tests.sources:  # inside symlinks as what they point to: the copy is mounted alone
-        copy_project_tree(checks.root, source, dest / source, ignore=COPY_IGNORED, declared_in=tests.declared_in)
+        copy_project_tree(
+            checks.root, source, dest / source, ignore=COPY_IGNORED, declared_in=tests.declared_in
+        )
     for name, text in checks.support_files:
         (dest / name).write_text(text, encoding="utf-8")
     top = checks.package.split(".")[0]
@@ -95,4 +116,6 @@ def copy_test_sources(checks: WheelChecks, tests: ProjectTests, dest: Path) -> l
 def _files(root: Path, source: str) -> list[Path]:
     if not (root / source).exists():
         return []
-    return [root / p for p in project_files(root, source, ignore=shutil.ignore_patterns("__pycache__"))]
+    return [
+        root / p for p in project_files(root, source, ignore=shutil.ignore_patterns("__pycache__"))
+    ]

@@ -40,12 +40,15 @@ def require_checker() -> None:
     try:
         import kernel_abi_check  # noqa: F401
     except ImportError as exc:
-        raise PublishError(f"kernel-abi-check (the Hugging Face kernels ABI checker) is not installed "
-                           f"({exc}): {INSTALL_HINT}, or export with --skip-abi-check") from None
+        raise PublishError(
+            f"kernel-abi-check (the Hugging Face kernels ABI checker) is not installed "
+            f"({exc}): {INSTALL_HINT}, or export with --skip-abi-check"
+        ) from None
 
 
-def check_hub_conformance(library: Path, *, manylinux: str = MANYLINUX_POLICY,
-                          python_abi: str = PYTHON_ABI) -> list[str]:
+def check_hub_conformance(
+    library: Path, *, manylinux: str = MANYLINUX_POLICY, python_abi: str = PYTHON_ABI
+) -> list[str]:
     """The checker's findings for one library, one short string each; empty when it conforms.
 
     e.g. ``manylinux_2_28: __libc_single_threaded needs GLIBC_2.32``,
@@ -72,8 +75,10 @@ def check_hub_conformance(library: Path, *, manylinux: str = MANYLINUX_POLICY,
             problems.append(f"{manylinux}: {symbol.name} needs {symbol.dep}_{symbol.version}")
         for abi in objfile.check_python_abi(python_abi):
             if isinstance(abi, IncompatibleAbi3Symbol):
-                problems.append(f"Python {python_abi} abi3: {abi.name} is in the stable ABI from "
-                                f"{abi.version_added} only")
+                problems.append(
+                    f"Python {python_abi} abi3: {abi.name} is in the stable ABI from "
+                    f"{abi.version_added} only"
+                )
             else:  # NonAbi3Symbol
                 problems.append(f"Python {python_abi} abi3: {abi.name} is not in the stable ABI")
     except ValueError as exc:  # a malformed ELF, or a policy name this checker does not know
@@ -81,8 +86,13 @@ def check_hub_conformance(library: Path, *, manylinux: str = MANYLINUX_POLICY,
     return problems
 
 
-def check_package(directory: Path, package: str, *, manylinux: str = MANYLINUX_POLICY,
-                  python_abi: str = PYTHON_ABI) -> list[AbiFinding]:
+def check_package(
+    directory: Path,
+    package: str,
+    *,
+    manylinux: str = MANYLINUX_POLICY,
+    python_abi: str = PYTHON_ABI,
+) -> list[AbiFinding]:
     """Check every ``*.so`` under ``directory/package`` (as the Hub's check does); one finding per
     library that does not conform, in path order."""
     findings: list[AbiFinding] = []

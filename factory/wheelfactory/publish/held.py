@@ -24,9 +24,11 @@ from wheelfactory.errors import PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.torch_releases import listed_files
 
-JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"  # PEP 691: JSON, HTML where not served
+# PEP 691: JSON, HTML where not served
+JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
 PAGE_LIMIT = 64 * 1024 * 1024  # a project page; one far larger is not a simple page
-FILE_LIMIT = 8 * 1024 * 1024 * 1024  # a listed file hashed here; a stream past it is no wheel we publish
+# a listed file hashed here; a stream past it is no wheel we publish
+FILE_LIMIT = 8 * 1024 * 1024 * 1024
 T = TypeVar("T")
 TIMEOUT = 60.0  # connecting, and each read: a server that goes quiet
 # Whole answers: a server that trickles (a byte every few seconds never trips TIMEOUT) or streams
@@ -56,7 +58,9 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def listed_hashes(body: bytes, content_type: str, page_url: str) -> list[tuple[str, str | None, str]]:
+def listed_hashes(
+    body: bytes, content_type: str, page_url: str
+) -> list[tuple[str, str | None, str]]:
     """(file name, sha256 or None, file URL) of each file a project page lists: PEP 691 JSON
     (``files[].hashes.sha256``) or PEP 503 HTML (a ``#sha256=`` fragment), read by the one page
     reader (plan/torch_releases.py). ValueError when the page is neither."""
@@ -71,8 +75,13 @@ def _open(url: str, accept: str | None = None) -> urllib.response.addinfourl:
     return answer
 
 
-def read_held(simple_url: str, project: str, *, only: Collection[str] | None = None,
-              deadline: Deadline | None = None) -> dict[str, str]:
+def read_held(
+    simple_url: str,
+    project: str,
+    *,
+    only: Collection[str] | None = None,
+    deadline: Deadline | None = None,
+) -> dict[str, str]:
     """File name -> sha256 of what the index at ``simple_url`` holds of ``project``; {} where the
     project has no page (404) in an index that is there. A file listed without a sha256 is
     downloaded and hashed, where it is one of ``only`` (None: every such file), else left out.
@@ -81,20 +90,25 @@ def read_held(simple_url: str, project: str, *, only: Collection[str] | None = N
     root = simple_url if simple_url.endswith("/") else simple_url + "/"
     url = f"{root}{canonicalize_name(project)}/"
     try:
-        body, content_type, page_url = within(PAGE_DEADLINE, f"the page {mask_password(url)}",
-                                               lambda: _read_page(url), deadline)
+        body, content_type, page_url = within(
+            PAGE_DEADLINE, f"the page {mask_password(url)}", lambda: _read_page(url), deadline
+        )
         listed = listed_hashes(body, content_type, page_url)
     except urllib.error.HTTPError as exc:
         exc.close()  # it holds the server's answer, and with it the connection
         if exc.code == 404:
             _require_index(root)
             return {}
-        raise PublishError(f"cannot read what {mask_password(url)} holds: HTTP {exc.code} {exc.reason}"
-                           + ("; the index asks for credentials to be read" if exc.code in (401, 403) else "")) from None
+        raise PublishError(
+            f"cannot read what {mask_password(url)} holds: HTTP {exc.code} {exc.reason}"
+            + ("; the index asks for credentials to be read" if exc.code in (401, 403) else "")
+        ) from None
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise PublishError(f"cannot read what {mask_password(url)} holds: {one_line(str(reason))}; "
-                           "is the server up, and is this its simple index?") from None
+        raise PublishError(
+            f"cannot read what {mask_password(url)} holds: {one_line(str(reason))}; "
+            "is the server up, and is this its simple index?"
+        ) from None
     held: dict[str, str] = {}
     for name, digest, file_url in listed:
         if digest is None:
@@ -109,17 +123,27 @@ def _read_page(url: str) -> tuple[bytes, str, str]:
     with _open(url, JSON_ACCEPT) as answer:
         body = answer.read(PAGE_LIMIT + 1)
         if len(body) > PAGE_LIMIT:
-            raise PublishError(f"cannot read what {mask_password(url)} holds: its page is over "
-                               f"{PAGE_LIMIT >> 20} MiB, which no project's simple page is; is this the index's "
-                               "simple URL?")
+            raise PublishError(
+                f"cannot read what {mask_password(url)} holds: its page is over "
+                f"{PAGE_LIMIT >> 20} MiB, which no project's simple page is; is this the index's "
+                "simple URL?"
+            )
         return body, answer.headers.get("Content-Type", "text/html"), answer.geturl()
 
 
-READ_HINT = f"connect and each read may take {TIMEOUT:.0f} s; is the server overloaded, or not an index?"
+READ_HINT = (
+    f"connect and each read may take {TIMEOUT:.0f} s; is the server overloaded, or not an index?"
+)
 
 
-def within(seconds: float, what: str, work: Callable[[], T], deadline: Deadline | None = None, *,
-           hint: str = READ_HINT) -> T:
+def within(
+    seconds: float,
+    what: str,
+    work: Callable[[], T],
+    deadline: Deadline | None = None,
+    *,
+    hint: str = READ_HINT,
+) -> T:
     """``work()``'s result, or PublishError when it has not ended within ``seconds`` (or by the
     target's ``deadline``, where that comes first). The read is left to end on its own, in a
     daemon thread (closing its answer from here would wait on the lock its read holds): the
@@ -139,8 +163,10 @@ def within(seconds: float, what: str, work: Callable[[], T], deadline: Deadline 
     worker.join(allowed)
     if worker.is_alive():
         if allowed < seconds:
-            raise PublishError(f"{what}: not read when the {TARGET_DEADLINE:.0f} s that every read of one target "
-                               "shares had passed; is the server overloaded?")
+            raise PublishError(
+                f"{what}: not read when the {TARGET_DEADLINE:.0f} s that every read of one target "
+                "shares had passed; is the server overloaded?"
+            )
         raise PublishError(f"{what}: no whole answer within {seconds:.0f} s ({hint})")
     if failed:
         # popped, not indexed: the failure's traceback holds run()'s frame, which holds this list;
@@ -161,29 +187,37 @@ def _require_index(root: str) -> None:
     except urllib.error.HTTPError as exc:
         exc.close()
         if exc.code in (404, 410):
-            raise PublishError(f"{mask_password(root)}: no such index (HTTP {exc.code}); create it first (devpi: "
-                               "the user's index of each variant) or correct the target's URL (or its index_url)"
-                               ) from None
+            raise PublishError(
+                f"{mask_password(root)}: no such index (HTTP {exc.code}); create it first (devpi: "
+                "the user's index of each variant) or correct the target's URL (or its index_url)"
+            ) from None
     except (urllib.error.URLError, OSError, ValueError):
         pass  # it answered the project page a moment ago: the upload will say what is wrong
 
 
 def _hash_of(url: str, name: str, deadline: Deadline | None = None) -> str:
     """The sha256 of a listed file whose page gives none (pypiserver --hash-algo md5, some proxies)."""
+
     def read() -> str:
         digest, size = hashlib.sha256(), 0
         with _open(url) as answer:
             for block in iter(lambda: answer.read(1 << 20), b""):
                 size += len(block)
                 if size > FILE_LIMIT:
-                    raise PublishError(f"{name}: listed without a sha256, and {mask_password(url)} sends more than "
-                                       f"{FILE_LIMIT >> 30} GiB of it: not a wheel this publish could have sent")
+                    raise PublishError(
+                        f"{name}: listed without a sha256, and {mask_password(url)} sends more than "
+                        f"{FILE_LIMIT >> 30} GiB of it: not a wheel this publish could have sent"
+                    )
                 digest.update(block)
         return digest.hexdigest()
 
     try:
-        return within(FILE_DEADLINE, f"{name} (listed without a sha256, read to hash it)", read, deadline)
+        return within(
+            FILE_DEADLINE, f"{name} (listed without a sha256, read to hash it)", read, deadline
+        )
     except (urllib.error.URLError, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise PublishError(f"{name}: listed without a sha256 and cannot be read to hash it from "
-                           f"{mask_password(url)}: {one_line(str(reason))}") from None
+        raise PublishError(
+            f"{name}: listed without a sha256 and cannot be read to hash it from "
+            f"{mask_password(url)}: {one_line(str(reason))}"
+        ) from None

@@ -42,7 +42,13 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.project.keys import file_digest
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, Skipped, collect, wheel_build_record
+from wheelfactory.publish.index import (
+    ZIP_ERRORS,
+    IndexedWheel,
+    Skipped,
+    collect,
+    wheel_build_record,
+)
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import declared_kernel_depends, git_states, provenance_path
 from wheelfactory.support import atomic, paths
@@ -77,10 +83,17 @@ class ExportResult:
     unattested: tuple[str, ...] = ()  # exported without a provenance record (--allow-unattested)
 
 
-def metadata_for(wheel: IndexedWheel, record: dict[str, object] | None, license_: str,
-                 python_depends: list[str] | None = None) -> dict[str, object]:
-    namespace = str(record["namespace"]) if record and record.get("namespace") else \
-        f"_{wheel.project.replace('-', '_')}_{wheel.variant.backend.kind}_{wheel.sha256[:8]}"
+def metadata_for(
+    wheel: IndexedWheel,
+    record: dict[str, object] | None,
+    license_: str,
+    python_depends: list[str] | None = None,
+) -> dict[str, object]:
+    namespace = (
+        str(record["namespace"])
+        if record and record.get("namespace")
+        else f"_{wheel.project.replace('-', '_')}_{wheel.variant.backend.kind}_{wheel.sha256[:8]}"
+    )
     backend: dict[str, object] = {"type": wheel.variant.backend.kind}
     listed = (record or {}).get("arch_list")
     archs = [str(a) for a in listed] if isinstance(listed, list) else []
@@ -103,7 +116,10 @@ def variant_digest(directory: Path) -> dict[str, object]:
     files = {}
     for path in sorted(directory.rglob("*")):
         relative = path.relative_to(directory)
-        skipped = relative.as_posix() in (METADATA, METADATA + ".sigstore") or "__pycache__" in relative.parts
+        skipped = (
+            relative.as_posix() in (METADATA, METADATA + ".sigstore")
+            or "__pycache__" in relative.parts
+        )
         if path.is_dir() or skipped:
             continue
         files[relative.as_posix()] = base64.b64encode(file_digest(path)).decode()
@@ -122,8 +138,12 @@ def hub_provenance(record: Path | None) -> dict[str, object] | None:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     source, factory = git_states(document)
-    run_details = document.get("predicate", {}).get("runDetails", {}) if isinstance(document, dict) else {}
-    versions = run_details.get("builder", {}).get("version", {}) if isinstance(run_details, dict) else {}
+    run_details = (
+        document.get("predicate", {}).get("runDetails", {}) if isinstance(document, dict) else {}
+    )
+    versions = (
+        run_details.get("builder", {}).get("version", {}) if isinstance(run_details, dict) else {}
+    )
     version = versions.get("wheelfactory") if isinstance(versions, dict) else None
     if not isinstance(version, str):  # not a record wheelfactory wrote
         return None
@@ -136,14 +156,19 @@ def hub_provenance(record: Path | None) -> dict[str, object] | None:
     return provenance
 
 
-def _with_digest_and_provenance(metadata: Mapping[str, object], directory: Path,
-                                record: Path | None) -> dict[str, object]:
+def _with_digest_and_provenance(
+    metadata: Mapping[str, object], directory: Path, record: Path | None
+) -> dict[str, object]:
     """``metadata`` with the variant directory's digest and, from the wheel's provenance record,
     its provenance and the Hub kernels the project declared it needs (``kernel-depends``)."""
     provenance = hub_provenance(record)
     depends = _recorded_kernel_depends(record) if "kernel-depends" not in metadata else []
-    return {**metadata, **({"kernel-depends": depends} if depends else {}), "digest": variant_digest(directory),
-            **({"provenance": provenance} if provenance else {})}
+    return {
+        **metadata,
+        **({"kernel-depends": depends} if depends else {}),
+        "digest": variant_digest(directory),
+        **({"provenance": provenance} if provenance else {}),
+    }
 
 
 def _recorded_kernel_depends(record: Path | None) -> list[object]:
@@ -161,17 +186,28 @@ def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str
     (ConfigError) before anything of it is written."""
     unsafe = [name for name in archive.namelist() if safe_member(name) is None]
     if unsafe:
-        raise ConfigError(f"member {unsafe[0]!r} is not a path inside the wheel", file=str(wheel),
-                          hint="a wheel wheelfactory built has none; rebuild it with `wheelfactory build`")
+        raise ConfigError(
+            f"member {unsafe[0]!r} is not a path inside the wheel",
+            file=str(wheel),
+            hint="a wheel wheelfactory built has none; rebuild it with `wheelfactory build`",
+        )
     tops = {PurePosixPath(n).parts[0] for n in archive.namelist() if "/" in n}
     packages = sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
     if len(packages) != 1:
-        raise ConfigError(f"expected one package in the wheel, found {packages or 'none'}", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
-    members = [n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")]
+        raise ConfigError(
+            f"expected one package in the wheel, found {packages or 'none'}",
+            file=str(wheel),
+            hint="rebuild it with `wheelfactory build`",
+        )
+    members = [
+        n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")
+    ]
     if not members:
-        raise ConfigError(f"package {packages[0]!r} has no files", file=str(wheel),
-                          hint="rebuild it with `wheelfactory build`")
+        raise ConfigError(
+            f"package {packages[0]!r} has no files",
+            file=str(wheel),
+            hint="rebuild it with `wheelfactory build`",
+        )
     return packages[0], members
 
 
@@ -221,12 +257,17 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
             record = wheel_build_record(archive, package, wheel.local_file)
             headers = _metadata_headers(archive)
     except ZIP_ERRORS as exc:
-        raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source),
-                          hint="rebuild it with `wheelfactory build`") from None
+        raise ConfigError(
+            f"is not a readable wheel ({' '.join(str(exc).split())})",
+            file=str(wheel.source),
+            hint="rebuild it with `wheelfactory build`",
+        ) from None
     return package, metadata_for(wheel, record, _license(headers), python_depends(headers))
 
 
-def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool = True) -> ExportResult:
+def export_hf_layout(
+    wheels: list[IndexedWheel], dest: Path, *, abi_check: bool = True
+) -> ExportResult:
     """Write each cp39-abi3 wheel's variant under ``dest/build/``; see the module docstring.
     Raises PublishError (before writing anything) when ``abi_check`` and kernel-abi-check is missing."""
     if abi_check:
@@ -238,16 +279,25 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
     build.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
         if wheel.variant.python != "abi3":
-            skipped.append(Skipped(wheel.variant_id, "a per-CPython build: the Hugging Face layout holds "
-                                                         "cp39-abi3 builds only"))
+            skipped.append(
+                Skipped(
+                    wheel.variant_id,
+                    "a per-CPython build: the Hugging Face layout holds cp39-abi3 builds only",
+                )
+            )
             continue
         if wheel.variant.gpu:
             # `kernels` loads build/<torch>-<abi>-<backend>-<arch>-<os>/ and knows no GPU part; no
             # part holds the other archs' code (verify/fatbin.py), so none can stand for the whole
             whole = str(wheel.variant).replace(f"-{wheel.variant.gpu}-", "-")
-            skipped.append(Skipped(wheel.variant_id, f"a part of a build split by GPU architecture: the Hugging Face "
-                                                     f"layout has one directory per build ({whole}) holding every "
-                                                     "arch; build it whole for the Hub ([cuda] split_archs = false)"))
+            skipped.append(
+                Skipped(
+                    wheel.variant_id,
+                    f"a part of a build split by GPU architecture: the Hugging Face "
+                    f"layout has one directory per build ({whole}) holding every "
+                    "arch; build it whole for the Hub ([cuda] split_archs = false)",
+                )
+            )
             continue
         target = build / wheel.variant_id
         # A fresh directory per variant, renamed into place whole: its files are written plainly.
@@ -264,8 +314,11 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
             raise
         if findings:  # nothing of it reaches DEST: an earlier export of the variant stays as it was
             shutil.rmtree(temp, ignore_errors=True)
-            refused.append(Refused(wheel.variant_id, ABI_REFUSAL +
-                                   " | ".join(str(finding) for finding in findings)))
+            refused.append(
+                Refused(
+                    wheel.variant_id, ABI_REFUSAL + " | ".join(str(finding) for finding in findings)
+                )
+            )
             continue
         atomic.swap_directory(temp, target)
         exported.append(Exported(wheel.variant_id, target))
@@ -276,8 +329,14 @@ def export_hf_layout(wheels: list[IndexedWheel], dest: Path, *, abi_check: bool 
 PURE_PYTHON_VARIANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
-def export_dist(dist: Path, entries: Mapping[str, manifest.Entry], dest: Path, *,
-                abi_check: bool = True, allow_unattested: bool = False) -> ExportResult:
+def export_dist(
+    dist: Path,
+    entries: Mapping[str, manifest.Entry],
+    dest: Path,
+    *,
+    abi_check: bool = True,
+    allow_unattested: bool = False,
+) -> ExportResult:
     """Every exportable variant of ``dist``'s manifest under ``dest/build/``: the pure-Python builds
     (entries with ``hub_metadata``) as ``wheelfactory build`` made them, the compiled ones through
     collect's checks and ``export_hf_layout`` (kernel-abi-check only where something is compiled).
@@ -286,22 +345,26 @@ def export_dist(dist: Path, entries: Mapping[str, manifest.Entry], dest: Path, *
     compiled = {vid: entry for vid, entry in entries.items() if entry.hub_metadata is None}
     if compiled and abi_check:
         require_checker()  # before anything is written
-    exported, skipped = export_pure_python(dist, {vid: entry for vid, entry in entries.items()
-                                                  if entry.hub_metadata is not None}, dest)
+    exported, skipped = export_pure_python(
+        dist, {vid: entry for vid, entry in entries.items() if entry.hub_metadata is not None}, dest
+    )
     if not compiled:
         return ExportResult(exported, skipped, ())
     wheels, not_collected = collect(dist, compiled, allow_unattested=allow_unattested)
     result = export_hf_layout(wheels, dest, abi_check=abi_check)
     refused = tuple(Refused(s.variant_id, s.reason) for s in not_collected if s.refused)
     done = {item.variant_id for item in result.exported}
-    return ExportResult(exported + result.exported,
-                        skipped + tuple(s for s in not_collected if not s.refused) + result.skipped,
-                        refused + result.refused,
-                        tuple(w.variant_id for w in wheels if w.provenance is None and w.variant_id in done))
+    return ExportResult(
+        exported + result.exported,
+        skipped + tuple(s for s in not_collected if not s.refused) + result.skipped,
+        refused + result.refused,
+        tuple(w.variant_id for w in wheels if w.provenance is None and w.variant_id in done),
+    )
 
 
-def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],
-                       dest: Path) -> tuple[tuple[Exported, ...], tuple[Skipped, ...]]:
+def export_pure_python(
+    dist: Path, entries: Mapping[str, manifest.Entry], dest: Path
+) -> tuple[tuple[Exported, ...], tuple[Skipped, ...]]:
     """A noarch kernel's wheels (the manifest's entries with ``hub_metadata``) as
     ``dest/build/torch-<backend>/``: the package unpacked from the wheel ``wheelfactory build``
     made, beside the metadata recorded with it. Pure Python: nothing for kernel-abi-check. Every
@@ -315,15 +378,23 @@ def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],
     skipped: list[Skipped] = []
     for vid, entry in sorted(entries.items()):
         if not PURE_PYTHON_VARIANT.fullmatch(vid):
-            raise ConfigError(f"variant {vid!r} is not a layout directory name (e.g. torch-cpu)", file=listed,
-                              hint="rebuild with `wheelfactory build`")
+            raise ConfigError(
+                f"variant {vid!r} is not a layout directory name (e.g. torch-cpu)",
+                file=listed,
+                hint="rebuild with `wheelfactory build`",
+            )
         if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
-            skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
+            skipped.append(
+                Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else ""))
+            )
             continue
         wheel = paths.inside(dist, entry.wheel, what="the wheel", file=listed)
         if not wheel.is_file() or file_sha256(wheel) != entry.sha256:
-            raise ConfigError(f"{entry.wheel} is missing or does not match its sha256", file=listed,
-                              hint="rebuild with `wheelfactory build`")
+            raise ConfigError(
+                f"{entry.wheel} is missing or does not match its sha256",
+                file=listed,
+                hint="rebuild with `wheelfactory build`",
+            )
         built.append((vid, wheel, entry.hub_metadata or {}))
     exported = []
     build = dest / BUILD_DIR
@@ -337,7 +408,9 @@ def export_pure_python(dist: Path, entries: Mapping[str, manifest.Entry],
                 package, _ = _package_files(archive, wheel)
             unpack_package(wheel, package, temp)
             record = provenance_path(wheel)
-            metadata = _with_digest_and_provenance(metadata, temp, record if record.is_file() else None)
+            metadata = _with_digest_and_provenance(
+                metadata, temp, record if record.is_file() else None
+            )
             (temp / METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
         except BaseException:
             shutil.rmtree(temp, ignore_errors=True)

@@ -76,8 +76,10 @@ SCHEMA = 1
 DEFAULT_BASE_URL = "http://127.0.0.1:8000"
 # A torch release as the manifest records it (PEP 440, normalized; a local label allowed): it
 # becomes part of a page's file name, so nothing else (no '/', no '..') may pass.
-TORCH_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
-                           r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?")
+TORCH_VERSION = re.compile(
+    r"[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc)[0-9]+)?(?:\.post[0-9]+)?(?:\.dev[0-9]+)?"
+    r"(?:\+[a-z0-9]+(?:\.[a-z0-9]+)*)?"
+)
 
 TOOLKIT_VERSION = re.compile(r"[0-9]+\.[0-9]+(?:\.[0-9]+)*")  # CUDA 13.0, ROCm 6.4
 
@@ -91,7 +93,8 @@ class IndexedWheel:
     version: str  # "0.1.0+cputorch2.13"
     filename: str
     sha256: str
-    source: Path | None  # dist/<variant>/<wheel>; None: already on the publish target (wheels_from_listing)
+    # dist/<variant>/<wheel>; None: already on the publish target (wheels_from_listing)
+    source: Path | None
     torch_version: str  # "2.13.0" (or "2.13" where the manifest did not say)
     toolkit: str | None
     requires_python: str | None
@@ -102,16 +105,25 @@ class IndexedWheel:
     size: int = field(kw_only=True)  # the wheel's bytes (PEP 700)
     # Those METADATA bytes, to publish as <wheel>.metadata; None for a wheel already on the target.
     core_metadata: bytes | None = field(default=None, kw_only=True, repr=False)
-    provenance_listed: bool = field(default=False, kw_only=True)  # the target lists <wheel>.intoto.json
+    # the target lists <wheel>.intoto.json
+    provenance_listed: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         # A page must never advertise a .metadata file whose bytes the plan does not carry or the
         # target does not hold, nor a hash that is not of those bytes.
-        if self.core_metadata is not None and hashlib.sha256(self.core_metadata).hexdigest() != \
-                self.core_metadata_sha256:
+        if (
+            self.core_metadata is not None
+            and hashlib.sha256(self.core_metadata).hexdigest() != self.core_metadata_sha256
+        ):
             raise ValueError(f"{self.filename}: core_metadata does not match core_metadata_sha256")
-        if self.source is not None and self.core_metadata_sha256 is not None and self.core_metadata is None:
-            raise ValueError(f"{self.filename}: a local wheel offering core metadata must carry its bytes")
+        if (
+            self.source is not None
+            and self.core_metadata_sha256 is not None
+            and self.core_metadata is None
+        ):
+            raise ValueError(
+                f"{self.filename}: a local wheel offering core metadata must carry its bytes"
+            )
 
     @property
     def has_provenance(self) -> bool:
@@ -123,7 +135,9 @@ class IndexedWheel:
         """``source``, for the steps that read the wheel itself (variant metadata, the HF layout);
         IndexBuildError for a wheel listed from a target, which is not here to read."""
         if self.source is None:
-            raise IndexBuildError(f"{self.path} is listed by the target, not in this dist: it cannot be read here")
+            raise IndexBuildError(
+                f"{self.path} is listed by the target, not in this dist: it cannot be read here"
+            )
         return self.source
 
     @property
@@ -148,7 +162,11 @@ class IndexedWheel:
         """PyG's naming, torch-2.4.0+cu121.html; the pre-cxx11 ABI gets its own page because
         wheel tags cannot tell the two ABIs apart (pip would pick either)."""
         backend = self.variant.backend.tag
-        head = f"torch-stable-abi{self.variant.torch}" if self.variant.stable_abi else f"torch-{self.torch_version}"
+        head = (
+            f"torch-stable-abi{self.variant.torch}"
+            if self.variant.stable_abi
+            else f"torch-{self.torch_version}"
+        )
         return f"whl/{head}+{backend}{'' if self.variant.cxx11_abi else '-cxx98'}.html"
 
 
@@ -167,9 +185,12 @@ class IndexPlan:
     wheels: tuple[IndexedWheel, ...]
     skipped: tuple[Skipped, ...]
     pages: tuple[tuple[str, str], ...]  # (relative path, text)
-    links: tuple[tuple[str, Path], ...]  # (relative path, file to hard-link): only wheels with a source
-    blobs: tuple[tuple[str, bytes], ...]  # (relative path, bytes): the <wheel>.metadata files (PEP 658)
-    digest: str = field(default="")  # over pages, blobs and linked files' hashes: unchanged -> same digest
+    # (relative path, file to hard-link): only wheels with a source
+    links: tuple[tuple[str, Path], ...]
+    # (relative path, bytes): the <wheel>.metadata files (PEP 658)
+    blobs: tuple[tuple[str, bytes], ...]
+    # over pages, blobs and linked files' hashes: unchanged -> same digest
+    digest: str = field(default="")
     # each link's sha256, by its path: a wheel's is the manifest's (collect checked it), the rest
     # are read once here; publishing compares them with a target's without reading the files again
     link_sha256: Mapping[str, str] = field(default_factory=dict)
@@ -178,8 +199,9 @@ class IndexPlan:
 UNATTESTED_FLAG = "--allow-unattested"
 
 
-def collect(dist: Path, entries: Mapping[str, manifest.Entry], *, allow_unattested: bool = False
-            ) -> tuple[list[IndexedWheel], list[Skipped]]:
+def collect(
+    dist: Path, entries: Mapping[str, manifest.Entry], *, allow_unattested: bool = False
+) -> tuple[list[IndexedWheel], list[Skipped]]:
     """The wheels the index may list: built or cached, present, with the manifest's sha256, and
     what the entry says they are (verify/wheel_identity.py: file name tags, local label, build
     record, RECORD) with a provenance record of these bytes for this variant. An entry that was not
@@ -193,7 +215,12 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry], *, allow_unattest
     skipped: list[Skipped] = []
     for vid, entry in sorted(entries.items()):
         if entry.hub_metadata is not None:
-            skipped.append(Skipped(vid, "a pure-Python (noarch) build: `wheelfactory export --hf-layout` lays it out"))
+            skipped.append(
+                Skipped(
+                    vid,
+                    "a pure-Python (noarch) build: `wheelfactory export --hf-layout` lays it out",
+                )
+            )
             continue
         try:
             key = VariantId.parse(vid)
@@ -201,53 +228,83 @@ def collect(dist: Path, entries: Mapping[str, manifest.Entry], *, allow_unattest
             skipped.append(Skipped(vid, str(exc), refused=True))
             continue
         if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
-            skipped.append(Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else "")))
+            skipped.append(
+                Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else ""))
+            )
             continue
         listed = str(dist / manifest.MANIFEST)
         source = paths.inside(dist, entry.wheel, what=f"{vid} names the wheel", file=listed)
         torch_version = entry.torch_version or key.torch
         # It names a find-links page (whl/torch-<it>+cpu.html): a torch release and nothing else.
         if not isinstance(torch_version, str) or not TORCH_VERSION.fullmatch(torch_version):
-            raise ConfigError(f"{vid}: torch_version {torch_version!r} is not a torch release (e.g. 2.13.0)",
-                              file=listed, hint="rebuild it with `wheelfactory build`")
+            raise ConfigError(
+                f"{vid}: torch_version {torch_version!r} is not a torch release (e.g. 2.13.0)",
+                file=listed,
+                hint="rebuild it with `wheelfactory build`",
+            )
         # Published in index.json, where select.py reads it as a toolkit release.
         if entry.toolkit is not None and not TOOLKIT_VERSION.fullmatch(entry.toolkit):
-            raise ConfigError(f"{vid}: toolkit {entry.toolkit!r} is not a toolkit release (e.g. 13.0)",
-                              file=listed, hint="rebuild it with `wheelfactory build`")
+            raise ConfigError(
+                f"{vid}: toolkit {entry.toolkit!r} is not a toolkit release (e.g. 13.0)",
+                file=listed,
+                hint="rebuild it with `wheelfactory build`",
+            )
         refusal = _refusal(vid, key, entry, source, torch_version, allow_unattested)
         if refusal is not None:
             skipped.append(Skipped(vid, refusal, refused=True))
             continue
-        name, version, _, _ = parse_wheel_filename(source.name)  # parsed by the identity check already
+        # parsed by the identity check already
+        name, version, _, _ = parse_wheel_filename(source.name)
         try:
             metadata = core_metadata(source)
         except ConfigError as exc:
             skipped.append(Skipped(vid, f"{entry.wheel}: {exc.detail}", refused=True))
             continue
         provenance = provenance_path(source)
-        wheels.append(IndexedWheel(key, canonicalize_name(name), str(version), source.name, entry.sha256, source,
-                                   torch_version, entry.toolkit, requires_python(metadata),
-                                   provenance if provenance.is_file() else None,
-                                   core_metadata_sha256=hashlib.sha256(metadata).hexdigest(),
-                                   size=source.stat().st_size, core_metadata=metadata))
+        wheels.append(
+            IndexedWheel(
+                key,
+                canonicalize_name(name),
+                str(version),
+                source.name,
+                entry.sha256,
+                source,
+                torch_version,
+                entry.toolkit,
+                requires_python(metadata),
+                provenance if provenance.is_file() else None,
+                core_metadata_sha256=hashlib.sha256(metadata).hexdigest(),
+                size=source.stat().st_size,
+                core_metadata=metadata,
+            )
+        )
     return wheels, skipped
 
 
-def _refusal(vid: str, key: VariantId, entry: manifest.Entry, source: Path, torch_version: str,
-             allow_unattested: bool) -> str | None:
+def _refusal(
+    vid: str,
+    key: VariantId,
+    entry: manifest.Entry,
+    source: Path,
+    torch_version: str,
+    allow_unattested: bool,
+) -> str | None:
     """Why the wheel ``entry`` names may not be listed under ``vid`` (one line); None: it may."""
     if not source.is_file():
         return f"{entry.wheel} is missing"
     if file_sha256(source) != entry.sha256:
         return f"{entry.wheel} does not match the manifest's sha256 (rebuild it)"
-    problems = wheel_identity_problems(source, key, torch_version if entry.torch_version else None,
-                                       entry.toolkit)
+    problems = wheel_identity_problems(
+        source, key, torch_version if entry.torch_version else None, entry.toolkit
+    )
     if problems:
         return f"{entry.wheel} is not a wheel of {vid}: {'; '.join(problems)}"
     try:
         if read_provenance(source, entry.sha256 or "", vid) is None and not allow_unattested:
-            return (f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
-                    f"`wheelfactory build`, or pass {UNATTESTED_FLAG} to list it without one")
+            return (
+                f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
+                f"`wheelfactory build`, or pass {UNATTESTED_FLAG} to list it without one"
+            )
     except InvalidProvenance as exc:
         return f"{provenance_path(source).name}: {exc} (rebuild it)"
     return None
@@ -255,14 +312,24 @@ def _refusal(vid: str, key: VariantId, entry: manifest.Entry, source: Path, torc
 
 # What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
 # compression or encryption, a member that claims more bytes than it has).
-ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError)
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    OSError,
+)
 
 
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
 
-def wheel_build_record(archive: zipfile.ZipFile, package: str, wheel: Path) -> dict[str, object] | None:
+def wheel_build_record(
+    archive: zipfile.ZipFile, package: str, wheel: Path
+) -> dict[str, object] | None:
     """The build record of the wheel's package ``package`` (None: it has none), read and checked
     by the runtime's reader (``partial_record``); ConfigError naming the wheel otherwise. Raises
     what ZIP_ERRORS lists when the archive is damaged."""
@@ -272,7 +339,9 @@ def wheel_build_record(archive: zipfile.ZipFile, package: str, wheel: Path) -> d
     try:
         return partial_record(load_record_json(archive.read(name), name), name)
     except RecordError as exc:
-        raise ConfigError(str(exc), file=str(wheel), hint="rebuild it with `wheelfactory build`") from None
+        raise ConfigError(
+            str(exc), file=str(wheel), hint="rebuild it with `wheelfactory build`"
+        ) from None
 
 
 def core_metadata(wheel: Path) -> bytes:
@@ -284,8 +353,10 @@ def core_metadata(wheel: Path) -> bytes:
             names = archive.namelist()
             found = [n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
             if len(found) != 1:
-                raise ConfigError(f"has {len(found)} top-level .dist-info/METADATA files, not one: not a wheel",
-                                  file=str(wheel))
+                raise ConfigError(
+                    f"has {len(found)} top-level .dist-info/METADATA files, not one: not a wheel",
+                    file=str(wheel),
+                )
             metadata = archive.read(found[0])
             tops = {n.split("/", 1)[0] for n in names if "/" in n}
             for top in sorted(tops):
@@ -297,7 +368,9 @@ def core_metadata(wheel: Path) -> bytes:
 
 def requires_python(metadata: bytes) -> str | None:
     """The Requires-Python of METADATA's bytes."""
-    requires = HeaderParser().parsestr(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
+    requires = (
+        HeaderParser().parsestr(metadata.decode("utf-8", errors="replace")).get("Requires-Python")
+    )
     return requires if isinstance(requires, str) else None
 
 
@@ -306,9 +379,15 @@ METADATA_SUFFIX = ".metadata"  # PEP 658: <wheel>.metadata beside the wheel
 REPORT_PAGE = "report.html"  # the build report, in an index `index` writes (serve serves it)
 
 
-def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, base_url: str = DEFAULT_BASE_URL,
-               extra_pages: tuple[tuple[str, str], ...] = (), extra_links: tuple[tuple[str, Path], ...] = (),
-               report: str | None = None) -> IndexPlan:
+def plan_index(
+    wheels: Sequence[IndexedWheel],
+    skipped: Sequence[Skipped],
+    *,
+    base_url: str = DEFAULT_BASE_URL,
+    extra_pages: tuple[tuple[str, str], ...] = (),
+    extra_links: tuple[tuple[str, Path], ...] = (),
+    report: str | None = None,
+) -> IndexPlan:
     """Every page and file of an index listing ``wheels`` (any order; one wheel listed twice, e.g.
     from this dist and from the target, counts once and keeps its local file). A file name listed
     twice with different bytes is an IndexBuildError: a published file never changes. ``report``:
@@ -324,12 +403,16 @@ def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, ba
         projects: dict[str, list[IndexedWheel]] = {}
         for wheel in members:
             projects.setdefault(wheel.project, []).append(wheel)
-        pages[f"{simple}/index.html"] = _page(f"Simple index: {vid}", [_anchor(f"{_href(p)}/", p) for p in projects])
-        pages[f"{simple}/index.json"] = _json({"meta": {"api-version": API_VERSION},
-                                               "projects": [{"name": p} for p in projects]})
+        pages[f"{simple}/index.html"] = _page(
+            f"Simple index: {vid}", [_anchor(f"{_href(p)}/", p) for p in projects]
+        )
+        pages[f"{simple}/index.json"] = _json(
+            {"meta": {"api-version": API_VERSION}, "projects": [{"name": p} for p in projects]}
+        )
         for project, releases in projects.items():
-            pages[f"{simple}/{project}/index.html"] = _page(f"Links for {project} ({vid})",
-                                                            [_wheel_anchor(w, w.filename) for w in releases])
+            pages[f"{simple}/{project}/index.html"] = _page(
+                f"Links for {project} ({vid})", [_wheel_anchor(w, w.filename) for w in releases]
+            )
             pages[f"{simple}/{project}/index.json"] = _json(_project_json(project, releases))
             newest.add(releases[-1].path)
         pages.update(_requirements(vid, members, base_url))
@@ -344,23 +427,50 @@ def plan_index(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], *, ba
     try:  # what select.py and serve will read: never publish a listing they refuse
         check_listing(pages["index.json"].encode())
     except InvalidListing as exc:
-        raise IndexBuildError(f"the index.json this manifest makes would be refused by its readers: {_one_line(exc)}"
-                              ) from None
+        raise IndexBuildError(
+            f"the index.json this manifest makes would be refused by its readers: {_one_line(exc)}"
+        ) from None
     if report is not None:
         pages[REPORT_PAGE] = report
-    pages["index.html"] = _top_page(listed, skipped, sorted(by_page), base_url, [p for p, _ in extra_pages], newest,
-                                    has_report=report is not None)
+    pages["index.html"] = _top_page(
+        listed,
+        skipped,
+        sorted(by_page),
+        base_url,
+        [p for p, _ in extra_pages],
+        newest,
+        has_report=report is not None,
+    )
     local = [w for w in listed if w.source is not None]
-    links = (tuple((w.path, w.source) for w in local if w.source is not None)
-             + tuple((w.path + PROVENANCE_SUFFIX, w.provenance) for w in local if w.provenance) + extra_links)
-    blobs = tuple((w.path + METADATA_SUFFIX, w.core_metadata) for w in local if w.core_metadata is not None)
+    links = (
+        tuple((w.path, w.source) for w in local if w.source is not None)
+        + tuple((w.path + PROVENANCE_SUFFIX, w.provenance) for w in local if w.provenance)
+        + extra_links
+    )
+    blobs = tuple(
+        (w.path + METADATA_SUFFIX, w.core_metadata) for w in local if w.core_metadata is not None
+    )
     known = {w.path: w.sha256 for w in local}
     link_sha256 = {p: known.get(p) or file_sha256(s) for p, s in links}
-    digest = hashlib.sha256(json.dumps([sorted(pages.items()), [(p, link_sha256[p]) for p, _ in links],
-                                        [(p, hashlib.sha256(b).hexdigest()) for p, b in blobs]],
-                                       sort_keys=True).encode()).hexdigest()
-    return IndexPlan(tuple(listed), tuple(skipped), tuple(sorted(pages.items())), links, blobs, digest,
-                     link_sha256)
+    digest = hashlib.sha256(
+        json.dumps(
+            [
+                sorted(pages.items()),
+                [(p, link_sha256[p]) for p, _ in links],
+                [(p, hashlib.sha256(b).hexdigest()) for p, b in blobs],
+            ],
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
+    return IndexPlan(
+        tuple(listed),
+        tuple(skipped),
+        tuple(sorted(pages.items())),
+        links,
+        blobs,
+        digest,
+        link_sha256,
+    )
 
 
 def _order(wheel: IndexedWheel) -> tuple[str, str, Version, str]:
@@ -377,11 +487,17 @@ def _merged(wheels: Sequence[IndexedWheel]) -> list[IndexedWheel]:
             by_path[wheel.path] = wheel
             continue
         if seen.sha256 != wheel.sha256:
-            raise IndexBuildError(f"{wheel.path} is listed twice with different bytes (sha256 {seen.sha256} and "
-                                  f"{wheel.sha256}): a published file never changes; give the new build another "
-                                  "version")
-        keep, other = (wheel, seen) if seen.source is None and wheel.source is not None else (seen, wheel)
-        by_path[wheel.path] = replace(keep, provenance_listed=keep.provenance_listed or other.has_provenance)
+            raise IndexBuildError(
+                f"{wheel.path} is listed twice with different bytes (sha256 {seen.sha256} and "
+                f"{wheel.sha256}): a published file never changes; give the new build another "
+                "version"
+            )
+        keep, other = (
+            (wheel, seen) if seen.source is None and wheel.source is not None else (seen, wheel)
+        )
+        by_path[wheel.path] = replace(
+            keep, provenance_listed=keep.provenance_listed or other.has_provenance
+        )
     return sorted(by_path.values(), key=_order)
 
 
@@ -401,11 +517,15 @@ def _project_json(project: str, releases: list[IndexedWheel]) -> dict[str, objec
     point to a PEP 740 provenance object, which our in-toto statement (runner/provenance.py) is not."""
     files: list[dict[str, object]] = []
     for wheel in releases:
-        entry: dict[str, object] = {"filename": wheel.filename, "url": _href(wheel.filename),
-                                    "hashes": {"sha256": wheel.sha256}}
+        entry: dict[str, object] = {
+            "filename": wheel.filename,
+            "url": _href(wheel.filename),
+            "hashes": {"sha256": wheel.sha256},
+        }
         if wheel.requires_python is not None:
             entry["requires-python"] = wheel.requires_python
-        if wheel.core_metadata_sha256 is not None:  # PEP 714's name, and PEP 658's for older clients
+        # PEP 714's name, and PEP 658's for older clients
+        if wheel.core_metadata_sha256 is not None:
             entry["core-metadata"] = {"sha256": wheel.core_metadata_sha256}
             entry["dist-info-metadata"] = {"sha256": wheel.core_metadata_sha256}
         entry["size"] = wheel.size
@@ -414,7 +534,12 @@ def _project_json(project: str, releases: list[IndexedWheel]) -> dict[str, objec
             entry["_provenance"] = _href(wheel.filename + PROVENANCE_SUFFIX)
         files.append(entry)
     versions = sorted({w.version for w in releases}, key=Version)
-    return {"meta": {"api-version": API_VERSION}, "name": project, "versions": versions, "files": files}
+    return {
+        "meta": {"api-version": API_VERSION},
+        "name": project,
+        "versions": versions,
+        "files": files,
+    }
 
 
 def requirements_name(wheel: IndexedWheel, newest: bool) -> str:
@@ -433,12 +558,16 @@ def _requirements(vid: str, members: list[IndexedWheel], base_url: str) -> dict[
         newest[wheel.project] = wheel
         releases.setdefault(wheel.public_version, {})[wheel.project] = wheel
     files = {requirements_name(members[-1], True): newest}
-    files.update({requirements_name(next(iter(pins.values())), False): pins for pins in releases.values()})
+    files.update(
+        {requirements_name(next(iter(pins.values())), False): pins for pins in releases.values()}
+    )
     pages = {}
     for name, pins in files.items():
         url = f"{base_url}/{_href(name)}"
-        pages[name] = (f"# {vid}: pip install --require-hashes --no-deps --index-url {base_url}/{simple} -r {url}\n"
-                       + "".join(f"{w.project}=={w.version} --hash=sha256:{w.sha256}\n" for w in pins.values()))
+        pages[name] = (
+            f"# {vid}: pip install --require-hashes --no-deps --index-url {base_url}/{simple} -r {url}\n"
+            + "".join(f"{w.project}=={w.version} --hash=sha256:{w.sha256}\n" for w in pins.values())
+        )
     return pages
 
 
@@ -450,35 +579,60 @@ def _wheel_anchor(wheel: IndexedWheel, href: str) -> str:
     """A wheel's link: ``href`` (a relative path, percent-encoded here) with #sha256=, its
     Requires-Python (PEP 503, HTML-escaped) and its METADATA's hash under both PEP 714's name
     and PEP 658's (which older pip reads)."""
-    attributes = f' data-requires-python="{html.escape(wheel.requires_python)}"' if wheel.requires_python else ""
+    attributes = (
+        f' data-requires-python="{html.escape(wheel.requires_python)}"'
+        if wheel.requires_python
+        else ""
+    )
     if wheel.core_metadata_sha256 is not None:
-        attributes += (f' data-core-metadata="sha256={wheel.core_metadata_sha256}"'
-                       f' data-dist-info-metadata="sha256={wheel.core_metadata_sha256}"')
+        attributes += (
+            f' data-core-metadata="sha256={wheel.core_metadata_sha256}"'
+            f' data-dist-info-metadata="sha256={wheel.core_metadata_sha256}"'
+        )
     return _anchor(f"{_href(href)}#sha256={wheel.sha256}", wheel.filename, attributes)
 
 
 def _page(title: str, body: list[str]) -> str:
     lines = "\n    ".join(body)
-    return (f'<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="{API_VERSION}">'
-            f"<title>{html.escape(title)}</title></head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n    {lines}\n"
-            "  </body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html>\n  <head><meta name="pypi:repository-version" content="{API_VERSION}">'
+        f"<title>{html.escape(title)}</title></head>\n  <body>\n    <h1>{html.escape(title)}</h1>\n    {lines}\n"
+        "  </body>\n</html>\n"
+    )
 
 
-def _index_json(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], findlinks: list[str]
-                ) -> dict[str, object]:
+def _index_json(
+    wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], findlinks: list[str]
+) -> dict[str, object]:
     """One entry per wheel (a variant with several releases appears once per release)."""
     return {
         "schema": SCHEMA,
-        "variants": [{
-            "id": w.variant_id, "project": w.project, "version": w.version, "torch": w.variant.torch,
-            "torch_version": w.torch_version, "backend": w.variant.backend.kind, "toolkit": w.toolkit,
-            "cxx11_abi": w.variant.cxx11_abi, "python": w.variant.python, "arch": w.variant.arch,
-            "stable_abi": w.variant.stable_abi, "gpu": w.variant.gpu,
-            "wheel": w.path, "sha256": w.sha256, "index": w.simple + "/",
-            "find_links": w.findlinks_page, "requirements": f"{w.variant_id}/requirements.txt",
-            "provenance": w.path + PROVENANCE_SUFFIX if w.has_provenance else None,
-            "requires_python": w.requires_python, "core_metadata_sha256": w.core_metadata_sha256, "size": w.size,
-        } for w in wheels],
+        "variants": [
+            {
+                "id": w.variant_id,
+                "project": w.project,
+                "version": w.version,
+                "torch": w.variant.torch,
+                "torch_version": w.torch_version,
+                "backend": w.variant.backend.kind,
+                "toolkit": w.toolkit,
+                "cxx11_abi": w.variant.cxx11_abi,
+                "python": w.variant.python,
+                "arch": w.variant.arch,
+                "stable_abi": w.variant.stable_abi,
+                "gpu": w.variant.gpu,
+                "wheel": w.path,
+                "sha256": w.sha256,
+                "index": w.simple + "/",
+                "find_links": w.findlinks_page,
+                "requirements": f"{w.variant_id}/requirements.txt",
+                "provenance": w.path + PROVENANCE_SUFFIX if w.has_provenance else None,
+                "requires_python": w.requires_python,
+                "core_metadata_sha256": w.core_metadata_sha256,
+                "size": w.size,
+            }
+            for w in wheels
+        ],
         "find_links": findlinks,
         "skipped": [{"id": s.variant_id, "reason": s.reason} for s in skipped],
     }
@@ -489,30 +643,64 @@ def pip_command(wheel: IndexedWheel, base_url: str, *, pinned: bool = False) -> 
     return f"pip install --index-url {base_url}/{wheel.simple} {project}"
 
 
-def _top_page(wheels: Sequence[IndexedWheel], skipped: Sequence[Skipped], findlinks: list[str], base_url: str,
-              extra: list[str], newest: set[str], *, has_report: bool = False) -> str:
+def _top_page(
+    wheels: Sequence[IndexedWheel],
+    skipped: Sequence[Skipped],
+    findlinks: list[str],
+    base_url: str,
+    extra: list[str],
+    newest: set[str],
+    *,
+    has_report: bool = False,
+) -> str:
     rows = []
     for w in wheels:
-        cells = [w.variant_id, w.torch_version, w.variant.backend.build_name if w.toolkit is None else
-                 f"{w.variant.backend.kind} {w.toolkit}", "cxx11" if w.variant.cxx11_abi else "pre-cxx11",
-                 w.variant.python, w.variant.arch]
+        cells = [
+            w.variant_id,
+            w.torch_version,
+            w.variant.backend.build_name
+            if w.toolkit is None
+            else f"{w.variant.backend.kind} {w.toolkit}",
+            "cxx11" if w.variant.cxx11_abi else "pre-cxx11",
+            w.variant.python,
+            w.variant.arch,
+        ]
         tds = "".join(f"<td>{html.escape(c)}</td>" for c in cells)
         latest = w.path in newest  # an older release's command pins its version
         command = html.escape(pip_command(w, base_url, pinned=not latest))
-        provenance = f'<br/><a href="{_href(w.path + PROVENANCE_SUFFIX)}">provenance</a>' if w.has_provenance else ""
-        rows.append(f'<tr>{tds}<td><a href="{_href(w.path)}#sha256={w.sha256}">{html.escape(w.filename)}</a>'
-                    f'</td><td><code>{command}</code><br/><a href="{_href(requirements_name(w, latest))}">'
-                    f"hash-pinned requirements</a>{provenance}</td></tr>")
-    header = "".join(f"<th>{h}</th>" for h in ("variant", "torch", "backend", "C++ ABI", "python", "arch", "wheel",
-                                               "install"))
-    pages = "\n".join(f'    <li><a href="{_href(p)}">{html.escape(p)}</a>: <code>pip install '
-                      f'{html.escape(wheels[0].project if wheels else "")} -f {html.escape(base_url)}/'
-                      f"{html.escape(_href(p))}</code></li>" for p in findlinks)
-    extras = "\n".join(f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a></li>' for p in extra)
-    missing = "\n".join(f"    <li>{html.escape(s.variant_id)}: {html.escape(s.reason)}</li>" for s in skipped)
+        provenance = (
+            f'<br/><a href="{_href(w.path + PROVENANCE_SUFFIX)}">provenance</a>'
+            if w.has_provenance
+            else ""
+        )
+        rows.append(
+            f'<tr>{tds}<td><a href="{_href(w.path)}#sha256={w.sha256}">{html.escape(w.filename)}</a>'
+            f'</td><td><code>{command}</code><br/><a href="{_href(requirements_name(w, latest))}">'
+            f"hash-pinned requirements</a>{provenance}</td></tr>"
+        )
+    header = "".join(
+        f"<th>{h}</th>"
+        for h in ("variant", "torch", "backend", "C++ ABI", "python", "arch", "wheel", "install")
+    )
+    pages = "\n".join(
+        f'    <li><a href="{_href(p)}">{html.escape(p)}</a>: <code>pip install '
+        f"{html.escape(wheels[0].project if wheels else '')} -f {html.escape(base_url)}/"
+        f"{html.escape(_href(p))}</code></li>"
+        for p in findlinks
+    )
+    extras = "\n".join(
+        f'    <li><a href="{html.escape(p)}">{html.escape(p)}</a></li>' for p in extra
+    )
+    missing = "\n".join(
+        f"    <li>{html.escape(s.variant_id)}: {html.escape(s.reason)}</li>" for s in skipped
+    )
     variants = len({w.variant_id for w in wheels})
-    report = (f'\n    <p><a href="{REPORT_PAGE}">Build report</a>: every variant of the build, how it ended and '
-              "why.</p>" if has_report else "")
+    report = (
+        f'\n    <p><a href="{REPORT_PAGE}">Build report</a>: every variant of the build, how it ended and '
+        "why.</p>"
+        if has_report
+        else ""
+    )
     return f"""<!DOCTYPE html>
 <html>
   <head><meta charset="utf-8"><title>wheelfactory index</title></head>
@@ -563,7 +751,9 @@ def wheels_from_listing(listing: Mapping[str, object], *, where: str) -> list[In
     for number, entry in enumerate(variants):
         wheel = _listed_wheel(entry, f"variants[{number}]", where)
         if wheel.path in seen:
-            raise ConfigError(f"variants[{number}]: {wheel.path} is listed twice", file=where, hint=_LISTING_HINT)
+            raise ConfigError(
+                f"variants[{number}]: {wheel.path} is listed twice", file=where, hint=_LISTING_HINT
+            )
         seen.add(wheel.path)
         wheels.append(wheel)
     return wheels
@@ -575,13 +765,18 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
         return ConfigError(f"{at}: {key}: {shown} {problem}", file=where, hint=_LISTING_HINT)
 
     if not isinstance(entry, dict):
-        raise ConfigError(f"{at}: expected an object, got {quoted(entry)}", file=where, hint=_LISTING_HINT)
+        raise ConfigError(
+            f"{at}: expected an object, got {quoted(entry)}", file=where, hint=_LISTING_HINT
+        )
     for key, types in _LISTED_KEYS.items():
         if key not in entry and key in _OPTIONAL_KEYS:
             continue
         if key not in entry and key in _NEWER_KEYS:
-            raise ConfigError(f"{at}: missing key {key}: an older wheelfactory wrote this index.json", file=where,
-                              hint="index the earlier releases' dist again with this version and publish it first")
+            raise ConfigError(
+                f"{at}: missing key {key}: an older wheelfactory wrote this index.json",
+                file=where,
+                hint="index the earlier releases' dist again with this version and publish it first",
+            )
         if key not in entry:
             raise ConfigError(f"{at}: missing key {key}", file=where, hint=_LISTING_HINT)
         if not isinstance(entry[key], types) or (int in types and isinstance(entry[key], bool)):
@@ -603,8 +798,11 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
     if str(parsed) != version:
         raise bad("version", f"is not normalized ({parsed})")
     filename = path.rsplit("/", 1)[-1]
-    if path != f"{vid}/simple/{project}/{filename}" or paths.safe_member(filename) is None or \
-            _UNSAFE_NAME.search(filename):
+    if (
+        path != f"{vid}/simple/{project}/{filename}"
+        or paths.safe_member(filename) is None
+        or _UNSAFE_NAME.search(filename)
+    ):
         raise bad("wheel", f"is not {vid}/simple/{project}/<wheel file name>")
     try:
         name, wheel_version, _, _ = parse_wheel_filename(filename)
@@ -623,9 +821,17 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
         raise bad("toolkit", "is not a toolkit release")
     if entry["requires_python"] is not None and _UNSAFE_NAME.search(entry["requires_python"]):
         raise bad("requires_python", "holds control characters")
-    expected = {"torch": variant.torch, "backend": variant.backend.kind, "cxx11_abi": variant.cxx11_abi,
-                "python": variant.python, "arch": variant.arch, "stable_abi": variant.stable_abi,
-                "index": f"{vid}/simple/", "requirements": f"{vid}/requirements.txt", "gpu": variant.gpu}
+    expected = {
+        "torch": variant.torch,
+        "backend": variant.backend.kind,
+        "cxx11_abi": variant.cxx11_abi,
+        "python": variant.python,
+        "arch": variant.arch,
+        "stable_abi": variant.stable_abi,
+        "index": f"{vid}/simple/",
+        "requirements": f"{vid}/requirements.txt",
+        "gpu": variant.gpu,
+    }
     for key, value in expected.items():
         if key in _OPTIONAL_KEYS and key not in entry:
             continue
@@ -633,10 +839,21 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
             raise bad(key, f"does not match the variant id {vid} (expected {quoted(value)})")
     if entry["provenance"] not in (None, path + PROVENANCE_SUFFIX):
         raise bad("provenance", f"is not {path + PROVENANCE_SUFFIX} or null")
-    wheel = IndexedWheel(variant, project, version, filename, entry["sha256"], None, entry["torch_version"],
-                         entry["toolkit"], entry["requires_python"], None,
-                         core_metadata_sha256=entry["core_metadata_sha256"], size=entry["size"],
-                         provenance_listed=entry["provenance"] is not None)
+    wheel = IndexedWheel(
+        variant,
+        project,
+        version,
+        filename,
+        entry["sha256"],
+        None,
+        entry["torch_version"],
+        entry["toolkit"],
+        entry["requires_python"],
+        None,
+        core_metadata_sha256=entry["core_metadata_sha256"],
+        size=entry["size"],
+        provenance_listed=entry["provenance"] is not None,
+    )
     if entry["find_links"] != wheel.findlinks_page:
         raise bad("find_links", f"is not {wheel.findlinks_page}")
     return wheel
@@ -644,14 +861,31 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NEWER_KEYS = ("requires_python", "core_metadata_sha256", "size")  # listed since PEP 658/691 pages
-_OPTIONAL_KEYS = ("gpu",)  # listed since split builds; the id says it too, so an older listing may lack it
+# listed since split builds; the id says it too, so an older listing may lack it
+_OPTIONAL_KEYS = ("gpu",)
 # Every key plan_index writes into a variant's entry, with its JSON types.
 _LISTED_KEYS: dict[str, tuple[type, ...]] = {
-    "id": (str,), "project": (str,), "version": (str,), "torch": (str,), "torch_version": (str,),
-    "backend": (str,), "toolkit": (str, type(None)), "cxx11_abi": (bool,), "python": (str,), "arch": (str,),
-    "stable_abi": (bool,), "gpu": (str,), "wheel": (str,), "sha256": (str,), "index": (str,),
-    "find_links": (str,), "requirements": (str,), "provenance": (str, type(None)), "requires_python": (str, type(None)),
-    "core_metadata_sha256": (str, type(None)), "size": (int,),
+    "id": (str,),
+    "project": (str,),
+    "version": (str,),
+    "torch": (str,),
+    "torch_version": (str,),
+    "backend": (str,),
+    "toolkit": (str, type(None)),
+    "cxx11_abi": (bool,),
+    "python": (str,),
+    "arch": (str,),
+    "stable_abi": (bool,),
+    "gpu": (str,),
+    "wheel": (str,),
+    "sha256": (str,),
+    "index": (str,),
+    "find_links": (str,),
+    "requirements": (str,),
+    "provenance": (str, type(None)),
+    "requires_python": (str, type(None)),
+    "core_metadata_sha256": (str, type(None)),
+    "size": (int,),
 }
 
 
@@ -669,19 +903,32 @@ def select_script(base_url: str) -> str:
     source = Path(which.__file__).read_text(encoding="utf-8")
     default = f'DEFAULT_INDEX = "{DEFAULT_BASE_URL}"'
     if default not in source:
-        raise IndexBuildError("publish/which.py lost its DEFAULT_INDEX line; select.py cannot be made")
-    imports = [node for node in ast.parse(source).body if isinstance(node, ast.ImportFrom) and node.module == FIT_MODULE]
+        raise IndexBuildError(
+            "publish/which.py lost its DEFAULT_INDEX line; select.py cannot be made"
+        )
+    imports = [
+        node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ImportFrom) and node.module == FIT_MODULE
+    ]
     if len(imports) != 1 or imports[0].end_lineno is None:
-        raise IndexBuildError(f"publish/which.py must import the fit rule with one `from {FIT_MODULE} import ...` "
-                              f"(found {len(imports)}); select.py cannot embed it")
+        raise IndexBuildError(
+            f"publish/which.py must import the fit rule with one `from {FIT_MODULE} import ...` "
+            f"(found {len(imports)}); select.py cannot embed it"
+        )
     future = "from __future__ import annotations\n"
     fit = Path(_fit.__file__).read_text(encoding="utf-8")
     if future not in fit:
-        raise IndexBuildError("runtime/_fit.py lost its __future__ import; select.py cannot embed it")
-    embedded = ("# ---- runtime/_fit.py, embedded by wheelfactory index (the kernel runtime's fit rule) ----\n"
-                + fit.replace(future, "", 1).strip() + "\n# ---- end of runtime/_fit.py ----\n")
+        raise IndexBuildError(
+            "runtime/_fit.py lost its __future__ import; select.py cannot embed it"
+        )
+    embedded = (
+        "# ---- runtime/_fit.py, embedded by wheelfactory index (the kernel runtime's fit rule) ----\n"
+        + fit.replace(future, "", 1).strip()
+        + "\n# ---- end of runtime/_fit.py ----\n"
+    )
     lines = source.splitlines(keepends=True)
-    lines[imports[0].lineno - 1:imports[0].end_lineno] = [embedded]
+    lines[imports[0].lineno - 1 : imports[0].end_lineno] = [embedded]
     return "".join(lines).replace(default, f"DEFAULT_INDEX = {base_url!r}", 1)
 
 
@@ -697,7 +944,9 @@ def read_listing_at(root: Path, *, hint: str) -> dict[str, object]:
     try:
         raw = read_input(path)
     except OSError as exc:
-        raise ConfigError(f"cannot read it ({exc.strerror or exc})", file=str(path), hint=hint) from None
+        raise ConfigError(
+            f"cannot read it ({exc.strerror or exc})", file=str(path), hint=hint
+        ) from None
     try:
         return check_listing(raw)
     except InvalidListing as exc:
@@ -721,15 +970,22 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     """Publish ``plan`` as ``dist/index``; returns (generation directory, changed)."""
     link = dist / INDEX_LINK
     if link.exists() and not link.is_symlink():
-        raise IndexBuildError(f"{link} exists and is not an index wheelfactory made (a symlink to a generation): "
-                          "move it away")
+        raise IndexBuildError(
+            f"{link} exists and is not an index wheelfactory made (a symlink to a generation): "
+            "move it away"
+        )
     current = current_generation(dist)
-    if current is not None and (current / DIGEST_FILE).is_file() and \
-            (current / DIGEST_FILE).read_text().strip() == plan.digest:
+    if (
+        current is not None
+        and (current / DIGEST_FILE).is_file()
+        and (current / DIGEST_FILE).read_text().strip() == plan.digest
+    ):
         return current, False
     generations = dist / GENERATIONS
     if generations.is_symlink():  # nothing under dist is followed out of it
-        raise IndexBuildError(f"{generations} is a symlink: the index is written only inside {dist}; remove the link")
+        raise IndexBuildError(
+            f"{generations} is a symlink: the index is written only inside {dist}; remove the link"
+        )
     generations.mkdir(parents=True, exist_ok=True)
     for leftover in generations.glob(".tmp-*"):  # a killed run's half generation (we hold the lock)
         _remove_leftover(leftover)
@@ -759,10 +1015,13 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     # Not support/atomic.py: the target is a symlink, replaced by a symlink (atomic.py refuses to
     # replace one with a file). The per-process name is enough: we hold the output directory's lock.
     swap = dist / f".{INDEX_LINK}.{os.getpid()}.tmp"
-    for leftover in dist.glob(f".{INDEX_LINK}.*.tmp"):  # ours, and any a killed run left between link and rename
+    # ours, and any a killed run left between link and rename
+    for leftover in dist.glob(f".{INDEX_LINK}.*.tmp"):
         _remove_leftover(leftover)
     os.symlink(os.path.relpath(generation, dist), swap)
     os.replace(swap, link)  # the atomic step: readers switch from one complete index to the other
-    for old in sorted(p for p in generations.iterdir() if p.name.startswith("g"))[:-KEEP_GENERATIONS]:
+    for old in sorted(p for p in generations.iterdir() if p.name.startswith("g"))[
+        :-KEEP_GENERATIONS
+    ]:
         shutil.rmtree(old, ignore_errors=True)
     return generation, True

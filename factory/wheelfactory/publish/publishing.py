@@ -17,7 +17,13 @@ from pathlib import Path
 
 from wheelfactory.errors import PublishError, UsageError
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget, PublishConfig, Target, UploadTarget
+from wheelfactory.plan.publish_config import (
+    BucketTarget,
+    DirectoryTarget,
+    PublishConfig,
+    Target,
+    UploadTarget,
+)
 from wheelfactory.publish import release, upload
 from wheelfactory.publish.index import IndexedWheel, Skipped, collect
 from wheelfactory.publish.pypi_default import default_wheels
@@ -45,19 +51,24 @@ class Published:
 def _checked_wheels(dist: Path, allow_unattested: bool) -> tuple[list[IndexedWheel], list[Skipped]]:
     entries = manifest.read(dist)
     if not entries:
-        raise UsageError(f"{dist / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {dist}` first")
+        raise UsageError(
+            f"{dist / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {dist}` first"
+        )
     wheels, skipped = collect(dist, entries, allow_unattested=allow_unattested)
     refused = [s for s in skipped if s.refused]
     if refused:  # a release is published whole or not at all
-        raise PublishError(f"{len(refused)} variant(s) refused, nothing published: "
-                           + "; ".join(f"{s.variant_id}: {s.reason}" for s in refused[:3]))
+        raise PublishError(
+            f"{len(refused)} variant(s) refused, nothing published: "
+            + "; ".join(f"{s.variant_id}: {s.reason}" for s in refused[:3])
+        )
     if not wheels:
         raise UsageError(f"{dist / manifest.MANIFEST}: no built wheel to publish")
     return wheels, skipped
 
 
-def _default_wheels(request: PublishRequest, wheels: Sequence[IndexedWheel], table: CompatTable
-                    ) -> list[Path]:
+def _default_wheels(
+    request: PublishRequest, wheels: Sequence[IndexedWheel], table: CompatTable
+) -> list[Path]:
     """PyPI's default variant without its local label, made only where a target refuses labels."""
     wanted = any(isinstance(t, UploadTarget) and not t.local_labels for t in request.config.targets)
     if not wanted or request.config.pypi_default is False:
@@ -67,8 +78,10 @@ def _default_wheels(request: PublishRequest, wheels: Sequence[IndexedWheel], tab
 
 def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], None]) -> Published:
     if not request.config.targets:
-        raise UsageError("no publish target: name one with --to (s3://bucket/prefix, a directory, an upload URL "
-                         "or a twine alias), or list them in matrix.toml's [publish] table")
+        raise UsageError(
+            "no publish target: name one with --to (s3://bucket/prefix, a directory, an upload URL "
+            "or a twine alias), or list them in matrix.toml's [publish] table"
+        )
     dist = request.dist
     targets = distinct_targets(request.config.targets, say)
     # Nothing rebuilds the wheels while they are read and sent; a dry run sends nothing, and takes
@@ -82,14 +95,21 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
         links: tuple[tuple[str, Path], ...] = ()
         if any(not isinstance(t, UploadTarget) for t in targets):  # only static pages hold them
             # A dry run writes nothing anywhere: the labelled wheel copies go to a scratch folder
-            copies = Path(scratch.enter_context(tempfile.TemporaryDirectory())) if request.dry_run else dist
+            copies = (
+                Path(scratch.enter_context(tempfile.TemporaryDirectory()))
+                if request.dry_run
+                else dist
+            )
             pages, links = variant_metadata(wheels, copies, tampered=tampered)
         if tampered:
-            raise PublishError(f"variant wheel copies changed under {dist}: {'; '.join(tampered[:3])}; "
-                               "run `wheelfactory index` and publish again")
+            raise PublishError(
+                f"variant wheel copies changed under {dist}: {'; '.join(tampered[:3])}; "
+                "run `wheelfactory index` and publish again"
+            )
         defaults = _default_wheels(request, wheels, table)
         lines: list[str] = []
-        with contextlib.ExitStack() as sessions:  # each static target held from its plan to its last write
+        # each static target held from its plan to its last write
+        with contextlib.ExitStack() as sessions:
             # Every target is planned (and what it holds read) before any is written: a conflict
             # on one leaves all of them as they were.
             statics: list[tuple[Store, release.StaticPlan]] = []
@@ -101,8 +121,14 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                 store = open_store(target)
                 if not request.dry_run:  # the lock (and the directory) are writes too
                     sessions.enter_context(store.session())
-                statics.append((store, release.plan_static(store, target, wheels, skipped, extra_pages=pages,
-                                                           extra_links=links)))
+                statics.append(
+                    (
+                        store,
+                        release.plan_static(
+                            store, target, wheels, skipped, extra_pages=pages, extra_links=links
+                        ),
+                    )
+                )
             for store, plan in statics:
                 if request.dry_run:
                     lines.extend(release.describe(plan))
@@ -144,14 +170,17 @@ def _identity(target: Target) -> object:
     return ("upload", target.url, target.repository)
 
 
-def targets_from_cli(texts: Sequence[str], config: PublishConfig, base_dir: Path, *, base_url: str | None = None
-                     ) -> tuple[Target, ...]:
+def targets_from_cli(
+    texts: Sequence[str], config: PublishConfig, base_dir: Path, *, base_url: str | None = None
+) -> tuple[Target, ...]:
     """``--to`` replaces the matrix's targets; each string read as [publish] reads one."""
     from wheelfactory.plan.publish_config import InvalidTarget, parse_target
 
     if not texts:
         if base_url is not None:
-            raise UsageError("--base-url goes with --to (in matrix.toml, give each target its base_url)")
+            raise UsageError(
+                "--base-url goes with --to (in matrix.toml, give each target its base_url)"
+            )
         return config.targets
     targets: list[Target] = []
     for text in texts:

@@ -39,11 +39,13 @@ from wheelfactory.plan.identity import VariantId
 from wheelfactory.publish.index import IndexedWheel
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
-PYPI_DIR = "pypi"  # dist/pypi/: the relabelled wheels (never a variant id, which starts with "torch")
+# dist/pypi/: the relabelled wheels (never a variant id, which starts with "torch")
+PYPI_DIR = "pypi"
 
 
-def choose_default(wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId
-                   ) -> list[IndexedWheel]:
+def choose_default(
+    wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId
+) -> list[IndexedWheel]:
     """The wheels that go, without their label, where labels are refused (the module docstring
     says how they are chosen); [] for ``choice`` False. PublishError, one line, when the named
     variant is not in the dist or no variant fits."""
@@ -53,12 +55,16 @@ def choose_default(wheels: Sequence[IndexedWheel], table: CompatTable, choice: b
         chosen = [w for w in wheels if w.variant == choice]
         if not chosen:
             built = ", ".join(sorted({w.variant_id for w in wheels})) or "none"
-            raise PublishError(f"[publish] pypi_default names {choice}, which this dist has no wheel of (built: "
-                               f"{built}); build it, or name a built one, or write pypi_default = true")
+            raise PublishError(
+                f"[publish] pypi_default names {choice}, which this dist has no wheel of (built: "
+                f"{built}); build it, or name a built one, or write pypi_default = true"
+            )
         return sorted(chosen, key=lambda w: w.filename)
     if not wheels:
-        raise PublishError("[publish] pypi_default = true, but this dist has no wheel to publish; "
-                           "run `wheelfactory build` first")
+        raise PublishError(
+            "[publish] pypi_default = true, but this dist has no wheel to publish; "
+            "run `wheelfactory build` first"
+        )
     chosen = []
     for project in sorted({w.project for w in wheels}):
         chosen += _project_default([w for w in wheels if w.project == project], table)
@@ -70,20 +76,27 @@ def _project_default(wheels: list[IndexedWheel], table: CompatTable) -> list[Ind
     project = wheels[0].project
     release = table.release(newest)
     if release is None:
-        raise PublishError(f"[publish] pypi_default = true: torch {newest} (the newest {project} is built for) is "
-                           f"not in the compatibility table {table.file}, so PyPI's build of it is unknown; "
-                           "update wheelfactory, or name the variant: pypi_default = \"<variant id>\"")
+        raise PublishError(
+            f"[publish] pypi_default = true: torch {newest} (the newest {project} is built for) is "
+            f"not in the compatibility table {table.file}, so PyPI's build of it is unknown; "
+            'update wheelfactory, or name the variant: pypi_default = "<variant id>"'
+        )
     of_torch = [w for w in wheels if w.variant.torch == newest]
     candidates = [w for w in of_torch if release.on_pypi(w.variant.backend, w.variant.cxx11_abi)]
     if not candidates:
-        candidates = [w for w in of_torch
-                      if w.variant.backend.kind == "cpu" and w.variant.cxx11_abi == release.pypi_cxx11_abi]
+        candidates = [
+            w
+            for w in of_torch
+            if w.variant.backend.kind == "cpu" and w.variant.cxx11_abi == release.pypi_cxx11_abi
+        ]
     if not candidates:
         abi = "cxx11" if release.pypi_cxx11_abi else "cxx98"
         built = ", ".join(sorted(w.variant_id for w in of_torch))
-        raise PublishError(f"[publish] pypi_default = true: {project} has no torch {newest} variant PyPI's build "
-                           f"matches ({release.pypi_default}, {abi} ABI) nor a CPU one with that ABI (built: {built}); "
-                           "build one, or name the variant: pypi_default = \"<variant id>\"")
+        raise PublishError(
+            f"[publish] pypi_default = true: {project} has no torch {newest} variant PyPI's build "
+            f"matches ({release.pypi_default}, {abi} ABI) nor a CPU one with that ABI (built: {built}); "
+            'build one, or name the variant: pypi_default = "<variant id>"'
+        )
     # A torch-specific build first: it is made for exactly PyPI's torch; then by file name (stable)
     candidates.sort(key=lambda w: (w.variant.stable_abi, w.filename))
     seen: set[tuple[str, str]] = set()
@@ -108,12 +121,15 @@ def relabel(wheel: IndexedWheel, out_dir: Path) -> Path:
     member times and order)."""
     source: Path | None = wheel.source
     if source is None:
-        raise PublishError(f"{wheel.filename}: no file of it in this dist to relabel (it was read from a target)")
+        raise PublishError(
+            f"{wheel.filename}: no file of it in this dist to relabel (it was read from a target)"
+        )
     return rewrite_wheel(source, out_dir, version=unlabelled_version(wheel.version))
 
 
-def default_wheels(wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId, dist: Path
-                   ) -> list[Path]:
+def default_wheels(
+    wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId, dist: Path
+) -> list[Path]:
     """``choose_default`` then ``relabel`` each into ``dist/pypi/``: what ``publish_uploads``
     takes as ``default_wheels``. The chosen wheels differ in python tag or arch, so their
     unlabelled names differ too."""

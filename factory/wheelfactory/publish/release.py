@@ -33,9 +33,14 @@ LISTING = "index.json"
 # Files no page may link to before they are there, and that never change once published.
 IMMUTABLE_SUFFIXES = (".whl", ".metadata")
 FILE_SUFFIXES = (*IMMUTABLE_SUFFIXES, ".intoto.json")
-_CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".whl": "application/octet-stream",
-                  ".metadata": "text/plain; charset=utf-8", ".txt": "text/plain; charset=utf-8",
-                  ".py": "text/x-python; charset=utf-8", ".json": "application/json"}
+_CONTENT_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".whl": "application/octet-stream",
+    ".metadata": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".py": "text/x-python; charset=utf-8",
+    ".json": "application/json",
+}
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,10 @@ class Write:
     def content_type(self) -> str:
         if self.path.endswith("/index.json") and "/simple/" in f"/{self.path}":
             return JSON_CONTENT  # a PEP 691 page: a static host serves it with its media type
-        return next((t for s, t in _CONTENT_TYPES.items() if self.path.endswith(s)), "application/octet-stream")
+        return next(
+            (t for s, t in _CONTENT_TYPES.items() if self.path.endswith(s)),
+            "application/octet-stream",
+        )
 
 
 @dataclass(frozen=True)
@@ -74,7 +82,8 @@ class StaticPlan:
     unchanged: int  # files and pages already there with these bytes
     kept: int  # wheels of earlier releases, listed again from the target's index.json
     added: int  # wheels of this dist not on the target yet
-    kept_provenance: tuple[str, ...]  # records the target holds with other bytes for the same wheel: left as they are
+    # records the target holds with other bytes for the same wheel: left as they are
+    kept_provenance: tuple[str, ...]
 
 
 def read_published(store: Store, target: object) -> list[IndexedWheel]:
@@ -87,22 +96,30 @@ def read_published(store: Store, target: object) -> list[IndexedWheel]:
     try:
         listing = check_listing(raw)
     except InvalidListing as exc:
-        raise PublishError(f"{where}: {exc}; it lists the releases published there, so nothing was written: "
-                           "restore it (or publish to an empty target)") from None
+        raise PublishError(
+            f"{where}: {exc}; it lists the releases published there, so nothing was written: "
+            "restore it (or publish to an empty target)"
+        ) from None
     try:
         return wheels_from_listing(listing, where=where)
     except ConfigError as exc:
-        raise PublishError(f"{exc}; nothing was written: restore {where} (or publish to an empty target)") from None
+        raise PublishError(
+            f"{exc}; nothing was written: restore {where} (or publish to an empty target)"
+        ) from None
 
 
-def merge_releases(published: Sequence[IndexedWheel], new: Sequence[IndexedWheel], target: object
-                   ) -> tuple[list[IndexedWheel], int]:
+def merge_releases(
+    published: Sequence[IndexedWheel], new: Sequence[IndexedWheel], target: object
+) -> tuple[list[IndexedWheel], int]:
     """Every wheel to list: the published ones, with this dist's added (the same bytes under the
     same name count once); the number of this dist's wheels that are new there. A name published
     with other bytes is PublishError: nothing is written."""
     by_path = {wheel.path: wheel for wheel in published}
-    conflicts = [f"{w.path} (published {by_path[w.path].sha256[:12]}, this dist {w.sha256[:12]})"
-                 for w in new if w.path in by_path and by_path[w.path].sha256 != w.sha256]
+    conflicts = [
+        f"{w.path} (published {by_path[w.path].sha256[:12]}, this dist {w.sha256[:12]})"
+        for w in new
+        if w.path in by_path and by_path[w.path].sha256 != w.sha256
+    ]
     if conflicts:
         raise conflict_error(target, conflicts)
     added = sum(w.path not in by_path for w in new)
@@ -112,42 +129,65 @@ def merge_releases(published: Sequence[IndexedWheel], new: Sequence[IndexedWheel
 
 
 def conflict_error(target: object, conflicts: Sequence[str]) -> PublishError:
-    return PublishError(f"{target}: {len(conflicts)} file(s) already published with other bytes: "
-                        f"{'; '.join(conflicts[:3])}{' ...' if len(conflicts) > 3 else ''}. A published file "
-                        "never changes (PyPI's rule): nothing was written; bump the version to publish "
-                        "new bytes")
+    return PublishError(
+        f"{target}: {len(conflicts)} file(s) already published with other bytes: "
+        f"{'; '.join(conflicts[:3])}{' ...' if len(conflicts) > 3 else ''}. A published file "
+        "never changes (PyPI's rule): nothing was written; bump the version to publish "
+        "new bytes"
+    )
 
 
 def order_writes(writes: Sequence[Write]) -> list[Write]:
     """Files first, then pages deepest first, and in one folder its index pages last (they link
     the folder's other pages: variants.json, select.py)."""
+
     def index_page(write: Write) -> bool:
         return write.path.rsplit("/", 1)[-1] in ("index.html", "index.json")
 
     return sorted(writes, key=lambda w: (not w.is_file, -w.path.count("/"), index_page(w), w.path))
 
 
-def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Sequence[IndexedWheel],
-                skipped: Sequence[Skipped], *, extra_pages: tuple[tuple[str, str], ...] = (),
-                extra_links: tuple[tuple[str, Path], ...] = ()) -> StaticPlan:
+def plan_static(
+    store: Store,
+    target: DirectoryTarget | BucketTarget,
+    new: Sequence[IndexedWheel],
+    skipped: Sequence[Skipped],
+    *,
+    extra_pages: tuple[tuple[str, str], ...] = (),
+    extra_links: tuple[tuple[str, Path], ...] = (),
+) -> StaticPlan:
     """What publishing ``new`` to ``target`` writes, asking the store what it holds; nothing is
     written here. PublishError when a file would change."""
     published = read_published(store, target)
     rewritten = {wheel.path for wheel in new}
-    gone = [wheel.path for wheel in published if wheel.path not in rewritten and not store.holds(wheel.path)]
+    gone = [
+        wheel.path
+        for wheel in published
+        if wheel.path not in rewritten and not store.holds(wheel.path)
+    ]
     if gone:  # the pages would go on linking them: pip would find a release it cannot download
-        raise PublishError(f"{target}: {len(gone)} wheel(s) its {LISTING} lists are no longer there: "
-                           f"{'; '.join(gone[:3])}{' ...' if len(gone) > 3 else ''}. Nothing was written: put "
-                           "them back, or publish to an empty target (the pages link every release listed)")
+        raise PublishError(
+            f"{target}: {len(gone)} wheel(s) its {LISTING} lists are no longer there: "
+            f"{'; '.join(gone[:3])}{' ...' if len(gone) > 3 else ''}. Nothing was written: put "
+            "them back, or publish to an empty target (the pages link every release listed)"
+        )
     wheels, added = merge_releases(published, new, target)
     base_url = (target.base_url or store.default_base_url()).rstrip("/")
     extra_pages = with_earlier_files(extra_pages, store.read)  # the variant pages accumulate too
-    index = plan_index(wheels, list(skipped), base_url=base_url, extra_pages=extra_pages,
-                       extra_links=extra_links)
+    index = plan_index(
+        wheels, list(skipped), base_url=base_url, extra_pages=extra_pages, extra_links=extra_links
+    )
     candidates: list[tuple[str, bytes | Path, str]] = [
-        *((path, data, sha256_of(data)) for path, data in
-          [*((path, text.encode("utf-8")) for path, text in index.pages), *index.blobs]),
-        *((path, source, index.link_sha256[path]) for path, source in index.links)]  # hashed once, by plan_index
+        *(
+            (path, data, sha256_of(data))
+            for path, data in [
+                *((path, text.encode("utf-8")) for path, text in index.pages),
+                *index.blobs,
+            ]
+        ),
+        # hashed once, by plan_index
+        *((path, source, index.link_sha256[path]) for path, source in index.links),
+    ]
     writes: list[Write] = []
     conflicts: list[str] = []
     kept_provenance: list[str] = []
@@ -157,14 +197,22 @@ def plan_static(store: Store, target: DirectoryTarget | BucketTarget, new: Seque
             if path.endswith(IMMUTABLE_SUFFIXES):
                 conflicts.append(f"{path} (held {write.held[:12]}, this dist {digest[:12]})")
             else:
-                kept_provenance.append(path)  # a record of the same wheel bytes: the first one stays
+                # a record of the same wheel bytes: the first one stays
+                kept_provenance.append(path)
             continue
         writes.append(write)
     if conflicts:
         raise conflict_error(target, conflicts)
     needed = [w for w in writes if w.needed]
-    return StaticPlan(target, base_url, tuple(order_writes(needed)), len(candidates) - len(needed),
-                      len(published) - (len(new) - added), added, tuple(kept_provenance))
+    return StaticPlan(
+        target,
+        base_url,
+        tuple(order_writes(needed)),
+        len(candidates) - len(needed),
+        len(published) - (len(new) - added),
+        added,
+        tuple(kept_provenance),
+    )
 
 
 def execute(store: Store, plan: StaticPlan, say: Callable[[str], None]) -> None:
@@ -173,18 +221,24 @@ def execute(store: Store, plan: StaticPlan, say: Callable[[str], None]) -> None:
         store.put(write.path, write.body, write.sha256, write.content_type)
         if write.is_file:
             say(f"  wrote {write.path} ({write.size} bytes)")
-    say(f"{plan.target}: {sum(w.is_file for w in plan.writes)} file(s) and "
+    say(
+        f"{plan.target}: {sum(w.is_file for w in plan.writes)} file(s) and "
         f"{sum(not w.is_file for w in plan.writes)} page(s) written, {plan.unchanged} unchanged; "
         f"{plan.added} new wheel(s), {plan.kept} from earlier releases still listed; {plan.base_url}/ "
-        f"({time.monotonic() - started:.1f} s)")
+        f"({time.monotonic() - started:.1f} s)"
+    )
 
 
 def describe(plan: StaticPlan) -> list[str]:
     """``--dry-run``: what would be written, in order, and which pages change."""
-    lines = [f"{plan.target}: would write {len(plan.writes)} file(s) and page(s) ({plan.unchanged} unchanged); "
-             f"{plan.added} new wheel(s), {plan.kept} from earlier releases"]
+    lines = [
+        f"{plan.target}: would write {len(plan.writes)} file(s) and page(s) ({plan.unchanged} unchanged); "
+        f"{plan.added} new wheel(s), {plan.kept} from earlier releases"
+    ]
     for write in plan.writes:
         what = "upload" if write.is_file else ("change" if write.held else "add")
         lines.append(f"  {what} {write.path} ({write.size} bytes)")
-    lines.extend(f"  keep {path} (the target's record of the same wheel)" for path in plan.kept_provenance)
+    lines.extend(
+        f"  keep {path} (the target's record of the same wheel)" for path in plan.kept_provenance
+    )
     return lines

@@ -29,7 +29,13 @@ from packaging.version import InvalidVersion, Version
 
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.plan.expand import Plan, Pruned
-from wheelfactory.plan.identity import Backend, InvalidBackend, InvalidVariantId, VariantId, minor_of
+from wheelfactory.plan.identity import (
+    Backend,
+    InvalidBackend,
+    InvalidVariantId,
+    VariantId,
+    minor_of,
+)
 from wheelfactory.runner import manifest
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.outputs import STDOUT, is_stdout
@@ -115,7 +121,8 @@ class ReportCell:
     reason: str  # the hover text: verification, the error, why it is pruned or missing
     python: str | None = None  # "abi3", "3.11"; None: every Python (pruned)
     arch: str | None = None  # None: every arch (pruned)
-    detail: str = ""  # shown in the cell: the first line of a failure, or of a built one's first warning
+    # shown in the cell: the first line of a failure, or of a built one's first warning
+    detail: str = ""
     wheel: str | None = None  # relative to the output directory
     size: int | None = None
     seconds: float | None = None
@@ -131,8 +138,11 @@ class ReportCell:
     @property
     def sub_label(self) -> str:
         """What tells the members of one grid cell apart: ``abi3 x86_64``, ``cp311 any arch``."""
-        python = "any python" if self.python is None else ("abi3" if self.python == "abi3"
-                                                           else "cp" + self.python.replace(".", ""))
+        python = (
+            "any python"
+            if self.python is None
+            else ("abi3" if self.python == "abi3" else "cp" + self.python.replace(".", ""))
+        )
         return f"{python} {self.arch or 'any arch'}"
 
     def sort_key(self) -> tuple[tuple[bool, Version], tuple[int, bool, Version, int], bool, str]:
@@ -174,9 +184,11 @@ class Report:
     def summary(self) -> str:
         counts = self.counts()
         variants = sum(n for status, n in counts.items() if status != "pruned")
-        text = (f"{variants} variant(s): {counts['built']} built, {counts['cached']} cached, "
-                f"{counts['failed']} failed, {counts['missing']} missing; "
-                f"{counts['pruned']} pruned combination(s)")
+        text = (
+            f"{variants} variant(s): {counts['built']} built, {counts['cached']} cached, "
+            f"{counts['failed']} failed, {counts['missing']} missing; "
+            f"{counts['pruned']} pruned combination(s)"
+        )
         if self.unplaced:
             entries = "entry" if len(self.unplaced) == 1 else "entries"
             text += f"; {len(self.unplaced)} manifest {entries} not in the grid"
@@ -210,14 +222,21 @@ def probe_dist(dist: Path, entries: Mapping[str, manifest.Entry]) -> DistFacts:
             sizes[vid] = (dist / entry.wheel).stat().st_size
     try:
         stamp = (dist / manifest.MANIFEST).stat().st_mtime
-        updated: str | None = datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        updated: str | None = datetime.fromtimestamp(stamp, timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC"
+        )
     except OSError:
         updated = None
     return DistFacts(indexed, sizes, (index / "index.html").is_file(), updated)
 
 
-def build_report(entries: Mapping[str, manifest.Entry], plan: Plan | None = None, *,
-                 facts: DistFacts = DistFacts(), matrix: str | None = None) -> Report:
+def build_report(
+    entries: Mapping[str, manifest.Entry],
+    plan: Plan | None = None,
+    *,
+    facts: DistFacts = DistFacts(),
+    matrix: str | None = None,
+) -> Report:
     """The grid for a manifest; with a plan, also its pruned combinations and the variants it
     plans that the manifest lacks (``missing``)."""
     cells: list[ReportCell] = []
@@ -234,18 +253,35 @@ def build_report(entries: Mapping[str, manifest.Entry], plan: Plan | None = None
         source = matrix or "the matrix"
         for variant in plan.variants:
             if variant.id not in entries:
-                cells.append(ReportCell(
-                    variant.id, _row(variant.key), _column(variant.key), "missing",
-                    f"planned by {source}, not in the manifest: build it with "
-                    f"`wheelfactory build --only '{variant.id}'`",
-                    python=variant.key.python, arch=variant.key.arch, torch_version=variant.torch_version))
+                cells.append(
+                    ReportCell(
+                        variant.id,
+                        _row(variant.key),
+                        _column(variant.key),
+                        "missing",
+                        f"planned by {source}, not in the manifest: build it with "
+                        f"`wheelfactory build --only '{variant.id}'`",
+                        python=variant.key.python,
+                        arch=variant.key.arch,
+                        torch_version=variant.torch_version,
+                    )
+                )
         cells.extend(_pruned_cell(p) for p in plan.pruned)
     cells.sort(key=ReportCell.sort_key)
     rows = tuple(sorted({c.row for c in cells}, key=Row.sort_key))
     columns = tuple(sorted({c.column for c in cells}, key=Column.sort_key))
     project, version = _release(entries)
-    return Report(rows, columns, tuple(cells), tuple(unplaced), matrix, facts.has_index, project, version,
-                  facts.updated)
+    return Report(
+        rows,
+        columns,
+        tuple(cells),
+        tuple(unplaced),
+        matrix,
+        facts.has_index,
+        project,
+        version,
+        facts.updated,
+    )
 
 
 def _release(entries: Mapping[str, manifest.Entry]) -> tuple[str | None, str | None]:
@@ -277,17 +313,24 @@ def _manifest_status(text: str) -> Status:
     return "built" if text == "built" else "cached" if text == "cached" else "failed"
 
 
-def _entry_cell(vid: str, key: VariantId, entry: manifest.Entry, size: int | None,
-                indexed: bool) -> ReportCell:
+def _entry_cell(
+    vid: str, key: VariantId, entry: manifest.Entry, size: int | None, indexed: bool
+) -> ReportCell:
     status = _manifest_status(entry.status)
     detail = ""
     torch = f"torch {entry.torch_version or key.torch}"
     if status != "failed":
         how = "built" if status == "built" else "cached (built earlier with the same key)"
-        tested = f", its project's tests ({entry.tests.get('command')})" if entry.tests and entry.tests.get("passed") else ""
-        reason = (f"{how}, passed verification, the smoke test{tested}: {entry.wheel or 'no wheel'}; {torch}"
-                  + (f"; engine {entry.engine}" if entry.engine else "")
-                  + "".join(f"; WARNING: {w}" for w in entry.warnings or ()))
+        tested = (
+            f", its project's tests ({entry.tests.get('command')})"
+            if entry.tests and entry.tests.get("passed")
+            else ""
+        )
+        reason = (
+            f"{how}, passed verification, the smoke test{tested}: {entry.wheel or 'no wheel'}; {torch}"
+            + (f"; engine {entry.engine}" if entry.engine else "")
+            + "".join(f"; WARNING: {w}" for w in entry.warnings or ())
+        )
         detail = f"warning: {entry.warnings[0]}" if entry.warnings else ""
     elif entry.status == "failed":
         text = (entry.error or "").strip()
@@ -298,11 +341,23 @@ def _entry_cell(vid: str, key: VariantId, entry: manifest.Entry, size: int | Non
     else:
         detail = f"unknown manifest status {entry.status!r}"
         reason = f"{detail}: rebuild it"
-    return ReportCell(vid, _row(key), _column(key), status, reason, python=key.python, arch=key.arch,
-                      detail=detail, wheel=entry.wheel, size=entry.size if entry.size is not None else size,
-                      seconds=entry.seconds, log=entry.log,
-                      index=f"{INDEX_DIR}/{vid}/simple/index.html" if indexed else None,
-                      torch_version=entry.torch_version, engine=entry.engine)
+    return ReportCell(
+        vid,
+        _row(key),
+        _column(key),
+        status,
+        reason,
+        python=key.python,
+        arch=key.arch,
+        detail=detail,
+        wheel=entry.wheel,
+        size=entry.size if entry.size is not None else size,
+        seconds=entry.seconds,
+        log=entry.log,
+        index=f"{INDEX_DIR}/{vid}/simple/index.html" if indexed else None,
+        torch_version=entry.torch_version,
+        engine=entry.engine,
+    )
 
 
 def _pruned_backend(text: str) -> tuple[str, str]:
@@ -325,14 +380,25 @@ def _pruned_cell(pruned: Pruned) -> ReportCell:
     if pruned.arch is None and pruned.python is None:
         label = f"{head}-*"
     else:
-        python = "*" if pruned.python is None else ("" if pruned.python == "abi3" else
-                                                    "-cp" + pruned.python.replace(".", ""))
+        python = (
+            "*"
+            if pruned.python is None
+            else ("" if pruned.python == "abi3" else "-cp" + pruned.python.replace(".", ""))
+        )
         label = f"{head}-{pruned.arch or '*'}-linux{python}"
-    return ReportCell(label, Row(pruned.torch), Column(backend, abi), "pruned", f"pruned: {pruned.reason}",
-                      python=pruned.python, arch=pruned.arch)
+    return ReportCell(
+        label,
+        Row(pruned.torch),
+        Column(backend, abi),
+        "pruned",
+        f"pruned: {pruned.reason}",
+        python=pruned.python,
+        arch=pruned.arch,
+    )
 
 
 # ----------------------------------------------------------------------------------------- text
+
 
 def human_size(size: int | None) -> str:
     if size is None:
@@ -384,8 +450,10 @@ table.details td.err { font-family: monospace; overflow-wrap: anywhere; max-widt
 
 
 def _status_css() -> str:
-    return "".join(f'[data-status="{s}"], .s-{s} {{ background: {fill}; color: {text}; }}\n'
-                   for s, (fill, _, text) in COLOURS.items())
+    return "".join(
+        f'[data-status="{s}"], .s-{s} {{ background: {fill}; color: {text}; }}\n'
+        for s, (fill, _, text) in COLOURS.items()
+    )
 
 
 def _link(dist_href: str | None, path: str) -> str | None:
@@ -398,26 +466,35 @@ def _link(dist_href: str | None, path: str) -> str | None:
 
 
 def _member(cell: ReportCell, *, several: bool, dist_href: str | None) -> str:
-    ident = f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
+    ident = (
+        f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
+    )
     parts = [f'<span class="st">{_e(cell.status)}</span>']
     if several:
         parts.append(f'<span class="sub">{_e(cell.sub_label)}</span>')
     if cell.status in ("built", "cached"):
-        facts = " · ".join(x for x in (human_size(cell.size), human_seconds(cell.seconds), "verified") if x)
+        facts = " · ".join(
+            x for x in (human_size(cell.size), human_seconds(cell.seconds), "verified") if x
+        )
         parts.append(f'<span class="facts">{_e(facts)}</span>')
         if cell.detail:  # a warning
             parts.append(f'<span class="err">{_e(cell.detail)}</span>')
     elif cell.status == "failed":
         parts.append(f'<span class="facts">{_e(human_seconds(cell.seconds))}</span>')
         parts.append(f'<span class="err">{_e(cell.detail)}</span>')
-    links = [f'<a href="{href}">{name}</a>' for name, path in (("log", cell.log), ("index", cell.index))
-             if path and (href := _link(dist_href, path))]
+    links = [
+        f'<a href="{href}">{name}</a>'
+        for name, path in (("log", cell.log), ("index", cell.index))
+        if path and (href := _link(dist_href, path))
+    ]
     if cell.is_variant:
         links.append(f'<a href="#v-{_e(cell.label)}">details</a>')
     if links:
         parts.append(f'<span class="facts">{" · ".join(links)}</span>')
-    return (f'<td {ident} data-status="{cell.status}" data-row="{_e(cell.row.key)}" '
-            f'data-column="{_e(cell.column.label)}" title="{_e(cell.reason)}">{" ".join(parts)}</td>')
+    return (
+        f'<td {ident} data-status="{cell.status}" data-row="{_e(cell.row.key)}" '
+        f'data-column="{_e(cell.column.label)}" title="{_e(cell.reason)}">{" ".join(parts)}</td>'
+    )
 
 
 def _grid_cell(members: tuple[ReportCell, ...], dist_href: str | None) -> str:
@@ -438,66 +515,117 @@ def _grid(report: Report, dist_href: str | None) -> str:
             groups.append((column.backend, 1))
     top = "".join(f'<th colspan="{n}">{_e(name)}</th>' for name, n in groups)
     abis = "".join(f"<th>{_e(c.abi)}</th>" for c in report.columns)
-    lines = ['<table class="grid">', f'<thead><tr><th rowspan="2">torch \\ backend</th>{top}</tr>',
-             f"<tr>{abis}</tr></thead>", "<tbody>"]
+    lines = [
+        '<table class="grid">',
+        f'<thead><tr><th rowspan="2">torch \\ backend</th>{top}</tr>',
+        f"<tr>{abis}</tr></thead>",
+        "<tbody>",
+    ]
     for row in report.rows:
         cells = "".join(_grid_cell(report.at(row, column), dist_href) for column in report.columns)
-        lines.append(f'<tr data-row="{_e(row.key)}"><th scope="row">{_e(row.label)}</th>{cells}</tr>')
+        lines.append(
+            f'<tr data-row="{_e(row.key)}"><th scope="row">{_e(row.label)}</th>{cells}</tr>'
+        )
     lines.append("</tbody></table>")
     return "\n".join(lines)
 
 
 def _details(report: Report, dist_href: str | None) -> str:
-    head = "".join(f"<th>{h}</th>" for h in ("variant", "status", "torch", "engine", "wheel", "size", "time",
-                                             "verification", "links"))
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in (
+            "variant",
+            "status",
+            "torch",
+            "engine",
+            "wheel",
+            "size",
+            "time",
+            "verification",
+            "links",
+        )
+    )
     rows = []
     for cell in report.cells:
         if not cell.is_variant:
             continue
         if cell.status in ("built", "cached"):
-            verification = f'<td class="err">passed; {_e(cell.detail)}</td>' if cell.detail else "<td>passed</td>"
+            verification = (
+                f'<td class="err">passed; {_e(cell.detail)}</td>'
+                if cell.detail
+                else "<td>passed</td>"
+            )
         elif cell.status == "failed":
             verification = f'<td class="err">{_e(cell.detail)}</td>'
         else:  # missing: why, and the command that builds it
             verification = f"<td>{_e(cell.reason)}</td>"
-        links = [f'<a href="{href}">{name}</a>' for name, path in (("log", cell.log), ("index", cell.index))
-                 if path and (href := _link(dist_href, path))]
+        links = [
+            f'<a href="{href}">{name}</a>'
+            for name, path in (("log", cell.log), ("index", cell.index))
+            if path and (href := _link(dist_href, path))
+        ]
         name = _e(posixpath.basename(cell.wheel or ""))
         wheel_href = _link(dist_href, cell.wheel) if cell.wheel else None
         wheel = f'<a href="{wheel_href}">{name}</a>' if wheel_href else name
-        rows.append(f'<tr id="v-{_e(cell.label)}"><td>{_e(cell.label)}</td>'
-                    f'<td class="s-{cell.status}">{cell.status}</td><td>{_e(cell.torch_version or "")}</td>'
-                    f"<td>{_e(cell.engine or '')}</td><td>{wheel}</td><td>{_e(human_size(cell.size))}</td>"
-                    f"<td>{_e(human_seconds(cell.seconds))}</td>{verification}"
-                    f"<td>{' · '.join(links)}</td></tr>")
+        rows.append(
+            f'<tr id="v-{_e(cell.label)}"><td>{_e(cell.label)}</td>'
+            f'<td class="s-{cell.status}">{cell.status}</td><td>{_e(cell.torch_version or "")}</td>'
+            f"<td>{_e(cell.engine or '')}</td><td>{wheel}</td><td>{_e(human_size(cell.size))}</td>"
+            f"<td>{_e(human_seconds(cell.seconds))}</td>{verification}"
+            f"<td>{' · '.join(links)}</td></tr>"
+        )
     for other in report.unplaced:
-        rows.append(f"<tr><td>{_e(other.variant_id)}</td><td>{_e(other.status)}</td>"
-                    f'<td colspan="7">not in the grid: {_e(other.reason)}</td></tr>')
+        rows.append(
+            f"<tr><td>{_e(other.variant_id)}</td><td>{_e(other.status)}</td>"
+            f'<td colspan="7">not in the grid: {_e(other.reason)}</td></tr>'
+        )
     return f'<table class="details">\n<tr>{head}</tr>\n' + "\n".join(rows) + "\n</table>"
 
 
 def _pruned_list(report: Report) -> str:
-    items = [f"<li><code>{_e(c.label)}</code>: {_e(c.reason.removeprefix('pruned: '))}</li>"
-             for c in report.cells if not c.is_variant]
+    items = [
+        f"<li><code>{_e(c.label)}</code>: {_e(c.reason.removeprefix('pruned: '))}</li>"
+        for c in report.cells
+        if not c.is_variant
+    ]
     return "<ul>\n" + "\n".join(items or ["<li>none</li>"]) + "\n</ul>"
 
 
-def render_html(report: Report, *, dist_href: str | None = ".", svg_href: str | None = SVG_NAME) -> str:
+def render_html(
+    report: Report, *, dist_href: str | None = ".", svg_href: str | None = SVG_NAME
+) -> str:
     """The report page. ``dist_href``: the output directory relative to the page (links to
     logs, wheels and index pages are relative to it); None: the page is served from the index
     (``index`` writes it there), whose pages it links and not dist's files; ``svg_href``: the
     grid as SVG."""
     counts = report.counts()
-    heading = f"{report.project} {report.version}: build report" if report.project else "wheelfactory matrix report"
-    release = " · ".join(x for x in (f"{report.project} {report.version}" if report.project else "",
-                                     f"last built {report.updated}" if report.updated else "") if x)
+    heading = (
+        f"{report.project} {report.version}: build report"
+        if report.project
+        else "wheelfactory matrix report"
+    )
+    release = " · ".join(
+        x
+        for x in (
+            f"{report.project} {report.version}" if report.project else "",
+            f"last built {report.updated}" if report.updated else "",
+        )
+        if x
+    )
     data = " ".join(f'data-{status}="{counts[status]}"' for status in STATUSES)
-    legend = "".join(f'<td class="s-{s}" data-legend="{s}"><b>{s}</b>: {_e(LEGEND[s])}</td>'
-                     for s in STATUSES)
-    sources = [f'<a href="{_href(dist_href, manifest.MANIFEST)}">{manifest.MANIFEST}</a>' if dist_href is not None
-               else manifest.MANIFEST]
-    sources.append(f"plan: {_e(report.matrix)}" if report.matrix
-                   else "no matrix (pruned combinations not shown)")
+    legend = "".join(
+        f'<td class="s-{s}" data-legend="{s}"><b>{s}</b>: {_e(LEGEND[s])}</td>' for s in STATUSES
+    )
+    sources = [
+        f'<a href="{_href(dist_href, manifest.MANIFEST)}">{manifest.MANIFEST}</a>'
+        if dist_href is not None
+        else manifest.MANIFEST
+    ]
+    sources.append(
+        f"plan: {_e(report.matrix)}"
+        if report.matrix
+        else "no matrix (pruned combinations not shown)"
+    )
     if report.has_index or dist_href is None:
         sources.append(f'<a href="{_link(dist_href, INDEX_DIR + "/index.html")}">package index</a>')
     if svg_href:
@@ -536,15 +664,27 @@ _HEAD = 2 * 20
 _HEADER_STYLE = 'fill="#f4f4f4" stroke="#bbbbbb"'
 
 
-def _svg_text(x: float, y: float, text: str, *, size: int = 12, weight: str = "normal", fill: str = "#1a1a1a",
-              anchor: str = "start") -> str:
-    return (f'<text x="{x:g}" y="{y:g}" font-size="{size}" font-weight="{weight}" fill="{fill}" '
-            f'text-anchor="{anchor}">{_e(text)}</text>')
+def _svg_text(
+    x: float,
+    y: float,
+    text: str,
+    *,
+    size: int = 12,
+    weight: str = "normal",
+    fill: str = "#1a1a1a",
+    anchor: str = "start",
+) -> str:
+    return (
+        f'<text x="{x:g}" y="{y:g}" font-size="{size}" font-weight="{weight}" fill="{fill}" '
+        f'text-anchor="{anchor}">{_e(text)}</text>'
+    )
 
 
 def _svg_member(cell: ReportCell, x: float, y: float, several: bool) -> str:
     fill, border, ink = COLOURS[cell.status]
-    ident = f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
+    ident = (
+        f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
+    )
     sub = f'<tspan font-weight="normal"> {_e(cell.sub_label)}</tspan>' if several else ""
     if cell.status in ("built", "cached"):
         second = " · ".join(x for x in (human_size(cell.size), human_seconds(cell.seconds)) if x)
@@ -553,11 +693,17 @@ def _svg_member(cell: ReportCell, x: float, y: float, several: bool) -> str:
     else:
         second = ""
     dashes = ' stroke-dasharray="4 2"' if cell.status == "missing" else ""
-    parts = [f'<g {ident} data-status="{cell.status}"><title>{_e(cell.label)}: {_e(cell.reason)}</title>',
-             (f'<rect x="{x + 1:g}" y="{y + 1:g}" width="{_COL - 2}" height="{_ITEM - 2}" fill="{fill}" '
-              f'stroke="{border}"{dashes}/>'),
-             (f'<text x="{x + 6:g}" y="{y + _LINE:g}" font-size="12" font-weight="bold" fill="{ink}">'
-              f"{_e(cell.status)}{sub}</text>")]
+    parts = [
+        f'<g {ident} data-status="{cell.status}"><title>{_e(cell.label)}: {_e(cell.reason)}</title>',
+        (
+            f'<rect x="{x + 1:g}" y="{y + 1:g}" width="{_COL - 2}" height="{_ITEM - 2}" fill="{fill}" '
+            f'stroke="{border}"{dashes}/>'
+        ),
+        (
+            f'<text x="{x + 6:g}" y="{y + _LINE:g}" font-size="12" font-weight="bold" fill="{ink}">'
+            f"{_e(cell.status)}{sub}</text>"
+        ),
+    ]
     if second:
         parts.append(_svg_text(x + 6, y + 2 * _LINE, second, size=11, fill=ink))
     parts.append("</g>")
@@ -566,22 +712,30 @@ def _svg_member(cell: ReportCell, x: float, y: float, several: bool) -> str:
 
 def render_svg(report: Report) -> str:
     """The grid as a standalone SVG (rects and text), with the page's statuses and colours."""
-    heights = [max([len(report.at(row, c)) for c in report.columns] + [1]) * _ITEM for row in report.rows]
+    heights = [
+        max([len(report.at(row, c)) for c in report.columns] + [1]) * _ITEM for row in report.rows
+    ]
     legend_y = _PAD + 22
     top = legend_y + 30
     width = max(_PAD * 2 + _ROW_HEAD + _COL * len(report.columns), 5 * 130 + 2 * _PAD)
     height = top + _HEAD + sum(heights) + _PAD
-    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif">'),
-           "<title>{_e(heading)}</title>",
-           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-           _svg_text(_PAD, _PAD + 12, report.summary(), size=13, weight="bold")]
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Arial, sans-serif">'
+        ),
+        "<title>{_e(heading)}</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        _svg_text(_PAD, _PAD + 12, report.summary(), size=13, weight="bold"),
+    ]
     for n, status in enumerate(STATUSES):
         fill, border, ink = COLOURS[status]
         x = _PAD + n * 130
-        out.append(f'<g data-legend="{status}"><title>{_e(LEGEND[status])}</title>'
-                   f'<rect x="{x}" y="{legend_y}" width="14" height="14" fill="{fill}" stroke="{border}"/>'
-                   f"{_svg_text(x + 20, legend_y + 12, status, fill=ink)}</g>")
+        out.append(
+            f'<g data-legend="{status}"><title>{_e(LEGEND[status])}</title>'
+            f'<rect x="{x}" y="{legend_y}" width="14" height="14" fill="{fill}" stroke="{border}"/>'
+            f"{_svg_text(x + 20, legend_y + 12, status, fill=ink)}</g>"
+        )
     x0 = _PAD + _ROW_HEAD
     previous = None
     for i, column in enumerate(report.columns):
@@ -595,12 +749,16 @@ def render_svg(report: Report) -> str:
     out.append(_svg_text(_PAD + 6, top + 25, "torch \\ backend", weight="bold"))
     y = top + _HEAD
     for row, row_height in zip(report.rows, heights):
-        out.append(f'<rect x="{_PAD}" y="{y}" width="{_ROW_HEAD}" height="{row_height}" {_HEADER_STYLE}/>')
+        out.append(
+            f'<rect x="{_PAD}" y="{y}" width="{_ROW_HEAD}" height="{row_height}" {_HEADER_STYLE}/>'
+        )
         out.append(_svg_text(_PAD + 6, y + _LINE + 2, row.label, weight="bold"))
         for i, column in enumerate(report.columns):
             x = x0 + i * _COL
-            out.append(f'<rect x="{x}" y="{y}" width="{_COL}" height="{row_height}" fill="#fafafa" '
-                       f'stroke="#bbbbbb"/>')
+            out.append(
+                f'<rect x="{x}" y="{y}" width="{_COL}" height="{row_height}" fill="#fafafa" '
+                f'stroke="#bbbbbb"/>'
+            )
             members = report.at(row, column)
             for n, cell in enumerate(members):
                 out.append(_svg_member(cell, x, y + n * _ITEM, len(members) > 1))
@@ -611,6 +769,7 @@ def render_svg(report: Report) -> str:
 
 # ---------------------------------------------------------------------------------------- write
 
+
 @dataclass(frozen=True)
 class Written:
     html: Path  # ``-``: went to standard output, as ``stdout``
@@ -618,7 +777,9 @@ class Written:
     stdout: str = ""  # the file written as ``-``, for the caller to print
 
 
-def report_paths(dist: Path, *, html_path: Path | None = None, svg_path: Path | None = None) -> tuple[Path, Path]:
+def report_paths(
+    dist: Path, *, html_path: Path | None = None, svg_path: Path | None = None
+) -> tuple[Path, Path]:
     """Where the page and the SVG go: ``--html`` (default ``dist/report.html``) and ``--svg``
     (default: beside the page, ``report.svg`` in dist or the page's name with ``.svg``; dist's
     when the page goes to stdout). ``-`` stays ``-`` (stdout); other paths are made absolute."""
@@ -626,12 +787,17 @@ def report_paths(dist: Path, *, html_path: Path | None = None, svg_path: Path | 
     if svg_path is not None:
         svg = Path(STDOUT) if is_stdout(svg_path) else svg_path.absolute()
     else:
-        svg = (dist / SVG_NAME if html_path is None or is_stdout(html_path) else page.with_suffix(".svg")).absolute()
+        svg = (
+            dist / SVG_NAME
+            if html_path is None or is_stdout(html_path)
+            else page.with_suffix(".svg")
+        ).absolute()
     return page, svg
 
 
-def write_report(report: Report, dist: Path, *, html_path: Path | None = None,
-                 svg_path: Path | None = None) -> Written:
+def write_report(
+    report: Report, dist: Path, *, html_path: Path | None = None, svg_path: Path | None = None
+) -> Written:
     """Write the page and the SVG (``report_paths``), each atomically; one of them may be ``-``:
     its text is returned in ``Written.stdout`` (a page on stdout links relative to the working
     directory; a page whose SVG is on stdout does not link it). A failed write is WriteFailed."""
@@ -641,8 +807,10 @@ def write_report(report: Report, dist: Path, *, html_path: Path | None = None,
     page_dir = Path.cwd() if is_stdout(page) else page.parent
     dist_href = Path(os.path.relpath(dist.absolute(), page_dir)).as_posix()
     svg_href = None if is_stdout(svg) else Path(os.path.relpath(svg, page_dir)).as_posix()
-    texts = ((svg, render_svg(report), "the report's SVG"),
-             (page, render_html(report, dist_href=dist_href, svg_href=svg_href), "the report"))
+    texts = (
+        (svg, render_svg(report), "the report's SVG"),
+        (page, render_html(report, dist_href=dist_href, svg_href=svg_href), "the report"),
+    )
     for path, _, what in texts:
         if not is_stdout(path):
             _make_parent(path, what)
@@ -668,6 +836,10 @@ def _make_parent(path: Path, what: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
-        raise UsageError(f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)") from None
+        raise UsageError(
+            f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)"
+        ) from None
     except OSError as exc:
-        raise WriteFailed(f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})") from None
+        raise WriteFailed(
+            f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})"
+        ) from None

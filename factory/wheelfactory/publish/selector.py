@@ -15,17 +15,32 @@ _PROBE = "wheelfactory-which-probe"
 _PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
 
 
-def run_selector(python: str, index: str | None, *, quiet: bool = False, project: str | None = None,
-                 gpus: tuple[str, ...] = ()) -> int:
+def run_selector(
+    python: str,
+    index: str | None,
+    *,
+    quiet: bool = False,
+    project: str | None = None,
+    gpus: tuple[str, ...] = (),
+) -> int:
     """Run select.py (standard library only, the runtime's fit rule embedded) with ``python`` on
     ``index`` (default: a local `serve`); its output goes to ours; its exit code. ``project``:
     the name the index must serve (select.py refuses an index of another project). ``gpus``: the
     compute capabilities to choose for instead of the machine's (``--gpu``)."""
     check_interpreter(python)
-    command = [python, "-", "--index", index or DEFAULT_BASE_URL, *(["--quiet"] if quiet else []),
-               *(["--project", project] if project else []), *(arg for gpu in gpus for arg in ("--gpu", gpu))]
+    command = [
+        python,
+        "-",
+        "--index",
+        index or DEFAULT_BASE_URL,
+        *(["--quiet"] if quiet else []),
+        *(["--project", project] if project else []),
+        *(arg for gpu in gpus for arg in ("--gpu", gpu)),
+    ]
     try:
-        return call(command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False).returncode
+        return call(
+            command, input=select_script(DEFAULT_BASE_URL), capture=False, tied=False
+        ).returncode
     except OSError as exc:
         raise UsageError(f"--python {python}: cannot run it ({exc.strerror or exc})") from None
 
@@ -34,23 +49,30 @@ def check_interpreter(python: str) -> None:
     """The program must be a Python 3 interpreter, else one line (UsageError) naming it. Without
     this, a program that ignores its arguments (/bin/echo, a wrapper that prints something and
     exits 0) would be taken for an answer."""
-    hint = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
+    hint = (
+        "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
+    )
     probe = f"import sys; sys.stdout.write('{_PROBE} %d' % sys.version_info[0])"
     try:
         done = call([python, "-c", probe], timeout=_PROBE_SECONDS, tied=False)
     except TimeoutExpired:
-        raise UsageError(f"--python {python}: no answer to a one-line Python test in {_PROBE_SECONDS} s; "
-                         f"{hint}") from None
+        raise UsageError(
+            f"--python {python}: no answer to a one-line Python test in {_PROBE_SECONDS} s; {hint}"
+        ) from None
     except (OSError, ValueError) as exc:  # not found, not executable; ValueError: a NUL in the name
         reason = getattr(exc, "strerror", None) or str(exc)
         raise UsageError(f"--python {python}: cannot run it ({reason}); {hint}") from None
     said = done.stdout.strip()
     if done.returncode != 0:
-        raise UsageError(f"--python {python}: exited {done.returncode} on a one-line Python test, so it is "
-                         f"not a working Python interpreter; {hint}")
+        raise UsageError(
+            f"--python {python}: exited {done.returncode} on a one-line Python test, so it is "
+            f"not a working Python interpreter; {hint}"
+        )
     if said != f"{_PROBE} 3":
         shown = " ".join(said.split())[:60] or "nothing"
-        raise UsageError(f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}")
+        raise UsageError(
+            f"--python {python}: not a Python 3 interpreter (a one-line test printed {shown!r}); {hint}"
+        )
 
 
 def project_here(directory: Path) -> str | None:
@@ -78,4 +100,6 @@ def project_here(directory: Path) -> str | None:
     if project is None:
         return None
     root = directory / project
-    return read(root / "kernel.toml", "kernel", "name") or read(root / "pyproject.toml", "project", "name")
+    return read(root / "kernel.toml", "kernel", "name") or read(
+        root / "pyproject.toml", "project", "name"
+    )

@@ -52,7 +52,9 @@ LOG_QUEUE_LINES = 1000  # log lines waiting for a slow reader; more are dropped 
 
 def escape_log(text: str) -> str:
     """``text`` with control characters as ``\\xNN`` (and ``\\`` doubled): one inert line."""
-    return _LOG_UNSAFE.sub(lambda m: "\\\\" if m.group() == "\\" else f"\\x{ord(m.group()):02x}", text)
+    return _LOG_UNSAFE.sub(
+        lambda m: "\\\\" if m.group() == "\\" else f"\\x{ord(m.group()):02x}", text
+    )
 
 
 def path_problem(target: str) -> str | None:
@@ -119,9 +121,11 @@ def _quality(media: str, ranges: list[tuple[str, float]]) -> float:
 def negotiate(accept: str | None) -> tuple[str, str]:
     """(file, Content-Type) a simple-API directory answers ``accept`` with (PEP 691)."""
     ranges = _accepted(accept or "")
-    best = max(REPRESENTATIONS, key=lambda r: _quality(r[0], ranges))  # max keeps the first of a tie
+    # max keeps the first of a tie
+    best = max(REPRESENTATIONS, key=lambda r: _quality(r[0], ranges))
     if not ranges or _quality(best[0], ranges) <= 0.0:
-        return REPRESENTATIONS[0][1:]  # nothing we have was asked for: HTML, as a plain server answers
+        # nothing we have was asked for: HTML, as a plain server answers
+        return REPRESENTATIONS[0][1:]
     return best[1], best[2]
 
 
@@ -141,20 +145,28 @@ def check_base_url(base_url: str) -> str:
             elif parts.query or parts.fragment or "@" in parts.netloc:
                 problem = "may not hold credentials, a query or a fragment"
     if problem:
-        raise UsageError(f"--base-url {base_url!r} {problem}; e.g. --base-url https://wheels.example.org")
+        raise UsageError(
+            f"--base-url {base_url!r} {problem}; e.g. --base-url https://wheels.example.org"
+        )
     return base_url.rstrip("/")
 
 
 class _Handler(SimpleHTTPRequestHandler):
-    extensions_map = {**SimpleHTTPRequestHandler.extensions_map, ".whl": "application/octet-stream",
-                      ".json": "application/json", ".txt": "text/plain; charset=utf-8",
-                      ".metadata": "application/octet-stream"}  # PEP 658: the METADATA bytes as they are
+    extensions_map = {
+        **SimpleHTTPRequestHandler.extensions_map,
+        ".whl": "application/octet-stream",
+        ".json": "application/json",
+        ".txt": "text/plain; charset=utf-8",
+        # PEP 658: the METADATA bytes as they are
+        ".metadata": "application/octet-stream",
+    }
     answered_with: str | None = None  # the negotiated file of this request, for the log
     server_version = "wheelfactory"
     sys_version = ""  # no Python version in the Server header
     error_message_format = "%(code)d %(message)s\n"
     error_content_type = "text/plain; charset=utf-8"
-    timeout = 60  # seconds a connection may sit idle (a stalled client does not hold a thread forever)
+    # seconds a connection may sit idle (a stalled client does not hold a thread forever)
+    timeout = 60
 
     @property
     def _index(self) -> IndexServer:
@@ -211,7 +223,11 @@ class _Handler(SimpleHTTPRequestHandler):
         try:
             stat_result = os.fstat(answer.fileno())
             size = stat_result.st_size
-            moved = self._index.moved_base() if posixpath.splitext(served_name)[1] in REWRITTEN else None
+            moved = (
+                self._index.moved_base()
+                if posixpath.splitext(served_name)[1] in REWRITTEN
+                else None
+            )
             if moved is not None:
                 body = answer.read().replace(moved[0].encode(), moved[1].encode())
                 answer.close()
@@ -253,8 +269,16 @@ class _Handler(SimpleHTTPRequestHandler):
 class IndexServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, root: Path, host: str, port: int, log_line: Callable[[str], None],
-                 base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> None:
+    def __init__(
+        self,
+        root: Path,
+        host: str,
+        port: int,
+        log_line: Callable[[str], None],
+        base_url: str | None = None,
+        *,
+        log_lines: int = LOG_QUEUE_LINES,
+    ) -> None:
         self.log_line = QueuedLog(log_line, log_lines)  # a request never waits on the log's reader
         self.base_url = base_url
         self.root = root
@@ -280,7 +304,9 @@ class IndexServer(ThreadingHTTPServer):
                 os.close(found[0])
             return None
         with os.fdopen(found[0], "rb") as handle:
-            written = re.search(r"(?m)^DEFAULT_INDEX = '([^'\n]+)'", handle.read(1 << 20).decode("utf-8", "replace"))
+            written = re.search(
+                r"(?m)^DEFAULT_INDEX = '([^'\n]+)'", handle.read(1 << 20).decode("utf-8", "replace")
+            )
         return (written.group(1), served) if written and written.group(1) != served else None
 
     @property
@@ -290,7 +316,11 @@ class IndexServer(ThreadingHTTPServer):
         if self.base_url is not None:
             return self.base_url
         host = self.server_address[0]
-        return None if (host.decode() if isinstance(host, bytes) else str(host)) in _WILDCARD_HOSTS else self.url
+        return (
+            None
+            if (host.decode() if isinstance(host, bytes) else str(host)) in _WILDCARD_HOSTS
+            else self.url
+        )
 
     def handle_error(self, request: object, client_address: object) -> None:
         """One escaped line instead of socketserver's traceback on stderr."""
@@ -339,16 +369,37 @@ class QueuedLog:
                 self._queue.all_tasks_done.wait(deadline - time.monotonic())
 
 
-def open_server(dist: Path, host: str, port: int, log_line: Callable[[str], None],
-                base_url: str | None = None, *, log_lines: int = LOG_QUEUE_LINES) -> IndexServer:
+def open_server(
+    dist: Path,
+    host: str,
+    port: int,
+    log_line: Callable[[str], None],
+    base_url: str | None = None,
+    *,
+    log_lines: int = LOG_QUEUE_LINES,
+) -> IndexServer:
     """A server over ``dist/index``, the index ``wheelfactory index`` keeps there."""
-    return open_root(dist / INDEX_LINK, host, port, log_line, base_url, log_lines=log_lines,
-                     hint=f"run `wheelfactory index -o {dist}` first")
+    return open_root(
+        dist / INDEX_LINK,
+        host,
+        port,
+        log_line,
+        base_url,
+        log_lines=log_lines,
+        hint=f"run `wheelfactory index -o {dist}` first",
+    )
 
 
-def open_root(root: Path, host: str, port: int, log_line: Callable[[str], None], base_url: str | None = None,
-              *, log_lines: int = LOG_QUEUE_LINES,
-              hint: str = "give the directory `wheelfactory index` or a publish to a directory wrote") -> IndexServer:
+def open_root(
+    root: Path,
+    host: str,
+    port: int,
+    log_line: Callable[[str], None],
+    base_url: str | None = None,
+    *,
+    log_lines: int = LOG_QUEUE_LINES,
+    hint: str = "give the directory `wheelfactory index` or a publish to a directory wrote",
+) -> IndexServer:
     """A server over ``root``, a directory holding an index (index.html at its top)."""
     if not (root / "index.html").is_file():
         raise UsageError(f"{root} holds no index (no index.html): {hint}")
@@ -356,5 +407,7 @@ def open_root(root: Path, host: str, port: int, log_line: Callable[[str], None],
     try:
         return IndexServer(root, host, port, log_line, fixed, log_lines=log_lines)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
-                         "(0 picks a free one)") from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
+            "(0 picks a free one)"
+        ) from None

@@ -77,7 +77,9 @@ class DirectoryStore:
         """``rel`` as path components under the root (links below it are confined's to refuse)."""
         member = paths.safe_member(rel)
         if member is None:
-            raise PublishError(f"{self.root}: {rel!r} is not a path inside it (a listing names a file outside)")
+            raise PublishError(
+                f"{self.root}: {rel!r} is not a path inside it (a listing names a file outside)"
+            )
         return member.parts
 
     def _regular(self, path: str) -> int | None:
@@ -86,7 +88,9 @@ class DirectoryStore:
         try:
             return confined.open_regular(self.root, "/".join(self._parts(path)))
         except confined.Refused as exc:
-            raise PublishError(f"{exc}: move it away (a publish never follows a link or opens a special file)") from None
+            raise PublishError(
+                f"{exc}: move it away (a publish never follows a link or opens a special file)"
+            ) from None
         except OSError as exc:
             raise PublishError(f"{self.root / path}: cannot read it ({exc.strerror})") from None
 
@@ -110,7 +114,9 @@ class DirectoryStore:
         with os.fdopen(fd, "rb") as stream:
             data = stream.read(limit + 1)
         if len(data) > limit:
-            raise PublishError(f"{self.root / path} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
+            raise PublishError(
+                f"{self.root / path} is over {limit >> 20} MiB: not a listing wheelfactory wrote"
+            )
         return data
 
     def put(self, path: str, body: bytes | Path, sha256: str, content_type: str) -> None:
@@ -121,12 +127,15 @@ class DirectoryStore:
             with confined.directory(self.root, tuple(folders), create=True) as parent:
                 _write_whole(parent, temp, name, body, target)
         except confined.Refused as exc:
-            raise PublishError(f"{exc}: move it away (a publish never follows a link or opens a special file)") from None
+            raise PublishError(
+                f"{exc}: move it away (a publish never follows a link or opens a special file)"
+            ) from None
         except OSError as exc:
             if exc.errno == errno.ENOSPC:
-                raise PublishError(f"{target}: no space left on the device while writing it (nothing of it was "
-                                   "kept): free space there and publish again; files already written are whole"
-                                   ) from None
+                raise PublishError(
+                    f"{target}: no space left on the device while writing it (nothing of it was "
+                    "kept): free space there and publish again; files already written are whole"
+                ) from None
             raise PublishError(f"{target}: cannot write it ({exc.strerror})") from None
 
     def default_base_url(self) -> str:
@@ -135,17 +144,23 @@ class DirectoryStore:
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
         if self.root.is_symlink() or (self.root.exists() and not self.root.is_dir()):
-            raise PublishError(f"{self.root} is not a directory: publish to a directory (or remove the link)")
+            raise PublishError(
+                f"{self.root} is not a directory: publish to a directory (or remove the link)"
+            )
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # under a regular file, under /proc, read-only, no space
-            raise PublishError(f"{self.root}: cannot make the target directory ({exc.strerror}): "
-                               "publish to a directory you can write") from None
+            raise PublishError(
+                f"{self.root}: cannot make the target directory ({exc.strerror}): "
+                "publish to a directory you can write"
+            ) from None
         with os.fdopen(_open_lock(self.root / LOCK_FILE), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise PublishError(f"{self.root}: another publish is writing here; wait for it") from None
+                raise PublishError(
+                    f"{self.root}: another publish is writing here; wait for it"
+                ) from None
             self._remove_partials()
             yield
 
@@ -162,7 +177,12 @@ def _write_whole(parent: int, temp: str, name: str, body: bytes | Path, target: 
     """``body`` into the directory ``parent`` as ``temp``, fsynced, then renamed over ``name``: a
     reader sees the old file or the new one. Whatever is at ``name`` must be a regular file (a
     rename would replace a link or refuse a folder)."""
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=parent)
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+        dir_fd=parent,
+    )
     try:
         with os.fdopen(fd, "wb") as stream:
             if isinstance(body, bytes):
@@ -191,15 +211,28 @@ def _open_lock(path: Path) -> int:
     (O_NOFOLLOW: a link planted there would have us create what it names) and never waiting on a
     FIFO (O_NONBLOCK); PublishError naming it otherwise."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o644,
+        )
     except OSError as exc:
-        kind = "a symbolic link" if exc.errno == errno.ELOOP else "a directory" if exc.errno == errno.EISDIR else None
-        raise PublishError(f"{path}: the publish lock cannot be opened ({kind or exc.strerror}): "
-                           "remove it, a publish makes its own") from None
+        kind = (
+            "a symbolic link"
+            if exc.errno == errno.ELOOP
+            else "a directory"
+            if exc.errno == errno.EISDIR
+            else None
+        )
+        raise PublishError(
+            f"{path}: the publish lock cannot be opened ({kind or exc.strerror}): "
+            "remove it, a publish makes its own"
+        ) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise PublishError(f"{path}: the publish lock is not a regular file: remove it, a publish makes its own")
+        raise PublishError(
+            f"{path}: the publish lock is not a regular file: remove it, a publish makes its own"
+        )
     os.set_blocking(fd, True)
     return fd
 
@@ -213,7 +246,8 @@ class BucketStore:
     website hosting."""
 
     target: BucketTarget
-    client: Any = field(default=None, compare=False)  # a boto3 S3 client; made from the target when None
+    # a boto3 S3 client; made from the target when None
+    client: Any = field(default=None, compare=False)
 
     @classmethod
     def open(cls, target: BucketTarget) -> BucketStore:
@@ -221,9 +255,14 @@ class BucketStore:
             import boto3
             from botocore.config import Config
         except ImportError:
-            raise PublishError("publishing to a bucket needs boto3: pip install 'wheelfactory[publish]'") from None
-        client = boto3.client("s3", endpoint_url=target.endpoint_url,
-                              config=Config(retries={"max_attempts": 3, "mode": "standard"}))
+            raise PublishError(
+                "publishing to a bucket needs boto3: pip install 'wheelfactory[publish]'"
+            ) from None
+        client = boto3.client(
+            "s3",
+            endpoint_url=target.endpoint_url,
+            config=Config(retries={"max_attempts": 3, "mode": "standard"}),
+        )
         return cls(target, client)
 
     def _failed(self, exc: Exception, doing: str) -> PublishError:
@@ -233,6 +272,7 @@ class BucketStore:
 
     def _errors(self) -> tuple[type[Exception], ...]:
         from botocore.exceptions import BotoCoreError, ClientError
+
         return (BotoCoreError, ClientError)
 
     def holds(self, path: str) -> bool:
@@ -264,7 +304,9 @@ class BucketStore:
         try:
             answer = self.client.get_object(Bucket=self.target.bucket, Key=key)
             if int(answer.get("ContentLength") or 0) > limit:
-                raise PublishError(f"{self.target}/{path} is over {limit >> 20} MiB: not a listing wheelfactory wrote")
+                raise PublishError(
+                    f"{self.target}/{path} is over {limit >> 20} MiB: not a listing wheelfactory wrote"
+                )
             data = answer["Body"].read()
         except self._errors() as exc:
             if _status(exc) == 404:
@@ -281,12 +323,22 @@ class BucketStore:
                 continue  # the bucket's root page: served as index.html only
             try:
                 if isinstance(body, bytes):
-                    self.client.put_object(Bucket=self.target.bucket, Key=key, Body=body, ContentType=content_type,
-                                           Metadata={"sha256": sha256})
+                    self.client.put_object(
+                        Bucket=self.target.bucket,
+                        Key=key,
+                        Body=body,
+                        ContentType=content_type,
+                        Metadata={"sha256": sha256},
+                    )
                 else:
                     with body.open("rb") as stream:
-                        self.client.put_object(Bucket=self.target.bucket, Key=key, Body=stream,
-                                               ContentType=content_type, Metadata={"sha256": sha256})
+                        self.client.put_object(
+                            Bucket=self.target.bucket,
+                            Key=key,
+                            Body=stream,
+                            ContentType=content_type,
+                            Metadata={"sha256": sha256},
+                        )
             except self._errors() as exc:
                 raise self._failed(exc, f"writing {key}") from None
 
@@ -300,10 +352,13 @@ class BucketStore:
             self.client.head_bucket(Bucket=self.target.bucket)
         except self._errors() as exc:
             if _status(exc) == 404:
-                raise PublishError(f"{self.target}: the bucket {self.target.bucket} does not exist; create it "
-                                   "first (wheelfactory never creates buckets)") from None
+                raise PublishError(
+                    f"{self.target}: the bucket {self.target.bucket} does not exist; create it "
+                    "first (wheelfactory never creates buckets)"
+                ) from None
             raise self._failed(exc, "reaching the bucket") from None
-        yield  # S3 has no lock: two publishers at once are the caller's to avoid (one CI job publishes)
+        # S3 has no lock: two publishers at once are the caller's to avoid (one CI job publishes)
+        yield
 
 
 def _status(exc: Exception) -> int | None:
@@ -318,4 +373,6 @@ def _status(exc: Exception) -> int | None:
 
 
 def open_store(target: DirectoryTarget | BucketTarget) -> Store:
-    return DirectoryStore(target) if isinstance(target, DirectoryTarget) else BucketStore.open(target)
+    return (
+        DirectoryStore(target) if isinstance(target, DirectoryTarget) else BucketStore.open(target)
+    )

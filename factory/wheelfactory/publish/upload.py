@@ -126,6 +126,7 @@ class HeldQuery:
 # planning (pure)
 # ---------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class _Index:
     variant: str | None
@@ -139,12 +140,16 @@ def local_file(wheel: IndexedWheel) -> Path:
     """The wheel's file in dist/; PublishError for a wheel listed from what a target holds."""
     source: Path | None = wheel.source
     if source is None:
-        raise PublishError(f"{wheel.filename}: no file of it in this dist to upload (it was read from a target)")
+        raise PublishError(
+            f"{wheel.filename}: no file of it in this dist to upload (it was read from a target)"
+        )
     return source
 
 
 def _dist_file(wheel: IndexedWheel) -> UploadFile:
-    return UploadFile(local_file(wheel), wheel.filename, wheel.project, wheel.sha256, wheel.variant_id)
+    return UploadFile(
+        local_file(wheel), wheel.filename, wheel.project, wheel.sha256, wheel.variant_id
+    )
 
 
 def _default_file(path: Path) -> UploadFile:
@@ -152,50 +157,85 @@ def _default_file(path: Path) -> UploadFile:
     return UploadFile(path, path.name, canonicalize_name(name), file_sha256(path), None)
 
 
-def _indexes(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]) -> list[_Index]:
-    in_url, in_index_url = VARIANT_FIELD in (target.url or ""), VARIANT_FIELD in (target.index_url or "")
+def _indexes(
+    target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
+) -> list[_Index]:
+    in_url, in_index_url = (
+        VARIANT_FIELD in (target.url or ""),
+        VARIANT_FIELD in (target.index_url or ""),
+    )
     if target.index_url and in_url != in_index_url:
-        raise PublishError(f"{target}: url and index_url must both name {VARIANT_FIELD} or neither (one index "
-                           "per variant is read where it is uploaded to)")
+        raise PublishError(
+            f"{target}: url and index_url must both name {VARIANT_FIELD} or neither (one index "
+            "per variant is read where it is uploaded to)"
+        )
     if target.per_variant and not target.url:
-        raise PublishError(f"{target}: a twine alias is one index; {VARIANT_FIELD} in index_url needs an upload "
-                           f"URL with {VARIANT_FIELD}")
+        raise PublishError(
+            f"{target}: a twine alias is one index; {VARIANT_FIELD} in index_url needs an upload "
+            f"URL with {VARIANT_FIELD}"
+        )
     if not target.local_labels:
         if target.per_variant:
-            raise PublishError(f"{target}: local_labels = false takes only the unlabelled default wheels, which "
-                               f"have no variant index; give it one index (no {VARIANT_FIELD})")
+            raise PublishError(
+                f"{target}: local_labels = false takes only the unlabelled default wheels, which "
+                f"have no variant index; give it one index (no {VARIANT_FIELD})"
+            )
         if not default_wheels:
-            raise PublishError(f"{target} refuses local version labels (local_labels = false), so only PyPI's "
-                               "default variant goes there, without its label, and there is none: set "
-                               "[publish] pypi_default = true (or name the variant)")
+            raise PublishError(
+                f"{target} refuses local version labels (local_labels = false), so only PyPI's "
+                "default variant goes there, without its label, and there is none: set "
+                "[publish] pypi_default = true (or name the variant)"
+            )
         files = tuple(sorted((_default_file(p) for p in default_wheels), key=lambda f: f.filename))
         return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
-        return [_Index(v, target.upload_url(v), None, target.simple_url(v),
-                       tuple(sorted((_dist_file(w) for w in wheels if w.variant_id == v), key=lambda f: f.filename)))
-                for v in variants]
+        return [
+            _Index(
+                v,
+                target.upload_url(v),
+                None,
+                target.simple_url(v),
+                tuple(
+                    sorted(
+                        (_dist_file(w) for w in wheels if w.variant_id == v),
+                        key=lambda f: f.filename,
+                    )
+                ),
+            )
+            for v in variants
+        ]
     if not wheels:
         return []
     files = tuple(sorted((_dist_file(w) for w in wheels), key=lambda f: f.filename))
     return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
 
 
-def held_queries(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
-                 ) -> list[HeldQuery]:
+def held_queries(
+    target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
+) -> list[HeldQuery]:
     """The pages to read (``read_held``) before ``plan_upload``: one per index and project."""
     queries = []
     for index in _indexes(target, wheels, default_wheels):
         if index.simple_url is None:
             continue
         for project in sorted({f.project for f in index.files}):
-            queries.append(HeldQuery(index.simple_url, project,
-                                     frozenset(f.filename for f in index.files if f.project == project)))
+            queries.append(
+                HeldQuery(
+                    index.simple_url,
+                    project,
+                    frozenset(f.filename for f in index.files if f.project == project),
+                )
+            )
     return queries
 
 
-def plan_upload(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path],
-                held: Mapping[str, Mapping[str, str]]) -> UploadPlan:
+def plan_upload(
+    target: UploadTarget,
+    wheels: Sequence[IndexedWheel],
+    default_wheels: Sequence[Path],
+    held: Mapping[str, Mapping[str, str]],
+) -> UploadPlan:
     """Which file goes to which index, and which each already holds (the module docstring says
     the rules). ``held``: per simple URL (``UploadTarget.simple_url``), file name -> sha256 of
     what that index holds; an index missing from it holds nothing. PublishError, naming the file,
@@ -212,8 +252,10 @@ def plan_upload(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wh
         for item in index.files:
             if item.filename in ours:
                 if ours[item.filename] != item.sha256:
-                    raise PublishError(f"{item.filename}: this dist has two files of that name with other bytes "
-                                       f"for {where}; rebuild so that each wheel has its own name")
+                    raise PublishError(
+                        f"{item.filename}: this dist has two files of that name with other bytes "
+                        f"for {where}; rebuild so that each wheel has its own name"
+                    )
                 continue
             ours[item.filename] = item.sha256
             theirs = there.get(item.filename)
@@ -222,14 +264,26 @@ def plan_upload(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wh
             elif theirs == item.sha256:
                 present.append(item)
             else:
-                conflicts.append(f"{item.filename}: {where} already holds it with sha256 {theirs}, "
-                                 f"this dist's is {item.sha256}")
-        planned.append(IndexUpload(index.variant, index.upload_url, index.repository, index.simple_url,
-                                   tuple(upload), tuple(present)))
+                conflicts.append(
+                    f"{item.filename}: {where} already holds it with sha256 {theirs}, "
+                    f"this dist's is {item.sha256}"
+                )
+        planned.append(
+            IndexUpload(
+                index.variant,
+                index.upload_url,
+                index.repository,
+                index.simple_url,
+                tuple(upload),
+                tuple(present),
+            )
+        )
     if conflicts:
         more = f" ({len(conflicts) - 1} more conflicting)" if len(conflicts) > 1 else ""
-        raise PublishError(f"{conflicts[0]}{more}; a published file name is never reused with other bytes "
-                           f"(PyPI's rule), so nothing was uploaded to {target}: publish a new version")
+        raise PublishError(
+            f"{conflicts[0]}{more}; a published file name is never reused with other bytes "
+            f"(PyPI's rule), so nothing was uploaded to {target}: publish a new version"
+        )
     return UploadPlan(target, tuple(planned))
 
 
@@ -242,8 +296,10 @@ def render_plan(plan: UploadPlan) -> list[str]:
         for item in index.present:
             lines.append(f"skip {item.filename}: {index} already holds these bytes")
         if index.simple_url is None and index.upload:
-            lines.append(f"note: what {index} holds is not read (it has no index_url): the server decides whether "
-                         "a file is already there")
+            lines.append(
+                f"note: what {index} holds is not read (it has no index_url): the server decides whether "
+                "a file is already there"
+            )
     if not lines:
         lines.append(f"nothing to upload to {plan.target}")
     return lines
@@ -252,6 +308,7 @@ def render_plan(plan: UploadPlan) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # uploading
 # ---------------------------------------------------------------------------------------------
+
 
 def _masked(text: str, secret: str | None) -> str:
     """``text`` fit to print: URL passwords and the password itself as ***."""
@@ -274,7 +331,8 @@ def twine_settings(index: IndexUpload) -> Settings:
     else:  # the alias, not a TWINE_REPOSITORY_URL the environment may hold
         args += ["--repository", index.repository or "", "--repository-url", ""]
     settings = Settings.from_argparse(parser.parse_args(args))
-    if index.simple_url is None:  # nothing read: let twine skip what the server has, where it can tell
+    # nothing read: let twine skip what the server has, where it can tell
+    if index.simple_url is None:
         settings.skip_existing = True
         try:
             settings.verify_feature_capability()
@@ -318,8 +376,12 @@ def _failure(index: IndexUpload, exc: Exception, secret: str | None) -> PublishE
         if status in (401, 403):
             hint = "; check TWINE_USERNAME / TWINE_PASSWORD (or keyring) for it"
         elif status in (400, 409):
-            hint = "; the server may hold a file of that name already (rerun to compare what it holds)"
-        return PublishError(_masked(f"upload to {where} refused: HTTP {status} {exc.response.reason}{hint}", secret))
+            hint = (
+                "; the server may hold a file of that name already (rerun to compare what it holds)"
+            )
+        return PublishError(
+            _masked(f"upload to {where} refused: HTTP {status} {exc.response.reason}{hint}", secret)
+        )
     if isinstance(exc, requests.ConnectionError):
         return PublishError(f"cannot reach {where} to upload: is the server up and the URL right?")
     detail = _masked(one_line(str(exc)), secret) or type(exc).__name__
@@ -335,8 +397,10 @@ def upload_index(index: IndexUpload, *, say: Say) -> int:
         from twine import exceptions as twine_exceptions
         from twine.commands.upload import upload as twine_upload
     except ImportError:
-        raise EnvironmentProblem(f"uploading to {mask_password(str(index))} needs twine, which is not installed: "
-                                 "pip install 'wheelfactory[publish]'") from None
+        raise EnvironmentProblem(
+            f"uploading to {mask_password(str(index))} needs twine, which is not installed: "
+            "pip install 'wheelfactory[publish]'"
+        ) from None
     secret: str | None = None
     try:
         settings = twine_settings(index)
@@ -346,10 +410,18 @@ def upload_index(index: IndexUpload, *, say: Say) -> int:
         files = [str(item.path) for item in index.upload]
         with _captured() as (_, records):
             # twine's requests calls carry no timeout: a server that never answers would hold the publish
-            within(upload_deadline(index), f"uploading {len(files)} file(s) to {mask_password(str(index))}",
-                   lambda: twine_upload(settings, files),
-                   hint=f"{UPLOAD_BASE:.0f} s, and 1 s per {UPLOAD_RATE >> 10} KiB sent; is the server overloaded?")
-    except (twine_exceptions.TwineException, requests.RequestException, argparse.ArgumentError, OSError) as exc:
+            within(
+                upload_deadline(index),
+                f"uploading {len(files)} file(s) to {mask_password(str(index))}",
+                lambda: twine_upload(settings, files),
+                hint=f"{UPLOAD_BASE:.0f} s, and 1 s per {UPLOAD_RATE >> 10} KiB sent; is the server overloaded?",
+            )
+    except (
+        twine_exceptions.TwineException,
+        requests.RequestException,
+        argparse.ArgumentError,
+        OSError,
+    ) as exc:
         raise _failure(index, exc, secret) from None
     skipped = sum(1 for message in records.messages if message.startswith("Skipping "))
     if skipped:
@@ -362,7 +434,9 @@ def upload_deadline(index: IndexUpload) -> float:
     return UPLOAD_BASE + sum(item.path.stat().st_size for item in index.upload) / UPLOAD_RATE
 
 
-def read_plan(target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]) -> UploadPlan:
+def read_plan(
+    target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
+) -> UploadPlan:
     """What each index of ``target`` holds, read, then ``plan_upload``: PublishError on a
     conflict, before anything is sent. A caller publishing to several targets plans them all
     first, so that a conflict at any one leaves every one unchanged."""
@@ -371,8 +445,9 @@ def read_plan(target: UploadTarget, wheels: Sequence[IndexedWheel], default_whee
     held: dict[str, dict[str, str]] = {}
     deadline = Deadline.from_now()
     for query in held_queries(target, wheels, default_wheels):
-        held.setdefault(query.simple_url, {}).update(read_held(query.simple_url, query.project, only=query.filenames,
-                                                               deadline=deadline))
+        held.setdefault(query.simple_url, {}).update(
+            read_held(query.simple_url, query.project, only=query.filenames, deadline=deadline)
+        )
     return plan_upload(target, wheels, default_wheels, held)
 
 
@@ -388,8 +463,10 @@ def check_alias(alias: str) -> None:
     try:
         twine_utils.get_repository_from_config(config, alias)
     except twine_exceptions.InvalidConfiguration:
-        raise PublishError(f"the twine repository alias {alias!r} is not in {config}: add a [{alias}] section "
-                           f"with its repository URL there (or write ./{alias} for a directory)") from None
+        raise PublishError(
+            f"the twine repository alias {alias!r} is not in {config}: add a [{alias}] section "
+            f"with its repository URL there (or write ./{alias} for a directory)"
+        ) from None
 
 
 def execute_plan(plan: UploadPlan, *, say: Say) -> UploadResult:
@@ -403,8 +480,14 @@ def execute_plan(plan: UploadPlan, *, say: Say) -> UploadResult:
     return UploadResult(uploaded, plan.present + plan.to_upload - uploaded, plan)
 
 
-def publish_uploads(target: UploadTarget, wheels: list[IndexedWheel], default_wheels: list[Path], *,
-                    dry_run: bool, say: Say) -> UploadResult:
+def publish_uploads(
+    target: UploadTarget,
+    wheels: list[IndexedWheel],
+    default_wheels: list[Path],
+    *,
+    dry_run: bool,
+    say: Say,
+) -> UploadResult:
     """Publish to an upload-API target: ``read_plan`` (a conflict refuses the whole publish
     before anything is sent), then ``execute_plan``. ``dry_run``: read and plan, ``say`` the
     plan's lines, send nothing."""

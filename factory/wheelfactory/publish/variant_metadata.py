@@ -49,12 +49,20 @@ from packaging.version import Version
 
 from wheelfactory.errors import ConfigError, IndexBuildError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.index import ZIP_ERRORS, IndexedWheel, _page, _wheel_anchor, wheel_build_record
+from wheelfactory.publish.index import (
+    ZIP_ERRORS,
+    IndexedWheel,
+    _page,
+    _wheel_anchor,
+    wheel_build_record,
+)
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
-PROVIDERS_SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"  # variant.json (has providers)
-PROVIDER = {"builtin": "wheelfactory"}  # no installable plugin serves our namespaces (module docstring)
+# variant.json (has providers)
+PROVIDERS_SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
+# no installable plugin serves our namespaces (module docstring)
+PROVIDER = {"builtin": "wheelfactory"}
 NAMESPACES = ("torch", "nvidia", "amd")  # default-priorities: the order properties are weighed in
 LABEL = re.compile(r"^[0-9a-z_.]+$")
 NAME = re.compile(r"^[a-z0-9_]+$")
@@ -70,8 +78,11 @@ def label_for(wheel: IndexedWheel) -> str:
     Python (the wheel tags carry those)."""
     key = wheel.variant
     major, minor = key.torch.split(".")
-    head = f"torch_stable_abi{major}{minor}" if key.stable_abi else \
-        f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
+    head = (
+        f"torch_stable_abi{major}{minor}"
+        if key.stable_abi
+        else f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
+    )
     return f"{head}_{key.backend.tag}" + (f"_{key.gpu}" if key.gpu else "")
 
 
@@ -81,7 +92,9 @@ def _archs(wheel: IndexedWheel) -> list[str]:
         with zipfile.ZipFile(wheel.local_file) as archive:
             record = wheel_build_record(archive, wheel.project, wheel.local_file)
     except ZIP_ERRORS as exc:
-        raise ConfigError(f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)) from None
+        raise ConfigError(
+            f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)
+        ) from None
     listed = (record or {}).get("arch_list")
     return [str(a) for a in listed] if isinstance(listed, list) else []
 
@@ -94,23 +107,33 @@ def properties_for(wheel: IndexedWheel, archs: Sequence[str] = ()) -> Properties
     if key.backend.kind == "cuda":
         part = key.gpu_slice  # a split build's part: its one arch, whatever its record says
         sm = [part.sm_arch] if part else sorted({value for a in archs for value in _sm_arch(a)})
-        props["nvidia"] = {"cuda_version_lower_bound": [key.backend.version or ""], **({"sm_arch": sm} if sm else {})}
+        props["nvidia"] = {
+            "cuda_version_lower_bound": [key.backend.version or ""],
+            **({"sm_arch": sm} if sm else {}),
+        }
     elif key.backend.kind == "rocm":
-        props["amd"] = {"rocm_version": [key.backend.version or ""], **({"gfx_arch": sorted(archs)} if archs else {})}
+        props["amd"] = {
+            "rocm_version": [key.backend.version or ""],
+            **({"gfx_arch": sorted(archs)} if archs else {}),
+        }
     return props
 
 
 def _sm_arch(arch: str) -> list[str]:
     """``"9.0"`` -> 90_real; ``"12.0+PTX"`` -> 120_real and 120_virtual; ``"12.0+PTX-only"`` -> 120_virtual."""
     digits = arch.split("+")[0].replace(".", "")
-    return ([] if arch.endswith("+PTX-only") else [f"{digits}_real"]) + \
-        ([f"{digits}_virtual"] if arch.endswith(("+PTX", "+PTX-only")) else [])
+    return ([] if arch.endswith("+PTX-only") else [f"{digits}_real"]) + (
+        [f"{digits}_virtual"] if arch.endswith(("+PTX", "+PTX-only")) else []
+    )
 
 
 def document(variants: Mapping[str, Properties]) -> dict[str, object]:
     """The index-level ``<name>-<version>-variants.json`` (PEP 825 draft v0.1.1)."""
-    return {"$schema": SCHEMA_URL, "default-priorities": {"namespace": _namespaces(variants)},
-            "variants": {label: variants[label] for label in sorted(variants)}}
+    return {
+        "$schema": SCHEMA_URL,
+        "default-priorities": {"namespace": _namespaces(variants)},
+        "variants": {label: variants[label] for label in sorted(variants)},
+    }
 
 
 def wheel_document(variants: Mapping[str, Properties], label: str) -> dict[str, object]:
@@ -118,8 +141,12 @@ def wheel_document(variants: Mapping[str, Properties], label: str) -> dict[str, 
     release's namespace priorities (the same in every wheel of the release, so variantlib can merge
     them) and a provider for each of those namespaces."""
     namespaces = _namespaces(variants)
-    return {"$schema": PROVIDERS_SCHEMA_URL, "default-priorities": {"namespace": namespaces},
-            "providers": {ns: dict(PROVIDER) for ns in namespaces}, "variants": {label: variants[label]}}
+    return {
+        "$schema": PROVIDERS_SCHEMA_URL,
+        "default-priorities": {"namespace": namespaces},
+        "providers": {ns: dict(PROVIDER) for ns in namespaces},
+        "variants": {label: variants[label]},
+    }
 
 
 def _namespaces(variants: Mapping[str, Properties]) -> list[str]:
@@ -160,9 +187,9 @@ def check_document(doc: Mapping[str, object]) -> list[str]:
     return problems
 
 
-def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *,
-                     tampered: list[str] | None = None
-                     ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Path], ...]]:
+def variant_metadata(
+    wheels: Sequence[IndexedWheel], dist: Path | None = None, *, tampered: list[str] | None = None
+) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, Path], ...]]:
     """Index pages and labelled wheel copies for every (project, public version). Copies are
     made under ``dist/.index/variant-wheels/<source sha>/<variant.json sha>/``, again on every run
     (see below); a copy found there changed is named in ``tampered``."""
@@ -181,13 +208,17 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             if labelled.get(label, props) != props:  # e.g. aarch64 built for other CUDA archs
                 label = f"{label}_{wheel.variant.arch}"
             if labelled.get(label, props) != props:
-                raise WheelfactoryError(f"variant label {label} stands for two property sets in {project} {version}")
+                raise WheelfactoryError(
+                    f"variant label {label} stands for two property sets in {project} {version}"
+                )
             labelled[label] = props
             label_of[wheel.variant_id] = label
         doc = document(labelled)
         problems = check_document(doc)
         if problems:
-            raise WheelfactoryError(f"variants.json for {project} {version} breaks the draft's shape: {problems}")
+            raise WheelfactoryError(
+                f"variants.json for {project} {version} breaks the draft's shape: {problems}"
+            )
         folder = f"{VARIANTS_DIR}/{project}"
         json_name = f"{project.replace('-', '_')}-{version}-variants.json"
         pages[f"{folder}/{json_name}"] = json.dumps(doc, indent=2) + "\n"
@@ -200,7 +231,9 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             own_doc = wheel_document(labelled, label)
             problems = check_document(own_doc)
             if problems:
-                raise WheelfactoryError(f"variant.json of {label} ({project} {version}) is malformed: {problems}")
+                raise WheelfactoryError(
+                    f"variant.json of {label} ({project} {version}) is malformed: {problems}"
+                )
             own = json.dumps(own_doc, indent=2).encode() + b"\n"
             cache = _cache_dir(dist, wheel.sha256[:16], hashlib.sha256(own).hexdigest()[:16])
             # Made again from its source (checked by collect) on every run, never reused as found:
@@ -210,11 +243,22 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             # The cache holds one copy per (source, variant.json): one found there that is not what
             # the rewrite makes was changed after it was made; it is replaced and named in ``tampered``.
             found = {path.name: file_sha256(path) for path in cache.glob("*.whl") if path.is_file()}
-            copy = rewrite_wheel(wheel.local_file, cache, version=Version(version),
-                                 dist_info_files={"variant.json": own}, variant_label=label)
-            if tampered is not None and copy.name in found and found[copy.name] != file_sha256(copy):
-                tampered.append(f"{cache.relative_to(dist)}/{copy.name} did not match the copy its source "
-                                f"{wheel.filename} makes: made again from the source")
+            copy = rewrite_wheel(
+                wheel.local_file,
+                cache,
+                version=Version(version),
+                dist_info_files={"variant.json": own},
+                variant_label=label,
+            )
+            if (
+                tampered is not None
+                and copy.name in found
+                and found[copy.name] != file_sha256(copy)
+            ):
+                tampered.append(
+                    f"{cache.relative_to(dist)}/{copy.name} did not match the copy its source "
+                    f"{wheel.filename} makes: made again from the source"
+                )
             links.append((f"{folder}/{copy.name}", copy))
             sha = file_sha256(copy)
             anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
@@ -225,17 +269,22 @@ def variant_metadata(wheels: Sequence[IndexedWheel], dist: Path | None = None, *
             if stale.name not in used:
                 _remove(stale)
     if groups:
-        pages[f"{VARIANTS_DIR}/index.html"] = _page("Variant wheels (PEP 825 draft)", [
-            f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})])
+        pages[f"{VARIANTS_DIR}/index.html"] = _page(
+            "Variant wheels (PEP 825 draft)",
+            [f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})],
+        )
     return tuple(sorted(pages.items())), tuple(links)
 
 
-_ANCHOR_LINE = re.compile(r'<a href="([^"/:#?]+)(?:#sha256=[0-9a-f]{64})?"(?: data-requires-python="[^"<>]*")?>'
-                          r'[^<>]*</a><br/>')
+_ANCHOR_LINE = re.compile(
+    r'<a href="([^"/:#?]+)(?:#sha256=[0-9a-f]{64})?"(?: data-requires-python="[^"<>]*")?>'
+    r"[^<>]*</a><br/>"
+)
 
 
-def with_earlier_files(pages: Sequence[tuple[str, str]], held_page: Callable[[str], bytes | None]
-                       ) -> tuple[tuple[str, str], ...]:
+def with_earlier_files(
+    pages: Sequence[tuple[str, str]], held_page: Callable[[str], bytes | None]
+) -> tuple[tuple[str, str], ...]:
     """``pages`` where each project's variant page also lists what the target's copy of it
     listed (``held_page`` reads it back): on a publish target, earlier releases stay listed
     here as on every other page. Only anchor lines of the shape this module writes, to a file in
@@ -243,13 +292,21 @@ def with_earlier_files(pages: Sequence[tuple[str, str]], held_page: Callable[[st
     out: list[tuple[str, str]] = []
     for path, text in pages:
         parts = path.split("/")
-        held = held_page(path) if len(parts) == 4 and path.startswith(VARIANTS_DIR + "/") and \
-            parts[-1] == "index.html" else None
+        held = (
+            held_page(path)
+            if len(parts) == 4 and path.startswith(VARIANTS_DIR + "/") and parts[-1] == "index.html"
+            else None
+        )
         if held:
-            lines = [line.strip() for line in text.splitlines() if _ANCHOR_LINE.fullmatch(line.strip())]
+            lines = [
+                line.strip() for line in text.splitlines() if _ANCHOR_LINE.fullmatch(line.strip())
+            ]
             now = {_ANCHOR_LINE.fullmatch(line).group(1) for line in lines}  # type: ignore[union-attr]
-            earlier = [line.strip() for line in held.decode("utf-8", errors="replace").splitlines()
-                       if (found := _ANCHOR_LINE.fullmatch(line.strip())) and found.group(1) not in now]
+            earlier = [
+                line.strip()
+                for line in held.decode("utf-8", errors="replace").splitlines()
+                if (found := _ANCHOR_LINE.fullmatch(line.strip())) and found.group(1) not in now
+            ]
             text = _page(f"Variant wheels of {parts[2]}", earlier + lines)
         out.append((path, text))
     return tuple(out)
@@ -269,8 +326,9 @@ def _cache_dir(dist: Path, name: str, document: str) -> Path:
     stops the run; a link in the cache (ours to remake) is removed."""
     generations = dist / CACHE_DIR.split("/")[0]
     if generations.is_symlink():
-        raise IndexBuildError(f"{generations} is a symlink: the index is written only inside {dist}; "
-                              "remove the link")
+        raise IndexBuildError(
+            f"{generations} is a symlink: the index is written only inside {dist}; remove the link"
+        )
     cache = dist / CACHE_DIR
     target = cache / name / document
     for path in (cache, cache / name, target):
@@ -287,22 +345,40 @@ def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel
     from dataclasses import replace
 
     # The copy's METADATA is not the source's (its version lost the local label): none is offered.
-    return replace(wheel, filename=filename, sha256=sha256, core_metadata_sha256=None, core_metadata=None)
+    return replace(
+        wheel, filename=filename, sha256=sha256, core_metadata_sha256=None, core_metadata=None
+    )
 
 
-def environment_properties(torch_version: str, cxx11_abi: bool, cuda: str | None = None,
-                           sm: Sequence[str] = (), rocm: str | None = None, gfx: Sequence[str] = ()) -> Properties:
+def environment_properties(
+    torch_version: str,
+    cxx11_abi: bool,
+    cuda: str | None = None,
+    sm: Sequence[str] = (),
+    rocm: str | None = None,
+    gfx: Sequence[str] = (),
+) -> Properties:
     """What an environment supports, each feature's values best first (what a provider plugin
     would report): this torch; stable-ABI builds for any torch from 2.0 up to it; CUDA builds of
     this major and minor <= this one, newest first; the GPU's own archs."""
     major, minor = (int(x) for x in torch_version.split(".")[:2])
-    props: Properties = {"torch": {"version": [f"{major}.{minor}"], "cxx11_abi": ["true" if cxx11_abi else "false"],
-                                   "stable_abi_min": [f"{major}.{m}" for m in range(minor, -1, -1)]}}
+    props: Properties = {
+        "torch": {
+            "version": [f"{major}.{minor}"],
+            "cxx11_abi": ["true" if cxx11_abi else "false"],
+            "stable_abi_min": [f"{major}.{m}" for m in range(minor, -1, -1)],
+        }
+    }
     if cuda:
         cmajor, cminor = (int(x) for x in cuda.split(".")[:2])
-        props["nvidia"] = {"cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
-                           "sm_arch": [s for cap in sm for s in (f"{cap.replace('.', '')}_real",
-                                                                 f"{cap.replace('.', '')}_virtual")]}
+        props["nvidia"] = {
+            "cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
+            "sm_arch": [
+                s
+                for cap in sm
+                for s in (f"{cap.replace('.', '')}_real", f"{cap.replace('.', '')}_virtual")
+            ],
+        }
     if rocm:
         props["amd"] = {"rocm_version": [rocm], "gfx_arch": list(gfx)}
     return props
@@ -322,7 +398,9 @@ def select_label(doc: Mapping[str, object], supported: Properties) -> str | None
     return best[1] if best else None
 
 
-def _priority_keys(props: Properties, supported: Properties, order: list[str]) -> list[tuple[int, int, int]] | None:
+def _priority_keys(
+    props: Properties, supported: Properties, order: list[str]
+) -> list[tuple[int, int, int]] | None:
     """Sorted (namespace, feature, value) ranks of a variant's properties; None: incompatible."""
     keys = []
     for ns, features in props.items():
@@ -336,7 +414,9 @@ def _priority_keys(props: Properties, supported: Properties, order: list[str]) -
     return sorted(keys)
 
 
-def _better(a: tuple[list[tuple[int, int, int]], str], b: tuple[list[tuple[int, int, int]], str]) -> bool:
+def _better(
+    a: tuple[list[tuple[int, int, int]], str], b: tuple[list[tuple[int, int, int]], str]
+) -> bool:
     for x, y in zip(a[0], b[0]):
         if x != y:
             return x < y

@@ -55,16 +55,25 @@ def detect() -> dict[str, object]:
     try:
         import torch
     except ImportError:
-        _fail("select: torch is not installed in this environment; install torch first "
-              "(the kernel wheel is built against it)", EXIT_NO_TORCH)
+        _fail(
+            "select: torch is not installed in this environment; install torch first "
+            "(the kernel wheel is built against it)",
+            EXIT_NO_TORCH,
+        )
     version = torch.__version__.split("+")[0]
     cuda = getattr(torch.version, "cuda", None)
     hip = getattr(torch.version, "hip", None)
     backend, toolkit = ("cuda", cuda) if cuda else ("rocm", hip) if hip else ("cpu", None)
-    return {"torch": _major_minor(version), "torch_version": version, "backend": backend,
-            "toolkit": _major_minor(toolkit) if toolkit else None, "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
-            "python": f"{sys.version_info.major}.{sys.version_info.minor}",
-            "arch": normalize_machine(platform.machine()), "gpus": _gpus(torch) if cuda else []}
+    return {
+        "torch": _major_minor(version),
+        "torch_version": version,
+        "backend": backend,
+        "toolkit": _major_minor(toolkit) if toolkit else None,
+        "cxx11_abi": bool(torch.compiled_with_cxx11_abi()),
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "arch": normalize_machine(platform.machine()),
+        "gpus": _gpus(torch) if cuda else [],
+    }
 
 
 def _gpus(torch: object) -> list[str]:
@@ -94,8 +103,11 @@ def load_listing(index: str) -> dict[str, object]:
                 raw: bytes = response.read()
         except (OSError, ValueError) as exc:
             shown = url if len(url) <= 120 else url[:120] + "..."
-            _fail(f"select: cannot read {shown}: {exc}; is `wheelfactory serve` (or the index's host) "
-                  "running there?", EXIT_NO_INDEX)
+            _fail(
+                f"select: cannot read {shown}: {exc}; is `wheelfactory serve` (or the index's host) "
+                "running there?",
+                EXIT_NO_INDEX,
+            )
         return _checked(raw, url)
     root = Path(index)
     shown = index if len(index) <= 120 else index[:120] + "..."
@@ -103,7 +115,10 @@ def load_listing(index: str) -> dict[str, object]:
         try:
             found = candidate.is_file()
         except OSError as exc:  # a name too long, a permission: one line, as a missing index
-            _fail(f"select: cannot look for index.json under {shown}: {exc.strerror or exc}", EXIT_NO_INDEX)
+            _fail(
+                f"select: cannot look for index.json under {shown}: {exc.strerror or exc}",
+                EXIT_NO_INDEX,
+            )
         if found:
             try:
                 data = candidate.read_bytes()
@@ -115,13 +130,26 @@ def load_listing(index: str) -> dict[str, object]:
 
 # Each variant's keys that the fit rule and the pip command read, with their JSON types.
 _VARIANT_KEYS: dict[str, tuple[type, ...]] = {
-    "id": (str,), "project": (str,), "torch": (str,), "backend": (str,), "cxx11_abi": (bool,), "python": (str,),
-    "arch": (str,), "index": (str,), "toolkit": (str, type(None)), "stable_abi": (bool, type(None)),
+    "id": (str,),
+    "project": (str,),
+    "torch": (str,),
+    "backend": (str,),
+    "cxx11_abi": (bool,),
+    "python": (str,),
+    "arch": (str,),
+    "index": (str,),
+    "toolkit": (str, type(None)),
+    "stable_abi": (bool, type(None)),
 }
 # Keys a listing may lack (older ones lack the last four) but that must have these types when present.
 _OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
-    "toolkit": (str, type(None)), "stable_abi": (bool, type(None)), "version": (str,), "gpu": (str,),
-    "requires_python": (str, type(None)), "core_metadata_sha256": (str, type(None)), "size": (int,),
+    "toolkit": (str, type(None)),
+    "stable_abi": (bool, type(None)),
+    "version": (str,),
+    "gpu": (str,),
+    "requires_python": (str, type(None)),
+    "core_metadata_sha256": (str, type(None)),
+    "size": (int,),
 }
 
 
@@ -138,7 +166,10 @@ def _checked(raw: bytes, where: str) -> dict[str, object]:
 
 def _bad_index(where: str, problem: str) -> NoReturn:
     """One line on stderr naming the file (and key), then exit EXIT_BAD_INDEX."""
-    print(" ".join(f"select: {where}: {problem}; run `wheelfactory index` again".split()), file=sys.stderr)
+    print(
+        " ".join(f"select: {where}: {problem}; run `wheelfactory index` again".split()),
+        file=sys.stderr,
+    )
     raise SystemExit(EXIT_BAD_INDEX)
 
 
@@ -163,7 +194,9 @@ def check_listing(raw: bytes) -> dict[str, object]:
     try:  # a "\\udcff" escape parses to a lone surrogate, which no page or file can be written with
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidListing(f"holds {exc.object[exc.start:exc.end]!a}, an escape of no character") from None
+        raise InvalidListing(
+            f"holds {exc.object[exc.start : exc.end]!a}, an escape of no character"
+        ) from None
     variants = data.get("variants", [])
     if not isinstance(variants, list):
         raise InvalidListing("variants: expected a list")
@@ -175,11 +208,17 @@ def check_listing(raw: bytes) -> dict[str, object]:
                 continue
             if key not in variant:
                 raise InvalidListing(f"variants[{number}]: missing key {key}")
-            if not isinstance(variant[key], types) or (key == "size" and isinstance(variant[key], bool)):
-                raise InvalidListing(f"variants[{number}]: {key}: {quoted(variant[key])} has the wrong type")
+            if not isinstance(variant[key], types) or (
+                key == "size" and isinstance(variant[key], bool)
+            ):
+                raise InvalidListing(
+                    f"variants[{number}]: {key}: {quoted(variant[key])} has the wrong type"
+                )
         if "version" in variant and _VERSION.fullmatch(str(variant["version"])) is None:
-            raise InvalidListing(f"variants[{number}]: version: {quoted(variant['version'])} is not a "
-                                 "normalized PEP 440 version")
+            raise InvalidListing(
+                f"variants[{number}]: version: {quoted(variant['version'])} is not a "
+                "normalized PEP 440 version"
+            )
         for key in ("torch", "toolkit", "python"):
             value = variant.get(key)
             if value is None or (key == "python" and value == "abi3"):
@@ -187,15 +226,25 @@ def check_listing(raw: bytes) -> dict[str, object]:
             try:
                 parse_major_minor(str(value))
             except ValueError:
-                raise InvalidListing(f"variants[{number}]: {key}: {quoted(value)} is not a major.minor version") from None
+                raise InvalidListing(
+                    f"variants[{number}]: {key}: {quoted(value)} is not a major.minor version"
+                ) from None
     return data
 
 
 # A PEP 440 version as index.json writes it (normalized: packaging's str(Version)).
-_VERSION = re.compile(r"(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)(?:(?P<pre_l>a|b|rc)(?P<pre_n>[0-9]+))?"
-                      r"(?:\.post(?P<post>[0-9]+))?(?:\.dev(?P<dev>[0-9]+))?(?:\+(?P<local>[a-z0-9]+(?:\.[a-z0-9]+)*))?")
-VersionKey = tuple[int, tuple[int, ...], tuple[int, str, int], tuple[int, int], tuple[int, int],
-                   tuple[int, tuple[tuple[int, int, str], ...]]]
+_VERSION = re.compile(
+    r"(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)(?:(?P<pre_l>a|b|rc)(?P<pre_n>[0-9]+))?"
+    r"(?:\.post(?P<post>[0-9]+))?(?:\.dev(?P<dev>[0-9]+))?(?:\+(?P<local>[a-z0-9]+(?:\.[a-z0-9]+)*))?"
+)
+VersionKey = tuple[
+    int,
+    tuple[int, ...],
+    tuple[int, str, int],
+    tuple[int, int],
+    tuple[int, int],
+    tuple[int, tuple[tuple[int, int, str], ...]],
+]
 _LOWEST: VersionKey = (-1, (), (-1, "", 0), (-1, 0), (-1, 0), (-1, ()))
 
 
@@ -212,28 +261,50 @@ def version_key(version: str) -> VersionKey:
     if found["pre_l"]:
         pre = (0, found["pre_l"], int(found["pre_n"]))  # a < b < rc, as strings too
     else:
-        pre = (-1, "", 0) if dev is not None and post is None else (1, "", 0)  # 1.0.dev1 < 1.0a1; 1.0 > 1.0rc1
+        # 1.0.dev1 < 1.0a1; 1.0 > 1.0rc1
+        pre = (-1, "", 0) if dev is not None and post is None else (1, "", 0)
     local = found["local"]
-    return (int(found["epoch"] or 0), tuple(release), pre, (-1, 0) if post is None else (0, int(post)),
-            (1, 0) if dev is None else (0, int(dev)),  # 1.0.dev1 < 1.0
-            (-1, ()) if local is None else  # 1.0 < 1.0+anything; in a label, words before numbers
-            (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in local.split("."))))
+    return (
+        int(found["epoch"] or 0),
+        tuple(release),
+        pre,
+        (-1, 0) if post is None else (0, int(post)),
+        (1, 0) if dev is None else (0, int(dev)),  # 1.0.dev1 < 1.0
+        (-1, ())
+        if local is None
+        # 1.0 < 1.0+anything; in a label, words before numbers
+        else (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in local.split("."))),
+    )
 
 
 def fit_env(env: dict[str, object]) -> FitEnv:
     """``detect()``'s environment as the runtime's fit rule reads one."""
     toolkit = env.get("toolkit")
-    return FitEnv(str(env.get("torch_version") or env["torch"]), str(env["backend"]),
-                  str(toolkit) if toolkit else None, bool(env["cxx11_abi"]), str(env["python"]), str(env["arch"]),
-                  tuple(parse_major_minor(gpu) for gpu in env_gpus(env)))
+    return FitEnv(
+        str(env.get("torch_version") or env["torch"]),
+        str(env["backend"]),
+        str(toolkit) if toolkit else None,
+        bool(env["cxx11_abi"]),
+        str(env["python"]),
+        str(env["arch"]),
+        tuple(parse_major_minor(gpu) for gpu in env_gpus(env)),
+    )
 
 
 def fit_build(variant: dict[str, object]) -> FitBuild:
     """An index.json variant as the runtime's fit rule reads a build."""
     toolkit = variant.get("toolkit")
-    return FitBuild(str(variant["torch"]), str(variant["backend"]), str(toolkit) if toolkit else None,
-                    bool(variant["cxx11_abi"]), str(variant["python"]), str(variant["arch"]),
-                    bool(variant.get("stable_abi")), str(variant.get("id", "")), str(variant.get("gpu") or ""))
+    return FitBuild(
+        str(variant["torch"]),
+        str(variant["backend"]),
+        str(toolkit) if toolkit else None,
+        bool(variant["cxx11_abi"]),
+        str(variant["python"]),
+        str(variant["arch"]),
+        bool(variant.get("stable_abi")),
+        str(variant.get("id", "")),
+        str(variant.get("gpu") or ""),
+    )
 
 
 def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
@@ -241,8 +312,9 @@ def mismatches(env: dict[str, object], variant: dict[str, object]) -> list[str]:
     return list(check_fit(fit_build(variant), fit_env(env)).problems)
 
 
-def choose(env: dict[str, object], variants: list[dict[str, object]]
-           ) -> tuple[dict[str, object] | None, list[tuple[dict[str, object], list[str]]]]:
+def choose(
+    env: dict[str, object], variants: list[dict[str, object]]
+) -> tuple[dict[str, object] | None, list[tuple[dict[str, object], list[str]]]]:
     """The best matching variant (exact toolkit before an older compatible one, a torch-specific
     build before a stable-ABI one, then the newest release), and every other one with the reasons
     it does not fit, nearest first. A listing has one entry per release of a variant: the others
@@ -250,18 +322,28 @@ def choose(env: dict[str, object], variants: list[dict[str, object]]
     scored = [(variant, mismatches(env, variant)) for variant in variants]
     fitting = [v for v, why in scored if not why]
 
-    def preference(variant: dict[str, object]
-                   ) -> tuple[bool, bool, tuple[int, int], tuple[int, int], bool, VersionKey]:
+    def preference(
+        variant: dict[str, object],
+    ) -> tuple[bool, bool, tuple[int, int], tuple[int, int], bool, VersionKey]:
         toolkit = parse_major_minor(str(variant.get("toolkit") or "0.0"))
-        return (variant["backend"] == env["backend"], not variant.get("stable_abi"), toolkit, gpu_rank(variant),
-                variant["python"] != "abi3", version_key(str(variant.get("version", ""))))
+        return (
+            variant["backend"] == env["backend"],
+            not variant.get("stable_abi"),
+            toolkit,
+            gpu_rank(variant),
+            variant["python"] != "abi3",
+            version_key(str(variant.get("version", ""))),
+        )
 
     best = max(fitting, key=preference) if fitting else None
     newest: dict[str, tuple[dict[str, object], list[str]]] = {}
     for variant, why in scored:
         kept = newest.get(str(variant["id"]))
-        if why and (kept is None or version_key(str(variant.get("version", ""))) >
-                    version_key(str(kept[0].get("version", "")))):
+        if why and (
+            kept is None
+            or version_key(str(variant.get("version", "")))
+            > version_key(str(kept[0].get("version", "")))
+        ):
             newest[str(variant["id"])] = (variant, why)
     others = sorted(newest.values(), key=lambda item: (len(item[1]), str(item[0]["id"])))
     return best, others
@@ -281,7 +363,9 @@ def gpu_rank(variant: dict[str, object]) -> tuple[int, int]:
 def gpu_reasons(env: dict[str, object], variant: dict[str, object]) -> list[str]:
     """Why a part of a split build serves each GPU of ``env`` (``sm_86 -> sm_80 wheel: ...``)."""
     part = str(variant.get("gpu") or "")
-    reasons = [gpu_part_serves(part, parse_major_minor(gpu)) for gpu in env_gpus(env)] if part else []
+    reasons = (
+        [gpu_part_serves(part, parse_major_minor(gpu)) for gpu in env_gpus(env)] if part else []
+    )
     return [reason for reason in reasons if reason]
 
 
@@ -291,7 +375,9 @@ def _sm(capability: object) -> str:
 
 
 def _parts(variants: list[dict[str, object]]) -> list[str]:
-    return sorted({str(v.get("gpu")) for v in variants if v.get("gpu")}, key=lambda p: gpu_rank({"gpu": p}))
+    return sorted(
+        {str(v.get("gpu")) for v in variants if v.get("gpu")}, key=lambda p: gpu_rank({"gpu": p})
+    )
 
 
 def describe(env: dict[str, object]) -> str:
@@ -310,26 +396,38 @@ def _canonical(name: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="select", description=__doc__.splitlines()[0])
     parser.add_argument("--index", default=DEFAULT_INDEX, help="the index's URL or dist directory")
-    parser.add_argument("--quiet", "-q", action="store_true", help="print only the --index-url value")
+    parser.add_argument(
+        "--quiet", "-q", action="store_true", help="print only the --index-url value"
+    )
     parser.add_argument("--json", action="store_true", help="print the decision as JSON")
     parser.add_argument("--project", help="the project the index must serve (another's is refused)")
-    parser.add_argument("--gpu", action="append", default=[], metavar="M.m",
-                        help="choose for a GPU of this compute capability (9.0) instead of this machine's; "
-                             "repeat it for a cluster with several kinds")
+    parser.add_argument(
+        "--gpu",
+        action="append",
+        default=[],
+        metavar="M.m",
+        help="choose for a GPU of this compute capability (9.0) instead of this machine's; "
+        "repeat it for a cluster with several kinds",
+    )
     args = parser.parse_args(argv)
     for gpu in args.gpu:
         if not re.fullmatch(r"\d{1,2}\.\d", gpu):
-            _fail(f"select: --gpu {gpu[:20]!r} is not a compute capability: give it as major.minor, e.g. "
-                  "--gpu 9.0 (H100), --gpu 8.6 (RTX 30xx)", EXIT_BAD_INDEX)
+            _fail(
+                f"select: --gpu {gpu[:20]!r} is not a compute capability: give it as major.minor, e.g. "
+                "--gpu 9.0 (H100), --gpu 8.6 (RTX 30xx)",
+                EXIT_BAD_INDEX,
+            )
     listing = load_listing(args.index)
     listed = listing.get("variants", [])
     variants = [v for v in listed if isinstance(v, dict)] if isinstance(listed, list) else []
     served = sorted({str(v.get("project")) for v in variants})
     if args.project and _canonical(args.project) not in {_canonical(name) for name in served}:
         shown = args.index if len(args.index) <= 120 else args.index[:120] + "..."
-        _fail(f"select: the index at {shown} serves {', '.join(served) or 'no project'}, not {args.project}: is "
-              "another project's index (or `wheelfactory serve`) there? Name this project's with --index",
-              EXIT_NO_INDEX)
+        _fail(
+            f"select: the index at {shown} serves {', '.join(served) or 'no project'}, not {args.project}: is "
+            "another project's index (or `wheelfactory serve`) there? Name this project's with --index",
+            EXIT_NO_INDEX,
+        )
     env = detect()
     if args.gpu:
         env["gpus"] = sorted(set(args.gpu), key=parse_major_minor)
@@ -337,37 +435,66 @@ def main(argv: list[str] | None = None) -> int:
     parts = _parts(variants)
     if best is not None and best.get("gpu") and not env_gpus(env):
         # every part "fits" a machine whose GPU is not known; which one runs is the GPU's call
-        print(f"this index splits its CUDA builds by GPU architecture ({', '.join(parts)}) and no GPU is seen "
-              f"here ({describe(env)}): name the GPU to install for with --gpu, e.g. --gpu 9.0", file=sys.stderr)
+        print(
+            f"this index splits its CUDA builds by GPU architecture ({', '.join(parts)}) and no GPU is seen "
+            f"here ({describe(env)}): name the GPU to install for with --gpu, e.g. --gpu 9.0",
+            file=sys.stderr,
+        )
         return EXIT_NO_MATCH
     base = args.index.rstrip("/") if args.index.startswith(("http://", "https://")) else None
     if args.json:
-        print(json.dumps({"environment": env, "variant": best, "why": gpu_reasons(env, best) if best else [],
-                          "nearest": [
-            {"id": v["id"], "mismatches": why} for v, why in others[:3]]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "environment": env,
+                    "variant": best,
+                    "why": gpu_reasons(env, best) if best else [],
+                    "nearest": [{"id": v["id"], "mismatches": why} for v, why in others[:3]],
+                },
+                indent=2,
+            )
+        )
         return 0 if best else EXIT_NO_MATCH
     if best is None:
         print(f"no variant of this index fits {describe(env)}.", file=sys.stderr)
         for variant, why in others[:3]:
             print(f"  nearest: {variant['id']}: {'; '.join(why)}", file=sys.stderr)
         # A wheel of another arch or Python does not install here at all; one of another torch does.
-        installable = [v for v, _ in others if v.get("arch") == env["arch"]
-                       and v.get("python") in ("abi3", env["python"])]
-        gpu_misses = [v for v, why in others if v.get("gpu") and all("does not run on" in w for w in why)]
+        installable = [
+            v
+            for v, _ in others
+            if v.get("arch") == env["arch"] and v.get("python") in ("abi3", env["python"])
+        ]
+        gpu_misses = [
+            v for v, why in others if v.get("gpu") and all("does not run on" in w for w in why)
+        ]
         if gpu_misses:
-            unserved = [g for g in env_gpus(env)
-                        if not any(gpu_part_serves(str(v.get("gpu")), parse_major_minor(g)) for v in gpu_misses)]
-            print(f"No part of this split build ({', '.join(parts)}) runs on "
-                  f"{', '.join(_sm(g) for g in unserved) or 'all of these GPUs at once'}"
-                  f": an arch_list with {' and '.join(str(g) for g in unserved) or 'a PTX arch at or below the oldest'}"
-                  " in [cuda] would build one that does.", file=sys.stderr)
+            unserved = [
+                g
+                for g in env_gpus(env)
+                if not any(
+                    gpu_part_serves(str(v.get("gpu")), parse_major_minor(g)) for v in gpu_misses
+                )
+            ]
+            print(
+                f"No part of this split build ({', '.join(parts)}) runs on "
+                f"{', '.join(_sm(g) for g in unserved) or 'all of these GPUs at once'}"
+                f": an arch_list with {' and '.join(str(g) for g in unserved) or 'a PTX arch at or below the oldest'}"
+                " in [cuda] would build one that does.",
+                file=sys.stderr,
+            )
         elif installable:
-            print(f"Installing {installable[0]['id']} still works: its runtime JIT-compiles the kernels for this "
-                  "torch (a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",
-                  file=sys.stderr)
+            print(
+                f"Installing {installable[0]['id']} still works: its runtime JIT-compiles the kernels for this "
+                "torch (a C++ compiler is needed; CUDA sources need nvcc) or falls back to reference PyTorch ops.",
+                file=sys.stderr,
+            )
         elif others:
-            print(f"None of them installs here: they are built for another arch or Python than this "
-                  f"{env['arch']} CPython {env['python']}.", file=sys.stderr)
+            print(
+                f"None of them installs here: they are built for another arch or Python than this "
+                f"{env['arch']} CPython {env['python']}.",
+                file=sys.stderr,
+            )
         return EXIT_NO_MATCH
     index_url = f"{base}/{best['index']}".rstrip("/") if base else str(best["index"])
     if args.quiet:
@@ -377,8 +504,10 @@ def main(argv: list[str] | None = None) -> int:
         for reason in gpu_reasons(env, best):
             print(f"# {reason}")
         if best["backend"] != env["backend"]:
-            print(f"# (no {env['backend']} build of this torch in the index: the CPU build's ops run prebuilt "
-                  f"on CPU tensors; {env['backend']} tensors use the reference ops)")
+            print(
+                f"# (no {env['backend']} build of this torch in the index: the CPU build's ops run prebuilt "
+                f"on CPU tensors; {env['backend']} tensors use the reference ops)"
+            )
         print(f"pip install --index-url {index_url} {best['project']}")
     return 0
 

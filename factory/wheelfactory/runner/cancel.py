@@ -50,7 +50,11 @@ class Cancel:
 
     @property
     def described(self) -> str:
-        return NAMES.get(signal.Signals(self.signum), f"signal {self.signum}") if self.signum is not None else "Ctrl-C"
+        return (
+            NAMES.get(signal.Signals(self.signum), f"signal {self.signum}")
+            if self.signum is not None
+            else "Ctrl-C"
+        )
 
     @contextmanager
     def installed(self) -> Iterator[None]:
@@ -76,7 +80,8 @@ class Cancel:
             os._exit(EXIT_CODES.get(signal.Signals(signum), 130))
         self.signum = signum
         self.event.set()
-        proc.CANCELLED.set()  # before the sweep: a command a build thread starts after it is refused
+        # before the sweep: a command a build thread starts after it is refused
+        proc.CANCELLED.set()
         stop_descendants(signal.SIGTERM)
         raise KeyboardInterrupt
 
@@ -95,7 +100,9 @@ class Cancel:
         command died of a signal and the cancel follows within SIGNAL_GRACE_S."""
         if self.event.is_set():
             return True
-        died_of_signal = isinstance(failure, CommandFailed) and (failure.returncode < 0 or failure.returncode in (130, 143))
+        died_of_signal = isinstance(failure, CommandFailed) and (
+            failure.returncode < 0 or failure.returncode in (130, 143)
+        )
         return died_of_signal and self.event.wait(SIGNAL_GRACE_S)
 
 
@@ -111,7 +118,7 @@ def descendants(root: int, proc: Path = Path("/proc")) -> list[int]:
         except OSError:
             continue  # gone meanwhile
         # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-        fields = text[text.rfind(")") + 2:].split()
+        fields = text[text.rfind(")") + 2 :].split()
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(stat_file.parent.name))
     found, queue = [], list(children.get(root, []))
@@ -141,7 +148,7 @@ def _living(pids: list[int]) -> list[int]:
             state = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        if state[state.rfind(")") + 2:][:1] not in ("Z", "X"):
+        if state[state.rfind(")") + 2 :][:1] not in ("Z", "X"):
             alive.append(pid)
     return alive
 

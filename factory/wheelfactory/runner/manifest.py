@@ -80,26 +80,41 @@ def read(out: Path) -> dict[str, Entry]:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"cannot read it ({reason})", file=shown, hint="move it away and rebuild") from None
+        raise ConfigError(
+            f"cannot read it ({reason})", file=shown, hint="move it away and rebuild"
+        ) from None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise ConfigError(f"not JSON ({_one_line(str(exc))})", file=shown, hint="move it away and rebuild") from None
+        raise ConfigError(
+            f"not JSON ({_one_line(str(exc))})", file=shown, hint="move it away and rebuild"
+        ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"expected a JSON object, got {_kind(data)}", file=shown,
-                          hint="not a wheelfactory manifest: move it away and rebuild")
-    try:  # JSON's \ud800 escapes decode to lone surrogates, which no page or log can be written with
+        raise ConfigError(
+            f"expected a JSON object, got {_kind(data)}",
+            file=shown,
+            hint="not a wheelfactory manifest: move it away and rebuild",
+        )
+    # JSON's \ud800 escapes decode to lone surrogates, which no page or log can be written with
+    try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError("holds text that is not valid Unicode (a lone surrogate escape)", file=shown,
-                          hint="not a wheelfactory manifest: move it away and rebuild") from None
+        raise ConfigError(
+            "holds text that is not valid Unicode (a lone surrogate escape)",
+            file=shown,
+            hint="not a wheelfactory manifest: move it away and rebuild",
+        ) from None
     for key in data:
         if key not in ("schema", "variants"):
             raise ConfigError("unknown key", file=shown, key=_key(key))
     schema = data.get("schema")
     if type(schema) is not int or schema != SCHEMA:
-        raise ConfigError(f"unknown manifest schema {_shown(schema)} (this wheelfactory reads {SCHEMA})",
-                          file=shown, key="schema", hint="rebuild with this wheelfactory")
+        raise ConfigError(
+            f"unknown manifest schema {_shown(schema)} (this wheelfactory reads {SCHEMA})",
+            file=shown,
+            key="schema",
+            hint="rebuild with this wheelfactory",
+        )
     variants = data.get("variants", {})
     if not isinstance(variants, dict):
         raise ConfigError(f"expected an object, got {_kind(variants)}", file=shown, key="variants")
@@ -127,10 +142,23 @@ def _entry(raw: object, shown: str, where: str) -> Entry:
 # Each Entry field's JSON shape: "str", "int", "float", "status", "dict:<value>" (string keys),
 # "list:<item>"; a trailing "?" allows null. tests/runner/test_manifest.py checks it covers Entry.
 _FIELD_TYPES: dict[str, str] = {
-    "status": "status", "wheel": "str?", "sha256": "str?", "seconds": "float", "key": "str", "log": "str?",
-    "error": "str?", "engine": "str?", "image": "str?", "torch_version": "str?", "toolkit": "str?",
-    "size": "int?", "phases": "dict:float?", "tests": "dict:any?", "warnings": "list:str?",
-    "hub_metadata": "dict:any?", "gate": "dict:any?",
+    "status": "status",
+    "wheel": "str?",
+    "sha256": "str?",
+    "seconds": "float",
+    "key": "str",
+    "log": "str?",
+    "error": "str?",
+    "engine": "str?",
+    "image": "str?",
+    "torch_version": "str?",
+    "toolkit": "str?",
+    "size": "int?",
+    "phases": "dict:float?",
+    "tests": "dict:any?",
+    "warnings": "list:str?",
+    "hub_metadata": "dict:any?",
+    "gate": "dict:any?",
 }
 
 
@@ -163,14 +191,23 @@ def _check(value: object, spec: str) -> str | None:
                 return f"[{index}]: {problem}"
         return None
     if isinstance(value, bool) or not isinstance(value, _SCALARS[spec]):
-        return f"expected {'an integer' if spec == 'int' else 'a number' if spec == 'float' else 'a string'}, " \
-               f"got {_shown(value)}"
+        return (
+            f"expected {'an integer' if spec == 'int' else 'a number' if spec == 'float' else 'a string'}, "
+            f"got {_shown(value)}"
+        )
     return None
 
 
 def _kind(value: object) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null",
-            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        type(None): "null",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _shown(value: object, limit: int = 60) -> str:
@@ -200,15 +237,25 @@ def write(out: Path, entries: Mapping[str, Entry]) -> None:
 def _fragment(variant_id: str, entry: Entry) -> str:
     """One variant's part of the file, laid out as ``json.dumps(..., indent=2)`` lays it at its depth
     (strings escape their newlines, so every newline here is the layout's)."""
-    return f"{json.dumps(variant_id)}: " + json.dumps(asdict(entry), indent=2).replace("\n", "\n    ")
+    return f"{json.dumps(variant_id)}: " + json.dumps(asdict(entry), indent=2).replace(
+        "\n", "\n    "
+    )
 
 
 def _write(out: Path, fragments: Mapping[str, str]) -> None:
     """The file from each variant's fragment: the bytes ``json.dumps({"schema": 1, "variants": ...},
     indent=2)`` gives, without encoding every entry again on each write (a run rewrites the file
     after every variant)."""
-    variants = "{\n    " + ",\n    ".join(f for _, f in sorted(fragments.items())) + "\n  }" if fragments else "{}"
-    atomic.write_text(out / MANIFEST, f'{{\n  "schema": {SCHEMA},\n  "variants": {variants}\n}}\n', what="the manifest")
+    variants = (
+        "{\n    " + ",\n    ".join(f for _, f in sorted(fragments.items())) + "\n  }"
+        if fragments
+        else "{}"
+    )
+    atomic.write_text(
+        out / MANIFEST,
+        f'{{\n  "schema": {SCHEMA},\n  "variants": {variants}\n}}\n',
+        what="the manifest",
+    )
 
 
 class ManifestRecorder:
@@ -244,8 +291,12 @@ def lock(out: Path) -> FileLock:
     try:
         lock_.acquire(timeout=0)
     except Timeout:
-        raise OutputLocked(f"{out} is in use by another wheelfactory build; wait for it or use another -o") from None
+        raise OutputLocked(
+            f"{out} is in use by another wheelfactory build; wait for it or use another -o"
+        ) from None
     except OSError as exc:  # filelock opens it O_NOFOLLOW: a link planted there is ELOOP
-        raise UsageError(f"{out / LOCK}: the build's lock cannot be opened ({exc.strerror}): remove it, a build "
-                         "makes its own") from None
+        raise UsageError(
+            f"{out / LOCK}: the build's lock cannot be opened ({exc.strerror}): remove it, a build "
+            "makes its own"
+        ) from None
     return lock_

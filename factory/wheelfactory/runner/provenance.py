@@ -53,13 +53,15 @@ class BuiltWheel:
     sha256: str
     project_kind: KindName
     package: str
-    project_digest: str  # sha256 over the staged project's key material (sources, packaging, checks)
+    # sha256 over the staged project's key material (sources, packaging, checks)
+    project_digest: str
     source_date_epoch: int
     cache_key: str
     started: float  # time.time()
     finished: float
     source_git: GitState | None = None  # the project checkout's commit and dirty flag
-    kernel_depends: tuple[dict[str, object], ...] = ()  # Hub kernels it needs (Stage.kernel_depends)
+    # Hub kernels it needs (Stage.kernel_depends)
+    kernel_depends: tuple[dict[str, object], ...] = ()
 
 
 SOURCE = "source"  # the resolvedDependencies entry of the project checkout's git state
@@ -67,7 +69,11 @@ SOURCE = "source"  # the resolvedDependencies entry of the project checkout's gi
 
 def _git_resource(name: str, state: GitState) -> dict[str, object]:
     """An SLSA resource descriptor for a git checkout: its commit (gitCommit) and dirty flag."""
-    return {"name": name, "digest": {"gitCommit": state.commit}, "annotations": {"dirty": state.dirty}}
+    return {
+        "name": name,
+        "digest": {"gitCommit": state.commit},
+        "annotations": {"dirty": state.dirty},
+    }
 
 
 @functools.cache
@@ -92,6 +98,7 @@ def declared_kernel_depends(document: object) -> list[object]:
 
 def git_states(document: object) -> tuple[GitState | None, GitState | None]:
     """(the project checkout's, wheelfactory's) git state a provenance statement records."""
+
     def state(resources: object, name: str) -> GitState | None:
         for item in resources if isinstance(resources, list) else []:
             if isinstance(item, dict) and item.get("name") == name:
@@ -106,8 +113,15 @@ def git_states(document: object) -> tuple[GitState | None, GitState | None]:
     definition = predicate.get("buildDefinition") if isinstance(predicate, dict) else None
     run_details = predicate.get("runDetails") if isinstance(predicate, dict) else None
     builder = run_details.get("builder") if isinstance(run_details, dict) else None
-    return (state(definition.get("resolvedDependencies") if isinstance(definition, dict) else None, SOURCE),
-            state(builder.get("builderDependencies") if isinstance(builder, dict) else None, "wheelfactory"))
+    return (
+        state(
+            definition.get("resolvedDependencies") if isinstance(definition, dict) else None, SOURCE
+        ),
+        state(
+            builder.get("builderDependencies") if isinstance(builder, dict) else None,
+            "wheelfactory",
+        ),
+    )
 
 
 def provenance_path(wheel: Path) -> Path:
@@ -134,15 +148,23 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
     """The in-toto statement for ``built`` (pure: the caller writes it)."""
     variant = built.variant
     dependencies: list[dict[str, object]] = [
-        {"name": "project", "digest": {"sha256": built.project_digest},
-         "annotations": {"kind": built.project_kind, "package": built.package}},
+        {
+            "name": "project",
+            "digest": {"sha256": built.project_digest},
+            "annotations": {"kind": built.project_kind, "package": built.package},
+        },
     ]
     if built.source_git is not None:
         dependencies.append(_git_resource(SOURCE, built.source_git))
     if inputs is not None and inputs.image:
         algorithm, _, value = inputs.image.partition(":")
-        dependencies.append({"name": "image", "digest": {algorithm if value else "sha256": value or algorithm},
-                             "annotations": {"tag": inputs.image_tag or "", "interpreter": inputs.interpreter}})
+        dependencies.append(
+            {
+                "name": "image",
+                "digest": {algorithm if value else "sha256": value or algorithm},
+                "annotations": {"tag": inputs.image_tag or "", "interpreter": inputs.interpreter},
+            }
+        )
     for name, sha256 in sorted(inputs.wheels if inputs else ()):
         dependencies.append({"name": name, "digest": {"sha256": sha256}})
     engine = inputs.engine if inputs else "unknown"
@@ -155,8 +177,15 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
                 "buildType": BUILD_TYPE,
                 "externalParameters": {
                     "variant": variant.as_dict(),
-                    "project": {"kind": built.project_kind, "package": built.package,
-                                **({"kernel_depends": list(built.kernel_depends)} if built.kernel_depends else {})},
+                    "project": {
+                        "kind": built.project_kind,
+                        "package": built.package,
+                        **(
+                            {"kernel_depends": list(built.kernel_depends)}
+                            if built.kernel_depends
+                            else {}
+                        ),
+                    },
                     "source_date_epoch": built.source_date_epoch,
                 },
                 "internalParameters": {
@@ -169,9 +198,13 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
                 "resolvedDependencies": dependencies,
             },
             "runDetails": {
-                "builder": {"id": f"urn:wheelfactory:engine:{engine}", "version": _tool_versions(inputs),
-                            "builderDependencies": [_git_resource("wheelfactory", factory)]
-                            if (factory := factory_git_state()) else []},
+                "builder": {
+                    "id": f"urn:wheelfactory:engine:{engine}",
+                    "version": _tool_versions(inputs),
+                    "builderDependencies": [_git_resource("wheelfactory", factory)]
+                    if (factory := factory_git_state())
+                    else [],
+                },
                 "metadata": {"startedOn": _iso(built.started), "finishedOn": _iso(built.finished)},
             },
         },
@@ -181,8 +214,11 @@ def statement(built: BuiltWheel, inputs: BuildInputs | None) -> dict[str, object
 def write_provenance(built: BuiltWheel, inputs: BuildInputs | None) -> Path:
     """``<wheel>.intoto.json`` beside the wheel, complete or not at all."""
     target = provenance_path(built.wheel)
-    atomic.write_text(target, json.dumps(statement(built, inputs), indent=2, sort_keys=True) + "\n",
-                      what="the provenance record")
+    atomic.write_text(
+        target,
+        json.dumps(statement(built, inputs), indent=2, sort_keys=True) + "\n",
+        what="the provenance record",
+    )
     return target
 
 

@@ -42,33 +42,51 @@ LOG_NAME = "build.log"
 
 @dataclass(frozen=True)
 class Outcome:
-    variant: Variant | NoarchBuild  # a compiled variant, or a pure-Python build (runner/noarch_run.py)
+    # a compiled variant, or a pure-Python build (runner/noarch_run.py)
+    variant: Variant | NoarchBuild
     entry: manifest.Entry
     log_tail: str = ""
-    cancelled: bool = False  # stopped by an interrupt: the manifest keeps what it had (runner/cancel.py)
+    # stopped by an interrupt: the manifest keeps what it had (runner/cancel.py)
+    cancelled: bool = False
 
 
 def cache_key(stage: Stage, engine: Engine) -> str:
     """Everything that changes the wheel: the project (sources, generated packaging), the
     vendored runtime, the variant and the engine (interpreter or image id)."""
-    return json_digest({
-        "factory": __version__,
-        "engine": engine.identity(stage.variant),
-        "variant": stage.variant.as_dict(),
-        "project": stage.key_material(),
-        "source_date_epoch": stage.source_date_epoch,  # every file's time in the wheel
-        "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
-    })
+    return json_digest(
+        {
+            "factory": __version__,
+            "engine": engine.identity(stage.variant),
+            "variant": stage.variant.as_dict(),
+            "project": stage.key_material(),
+            "source_date_epoch": stage.source_date_epoch,  # every file's time in the wheel
+            "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
+        }
+    )
 
 
-def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant], engine: Engine, out: Path, *,
-               jobs: int = 1, progress: Listener = ignore,
-               wheel_size_limit: int = BuildConfig().wheel_size_limit) -> list[Outcome]:
+def run_matrix(
+    stage_for: Callable[[Variant], Stage],
+    variants: Sequence[Variant],
+    engine: Engine,
+    out: Path,
+    *,
+    jobs: int = 1,
+    progress: Listener = ignore,
+    wheel_size_limit: int = BuildConfig().wheel_size_limit,
+) -> list[Outcome]:
     out = out.resolve()
-    check_output_entries(out, {manifest.LOCK: FILE, manifest.MANIFEST: FILE, WORK_DIR: FOLDER,
-                               **{variant.id: FOLDER for variant in variants},
-                               **{f"{variant.id}/{LOG_NAME}": FILE for variant in variants},
-                               **{f"{variant.id}/{DEBUG_DIR}": FOLDER for variant in variants}})
+    check_output_entries(
+        out,
+        {
+            manifest.LOCK: FILE,
+            manifest.MANIFEST: FILE,
+            WORK_DIR: FOLDER,
+            **{variant.id: FOLDER for variant in variants},
+            **{f"{variant.id}/{LOG_NAME}": FILE for variant in variants},
+            **{f"{variant.id}/{DEBUG_DIR}": FOLDER for variant in variants},
+        },
+    )
     held = manifest.lock(out)
     try:
         recorder = manifest.ManifestRecorder(out)
@@ -80,10 +98,18 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
             if CANCEL.event.is_set():  # a thread the interrupt did not stop in time starts nothing
                 previous = recorder.get(variant.id)
                 return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
-            outcome = _build_one(stage_for, variant, engine, out, recorder.get(variant.id), progress,
-                                 wheel_size_limit)
+            outcome = _build_one(
+                stage_for,
+                variant,
+                engine,
+                out,
+                recorder.get(variant.id),
+                progress,
+                wheel_size_limit,
+            )
             if not outcome.cancelled:  # a cancelled attempt never replaces what the manifest had
-                recorder.record(variant.id, outcome.entry)  # after each variant: a killed run keeps what finished
+                # after each variant: a killed run keeps what finished
+                recorder.record(variant.id, outcome.entry)
             return outcome
 
         prefix = f"wheelfactory-build-{os.getpid()}-{time.monotonic_ns()}"
@@ -112,7 +138,8 @@ def run_matrix(stage_for: Callable[[Variant], Stage], variants: Sequence[Variant
                 while thread.name.startswith(prefix) and thread.is_alive():
                     thread.join(0.1)  # as above: a second Ctrl-C must reach its handler
                     if CANCEL.event.is_set() and time.monotonic() - stopping > KILL_AFTER_S:
-                        stop_descendants(signal.SIGKILL)  # a child that ignores SIGTERM holds no cancel
+                        # a child that ignores SIGTERM holds no cancel
+                        stop_descendants(signal.SIGKILL)
             if CANCEL.event.is_set():
                 CANCEL.sweep()
             for name in sorted({*reclaimed, *_reclaim_during_a_stop(engine, progress)}):
@@ -130,12 +157,23 @@ def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
     try:
         return engine.reclaim()
     except Exception as exc:  # noqa: BLE001 (the engine's own client errors, whatever they are)
-        progress(VariantPhase("*", "not reclaimed", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"))
+        progress(
+            VariantPhase(
+                "*", "not reclaimed", f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+            )
+        )
         return []
 
 
-def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: Engine, out: Path,
-               previous: manifest.Entry | None, progress: Listener, wheel_size_limit: int) -> Outcome:
+def _build_one(
+    stage_for: Callable[[Variant], Stage],
+    variant: Variant,
+    engine: Engine,
+    out: Path,
+    previous: manifest.Entry | None,
+    progress: Listener,
+    wheel_size_limit: int,
+) -> Outcome:
     start = time.monotonic()
     facts = (variant.torch_version, variant.toolkit)
     variant_dir = out / variant.id
@@ -151,18 +189,45 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             progress(VariantPhase(variant.id, "cancelled", ""))
             return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         progress(VariantPhase(variant.id, "failed", str(exc)))
-        return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None,
-                                               seconds=round(time.monotonic() - start, 1), key="", log=None,
-                                               error=str(exc), engine=engine.name, image=None,
-                                               torch_version=facts[0], toolkit=facts[1]),
-                       getattr(exc, "tail", "") or "")
-    if previous and previous.status in ("built", "cached") and previous.key == key and previous.wheel:
+        return Outcome(
+            variant,
+            manifest.Entry(
+                status="failed",
+                wheel=None,
+                sha256=None,
+                seconds=round(time.monotonic() - start, 1),
+                key="",
+                log=None,
+                error=str(exc),
+                engine=engine.name,
+                image=None,
+                torch_version=facts[0],
+                toolkit=facts[1],
+            ),
+            getattr(exc, "tail", "") or "",
+        )
+    if (
+        previous
+        and previous.status in ("built", "cached")
+        and previous.key == key
+        and previous.wheel
+    ):
         wheel = out / previous.wheel
         if wheel.is_file() and file_sha256(wheel) == previous.sha256:
             progress(VariantPhase(variant.id, "cached", previous.wheel))
-            return Outcome(variant, replace(previous, status="cached", seconds=round(time.monotonic() - start, 3),
-                                            image=engine.image_id(variant), torch_version=facts[0],
-                                            toolkit=facts[1], size=wheel.stat().st_size, phases=None))
+            return Outcome(
+                variant,
+                replace(
+                    previous,
+                    status="cached",
+                    seconds=round(time.monotonic() - start, 3),
+                    image=engine.image_id(variant),
+                    torch_version=facts[0],
+                    toolkit=facts[1],
+                    size=wheel.stat().st_size,
+                    phases=None,
+                ),
+            )
     # The log is a stream the build appends to (and a reader may follow), not a finished file:
     # written plainly, not through support/atomic.py.
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
@@ -177,13 +242,27 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
             raise VariantBuildError(refusal, explained=True)
         with timeline.phase("publish"):
             final = variant_dir / built.name
-            with atomic.replacing(final, what="the wheel") as partial:  # a wheel appears only complete
+            # a wheel appears only complete
+            with atomic.replacing(final, what="the wheel") as partial:
                 shutil.copyfile(built, partial)
             sha256 = file_sha256(final)
-            write_provenance(BuiltWheel(variant, final, sha256, stage.kind.name, stage.package,
-                                        json_digest(stage.key_material()), stage.source_date_epoch, key,
-                                        started, time.time(), _source_git(stage.source_root), stage.kernel_depends),
-                             engine.build_inputs(variant))
+            write_provenance(
+                BuiltWheel(
+                    variant,
+                    final,
+                    sha256,
+                    stage.kind.name,
+                    stage.package,
+                    json_digest(stage.key_material()),
+                    stage.source_date_epoch,
+                    key,
+                    started,
+                    time.time(),
+                    _source_git(stage.source_root),
+                    stage.kernel_depends,
+                ),
+                engine.build_inputs(variant),
+            )
             for stale in variant_dir.glob("*.whl"):
                 if stale != final:
                     stale.unlink()
@@ -193,35 +272,76 @@ def _build_one(stage_for: Callable[[Variant], Stage], variant: Variant, engine: 
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
         if CANCEL.caused(exc):
-            kept = "the last good wheel and its manifest entry are kept" if previous and previous.status in (
-                "built", "cached") else "nothing is recorded for it"
+            kept = (
+                "the last good wheel and its manifest entry are kept"
+                if previous and previous.status in ("built", "cached")
+                else "nothing is recorded for it"
+            )
             during = f" during {', '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
             with log.open("a") as sink:
-                sink.write(f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n")
+                sink.write(
+                    f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n"
+                )
             progress(VariantPhase(variant.id, "cancelled", kept))
             return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         with log.open("a") as sink:
-            sink.write(f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}")
+            sink.write(
+                f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}"
+            )
         progress(VariantPhase(variant.id, "failed", str(exc)))
-        tail = exc.tail if isinstance(exc, CommandFailed) else \
-            "" if isinstance(exc, VariantBuildError) and exc.explained else tail_of(log)
-        return Outcome(variant, manifest.Entry(status="failed", wheel=None, sha256=None, seconds=seconds, key=key,
-                                               log=str(log.relative_to(out)), error=str(exc), engine=engine.name,
-                                               image=None, torch_version=facts[0], toolkit=facts[1],
-                                               phases=timeline.phases, tests=timeline.results.get("tests"),
-                                               gate=timeline.results.get("gate"),
-                                               warnings=timeline.warnings or None), tail)
+        tail = (
+            exc.tail
+            if isinstance(exc, CommandFailed)
+            else ""
+            if isinstance(exc, VariantBuildError) and exc.explained
+            else tail_of(log)
+        )
+        return Outcome(
+            variant,
+            manifest.Entry(
+                status="failed",
+                wheel=None,
+                sha256=None,
+                seconds=seconds,
+                key=key,
+                log=str(log.relative_to(out)),
+                error=str(exc),
+                engine=engine.name,
+                image=None,
+                torch_version=facts[0],
+                toolkit=facts[1],
+                phases=timeline.phases,
+                tests=timeline.results.get("tests"),
+                gate=timeline.results.get("gate"),
+                warnings=timeline.warnings or None,
+            ),
+            tail,
+        )
     seconds = round(time.monotonic() - start, 1)
     with log.open("a") as sink:
         sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
     progress(VariantPhase(variant.id, "built", final.name))
-    return Outcome(variant, manifest.Entry(status="built", wheel=str(final.relative_to(out)),
-                                           sha256=sha256, seconds=seconds, key=key,
-                                           log=str(log.relative_to(out)), error=None, engine=engine.name,
-                                           image=engine.image_id(variant), torch_version=facts[0],
-                                           toolkit=facts[1], size=final.stat().st_size, phases=timeline.phases,
-                                           tests=timeline.results.get("tests"), warnings=timeline.warnings or None,
-                                           gate=timeline.results.get("gate")))
+    return Outcome(
+        variant,
+        manifest.Entry(
+            status="built",
+            wheel=str(final.relative_to(out)),
+            sha256=sha256,
+            seconds=seconds,
+            key=key,
+            log=str(log.relative_to(out)),
+            error=None,
+            engine=engine.name,
+            image=engine.image_id(variant),
+            torch_version=facts[0],
+            toolkit=facts[1],
+            size=final.stat().st_size,
+            phases=timeline.phases,
+            tests=timeline.results.get("tests"),
+            warnings=timeline.warnings or None,
+            gate=timeline.results.get("gate"),
+        ),
+    )
 
 
 _source_git = functools.cache(git_state)  # one look per checkout and run (two git calls)
@@ -238,8 +358,17 @@ def _keep_debug_files(built: Path, kept: Path) -> None:
 
 def _cancelled_entry(engine: Engine) -> manifest.Entry:
     """What a cancelled variant's outcome carries where the manifest had nothing (never recorded)."""
-    return manifest.Entry(status="failed", wheel=None, sha256=None, seconds=0.0, key="", log=None,
-                          error="cancelled", engine=engine.name, image=None)
+    return manifest.Entry(
+        status="failed",
+        wheel=None,
+        sha256=None,
+        seconds=0.0,
+        key="",
+        log=None,
+        error="cancelled",
+        engine=engine.name,
+        image=None,
+    )
 
 
 def _phase_line(seconds: float, phases: dict[str, float]) -> str:
@@ -247,7 +376,11 @@ def _phase_line(seconds: float, phases: dict[str, float]) -> str:
     if not phases:
         return ""
     parts = ", ".join(f"{name} {value:.1f} s" for name, value in phases.items())
-    share = f" (compile {phases['compile'] / seconds:.0%} of {seconds:.1f} s)" if "compile" in phases and seconds else ""
+    share = (
+        f" (compile {phases['compile'] / seconds:.0%} of {seconds:.1f} s)"
+        if "compile" in phases and seconds
+        else ""
+    )
     return f"# phases: {parts}{share}\n"
 
 
@@ -255,7 +388,10 @@ def _clean_partials(out: Path) -> None:
     """Leftovers of a killed run (we hold the lock): temp wheel copies and manifest temp files are
     never valid. ``.partial`` is the name older versions gave a wheel's temp copy."""
     # never through a symlink: what a link out of the output directory points at is not ours
-    for directory in (out, *(d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != WORK_DIR)):
+    for directory in (
+        out,
+        *(d for d in out.iterdir() if d.is_dir() and not d.is_symlink() and d.name != WORK_DIR),
+    ):
         for leftover in atomic.leftovers(directory):
             leftover.unlink(missing_ok=True)
     for partial in out.glob("*/.*.partial"):

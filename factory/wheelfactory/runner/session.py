@@ -36,6 +36,7 @@ from wheelfactory.support.progress import Listener, Notice, ignore
 class BuildResult:
     """What a session did: where, with which engine, and each variant's outcome; ``not_built``: the
     selected variants no engine here could build (``wheelfactory build`` exits 5 for them)."""
+
     out: Path
     engine: str
     outcomes: tuple[Outcome, ...]
@@ -49,6 +50,7 @@ class BuildResult:
 @dataclass(frozen=True, kw_only=True)
 class PreparedBuild:
     """A session with every decision made (project, engine, variants, parallelism) and nothing built."""
+
     out: Path
     engine: Engine | None  # None: no engine here builds any selected variant, or none is needed
     summary: str  # the engine decision in one line, what `wheelfactory build` prints first
@@ -76,18 +78,46 @@ class PreparedBuild:
             outcomes = build_noarch(self.pure_python, self.out, progress)
             return BuildResult(out=self.out, engine="none", outcomes=tuple(outcomes))
         if self.engine is None or self.stage_for is None or not self.variants:
-            return BuildResult(out=self.out, engine=self.engine.name if self.engine else "none", outcomes=(),
-                               not_built=self.not_built)
-        engine = self.engine.with_capacity(self.capacity.compile_jobs, self.capacity.container_memory)
-        outcomes = run_matrix(self.stage_for, self.variants, engine, self.out, jobs=self.capacity.jobs,
-                              progress=progress, wheel_size_limit=self.wheel_size_limit)
-        return BuildResult(out=self.out, engine=self.engine.name, outcomes=tuple(outcomes), not_built=self.not_built)
+            return BuildResult(
+                out=self.out,
+                engine=self.engine.name if self.engine else "none",
+                outcomes=(),
+                not_built=self.not_built,
+            )
+        engine = self.engine.with_capacity(
+            self.capacity.compile_jobs, self.capacity.container_memory
+        )
+        outcomes = run_matrix(
+            self.stage_for,
+            self.variants,
+            engine,
+            self.out,
+            jobs=self.capacity.jobs,
+            progress=progress,
+            wheel_size_limit=self.wheel_size_limit,
+        )
+        return BuildResult(
+            out=self.out,
+            engine=self.engine.name,
+            outcomes=tuple(outcomes),
+            not_built=self.not_built,
+        )
 
 
-def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None = None,
-                  engine: str | None = None, python: str | None = None, only: Sequence[str] = (),
-                  shard: tuple[int, int] | None = None, jobs: int | None = None,
-                  max_memory: int | None = None, setup: bool = False, progress: Listener = ignore) -> PreparedBuild:
+def prepare_build(
+    matrix: Path,
+    *,
+    compat: Path | None = None,
+    out: Path | None = None,
+    engine: str | None = None,
+    python: str | None = None,
+    only: Sequence[str] = (),
+    shard: tuple[int, int] | None = None,
+    jobs: int | None = None,
+    max_memory: int | None = None,
+    setup: bool = False,
+    progress: Listener = ignore,
+) -> PreparedBuild:
     """Read the matrix and the project (through its kind, project/kinds.py), choose the engine
     (building or reusing its images: progress goes to ``progress``) and the parallelism. A project
     that compiles nothing needs no engine. ``setup``: first make a Docker engine answer where this
@@ -97,66 +127,136 @@ def prepare_build(matrix: Path, *, compat: Path | None = None, out: Path | None 
     spec = load_matrix(matrix, table, display=str(matrix))
     choice = next((e for e in ENGINES if e == engine), spec.build.engine)
     if setup:
-        set_up_engine(choice, debian_base=bool(spec.build.debian_base), progress=progress, archs=spec.arch)
+        set_up_engine(
+            choice, debian_base=bool(spec.build.debian_base), progress=progress, archs=spec.arch
+        )
     out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
-    check_output_directory("-o" if out else "[build] out", out_dir)  # before any engine or image is made
+    # before any engine or image is made
+    check_output_directory("-o" if out else "[build] out", out_dir)
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
         check_sources(spec.test, spec.project.path)
     kind = resolve_kind(spec.project)
-    loaded = kind.load(LoadContext(matrix=spec, table=table, matrix_file=str(matrix),
-                                   run_probe=lambda probe: run_version_probe(host_tools(spec), probe)))
+    loaded = kind.load(
+        LoadContext(
+            matrix=spec,
+            table=table,
+            matrix_file=str(matrix),
+            run_probe=lambda probe: run_version_probe(host_tools(spec), probe),
+        )
+    )
     if loaded.pure_python is not None:
-        capacity = machine_capacity("host", (), requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
-        return PreparedBuild(out=out_dir, engine=None, variants=(), capacity=capacity, stage_for=None,
-                             summary=f"noarch kernel {loaded.pure_python.spec.general.name}: pure Python, one wheel "
-                                     "per backend (no engine)", pure_python=loaded.pure_python)
-    request = EngineRequest(matrix=spec, table=table, choice=choice,
-                            python=python or sys.executable, out=out_dir, only=tuple(only), shard=shard,
-                            generated_packaging=loaded.facts.generated_packaging, matrix_file=str(matrix),
-                            constraints=loaded.constraints)
+        capacity = machine_capacity(
+            "host", (), requested_jobs=jobs or spec.build.jobs, max_memory=max_memory
+        )
+        return PreparedBuild(
+            out=out_dir,
+            engine=None,
+            variants=(),
+            capacity=capacity,
+            stage_for=None,
+            summary=f"noarch kernel {loaded.pure_python.spec.general.name}: pure Python, one wheel "
+            "per backend (no engine)",
+            pure_python=loaded.pure_python,
+        )
+    request = EngineRequest(
+        matrix=spec,
+        table=table,
+        choice=choice,
+        python=python or sys.executable,
+        out=out_dir,
+        only=tuple(only),
+        shard=shard,
+        generated_packaging=loaded.facts.generated_packaging,
+        matrix_file=str(matrix),
+        constraints=loaded.constraints,
+    )
     chosen = choose_engine(request, progress)
-    capacity = machine_capacity(chosen.engine.name if chosen.engine else "host", chosen.variants,
-                                requested_jobs=jobs or spec.build.jobs, max_memory=max_memory)
-    return PreparedBuild(out=out_dir, engine=chosen.engine, summary=chosen.summary, variants=tuple(chosen.variants),
-                         capacity=capacity, stage_for=loaded.stage_for, not_built=chosen.not_built,
-                         wheel_size_limit=spec.build.wheel_size_limit)
+    capacity = machine_capacity(
+        chosen.engine.name if chosen.engine else "host",
+        chosen.variants,
+        requested_jobs=jobs or spec.build.jobs,
+        max_memory=max_memory,
+    )
+    return PreparedBuild(
+        out=out_dir,
+        engine=chosen.engine,
+        summary=chosen.summary,
+        variants=tuple(chosen.variants),
+        capacity=capacity,
+        stage_for=loaded.stage_for,
+        not_built=chosen.not_built,
+        wheel_size_limit=spec.build.wheel_size_limit,
+    )
 
 
-def set_up_engine(choice: str, *, debian_base: bool, progress: Listener, archs: Sequence[str] = ()) -> None:
+def set_up_engine(
+    choice: str, *, debian_base: bool, progress: Listener, archs: Sequence[str] = ()
+) -> None:
     """build --setup: make a Docker engine answer where this machine allows, and the matrix's
     archs run (QEMU user emulation for a foreign one); report, never fail."""
     if choice == "host":
         progress(Notice("setup: --engine host needs no Docker engine; nothing to set up"))
         return
-    result = start_engine(say=lambda line: progress(Notice(line)), route=DEBIAN_BASE_PACKAGES if debian_base else {})
+    result = start_engine(
+        say=lambda line: progress(Notice(line)), route=DEBIAN_BASE_PACKAGES if debian_base else {}
+    )
     if result.ready and archs:
         set_up_emulation(archs, say=lambda line: progress(Notice(f"setup: {line}")))
     if result.warning:
         progress(Notice(f"setup: {result.warning}"))
     if not result.ready:
-        then = "going on with what the host can build" if choice == "auto" else "the docker engine cannot build"
+        then = (
+            "going on with what the host can build"
+            if choice == "auto"
+            else "the docker engine cannot build"
+        )
         progress(Notice(f"setup: no Docker engine here: {result.detail}; {then}"))
 
 
 def run_version_probe(tools: Path, probe: VersionProbe) -> str:
     """Run the project's version tool on its checkout (project/vcs_version.py), the tool installed
     from its own requirement into a host tool environment under ``tools``."""
-    env = ensure_host_env(tools, HostEnvRequest((probe.requirement,), purpose=f"{probe.tool}'s version of the project"))
+    env = ensure_host_env(
+        tools,
+        HostEnvRequest((probe.requirement,), purpose=f"{probe.tool}'s version of the project"),
+    )
     try:
         return run([sys.executable, "-c", probe.program, *probe.args], env={"PYTHONPATH": str(env)})
     except CommandFailed as exc:
         last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
-        raise ConfigError(f"{probe.tool} could not compute the project's version from git: {last}",
-                          key="build-system.requires",
-                          hint="build from a git checkout (with a version tag), or set the tool's fallback version") \
-            from None
+        raise ConfigError(
+            f"{probe.tool} could not compute the project's version from git: {last}",
+            key="build-system.requires",
+            hint="build from a git checkout (with a version tag), or set the tool's fallback version",
+        ) from None
 
 
-def build_matrix(matrix: Path, *, compat: Path | None = None, out: Path | None = None, engine: str | None = None,
-                 python: str | None = None, only: Sequence[str] = (), shard: tuple[int, int] | None = None,
-                 jobs: int | None = None, max_memory: int | None = None, setup: bool = False,
-                 progress: Listener = ignore) -> BuildResult:
+def build_matrix(
+    matrix: Path,
+    *,
+    compat: Path | None = None,
+    out: Path | None = None,
+    engine: str | None = None,
+    python: str | None = None,
+    only: Sequence[str] = (),
+    shard: tuple[int, int] | None = None,
+    jobs: int | None = None,
+    max_memory: int | None = None,
+    setup: bool = False,
+    progress: Listener = ignore,
+) -> BuildResult:
     """prepare_build + run, as `wheelfactory build` does, without its live view (``progress``
     receives the same events)."""
-    return prepare_build(matrix, compat=compat, out=out, engine=engine, python=python, only=only, shard=shard,
-                         jobs=jobs, max_memory=max_memory, setup=setup, progress=progress).run(progress)
+    return prepare_build(
+        matrix,
+        compat=compat,
+        out=out,
+        engine=engine,
+        python=python,
+        only=only,
+        shard=shard,
+        jobs=jobs,
+        max_memory=max_memory,
+        setup=setup,
+        progress=progress,
+    ).run(progress)

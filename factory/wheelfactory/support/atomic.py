@@ -28,11 +28,25 @@ from pathlib import Path
 from wheelfactory.errors import ConfigError, WriteFailed
 
 TEMP_SUFFIX = ".tmp"
-_NAME_ROOM = 200  # of the 255 bytes a file name may have: room for the dot, the random part and the suffix
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a fifo"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+# of the 255 bytes a file name may have: room for the dot, the random part and the suffix
+_NAME_ROOM = 200
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISFIFO, "a fifo"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 # fsync of a directory is not offered everywhere; the rename itself has been done.
-_DIR_SYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES, errno.EPERM}
+_DIR_SYNC_UNSUPPORTED = {
+    errno.EINVAL,
+    errno.ENOTSUP,
+    errno.EOPNOTSUPP,
+    errno.EBADF,
+    errno.EACCES,
+    errno.EPERM,
+}
 
 
 def write_text(path: Path, text: str, *, encoding: str = "utf-8", what: str | None = None) -> None:
@@ -55,7 +69,9 @@ def replacing(path: Path, *, what: str | None = None) -> Iterator[Path]:
     path = Path(path)
     mode = check_replaceable(path, what=what)
     try:
-        fd, name = tempfile.mkstemp(prefix=f".{path.name[:_NAME_ROOM]}.", suffix=TEMP_SUFFIX, dir=path.parent)
+        fd, name = tempfile.mkstemp(
+            prefix=f".{path.name[:_NAME_ROOM]}.", suffix=TEMP_SUFFIX, dir=path.parent
+        )
     except OSError as exc:
         raise _failed(path, what, exc) from None
     temp = Path(name)
@@ -108,8 +124,10 @@ def check_replaceable(path: Path, *, what: str | None = None) -> int:
     if stat.S_ISREG(info.st_mode):
         return stat.S_IMODE(info.st_mode)
     kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-    raise ConfigError(f"cannot write {_label(path, what)}: it exists and is {kind}, not a regular file; "
-                      "move it away or name another path")
+    raise ConfigError(
+        f"cannot write {_label(path, what)}: it exists and is {kind}, not a regular file; "
+        "move it away or name another path"
+    )
 
 
 def leftovers(directory: Path) -> list[Path]:
@@ -145,15 +163,19 @@ def _sync_dir(path: Path, what: str | None) -> None:
 
 def _failed(path: Path, what: str | None, exc: OSError) -> WriteFailed:
     reason = exc.strerror or str(exc)
-    hint = {errno.ENOSPC: "free some space and run again",
-            errno.EDQUOT: "free some space and run again",
-            errno.EROFS: f"{path.parent} is on a read-only filesystem: write somewhere else",
-            errno.EACCES: f"make {path.parent} writable or write somewhere else",
-            errno.EPERM: f"make {path.parent} writable or write somewhere else",
-            errno.ENOENT: f"check that {path.parent} exists",
-            errno.ENOTDIR: f"{path.parent} is not a directory: write somewhere else",
-            errno.ENAMETOOLONG: "name a shorter path"}.get(exc.errno or 0)
-    return WriteFailed(f"cannot write {_label(path, what)}: {reason}" + (f"; {hint}" if hint else ""))
+    hint = {
+        errno.ENOSPC: "free some space and run again",
+        errno.EDQUOT: "free some space and run again",
+        errno.EROFS: f"{path.parent} is on a read-only filesystem: write somewhere else",
+        errno.EACCES: f"make {path.parent} writable or write somewhere else",
+        errno.EPERM: f"make {path.parent} writable or write somewhere else",
+        errno.ENOENT: f"check that {path.parent} exists",
+        errno.ENOTDIR: f"{path.parent} is not a directory: write somewhere else",
+        errno.ENAMETOOLONG: "name a shorter path",
+    }.get(exc.errno or 0)
+    return WriteFailed(
+        f"cannot write {_label(path, what)}: {reason}" + (f"; {hint}" if hint else "")
+    )
 
 
 def _label(path: Path, what: str | None) -> str:

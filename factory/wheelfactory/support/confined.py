@@ -30,9 +30,15 @@ class Refused(Exception):
 
 def kind(mode: int) -> str:
     """What a file of ``mode`` is, in words."""
-    for test, words in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a directory"),
-                        (stat.S_ISREG, "a regular file"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+    for test, words in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+    ):
         if test(mode):
             return words
     return "a special file"
@@ -119,7 +125,11 @@ def walk_under(root: str | int, parts: list[str]) -> tuple[int, bool] | None:
     or a directory descriptor); None when one is missing, a link, or neither a directory nor (the
     last) a regular file: what a server answers 404 for."""
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if isinstance(root, str) else os.dup(root)
+        fd = (
+            os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            if isinstance(root, str)
+            else os.dup(root)
+        )
     except OSError:
         return None
     try:

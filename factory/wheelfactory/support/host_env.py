@@ -33,14 +33,20 @@ COMPLETE = ".complete"
 @dataclass(frozen=True)
 class HostEnvRequest:
     requirements: tuple[str, ...]
-    constraints: tuple[str, ...] = ()  # e.g. ("torch==2.13.0",): a dependency on torch takes that one
+    # e.g. ("torch==2.13.0",): a dependency on torch takes that one
+    constraints: tuple[str, ...] = ()
     python: str = sys.executable  # the interpreter that installs and later imports them
     purpose: str = "the build"  # for messages: what needs these packages
     find_links: tuple[str, ...] = ()  # directories of wheels beside the host's pip index
 
     @property
     def key(self) -> str:
-        keyed = [self.requirements, self.constraints, self.python, *([list(self.find_links)] if self.find_links else [])]
+        keyed = [
+            self.requirements,
+            self.constraints,
+            self.python,
+            *([list(self.find_links)] if self.find_links else []),
+        ]
         return hashlib.sha256(json.dumps(keyed).encode()).hexdigest()[:16]
 
 
@@ -65,8 +71,18 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
         shutil.rmtree(staged, ignore_errors=True)
         staged.mkdir(parents=True)
         try:
-            command = [request.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                       "--no-warn-script-location", "--target", str(staged), *find_links_args(request.find_links)]
+            command = [
+                request.python,
+                "-m",
+                "pip",
+                "install",
+                "--disable-pip-version-check",
+                "-q",
+                "--no-warn-script-location",
+                "--target",
+                str(staged),
+                *find_links_args(request.find_links),
+            ]
             if request.constraints:
                 constraints = staged.parent / f".{request.key}.constraints.txt"
                 constraints.write_text("".join(f"{c}\n" for c in request.constraints))
@@ -75,8 +91,10 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
                 run([*command, *request.requirements], log=log)
             except CommandFailed as exc:
                 last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
-                raise EnvironmentProblem(f"installing {', '.join(request.requirements)} for {request.purpose} with "
-                                         f"the host's pip failed: {last}") from None
+                raise EnvironmentProblem(
+                    f"installing {', '.join(request.requirements)} for {request.purpose} with "
+                    f"the host's pip failed: {last}"
+                ) from None
             (staged / COMPLETE).write_text(" ".join(request.requirements) + "\n")
             shutil.rmtree(target, ignore_errors=True)
             os.replace(staged, target)
@@ -90,7 +108,9 @@ def _say_reused(target: Path, request: HostEnvRequest, log: Path | None) -> None
     """The log of a build that reuses an environment says which, as one that made it shows the install."""
     if log is not None:
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# reusing {target} for {request.purpose}: {shlex.join(request.requirements)}\n")
+            sink.write(
+                f"# reusing {target} for {request.purpose}: {shlex.join(request.requirements)}\n"
+            )
 
 
 def _reuse(target: Path) -> bool:
@@ -102,9 +122,17 @@ def _reuse(target: Path) -> bool:
     return True
 
 
-def collect_garbage(root: Path, *, unused_for_s: float, now: float | None = None,
-                    dry_run: bool = False) -> list[Removed]:
+def collect_garbage(
+    root: Path, *, unused_for_s: float, now: float | None = None, dry_run: bool = False
+) -> list[Removed]:
     """Remove the tool environments under ``root`` no build used for ``unused_for_s`` seconds, and
     what a killed install left half-made."""
-    return collect_unused_trees(root, None, marker=COMPLETE, unused_for_s=unused_for_s, now=now, dry_run=dry_run,
-                                lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")))
+    return collect_unused_trees(
+        root,
+        None,
+        marker=COMPLETE,
+        unused_for_s=unused_for_s,
+        now=now,
+        dry_run=dry_run,
+        lock=lambda entry: FileLock(str(root / f".{entry.name}.lock")),
+    )

@@ -15,8 +15,13 @@ class NotARegularFile(OSError):
     """The path exists and is not a regular file (its kind in ``strerror``), or is over the cap."""
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a fifo"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a fifo"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def read_input(path: Path, *, cap: int = INPUT_CAP) -> bytes:
@@ -29,7 +34,9 @@ def read_input(path: Path, *, cap: int = INPUT_CAP) -> bytes:
             kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
             raise NotARegularFile(0, f"it is {kind}, not a regular file")
         if info.st_size > cap:
-            raise NotARegularFile(0, f"it is {info.st_size} bytes, over the {cap >> 20} MiB an input may be")
+            raise NotARegularFile(
+                0, f"it is {info.st_size} bytes, over the {cap >> 20} MiB an input may be"
+            )
         chunks = []
         left = cap + 1
         while left > 0:  # the size can change under us: read at most the cap, whatever fstat said

@@ -127,9 +127,16 @@ PARTIAL_SUFFIX = ".partial"
 STALE_PARTIAL_S = 3600
 
 
-def collect_unused_trees(root: Path, store: Path | None, *, marker: str, unused_for_s: float,
-                         lock: Callable[[Path], AbstractContextManager[object]], now: float | None = None,
-                         dry_run: bool = False) -> list[Removed]:
+def collect_unused_trees(
+    root: Path,
+    store: Path | None,
+    *,
+    marker: str,
+    unused_for_s: float,
+    lock: Callable[[Path], AbstractContextManager[object]],
+    now: float | None = None,
+    dry_run: bool = False,
+) -> list[Removed]:
     """Remove the complete trees under ``root`` (those holding ``marker``, whose mtime is their
     last use) not used for ``unused_for_s`` seconds, and the partial ones a killed run left, then
     the blobs of ``store`` (if any) no remaining tree links to. ``lock(tree)``: held while a tree goes, so

@@ -37,8 +37,9 @@ def same_file(a: Path, b: Path) -> bool:
     return _resolved(a) == _resolved(b)
 
 
-def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None], *,
-                  writes: str) -> None:
+def check_outputs(
+    outputs: Mapping[str, Path | None], inputs: Mapping[str, Path | None], *, writes: str
+) -> None:
     """Refuse outputs that would clobber something. ``outputs``: the option (or a description of a
     default, e.g. "the default SVG") -> its path, None when not written, ``-`` for stdout;
     ``inputs``: what the command reads ("the manifest") -> its path; ``writes``: what the command
@@ -49,14 +50,20 @@ def check_outputs(outputs: Mapping[str, Path | None], inputs: Mapping[str, Path 
             continue
         for what, source in inputs.items():
             if source is not None and not is_stdout(source) and same_file(path, source):
-                raise UsageError(f"{option} {path} is {what} this command reads: write {writes} elsewhere")
+                raise UsageError(
+                    f"{option} {path} is {what} this command reads: write {writes} elsewhere"
+                )
         for earlier, other in seen.items():
             if same_file(path, other):
-                raise UsageError(f"{option} {path} is the file {earlier} names too: give each output its own path")
+                raise UsageError(
+                    f"{option} {path} is the file {earlier} names too: give each output its own path"
+                )
         seen[option] = path
         _check_parent(option, path)
         if os.path.isdir(path):  # the common slip among non-files: say which file to name instead
-            raise UsageError(f"{option} {path}: it is a directory; name a file for {writes} (in it, or elsewhere)")
+            raise UsageError(
+                f"{option} {path}: it is a directory; name a file for {writes} (in it, or elsewhere)"
+            )
         atomic.check_replaceable(path, what=option)
 
 
@@ -83,7 +90,9 @@ def _check_nearest(option: str, path: Path, candidates: Iterable[Path]) -> None:
                 continue
             raise WriteFailed(f"cannot write {option} {path}: {exc.strerror or exc}") from None
         if not stat.S_ISDIR(info.st_mode):
-            raise UsageError(f"{option} {path}: {parent} is not a directory; name a path inside a directory")
+            raise UsageError(
+                f"{option} {path}: {parent} is not a directory; name a path inside a directory"
+            )
         return
 
 
@@ -113,5 +122,7 @@ def check_output_entries(out: Path, expected: Mapping[str, str]) -> None:
         except OSError as exc:
             raise UsageError(f"{path}: cannot be read ({exc.strerror}); remove it") from None
         if not (stat.S_ISDIR(mode) if belongs == FOLDER else stat.S_ISREG(mode)):
-            raise UsageError(f"{path} is {kind(mode)}, where {belongs} belongs: a build never writes through a "
-                             "link or into a special file; remove it (the build makes its own)")
+            raise UsageError(
+                f"{path} is {kind(mode)}, where {belongs} belongs: a build never writes through a "
+                "link or into a special file; remove it (the build makes its own)"
+            )

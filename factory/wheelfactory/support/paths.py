@@ -16,7 +16,8 @@ from wheelfactory.errors import ConfigError
 
 def _parts(text: str) -> tuple[str, ...] | None:
     """The components of ``text`` as a relative POSIX path without ``..``; None when it is not one."""
-    if not isinstance(text, str) or not text or "\x00" in text or "\\" in text:  # JSON may hold anything
+    # JSON may hold anything
+    if not isinstance(text, str) or not text or "\x00" in text or "\\" in text:
         return None
     path = PurePosixPath(text)
     if path.is_absolute() or ".." in path.parts or not path.parts:
@@ -38,16 +39,22 @@ def inside(root: Path, relative: str, *, what: str, file: str | None = None) -> 
     hint = "rebuild it, or fix the file: its paths are relative to that directory, without '..'"
     parts = _parts(relative)
     if parts is None:
-        raise ConfigError(f"{what} {relative!r}, which is not a path inside {root}", file=file, hint=hint)
+        raise ConfigError(
+            f"{what} {relative!r}, which is not a path inside {root}", file=file, hint=hint
+        )
     path = root.joinpath(*parts)
     try:
         base = root.resolve()
         target = path.resolve()
     except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name too long
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise ConfigError(f"{what} {relative!r}, which cannot be resolved ({reason})", file=file,
-                          hint=hint) from None
+        raise ConfigError(
+            f"{what} {relative!r}, which cannot be resolved ({reason})", file=file, hint=hint
+        ) from None
     if not target.is_relative_to(base):
-        raise ConfigError(f"{what} {relative!r}, which is not a path inside {root} (it leads to {target})",
-                          file=file, hint=hint)
+        raise ConfigError(
+            f"{what} {relative!r}, which is not a path inside {root} (it leads to {target})",
+            file=file,
+            hint=hint,
+        )
     return path

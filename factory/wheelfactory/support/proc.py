@@ -22,8 +22,17 @@ from typing import Protocol
 
 from wheelfactory.errors import WheelfactoryError
 
-__all__ = ["TAIL_LINES", "CommandFailed", "Finished", "Runner", "TimeoutExpired", "call", "excerpt", "run",
-           "tail_of"]
+__all__ = [
+    "TAIL_LINES",
+    "CommandFailed",
+    "Finished",
+    "Runner",
+    "TimeoutExpired",
+    "call",
+    "excerpt",
+    "run",
+    "tail_of",
+]
 
 TAIL_LINES = 30
 
@@ -31,7 +40,9 @@ TAIL_LINES = 30
 class CommandFailed(WheelfactoryError):
     exit_code = 1
 
-    def __init__(self, command: Sequence[str], returncode: int, tail: str, log: Path | None) -> None:
+    def __init__(
+        self, command: Sequence[str], returncode: int, tail: str, log: Path | None
+    ) -> None:
         self.command = list(command)
         self.returncode = returncode
         self.tail = tail
@@ -47,8 +58,10 @@ def excerpt(text: str, lines: int = TAIL_LINES) -> str:
     """What a person needs from a failed command's output: its first error lines (a compiler's
     real complaint is often far above the tail, under a tool's own summary), then the tail."""
     all_lines = text.splitlines()
-    tail = all_lines[-(lines // 2):]
-    errors = [line for line in all_lines[:-len(tail) or None] if _ERROR_LINE.search(line)][:lines // 2]
+    tail = all_lines[-(lines // 2) :]
+    errors = [line for line in all_lines[: -len(tail) or None] if _ERROR_LINE.search(line)][
+        : lines // 2
+    ]
     return "\n".join([*errors, "...", *tail] if errors else all_lines[-lines:])
 
 
@@ -71,7 +84,9 @@ def _pdeathsig_prefix() -> tuple[str, ...]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         return ()
-    probe = subprocess.run([setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, check=False)
+    probe = subprocess.run(
+        [setpriv, "--pdeathsig", "KILL", "--", "true"], capture_output=True, check=False
+    )
     return (setpriv, "--pdeathsig", "KILL", "--") if probe.returncode == 0 else ()
 
 
@@ -87,23 +102,44 @@ class Runner(Protocol):
     """What runs a command for the code that tests fake: ``run``'s signature and contract (the
     output, stdout and stderr together; CommandFailed on a non-zero exit)."""
 
-    def __call__(self, command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-                 log: Path | None = None, timeout: float | None = None) -> str: ...
+    def __call__(
+        self,
+        command: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        log: Path | None = None,
+        timeout: float | None = None,
+    ) -> str: ...
 
 
 def _full_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
     return {**os.environ, **env} if env is not None else None
 
 
-def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-        log: Path | None = None, timeout: float | None = None) -> str:
+def run(
+    command: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+    timeout: float | None = None,
+) -> str:
     """Run ``command``; return its output (stdout and stderr together)."""
     _refuse_when_cancelled(command)
     full_env = _full_env(env)
     tied = [*_pdeathsig_prefix(), *command]
     if log is None:
-        result = subprocess.run(tied, cwd=cwd, env=full_env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False)
+        result = subprocess.run(
+            tied,
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
         if result.returncode != 0:
             tail = excerpt(result.stdout)
             raise CommandFailed(command, result.returncode, tail, None)
@@ -115,8 +151,15 @@ def run(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, st
             sink.write(f"  (in {cwd})\n")
         sink.flush()
         start = sink.tell()
-        logged = subprocess.run(tied, cwd=cwd, env=full_env, stdout=sink, stderr=subprocess.STDOUT,
-                                timeout=timeout, check=False)
+        logged = subprocess.run(
+            tied,
+            cwd=cwd,
+            env=full_env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            check=False,
+        )
     # tell() is a byte offset: slice the bytes (the log holds non-ASCII output, e.g. progress bars).
     output = log.read_bytes()[start:].decode("utf-8", errors="replace")
     if logged.returncode != 0:
@@ -133,9 +176,16 @@ class Finished:
     stderr: str
 
 
-def call(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None,
-         timeout: float | None = None, input: str | None = None, capture: bool = True,
-         tied: bool = True) -> Finished:
+def call(
+    command: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    input: str | None = None,
+    capture: bool = True,
+    tied: bool = True,
+) -> Finished:
     """Run ``command`` and return how it ended, whatever its exit code (``run`` raises instead).
 
     ``capture``: stdout and stderr apart (decoded as UTF-8, bad bytes replaced); else they go to
@@ -145,7 +195,16 @@ def call(command: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, s
     runs past ``timeout`` raises TimeoutExpired."""
     _refuse_when_cancelled(command)
     prefix = _pdeathsig_prefix() if tied else ()
-    done = subprocess.run([*prefix, *command], cwd=cwd, env=_full_env(env), input=input,
-                          stdin=subprocess.DEVNULL if input is None else None, capture_output=capture,
-                          encoding="utf-8", errors="replace", timeout=timeout, check=False)
+    done = subprocess.run(
+        [*prefix, *command],
+        cwd=cwd,
+        env=_full_env(env),
+        input=input,
+        stdin=subprocess.DEVNULL if input is None else None,
+        capture_output=capture,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
     return Finished(done.returncode, done.stdout or "", done.stderr or "")

@@ -31,8 +31,12 @@ from wheelfactory.errors import ConfigError
 Ignore = Callable[[str, list[str]], Iterable[str]]
 
 LINK_HINT = "copy the file into the project instead of linking to it"
-_SPECIAL = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-            (stat.S_ISSOCK, "a socket"))
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 def _is_portable(name: str) -> bool:
@@ -57,8 +61,10 @@ class _Rule:
     def check_name(self, path: Path) -> None:
         relative = path.relative_to(self.root) if path.is_relative_to(self.root) else path
         if not all(_is_portable(part) for part in relative.parts):
-            raise self.refuse(f"{str(path)!r} has a control character or undecodable bytes in its name",
-                              "rename it: file names a build copies must be printable")
+            raise self.refuse(
+                f"{str(path)!r} has a control character or undecodable bytes in its name",
+                "rename it: file names a build copies must be printable",
+            )
 
     def resolve(self, link: Path) -> Path:
         """Where ``link`` leads; refused when that is outside the project or nowhere."""
@@ -66,11 +72,15 @@ class _Rule:
             target = link.resolve(strict=True)
         except (OSError, RuntimeError) as exc:  # a broken link, a loop of links
             reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-            raise self.refuse(f"{link} is a symlink that cannot be followed ({reason})",
-                              "fix or remove the broken link") from None
+            raise self.refuse(
+                f"{link} is a symlink that cannot be followed ({reason})",
+                "fix or remove the broken link",
+            ) from None
         if not target.is_relative_to(self.real_root):
-            raise self.refuse(f"{link} is a symlink that leads outside the project {self.root} (to {target})",
-                              LINK_HINT)
+            raise self.refuse(
+                f"{link} is a symlink that leads outside the project {self.root} (to {target})",
+                LINK_HINT,
+            )
         return target
 
     def kind_of(self, path: Path) -> int:
@@ -82,13 +92,18 @@ class _Rule:
         try:
             mode = os.stat(path).st_mode
         except OSError as exc:
-            raise self.refuse(f"{path} cannot be read ({exc.strerror or exc})", "list files that exist") from None
+            raise self.refuse(
+                f"{path} cannot be read ({exc.strerror or exc})", "list files that exist"
+            ) from None
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            raise self.refuse(f"{path} is {_special_kind(mode)}", "list regular files and directories only")
+            raise self.refuse(
+                f"{path} is {_special_kind(mode)}", "list regular files and directories only"
+            )
         return mode
 
-    def walk(self, directory: Path, relative: Path, ignore: Ignore | None,
-             ancestors: frozenset[Path]) -> Iterator[tuple[Path, bool]]:
+    def walk(
+        self, directory: Path, relative: Path, ignore: Ignore | None, ancestors: frozenset[Path]
+    ) -> Iterator[tuple[Path, bool]]:
         """(path shown as in the project, is a directory) for everything under ``directory``
         (shown as ``relative``), sorted, a directory before what it holds, links followed."""
         with os.scandir(directory) as found:
@@ -107,17 +122,23 @@ class _Rule:
             if stat.S_ISDIR(mode):
                 real = real.resolve()
                 if real in ancestors:
-                    raise self.refuse(f"{path} is a symlink loop (back to {real})", "remove the link")
+                    raise self.refuse(
+                        f"{path} is a symlink loop (back to {real})", "remove the link"
+                    )
                 yield relative / entry.name, True
                 yield from self.walk(path, relative / entry.name, ignore, ancestors | {real})
             elif stat.S_ISREG(mode):
                 yield relative / entry.name, False
             else:
-                raise self.refuse(f"{path} is {_special_kind(mode)}", "remove it from the project, or leave it "
-                                  "out of what the build copies")
+                raise self.refuse(
+                    f"{path} is {_special_kind(mode)}",
+                    "remove it from the project, or leave it out of what the build copies",
+                )
 
 
-def _entries(root: Path, top: Path | str, ignore: Ignore | None, declared_in: str | None) -> list[tuple[Path, bool]]:
+def _entries(
+    root: Path, top: Path | str, ignore: Ignore | None, declared_in: str | None
+) -> list[tuple[Path, bool]]:
     rule = _Rule(root, declared_in)
     start = root / top
     mode = rule.kind_of(start)
@@ -127,8 +148,13 @@ def _entries(root: Path, top: Path | str, ignore: Ignore | None, declared_in: st
     return [(relative, True), *rule.walk(start, relative, ignore, frozenset({start.resolve()}))]
 
 
-def project_files(root: Path, top: Path | str = ".", *, ignore: Ignore | None = None,
-                  declared_in: str | None = None) -> list[Path]:
+def project_files(
+    root: Path,
+    top: Path | str = ".",
+    *,
+    ignore: Ignore | None = None,
+    declared_in: str | None = None,
+) -> list[Path]:
     """The regular files under ``root/top`` (``top`` itself where it is a file), relative to
     ``root``, sorted, inside symlinks followed. ConfigError (one line) for anything the rule
     above refuses; ``ignore``d names are left out unread."""
@@ -144,15 +170,23 @@ def checked_file(root: Path, relative: Path | str, *, declared_in: str | None = 
     return path.resolve()
 
 
-def copy_project_file(root: Path, relative: Path | str, target: Path, *, declared_in: str | None = None) -> None:
+def copy_project_file(
+    root: Path, relative: Path | str, target: Path, *, declared_in: str | None = None
+) -> None:
     """Copy ``root/relative`` to ``target`` (parents made): the bytes of the file it is, or points to."""
     source = checked_file(root, relative, declared_in=declared_in)
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source, target)
 
 
-def copy_project_tree(root: Path, top: Path | str, dest: Path, *, ignore: Ignore | None = None,
-                      declared_in: str | None = None) -> list[Path]:
+def copy_project_tree(
+    root: Path,
+    top: Path | str,
+    dest: Path,
+    *,
+    ignore: Ignore | None = None,
+    declared_in: str | None = None,
+) -> list[Path]:
     """Copy ``root/top`` to ``dest`` (a file or a directory tree; inside links as what they point
     to); every file is checked before the first is copied. Returns the files, relative to ``root``."""
     entries = _entries(root, top, ignore, declared_in)
@@ -160,7 +194,8 @@ def copy_project_tree(root: Path, top: Path | str, dest: Path, *, ignore: Ignore
     for relative, is_dir in entries:
         inner = relative.relative_to(start)
         if is_dir:
-            (dest / inner).mkdir(parents=True, exist_ok=True)  # empty ones too, as copytree made them
+            # empty ones too, as copytree made them
+            (dest / inner).mkdir(parents=True, exist_ok=True)
         else:
             copy_project_file(root, relative, dest / inner, declared_in=declared_in)
     return [path for path, is_dir in entries if not is_dir]

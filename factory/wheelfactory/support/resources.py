@@ -18,8 +18,10 @@ def shipped_dir(checkout_name: str, installed_name: str, marker: str) -> Path:
     candidate = _PACKAGE / installed_name
     if (candidate / marker).is_file():
         return candidate.resolve()
-    raise ConfigError(f"wheelfactory's {checkout_name}/ files are missing (looked in {candidate})",
-                      hint="reinstall wheelfactory (pip install -e . from a checkout)")
+    raise ConfigError(
+        f"wheelfactory's {checkout_name}/ files are missing (looked in {candidate})",
+        hint="reinstall wheelfactory (pip install -e . from a checkout)",
+    )
 
 
 def templates_dir() -> Path:

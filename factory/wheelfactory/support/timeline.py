@@ -51,11 +51,14 @@ def split_by_markers(start: float, end: float, first: str, output: str) -> list[
 class Timeline:
     """One variant's phases. ``observe`` hears each phase's name as it starts (the live view)."""
 
-    def __init__(self, log: Path | None = None, observe: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, log: Path | None = None, observe: Callable[[str], None] | None = None
+    ) -> None:
         self.log = log
         self.observe = observe or (lambda _name: None)
         self._phases: dict[str, float] = {}
-        self._running: list[str] = []  # phases started and not ended (audit and smoke run side by side)
+        # phases started and not ended (audit and smoke run side by side)
+        self._running: list[str] = []
         self._left_by: tuple[str, ...] = ()  # the phases under way when the first failure left one
         self._lock = threading.Lock()  # a variant's independent steps may run in threads
         self._warnings: list[str] = []

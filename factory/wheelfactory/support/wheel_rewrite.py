@@ -48,7 +48,8 @@ def require_torch(metadata: bytes, requirement: str) -> bytes:
     ``Requires-Dist: <requirement>`` when no line requires torch without a marker: a torch
     extension always needs torch. Only the header block is read; the description stays as it is."""
     lines = metadata.decode("utf-8").split("\n")
-    end = next((n for n, line in enumerate(lines) if not line.strip("\r")), len(lines))  # the blank line
+    # the blank line
+    end = next((n for n, line in enumerate(lines) if not line.strip("\r")), len(lines))
     eol = "\r" if lines[0].endswith("\r") else ""  # a METADATA written with CRLF keeps them
     unconditional, after = False, end
     for number in range(end):
@@ -69,15 +70,21 @@ def require_torch(metadata: bytes, requirement: str) -> bytes:
     return "\n".join(lines).encode("utf-8")
 
 
-def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None,
-                  dist_info_files: Mapping[str, bytes] | None = None, variant_label: str | None = None,
-                  torch_requirement: str | None = None,
-                  contents: Callable[[str, bytes], bytes] | None = None) -> Path:
+def rewrite_wheel(
+    wheel: Path,
+    dest_dir: Path,
+    *,
+    version: Version | None = None,
+    dist_info_files: Mapping[str, bytes] | None = None,
+    variant_label: str | None = None,
+    torch_requirement: str | None = None,
+    contents: Callable[[str, bytes], bytes] | None = None,
+) -> Path:
     """A copy of ``wheel`` in ``dest_dir`` with the changes asked for; returns its path.
     ``torch_requirement``: METADATA requires torch so (:func:`require_torch`). ``contents``: each
     file outside .dist-info, by its path in the wheel and bytes, gives the bytes to ship."""
     name, old_version, _, _ = parse_wheel_filename(wheel.name)
-    parts = wheel.name[:-len(".whl")].split("-")
+    parts = wheel.name[: -len(".whl")].split("-")
     old_version_text = parts[1]
     new_version = version or old_version
     parts[1] = str(new_version)
@@ -89,25 +96,34 @@ def rewrite_wheel(wheel: Path, dest_dir: Path, *, version: Version | None = None
     new_info = f"{parts[0]}-{new_version}.dist-info/"
     added = {new_info + rel: data for rel, data in (dist_info_files or {}).items()}
     records: list[list[str]] = []
-    with atomic.replacing(target, what="the rewritten wheel") as partial, zipfile.ZipFile(wheel) as source, \
-            zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out:
+    with (
+        atomic.replacing(target, what="the rewritten wheel") as partial,
+        zipfile.ZipFile(wheel) as source,
+        zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as out,
+    ):
         items = [item for item in source.infolist() if item.filename != old_info + "RECORD"]
         for item in items:
             data = source.read(item.filename)
-            filename = new_info + item.filename[len(old_info):] if item.filename.startswith(old_info) \
+            filename = (
+                new_info + item.filename[len(old_info) :]
+                if item.filename.startswith(old_info)
                 else item.filename
+            )
             if filename in added:
                 continue  # replaced below
             if contents is not None and not filename.startswith(new_info):
                 data = contents(filename, data)
             if filename == new_info + "METADATA" and version is not None:
-                data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
+                data = re.sub(
+                    rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1
+                )
             if filename == new_info + "METADATA" and torch_requirement is not None:
                 data = require_torch(data, torch_requirement)
             info = zipfile.ZipInfo(filename, item.date_time)
             info.external_attr, info.compress_type = item.external_attr, zipfile.ZIP_DEFLATED
             out.writestr(info, data)
-            if not item.is_dir():  # auditwheel's wheels hold directory entries; RECORD lists files only
+            # auditwheel's wheels hold directory entries; RECORD lists files only
+            if not item.is_dir():
                 records.append([filename, record_hash(data), str(len(data))])
         date_time = items[0].date_time if items else (1980, 1, 1, 0, 0, 0)
         for filename, data in sorted(added.items()):

@@ -17,8 +17,11 @@ from collections.abc import Iterable
 
 # <dotted path>.<ABI tag>.so as CPython names extension modules: .cpython-311-x86_64-linux-gnu.so,
 # .abi3.so, or plain .so.
-_MODULE = re.compile(r"^(?P<path>[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*)"
-                     r"(?P<tag>\.(?:cpython-[0-9a-z_-]+|abi3))?\.so$", re.ASCII)
+_MODULE = re.compile(
+    r"^(?P<path>[A-Za-z_][A-Za-z0-9_]*(?:/[A-Za-z_][A-Za-z0-9_]*)*)"
+    r"(?P<tag>\.(?:cpython-[0-9a-z_-]+|abi3))?\.so$",
+    re.ASCII,
+)
 
 
 def extension_modules(names: Iterable[str]) -> tuple[str, ...]:

@@ -37,7 +37,11 @@ from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.repair import check_wheel, is_shared_library
-from wheelfactory.verify.stable_symbols import declared_stable_target, shim_versions, stable_abi_problems
+from wheelfactory.verify.stable_symbols import (
+    declared_stable_target,
+    shim_versions,
+    stable_abi_problems,
+)
 from wheelfactory.verify.wheel_identity import elf_machine_problems
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
@@ -53,6 +57,7 @@ class SmokeCheck:
     """One smoke program (project/kind_facts.py SmokeProgram): the code sent to the clean
     environment, and what its JSON result must say (a failure, without the variant id; None: it
     passed); ``note`` is what the log keeps of a passed run."""
+
     code: Callable[[Stage, tuple[str, ...]], str]
     failure: Callable[[Stage, dict[str, Any]], str | None]
     note: Callable[[dict[str, Any]], str | None]
@@ -60,9 +65,14 @@ class SmokeCheck:
 
 def _declared_ops_code(stage: Stage, modules: tuple[str, ...]) -> str:
     checks = stage.checks
-    return _program("native_smoke.py", {
-        "package": checks.package, "ops": list(checks.declared_ops),
-        "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None})
+    return _program(
+        "native_smoke.py",
+        {
+            "package": checks.package,
+            "ops": list(checks.declared_ops),
+            "sample_inputs": list(checks.sample_inputs) if checks.sample_inputs else None,
+        },
+    )
 
 
 def _declared_ops_failure(stage: Stage, result: dict[str, Any]) -> str | None:
@@ -74,19 +84,30 @@ def _declared_ops_failure(stage: Stage, result: dict[str, Any]) -> str | None:
 
 
 def _op_namespace_code(stage: Stage, modules: tuple[str, ...]) -> str:
-    return _program("kernel_builder_smoke.py", {
-        "package": stage.package, "namespace": stage.checks.op_namespace,
-        "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA"})
+    return _program(
+        "kernel_builder_smoke.py",
+        {
+            "package": stage.package,
+            "namespace": stage.checks.op_namespace,
+            "dispatch_key": "CPU" if stage.variant.key.backend.kind == "cpu" else "CUDA",
+        },
+    )
 
 
 def _op_namespace_note(result: dict[str, Any]) -> str:
     keys = result.get("keys", {})
-    return (f"smoke: {len(result['ops'])} op(s) serving {result['dispatch_key']} under {result['namespace']}: "
-            + ", ".join(f"{op} ({keys.get(op, result['dispatch_key'])})" for op in result["ops"]))
+    return (
+        f"smoke: {len(result['ops'])} op(s) serving {result['dispatch_key']} under {result['namespace']}: "
+        + ", ".join(f"{op} ({keys.get(op, result['dispatch_key'])})" for op in result["ops"])
+    )
 
 
 def _failed_verification(result: dict[str, Any]) -> str | None:
-    return f"the wheel failed verification: {'; '.join(result['problems'])}" if result.get("problems") else None
+    return (
+        f"the wheel failed verification: {'; '.join(result['problems'])}"
+        if result.get("problems")
+        else None
+    )
 
 
 # The smoke program of each kind (Stage.kind.smoke): a factory-native wheel runs
@@ -95,12 +116,21 @@ def _failed_verification(result: dict[str, Any]) -> str | None:
 # bring-your-own wheel imports its package and each compiled module (verify/byo_smoke.py).
 SMOKES: dict[SmokeProgram, SmokeCheck] = {
     "declared-ops": SmokeCheck(
-        _declared_ops_code, _declared_ops_failure,
-        lambda r: f"smoke: {r['ops']} declared op(s) registered and with references, "
-                  f"{r['samples']} sample input(s) matched their reference"),
-    "op-namespace": SmokeCheck(_op_namespace_code, lambda _, r: _failed_verification(r), _op_namespace_note),
-    "imports": SmokeCheck(lambda stage, modules: byo_smoke.smoke_code(stage.package, modules),
-                          lambda _, r: None, lambda r: None),
+        _declared_ops_code,
+        _declared_ops_failure,
+        lambda r: (
+            f"smoke: {r['ops']} declared op(s) registered and with references, "
+            f"{r['samples']} sample input(s) matched their reference"
+        ),
+    ),
+    "op-namespace": SmokeCheck(
+        _op_namespace_code, lambda _, r: _failed_verification(r), _op_namespace_note
+    ),
+    "imports": SmokeCheck(
+        lambda stage, modules: byo_smoke.smoke_code(stage.package, modules),
+        lambda _, r: None,
+        lambda r: None,
+    ),
 }
 
 
@@ -122,7 +152,9 @@ def smoke_machine(output: str) -> str | None:
 
 def smoke_check(stage: Stage) -> SmokeCheck:
     if stage.kind.smoke is None:  # the runner never hands such a stage to an engine
-        raise VariantBuildError(f"{stage.variant.id}: a {stage.kind.describe} project compiles nothing to smoke-test")
+        raise VariantBuildError(
+            f"{stage.variant.id}: a {stage.kind.describe} project compiles nothing to smoke-test"
+        )
     return SMOKES[stage.kind.smoke]
 
 
@@ -138,9 +170,18 @@ def _program(name: str, request: dict[str, object]) -> str:
     return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(request))}))\n"
 
 
-def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_floor: str | None = None,
-                 error: type[VariantBuildError] = VariantBuildError, timeline: Timeline | None = None,
-                 run_tests: TestRun | None = None, torch_include: Path | None = None) -> None:
+def verify_wheel(
+    stage: Stage,
+    wheel: Path,
+    log: Path,
+    *,
+    smoke: Smoke,
+    glibc_floor: str | None = None,
+    error: type[VariantBuildError] = VariantBuildError,
+    timeline: Timeline | None = None,
+    run_tests: TestRun | None = None,
+    torch_include: Path | None = None,
+) -> None:
     """Run every check on one finished wheel; raise ``error`` naming what failed.
 
     The wheel's own checks come first (fast; a broken wheel is never smoke-tested). Then the
@@ -154,21 +195,38 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     for warning in stage.checks.coverage_warnings:
         timeline.warn(warning)
     with timeline.phase("verify"):
-        problems = check_wheel(wheel, package=stage.package, abi3=abi3, native=stage.kind.factory_layout,
-                               glibc_floor=glibc_floor, abi3_fix=stage.build_system.abi3_fix())
-        libs = libraries(wheel)  # read once: the device-code check, the smoke's module list, cuobjdump
+        problems = check_wheel(
+            wheel,
+            package=stage.package,
+            abi3=abi3,
+            native=stage.kind.factory_layout,
+            glibc_floor=glibc_floor,
+            abi3_fix=stage.build_system.abi3_fix(),
+        )
+        # read once: the device-code check, the smoke's module list, cuobjdump
+        libs = libraries(wheel)
         problems += elf_machine_problems(libs, variant.key.arch)
         # a stable-ABI variant's target, or the one a project's own build files declare
-        target = variant.key.torch if variant.key.stable_abi else declared_stable_target(stage.source_root)
+        target = (
+            variant.key.torch
+            if variant.key.stable_abi
+            else declared_stable_target(stage.source_root)
+        )
         if target is not None and torch_include is not None:
             shims = shim_versions(torch_include)
             outside = stable_abi_problems(libs, shims, target)
             problems += outside
             if not outside:
-                note(log, f"stable ABI {target}: the libraries import only torch's C shim at or below it "
-                          f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes")
-        host_only = cuda_binary.missing_device_code(variant.key.backend.kind, libs) if stage.kind.own_arch_flags \
+                note(
+                    log,
+                    f"stable ABI {target}: the libraries import only torch's C shim at or below it "
+                    f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes",
+                )
+        host_only = (
+            cuda_binary.missing_device_code(variant.key.backend.kind, libs)
+            if stage.kind.own_arch_flags
             else None
+        )
         if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
             timeline.warn(host_only)
             cuda = False
@@ -182,8 +240,11 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         with timeline.phase("audit"):
             if abi3:
                 abi3audit(wheel, tools_log)
-            return cuda_problems(variant, wheel, tools_log, libs, own_archs=stage.kind.own_arch_flags) \
-                if cuda else []
+            return (
+                cuda_problems(variant, wheel, tools_log, libs, own_archs=stage.kind.own_arch_flags)
+                if cuda
+                else []
+            )
 
     check = smoke_check(stage)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wheelfactory-audit") as pool:
@@ -192,7 +253,9 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
         output = ""
         try:
             with timeline.phase("smoke"):
-                output = smoke(check.code(stage, byo_smoke.extension_modules(libs)) + MACHINE_PROBE, log)
+                output = smoke(
+                    check.code(stage, byo_smoke.extension_modules(libs)) + MACHINE_PROBE, log
+                )
         except BaseException as exc:  # the audit's verdict comes first: wait for it
             smoke_failure = exc
         tool_problems: list[str] = []
@@ -203,16 +266,23 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
                 _append(log, tools_log)
     if tool_problems:
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(tool_problems)}")
-    if isinstance(smoke_failure, CommandFailed):  # its message is the whole smoke program: say what it died of
+    # its message is the whole smoke program: say what it died of
+    if isinstance(smoke_failure, CommandFailed):
         where = f" (the whole output: {smoke_failure.log})" if smoke_failure.log else ""
-        raise error(f"{variant.id}: the smoke test failed: {died_of(smoke_failure.tail)}{where}") from None
+        raise error(
+            f"{variant.id}: the smoke test failed: {died_of(smoke_failure.tail)}{where}"
+        ) from None
     if smoke_failure is not None:
         raise smoke_failure
     ran_as = smoke_machine(output)
     if ran_as != variant.key.arch:  # an emulator that ran nothing, or the host's arch in its place
-        raise error(f"{variant.id}: the smoke test ran as {ran_as or 'an unknown machine'}, not {variant.key.arch}")
+        raise error(
+            f"{variant.id}: the smoke test ran as {ran_as or 'an unknown machine'}, not {variant.key.arch}"
+        )
     note(log, f"smoke: ran as {ran_as}")
-    result = json.loads([line for line in output.strip().splitlines() if not line.startswith(MACHINE_MARK)][-1])
+    result = json.loads(
+        [line for line in output.strip().splitlines() if not line.startswith(MACHINE_MARK)][-1]
+    )
     failure = check.failure(stage, result)
     if failure:
         raise error(f"{variant.id}: {failure}")
@@ -222,7 +292,9 @@ def verify_wheel(stage: Stage, wheel: Path, log: Path, *, smoke: Smoke, glibc_fl
     tests = stage.checks.tests_for(variant.id)
     if tests is not None:
         if run_tests is None:
-            raise error(f"{variant.id}: {tests.declared_in} [test] is set, and this engine cannot run tests")
+            raise error(
+                f"{variant.id}: {tests.declared_in} [test] is set, and this engine cannot run tests"
+            )
         run_project_tests(stage, tests, wheel, log, run_tests, timeline, error)
 
 
@@ -236,11 +308,15 @@ def died_of(output: str) -> str:
     line and the frame that raised it (``ModuleNotFoundError: No module named 'packaging' (at
     /tmp/smoke/pkg/__init__.py:9)``); else an exception line alone; else the last line said."""
     lines = [line.rstrip() for line in output.splitlines() if line.strip()]
-    starts = [index for index, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    starts = [
+        index
+        for index, line in enumerate(lines)
+        if line.startswith("Traceback (most recent call last)")
+    ]
     if starts:
-        block = lines[starts[-1] + 1:]
+        block = lines[starts[-1] + 1 :]
         frames = [index for index, line in enumerate(block) if _FRAME.match(line)]
-        after = block[frames[-1] + 1:] if frames else block
+        after = block[frames[-1] + 1 :] if frames else block
         raised = next((line for line in after if not line[0].isspace()), None)
         if raised is not None:
             frame = _FRAME.match(block[frames[-1]]) if frames else None
@@ -264,8 +340,11 @@ def stage_test_sources(stage: Stage, tests: ProjectTests, dest: Path, log: Path)
     """Copy the test sources into ``dest`` (the project's own package left out) and say in the log
     what runs; what an engine does before running ``project_test_shell`` there."""
     hidden = copy_test_sources(stage.checks, tests, dest)
-    note(log, f"the project's tests ({tests.declared_in} [test]): {tests.command}"
-              + (f"; hidden from them: {', '.join(hidden)}" if hidden else ""))
+    note(
+        log,
+        f"the project's tests ({tests.declared_in} [test]): {tests.command}"
+        + (f"; hidden from them: {', '.join(hidden)}" if hidden else ""),
+    )
 
 
 def project_test_shell(tests: ProjectTests, project: str) -> str:
@@ -280,25 +359,45 @@ def project_test_verdict(output: str) -> tuple[bool, str]:
     return status.strip() == "0", body
 
 
-def run_project_tests(stage: Stage, tests: ProjectTests, wheel: Path, log: Path, run_tests: TestRun,
-                      timeline: Timeline, error: type[VariantBuildError]) -> None:
+def run_project_tests(
+    stage: Stage,
+    tests: ProjectTests,
+    wheel: Path,
+    log: Path,
+    run_tests: TestRun,
+    timeline: Timeline,
+    error: type[VariantBuildError],
+) -> None:
     """Run the project's tests; record the outcome for the manifest (``timeline.results``); a
     failure fails the variant with an excerpt of the output (pytest's summary when there is one)."""
     start = time.monotonic()
     with timeline.phase("tests"):
         passed, output = run_tests(tests, wheel)
     excerpt = "" if passed else failure_excerpt(plain_text(output))
-    timeline.results["tests"] = {"command": tests.command, "declared_in": tests.declared_in, "passed": passed,
-                                 "seconds": round(time.monotonic() - start, 1), "excerpt": excerpt or None,
-                                 "not_run": not_run(output) or None, "counts": test_counts(output) or None}
+    timeline.results["tests"] = {
+        "command": tests.command,
+        "declared_in": tests.declared_in,
+        "passed": passed,
+        "seconds": round(time.monotonic() - start, 1),
+        "excerpt": excerpt or None,
+        "not_run": not_run(output) or None,
+        "counts": test_counts(output) or None,
+    }
     if not passed:
-        first = next((line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
-                     excerpt.splitlines()[-1] if excerpt else "no output")
+        first = next(
+            (line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
+            excerpt.splitlines()[-1] if excerpt else "no output",
+        )
         needs_gpu = any(sign in output for sign in NO_GPU)
-        raise error(f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}"
-                    + ("; they ask for a GPU, which the build machine has not: leave these variants out of the "
-                       "tests with matrix.toml [test] skip (e.g. skip = [\"*\"] where every test needs one)"
-                       if needs_gpu else ""))
+        raise error(
+            f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}"
+            + (
+                "; they ask for a GPU, which the build machine has not: leave these variants out of the "
+                'tests with matrix.toml [test] skip (e.g. skip = ["*"] where every test needs one)'
+                if needs_gpu
+                else ""
+            )
+        )
 
 
 # pytest's (and unittest's) closing counts: "36 passed, 17 skipped, 21 warnings in 120.10s".
@@ -331,12 +430,20 @@ NOT_RUN = "not run: needs the Hub kernel"
 
 
 # What torch says when a test asks for a GPU on a machine without one (the build machines).
-NO_GPU = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available")
+NO_GPU = (
+    "Torch not compiled with CUDA enabled",
+    "Found no NVIDIA driver",
+    "No CUDA GPUs are available",
+)
 
 
 def not_run(output: str) -> list[str]:
     """The tests reported as not run, one line each (pytest's "SKIPPED [n] where: reason")."""
-    return [line.strip() for line in output.splitlines() if line.startswith("SKIPPED") and NOT_RUN in line]
+    return [
+        line.strip()
+        for line in output.splitlines()
+        if line.startswith("SKIPPED") and NOT_RUN in line
+    ]
 
 
 def failure_excerpt(output: str) -> str:
@@ -345,7 +452,7 @@ def failure_excerpt(output: str) -> str:
     lines = output.rstrip().splitlines()
     for index, line in enumerate(lines):
         if "short test summary info" in line:
-            return "\n".join(lines[index + 1:][:EXCERPT_LINES])
+            return "\n".join(lines[index + 1 :][:EXCERPT_LINES])
     return "\n".join(lines[-EXCERPT_LINES:])
 
 
@@ -363,23 +470,35 @@ def abi3audit(wheel: Path, log: Path) -> bool:
     """``abi3audit --strict`` on the wheel (raises CommandFailed on a violation); False, with a
     note in the log, where abi3audit is not installed for the factory's interpreter."""
     if importlib.util.find_spec("abi3audit") is None:
-        note(log, f"abi3audit: NOT RUN: abi3audit is not installed for {sys.executable} "
-                  "(pip install abi3audit, a dependency of wheelfactory)")
+        note(
+            log,
+            f"abi3audit: NOT RUN: abi3audit is not installed for {sys.executable} "
+            "(pip install abi3audit, a dependency of wheelfactory)",
+        )
         return False
     run([sys.executable, "-m", "abi3audit", "--strict", "--report", str(wheel)], log=log)
     return True
 
 
-def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, bytes] | None = None, *,
-                  own_archs: bool = False) -> list[str]:
+def cuda_problems(
+    variant: Variant,
+    wheel: Path,
+    log: Path,
+    libs: dict[str, bytes] | None = None,
+    *,
+    own_archs: bool = False,
+) -> list[str]:
     """Every CUDA library in the wheel holds exactly the requested SASS, plus PTX for +PTX archs.
     ``libs``: the wheel's libraries when the caller has read them already. ``own_archs``: the
     project passes its own arch flags (a bring-your-own setup.py's -gencode wins over
     TORCH_CUDA_ARCH_LIST): a mismatch then says which setting of the plan would match them."""
     wanted = cuda_binary.expected(variant.shipped_arch_list)
     found_libs = libs or libraries(wheel)
-    found = {name: cuda_binary.contents(data, log=log) for name, data in found_libs.items()
-             if cuda_binary.device_code(data).cuda}  # cuobjdump fails on a host-only library
+    found = {
+        name: cuda_binary.contents(data, log=log)
+        for name, data in found_libs.items()
+        if cuda_binary.device_code(data).cuda
+    }  # cuobjdump fails on a host-only library
     device = {name: f for name, f in found.items() if f.sass or f.ptx}  # not host-only libraries
     if not device:
         return ["no library in the wheel holds CUDA device code"]
@@ -388,13 +507,18 @@ def cuda_problems(variant: Variant, wheel: Path, log: Path, libs: dict[str, byte
         note(log, f"cuobjdump {name}: {contents.describe()} (asked: {wanted.describe()})")
         stored, unpacked = fatbin.device_code_sizes(found_libs[name])
         if unpacked > stored:
-            note(log, f"device code {name}: {stored} bytes, {unpacked} unpacked ({unpacked - stored} saved by "
-                      "nvcc's fat binary compression)")
+            note(
+                log,
+                f"device code {name}: {stored} bytes, {unpacked} unpacked ({unpacked - stored} saved by "
+                "nvcc's fat binary compression)",
+            )
         mismatch = cuda_binary.problems(contents, wanted, exact_ptx=bool(variant.key.gpu))
         if mismatch and own_archs:
-            mismatch[-1] += (f" (the project's own arch flags decide what it compiles: set [cuda] arch_list = "
-                             f"\"{contents.arch_list()}\" in matrix.toml to plan what it builds, or drop the "
-                             "project's -gencode/-arch flags so that TORCH_CUDA_ARCH_LIST applies)")
+            mismatch[-1] += (
+                f" (the project's own arch flags decide what it compiles: set [cuda] arch_list = "
+                f'"{contents.arch_list()}" in matrix.toml to plan what it builds, or drop the '
+                "project's -gencode/-arch flags so that TORCH_CUDA_ARCH_LIST applies)"
+            )
         out += [f"{name}: {p}" for p in mismatch]
     return out
 

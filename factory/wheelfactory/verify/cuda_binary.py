@@ -46,18 +46,21 @@ class CudaContents:
 
     def arch_list(self) -> str:
         """The TORCH_CUDA_ARCH_LIST that asks for exactly this: SASS {80, 120}, PTX {120} -> "8.0;12.0+PTX"."""
-        return ";".join(f"{_dotted(a)}{'+PTX' if a in self.ptx else ''}" for a in sorted(self.sass | self.ptx, key=_order))
+        return ";".join(
+            f"{_dotted(a)}{'+PTX' if a in self.ptx else ''}"
+            for a in sorted(self.sass | self.ptx, key=_order)
+        )
 
 
 def _dotted(arch: str) -> str:
     """``"90a"`` -> ``"9.0a"``, ``"120"`` -> ``"12.0"``."""
     digits = arch.rstrip("af")
-    return f"{digits[:-1]}.{digits[-1]}{arch[len(digits):]}"
+    return f"{digits[:-1]}.{digits[-1]}{arch[len(digits) :]}"
 
 
 def _order(arch: str) -> tuple[int, str]:
     digits = arch.rstrip("af")
-    return int(digits), arch[len(digits):]
+    return int(digits), arch[len(digits) :]
 
 
 CUDA_SECTIONS = frozenset({".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment"})
@@ -94,20 +97,26 @@ def device_code(library: bytes) -> DeviceCode:
         sections = [(s.name, s["sh_size"]) for s in ELFFile(io.BytesIO(library)).iter_sections()]
     except (ELFError, ValueError, KeyError):
         return DeviceCode(frozenset())
-    return DeviceCode(frozenset(name for name, size in sections if size and name in CUDA_SECTIONS | HIP_SECTIONS))
+    return DeviceCode(
+        frozenset(name for name, size in sections if size and name in CUDA_SECTIONS | HIP_SECTIONS)
+    )
 
 
 def missing_device_code(backend: str, libraries: Mapping[str, bytes]) -> str | None:
     """None when some library holds device code for ``backend`` (always for "cpu"); otherwise
     what to tell the user: the wheel of a GPU variant is host-only."""
-    if backend not in ("cuda", "rocm") or any(device_code(data).holds(backend) for data in libraries.values()):
+    if backend not in ("cuda", "rocm") or any(
+        device_code(data).holds(backend) for data in libraries.values()
+    ):
         return None
     sections = ", ".join(sorted(CUDA_SECTIONS if backend == "cuda" else HIP_SECTIONS))
     names = ", ".join(sorted(libraries)) or "none"
-    return (f"no library in this {backend.upper() if backend == 'cuda' else 'ROCm'} wheel holds device code (no "
-            f"{sections} section in {names}): it runs on the CPU only. A project that builds its GPU code only "
-            "with a GPU present or a switch set gets FORCE_CUDA/WITH_CUDA/USE_CUDA=1; name any other switch "
-            "in [project] cuda_env")
+    return (
+        f"no library in this {backend.upper() if backend == 'cuda' else 'ROCm'} wheel holds device code (no "
+        f"{sections} section in {names}): it runs on the CPU only. A project that builds its GPU code only "
+        "with a GPU present or a switch set gets FORCE_CUDA/WITH_CUDA/USE_CUDA=1; name any other switch "
+        "in [project] cuda_env"
+    )
 
 
 def expected(arch_list: tuple[str, ...]) -> CudaContents:
@@ -128,10 +137,14 @@ def find_cuobjdump() -> str | None:
     for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")):
         if home:
             candidates.append(os.path.join(home, "bin", "cuobjdump"))
-    spec = importlib.util.find_spec("nvidia")  # NVIDIA's wheels: site-packages/nvidia/cu13/bin/cuobjdump
+    # NVIDIA's wheels: site-packages/nvidia/cu13/bin/cuobjdump
+    spec = importlib.util.find_spec("nvidia")
     for root in (spec.submodule_search_locations or []) if spec else []:
-        candidates += [os.path.join(root, sub, "bin", "cuobjdump") for sub in sorted(os.listdir(root))
-                       if sub.startswith("cu")]
+        candidates += [
+            os.path.join(root, sub, "bin", "cuobjdump")
+            for sub in sorted(os.listdir(root))
+            if sub.startswith("cu")
+        ]
     candidates.append(str(Path(sys.executable).parent / "cuobjdump"))
     return next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
 
@@ -139,8 +152,10 @@ def find_cuobjdump() -> str | None:
 def contents(library: bytes, *, log: Path | None = None) -> CudaContents:
     tool = find_cuobjdump()
     if tool is None:
-        raise CuobjdumpMissing("cuobjdump is needed to verify CUDA wheels and none was found: "
-                               "pip install nvidia-cuda-cuobjdump (or put a CUDA toolkit's bin on PATH)")
+        raise CuobjdumpMissing(
+            "cuobjdump is needed to verify CUDA wheels and none was found: "
+            "pip install nvidia-cuda-cuobjdump (or put a CUDA toolkit's bin on PATH)"
+        )
     with tempfile.TemporaryDirectory(prefix="wf-cuobjdump-") as tmp:
         path = Path(tmp) / "library.so"
         path.write_bytes(library)
@@ -159,11 +174,15 @@ def problems(found: CudaContents, wanted: CudaContents, *, exact_ptx: bool = Fal
     asked is fine, unless ``exact_ptx``: a split build's part holds its own code and nothing else)."""
     out = []
     if found.sass != wanted.sass:
-        out.append(f"the library holds SASS for {sorted(found.sass, key=_order)}, "
-                   f"the arch list asks for {sorted(wanted.sass, key=_order)}")
+        out.append(
+            f"the library holds SASS for {sorted(found.sass, key=_order)}, "
+            f"the arch list asks for {sorted(wanted.sass, key=_order)}"
+        )
     if not wanted.ptx <= found.ptx:
         out.append(f"PTX for {sorted(wanted.ptx - found.ptx, key=_order)} is missing")
     if exact_ptx and found.ptx - wanted.ptx:
-        out.append(f"the library holds PTX for {sorted(found.ptx - wanted.ptx, key=_order)}, which this part "
-                   "must not carry")
+        out.append(
+            f"the library holds PTX for {sorted(found.ptx - wanted.ptx, key=_order)}, which this part "
+            "must not carry"
+        )
     return out

@@ -33,8 +33,10 @@ MAGIC = 0xBA55ED50
 SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _HEADER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries after it
 _ENTRY = struct.Struct("<HHIQ")  # kind, version, header size, payload size
-_ARCH_AT = 28  # the entry header's u32 arch number (80, 90, 120), after kind .. payload size and 3 u32
-_FLAGS_AT = 40  # u64 flags: 0x2000 (LZ4) or 0x8000 (nvcc --compress-mode's) when the payload is compressed
+# the entry header's u32 arch number (80, 90, 120), after kind .. payload size and 3 u32
+_ARCH_AT = 28
+# u64 flags: 0x2000 (LZ4) or 0x8000 (nvcc --compress-mode's) when the payload is compressed
+_FLAGS_AT = 40
 _UNPACKED_AT = 56  # u64 size of a compressed payload once unpacked (headers of 64 bytes and more)
 _COMPRESSED = 0x2000 | 0x8000
 KINDS = {1: "ptx", 2: "sass"}
@@ -71,30 +73,55 @@ def fat_binaries(section: bytes) -> Iterator[tuple[int, int, list[Entry]]]:
     while pos + _HEADER.size <= len(section):
         magic, _, header_size, size = _HEADER.unpack_from(section, pos)
         if magic != MAGIC:
-            if not any(section[pos:pos + 8]):  # the linker's alignment padding
+            if not any(section[pos : pos + 8]):  # the linker's alignment padding
                 pos += 8
                 continue
-            raise FatbinError(f"not a CUDA fat binary at offset {pos} of the section (magic {magic:#x})")
+            raise FatbinError(
+                f"not a CUDA fat binary at offset {pos} of the section (magic {magic:#x})"
+            )
         end = pos + header_size + size
         if header_size < _HEADER.size:
-            raise FatbinError(f"a fat binary at offset {pos} has a header of {header_size} bytes (at least "
-                              f"{_HEADER.size})")
+            raise FatbinError(
+                f"a fat binary at offset {pos} has a header of {header_size} bytes (at least "
+                f"{_HEADER.size})"
+            )
         if end > len(section):
-            raise FatbinError(f"a fat binary at offset {pos} runs past its section ({end} > {len(section)} bytes)")
+            raise FatbinError(
+                f"a fat binary at offset {pos} runs past its section ({end} > {len(section)} bytes)"
+            )
         entries, at = [], pos + header_size
         while at < end:
             kind, _, entry_header, payload = _ENTRY.unpack_from(section, at)
             if entry_header < _ARCH_AT + 4 or at + entry_header + payload > end:
-                raise FatbinError(f"a fat binary entry at offset {at} has a header of {entry_header} bytes "
-                                  f"and a payload of {payload}, past its fat binary")
+                raise FatbinError(
+                    f"a fat binary entry at offset {at} has a header of {entry_header} bytes "
+                    f"and a payload of {payload}, past its fat binary"
+                )
             if kind not in KINDS:
-                raise FatbinError(f"a fat binary entry of kind {kind} (known: 1 PTX, 2 SASS) at offset {at}: "
-                                  "a toolkit newer than this reader; build without [cuda] split_archs")
+                raise FatbinError(
+                    f"a fat binary entry of kind {kind} (known: 1 PTX, 2 SASS) at offset {at}: "
+                    "a toolkit newer than this reader; build without [cuda] split_archs"
+                )
             (arch,) = struct.unpack_from("<I", section, at + _ARCH_AT)
-            (flags,) = struct.unpack_from("<Q", section, at + _FLAGS_AT) if entry_header >= _FLAGS_AT + 8 else (0,)
+            (flags,) = (
+                struct.unpack_from("<Q", section, at + _FLAGS_AT)
+                if entry_header >= _FLAGS_AT + 8
+                else (0,)
+            )
             compressed = bool(flags & _COMPRESSED) and entry_header >= _UNPACKED_AT + 8
-            (unpacked,) = struct.unpack_from("<Q", section, at + _UNPACKED_AT) if compressed else (payload,)
-            entries.append(Entry(KINDS[kind], arch, at - pos, at + entry_header + payload - pos, payload, unpacked))
+            (unpacked,) = (
+                struct.unpack_from("<Q", section, at + _UNPACKED_AT) if compressed else (payload,)
+            )
+            entries.append(
+                Entry(
+                    KINDS[kind],
+                    arch,
+                    at - pos,
+                    at + entry_header + payload - pos,
+                    payload,
+                    unpacked,
+                )
+            )
             at += entry_header + payload
         yield pos, end, entries
         pos = (end + 7) & ~7
@@ -106,7 +133,7 @@ def device_code_sizes(library: bytes) -> tuple[int, int]:
     stored = unpacked = 0
     try:
         for offset, size in _sections(library):
-            for _, _, entries in fat_binaries(library[offset:offset + size]):
+            for _, _, entries in fat_binaries(library[offset : offset + size]):
                 stored += sum(e.stored for e in entries)
                 unpacked += sum(e.unpacked for e in entries)
     except FatbinError:  # a layout this reader does not know: cuobjdump's listing is the check
@@ -120,8 +147,11 @@ def _sections(library: bytes) -> list[tuple[int, int]]:
     from elftools.elf.elffile import ELFFile
 
     try:
-        return [(s["sh_offset"], s["sh_size"]) for s in ELFFile(io.BytesIO(library)).iter_sections()
-                if s.name in SECTIONS and s["sh_type"] != "SHT_NOBITS" and s["sh_size"]]
+        return [
+            (s["sh_offset"], s["sh_size"])
+            for s in ELFFile(io.BytesIO(library)).iter_sections()
+            if s.name in SECTIONS and s["sh_type"] != "SHT_NOBITS" and s["sh_size"]
+        ]
     except (ELFError, ValueError, KeyError):
         return []
 
@@ -141,16 +171,16 @@ def keep_part(library: bytes, part: GpuSlice, *, name: str = "the library") -> K
     out = bytearray(library)
     removed = kept = 0
     for offset, size in sections:
-        section = bytes(library[offset:offset + size])
+        section = bytes(library[offset : offset + size])
         for start, end, entries in fat_binaries(section):
             keep = [e for e in entries if _matches(e, part)]
-            header = bytearray(section[start:start + _HEADER.size])
+            header = bytearray(section[start : start + _HEADER.size])
             header_size = _HEADER.unpack_from(header)[2]
-            body = b"".join(section[start + e.start:start + e.end] for e in keep)
+            body = b"".join(section[start + e.start : start + e.end] for e in keep)
             struct.pack_into("<Q", header, 8, len(body))
-            rewritten = bytes(header) + section[start + _HEADER.size:start + header_size] + body
+            rewritten = bytes(header) + section[start + _HEADER.size : start + header_size] + body
             old = end - start
-            out[offset + start:offset + end] = rewritten + bytes(old - len(rewritten))
+            out[offset + start : offset + end] = rewritten + bytes(old - len(rewritten))
             removed += sum(e.end - e.start for e in entries) - len(body)
             kept += len(keep)
     if not kept:
@@ -189,7 +219,11 @@ def keep_part_of_wheel(wheel: Path, part: GpuSlice, dest_dir: Path) -> SplitWhee
     split = rewrite_wheel(wheel, dest_dir, contents=contents)
     if not touched:
         split.unlink(missing_ok=True)
-        raise found[0] if found else FatbinError(f"{wheel.name} has no library with CUDA device code to split")
+        raise (
+            found[0]
+            if found
+            else FatbinError(f"{wheel.name} has no library with CUDA device code to split")
+        )
     return SplitWheel(split, sum(removed), tuple(touched))
 
 
@@ -202,7 +236,9 @@ def ship_gpu_part(variant: Variant, wheel: Path, dest_dir: Path, log: Path) -> P
     split = keep_part_of_wheel(wheel, part, dest_dir)
     what = f"the PTX of compute_{part.digits}" if part.ptx else f"the SASS of sm_{part.digits}"
     with log.open("a", encoding="utf-8") as sink:
-        sink.write(f"# split: {variant.id} keeps {what} of {variant.split_from} ({';'.join(variant.arch_list)}): "
-                   f"{split.removed} bytes of device code out of {', '.join(split.libraries)}; wheel "
-                   f"{wheel.stat().st_size} -> {split.wheel.stat().st_size} bytes\n")
+        sink.write(
+            f"# split: {variant.id} keeps {what} of {variant.split_from} ({';'.join(variant.arch_list)}): "
+            f"{split.removed} bytes of device code out of {', '.join(split.libraries)}; wheel "
+            f"{wheel.stat().st_size} -> {split.wheel.stat().st_size} bytes\n"
+        )
     return split.wheel

@@ -35,7 +35,9 @@ def main(request: dict[str, Any]) -> None:
         problems.append(f"{package_name}._ops.ops is {ops!r}, expected torch.ops.{namespace}")
     prefix = getattr(ops_module, "add_op_namespace_prefix", None)
     if prefix is None or prefix("x") != f"{namespace}::x":
-        problems.append(f"{package_name}._ops.add_op_namespace_prefix does not prefix {namespace}::")
+        problems.append(
+            f"{package_name}._ops.add_op_namespace_prefix does not prefix {namespace}::"
+        )
     served: dict[str, str] = {}  # op -> the first key (in this order) that serves the device
     for candidate in (key, "CompositeExplicitAutograd", "CompositeImplicitAutograd"):
         for name in torch._C._dispatch_get_registrations_for_dispatch_key(candidate):
@@ -43,7 +45,21 @@ def main(request: dict[str, Any]) -> None:
                 served.setdefault(name.split("::", 1)[1].split(".", 1)[0], candidate)
     registered = sorted(served)
     if not registered:
-        problems.append(f"the library registers no op with a {key} kernel, nor a composite one that serves "
-                        f"{key}, under {namespace}")
-    print(json.dumps({"mode": "imported", "variant": None, "module": package_name, "namespace": namespace,
-                      "dispatch_key": key, "ops": registered, "keys": served, "problems": problems}))
+        problems.append(
+            f"the library registers no op with a {key} kernel, nor a composite one that serves "
+            f"{key}, under {namespace}"
+        )
+    print(
+        json.dumps(
+            {
+                "mode": "imported",
+                "variant": None,
+                "module": package_name,
+                "namespace": namespace,
+                "dispatch_key": key,
+                "ops": registered,
+                "keys": served,
+                "problems": problems,
+            }
+        )
+    )

@@ -30,10 +30,14 @@ def main(request: dict[str, Any]) -> None:
     problems: list[str] = []
     package = importlib.import_module(package_name)
     runtime = importlib.import_module(f"{package_name}._runtime")
-    loaders = [value for value in vars(package).values() if isinstance(value, runtime.KernelPackage)]
+    loaders = [
+        value for value in vars(package).values() if isinstance(value, runtime.KernelPackage)
+    ]
     if len(loaders) != 1:
-        problems.append(f"{package_name} defines {len(loaders)} KernelPackage objects at module level, "
-                        "expected one")
+        problems.append(
+            f"{package_name} defines {len(loaders)} KernelPackage objects at module level, "
+            "expected one"
+        )
         print(json.dumps({"mode": None, "variant": None, "problems": problems}))
         return
     loader = loaders[0]
@@ -41,17 +45,23 @@ def main(request: dict[str, Any]) -> None:
     names = tuple(loader.op_names)
     for op in declared:
         if op not in names:
-            problems.append(f"op {op!r} is in kernel.toml but not among the package's KernelPackage ops")
+            problems.append(
+                f"op {op!r} is in kernel.toml but not among the package's KernelPackage ops"
+            )
     for op in names:
         if op not in declared:
-            problems.append(f"op {op!r} is in the package's KernelPackage ops but not in kernel.toml")
+            problems.append(
+                f"op {op!r} is in the package's KernelPackage ops but not in kernel.toml"
+            )
 
     namespace = info.get("namespace")
     if info.get("mode") == "prebuilt" and isinstance(namespace, str):
         registered = _registered(torch, namespace, declared)
         for op in declared:
             if op not in registered:
-                problems.append(f"op {op!r} is in kernel.toml but _C registers no {namespace}::{op}")
+                problems.append(
+                    f"op {op!r} is in kernel.toml but _C registers no {namespace}::{op}"
+                )
         for op in sorted(registered - set(declared)):
             problems.append(f"_C registers {namespace}::{op}, which kernel.toml does not declare")
 
@@ -65,8 +75,10 @@ def main(request: dict[str, Any]) -> None:
         module_name, function_name = request["sample_inputs"]
         samples = getattr(importlib.import_module(f"{package_name}.{module_name}"), function_name)()
         if not isinstance(samples, dict):
-            problems.append(f"{module_name}.{function_name}() returned {type(samples).__name__}, expected "
-                            "a dict {op name: [argument tuples]}")
+            problems.append(
+                f"{module_name}.{function_name}() returned {type(samples).__name__}, expected "
+                "a dict {op name: [argument tuples]}"
+            )
             samples = {}
         for op, cases in samples.items():
             if op not in declared:
@@ -74,14 +86,30 @@ def main(request: dict[str, Any]) -> None:
                 continue
             for number, case in enumerate(cases, start=1):
                 # a tuple of arguments, or {"args": (...), "rtol": r, "atol": a} for other tolerances
-                args, tolerance = (case["args"], {k: case[k] for k in ("rtol", "atol") if k in case}) \
-                    if isinstance(case, dict) else (case, {})
-                problem = _compare(torch, loader.op(op), getattr(reference, op), tuple(args), tolerance)
+                args, tolerance = (
+                    (case["args"], {k: case[k] for k in ("rtol", "atol") if k in case})
+                    if isinstance(case, dict)
+                    else (case, {})
+                )
+                problem = _compare(
+                    torch, loader.op(op), getattr(reference, op), tuple(args), tolerance
+                )
                 compared += 1
                 if problem:
-                    problems.append(f"op {op!r} sample {number} differs from its reference: {problem}")
-    print(json.dumps({"mode": info.get("mode"), "variant": info.get("variant"), "ops": len(declared),
-                      "samples": compared, "problems": problems}))
+                    problems.append(
+                        f"op {op!r} sample {number} differs from its reference: {problem}"
+                    )
+    print(
+        json.dumps(
+            {
+                "mode": info.get("mode"),
+                "variant": info.get("variant"),
+                "ops": len(declared),
+                "samples": compared,
+                "problems": problems,
+            }
+        )
+    )
 
 
 def _registered(torch: Any, namespace: str, declared: list[str]) -> set[str]:
@@ -91,7 +119,7 @@ def _registered(torch: Any, namespace: str, declared: list[str]) -> set[str]:
         space = getattr(torch.ops, namespace)
         return {op for op in declared if _has(space, op)}
     prefix = f"{namespace}::"
-    return {name[len(prefix):].split(".")[0] for name in listing("") if name.startswith(prefix)}
+    return {name[len(prefix) :].split(".")[0] for name in listing("") if name.startswith(prefix)}
 
 
 def _has(space: Any, op: str) -> bool:
@@ -102,7 +130,9 @@ def _has(space: Any, op: str) -> bool:
     return True
 
 
-def _compare(torch: Any, kernel: Any, reference: Any, args: tuple[Any, ...], tolerance: dict[str, float]) -> str:
+def _compare(
+    torch: Any, kernel: Any, reference: Any, args: tuple[Any, ...], tolerance: dict[str, float]
+) -> str:
     def clone(value: Any) -> Any:
         return value.clone() if isinstance(value, torch.Tensor) else value
 

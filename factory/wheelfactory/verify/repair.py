@@ -25,20 +25,46 @@ from wheelfactory.project.build_system import LEGACY
 # among the loaded SONAMEs, so the extension uses torch's copy: no second OpenMP runtime in the
 # process, and none needed on the system. A grafted copy would be that second runtime.
 AUDITWHEEL_EXCLUDES = (
-    "libtorch*.so*", "libc10*.so*", "libshm*.so*", "libgomp*.so*",
-    "libcuda.so*", "libcudart*.so*", "libnvrtc*.so*", "libnvToolsExt*.so*", "libcublas*.so*",
-    "libcusparse*.so*", "libcufft*.so*", "libcurand*.so*", "libcusolver*.so*", "libnccl*.so*",
-    "libamdhip64.so*", "librocblas.so*", "libhipblas*.so*", "libMIOpen*.so*", "librccl.so*",
-    "libroctx64.so*", "libhsa-runtime64.so*",
+    "libtorch*.so*",
+    "libc10*.so*",
+    "libshm*.so*",
+    "libgomp*.so*",
+    "libcuda.so*",
+    "libcudart*.so*",
+    "libnvrtc*.so*",
+    "libnvToolsExt*.so*",
+    "libcublas*.so*",
+    "libcusparse*.so*",
+    "libcufft*.so*",
+    "libcurand*.so*",
+    "libcusolver*.so*",
+    "libnccl*.so*",
+    "libamdhip64.so*",
+    "librocblas.so*",
+    "libhipblas*.so*",
+    "libMIOpen*.so*",
+    "librccl.so*",
+    "libroctx64.so*",
+    "libhsa-runtime64.so*",
 )
-FORBIDDEN_IN_WHEEL = ("libtorch", "libc10", "libcudart", "libcuda.", "libnvrtc", "libamdhip64", "librocblas",
-                      "libgomp")
+FORBIDDEN_IN_WHEEL = (
+    "libtorch",
+    "libc10",
+    "libcudart",
+    "libcuda.",
+    "libnvrtc",
+    "libamdhip64",
+    "librocblas",
+    "libgomp",
+)
 
 
 # A bring-your-own project builds abi3 itself (any cp3X-abi3 tag is its choice of floor); the fix
 # is in its build backend's words (project/build_system.py abi3_fix).
-ABI3_BYO_HINT = ("{wheel} is not an abi3 wheel, and matrix.toml [matrix] python asks for abi3: the project must "
-                 "build it ({fix}), or list CPython versions, e.g. python = [\"3.11\"]")
+ABI3_BYO_HINT = (
+    "{wheel} is not an abi3 wheel, and matrix.toml [matrix] python asks for abi3: the project must "
+    'build it ({fix}), or list CPython versions, e.g. python = ["3.11"]'
+)
 
 
 def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
@@ -63,7 +89,11 @@ def required_glibc(library: bytes) -> Version | None:
     for section in ELFFile(io.BytesIO(library)).iter_sections():
         if isinstance(section, GNUVerNeedSection):
             for _, auxiliaries in section.iter_versions():
-                needed += [Version(m.group(1)) for aux in auxiliaries if (m := _GLIBC_VERSION.match(aux.name))]
+                needed += [
+                    Version(m.group(1))
+                    for aux in auxiliaries
+                    if (m := _GLIBC_VERSION.match(aux.name))
+                ]
     return max(needed, default=None)
 
 
@@ -81,8 +111,15 @@ def is_shared_library(member: str) -> bool:
     return name.endswith(".so") or ".so." in name
 
 
-def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
-                glibc_floor: str | None = None, abi3_fix: str = LEGACY.abi3_fix()) -> list[str]:
+def check_wheel(
+    wheel: Path,
+    *,
+    package: str,
+    abi3: bool,
+    native: bool = True,
+    glibc_floor: str | None = None,
+    abi3_fix: str = LEGACY.abi3_fix(),
+) -> list[str]:
     """Problems found in a finished wheel (empty when it is fine).
 
     Beyond tags and contents: every library's newest GLIBC symbol must be within the platform
@@ -104,7 +141,9 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
     problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)
     if native and raw_record is not None:
         try:
-            problems += _namespace_problems(load_record_json(raw_record, member), libraries, package)
+            problems += _namespace_problems(
+                load_record_json(raw_record, member), libraries, package
+            )
         except RecordError as exc:
             problems.append(f"the build record is unusable: {exc}")
     if native and raw_record is None:
@@ -115,39 +154,52 @@ def check_wheel(wheel: Path, *, package: str, abi3: bool, native: bool = True,
         problems.append("the wheel holds no compiled extension")
     grafted = [n for n in names if any(Path(n).name.startswith(f) for f in FORBIDDEN_IN_WHEEL)]
     if grafted:
-        problems.append(f"torch/toolkit libraries were grafted into the wheel: {', '.join(grafted)}")
+        problems.append(
+            f"torch/toolkit libraries were grafted into the wheel: {', '.join(grafted)}"
+        )
     return problems
 
 
-def _glibc_problems(name: str, tags: frozenset[Tag], libraries: dict[str, bytes],
-                    glibc_floor: str | None) -> list[str]:
+def _glibc_problems(
+    name: str, tags: frozenset[Tag], libraries: dict[str, bytes], glibc_floor: str | None
+) -> list[str]:
     declared = [g for t in tags if (g := tag_glibc(t.platform)) is not None]
     promised = min(declared, default=None)
     problems = []
     floor = Version(glibc_floor) if glibc_floor else None
     if floor is not None and promised is not None and promised > floor:
-        problems.append(f"{name} is tagged for glibc {promised}, newer than [build] glibc_floor {floor}: build on an "
-                        "older base (e.g. quay.io/pypa/manylinux_2_28, or debian_base = \"bullseye\")")
+        problems.append(
+            f"{name} is tagged for glibc {promised}, newer than [build] glibc_floor {floor}: build on an "
+            'older base (e.g. quay.io/pypa/manylinux_2_28, or debian_base = "bullseye")'
+        )
     for path, data in sorted(libraries.items()):
         need = required_glibc(data)
         if need is None:
             continue
         if promised is not None and need > promised:
-            problems.append(f"{path} needs GLIBC_{need} but the wheel is tagged for glibc {promised}")
+            problems.append(
+                f"{path} needs GLIBC_{need} but the wheel is tagged for glibc {promised}"
+            )
         if floor is not None and need > floor:
             problems.append(f"{path} needs GLIBC_{need}, newer than [build] glibc_floor {floor}")
     return problems
 
 
-def _namespace_problems(record: dict[str, object], libraries: dict[str, bytes], package: str) -> list[str]:
+def _namespace_problems(
+    record: dict[str, object], libraries: dict[str, bytes], package: str
+) -> list[str]:
     namespace = str(record.get("namespace", ""))
     if not _NAMESPACE.match(namespace) or not namespace.startswith(f"_{package}_"):
-        return [f"the build record's op namespace {namespace!r} is not _{package}_<backend>_<8 hex>: two builds "
-                "could collide in one process"]
+        return [
+            f"the build record's op namespace {namespace!r} is not _{package}_<backend>_<8 hex>: two builds "
+            "could collide in one process"
+        ]
     library = libraries.get(f"{package}/{record.get('library')}")
     if library is None:
         return []  # reported above as a missing _C
     if namespace.encode() not in library:
-        return [f"{package}/{record.get('library')} does not register ops under {namespace} (was the namespace "
-                "macro applied?)"]
+        return [
+            f"{package}/{record.get('library')} does not register ops under {namespace} (was the namespace "
+            "macro applied?)"
+        ]
     return []

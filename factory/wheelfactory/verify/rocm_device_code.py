@@ -67,8 +67,10 @@ class RocmCheck:
         return all(r.ok for r in self.results)
 
     def describe(self) -> str:
-        parts = [f"{r.target}: {r.kernels} kernels" if r.ok else f"{r.target}: FAILED ({r.message})"
-                 for r in self.results]
+        parts = [
+            f"{r.target}: {r.kernels} kernels" if r.ok else f"{r.target}: FAILED ({r.message})"
+            for r in self.results
+        ]
         return f"{self.compiler}; " + "; ".join(parts)
 
 
@@ -77,21 +79,36 @@ def render_check_image(base: str) -> RenderedImage:
     labels = {"wheelfactory.kind": "rocm-check", "wheelfactory.base": base}
     dockerfile = template.fill({"base": base, "labels": label_block(labels)})
     content = content_digest(dockerfile)
-    return RenderedImage(dockerfile, f"{REPOSITORY}:{content[:12]}", template.network, TEMPLATE, content,
-                         tuple(sorted(labels.items())))
+    return RenderedImage(
+        dockerfile,
+        f"{REPOSITORY}:{content[:12]}",
+        template.network,
+        TEMPLATE,
+        content,
+        tuple(sorted(labels.items())),
+    )
 
 
-def hipify_tree(kernel: KernelSpec, dest: Path, *, python: str = sys.executable, log: Path | None = None) -> Path:
+def hipify_tree(
+    kernel: KernelSpec, dest: Path, *, python: str = sys.executable, log: Path | None = None
+) -> Path:
     """Copy the kernel's include dirs and CUDA sources to ``dest`` and hipify them in place;
     returns ``dest``. Runs torch.utils.hipify with ``python`` (an interpreter with torch)."""
     if dest.exists():
         shutil.rmtree(dest)
     declared_in = str(kernel.root / DECLARATION)
     for rel in sorted({*kernel.include_dirs, *(p.parent for p in kernel.sources_for("cuda"))}):
-        copy_project_tree(kernel.root, rel, dest / rel, ignore=shutil.ignore_patterns("__pycache__"),
-                          declared_in=declared_in)
+        copy_project_tree(
+            kernel.root,
+            rel,
+            dest / rel,
+            ignore=shutil.ignore_patterns("__pycache__"),
+            declared_in=declared_in,
+        )
     if kernel.device_check is not None:
-        copy_project_file(kernel.root, kernel.device_check, dest / kernel.device_check, declared_in=declared_in)
+        copy_project_file(
+            kernel.root, kernel.device_check, dest / kernel.device_check, declared_in=declared_in
+        )
     run([python, "-c", HIPIFY, str(dest)], log=log)
     return dest
 
@@ -99,16 +116,29 @@ def hipify_tree(kernel: KernelSpec, dest: Path, *, python: str = sys.executable,
 def hipified_path(relative: Path) -> Path:
     """Where hipify puts a source: csrc/cuda/x.cu -> csrc/hip/x.hip."""
     parts = ["hip" if p == "cuda" else p for p in relative.parent.parts]
-    return Path(*parts) / (relative.stem + (".hip" if relative.suffix == ".cu" else relative.suffix))
+    return Path(*parts) / (
+        relative.stem + (".hip" if relative.suffix == ".cu" else relative.suffix)
+    )
 
 
-def check_device_code(client: DockerClient, base: str, kernel: KernelSpec, targets: Sequence[str], *,
-                      work: Path, log: Path, torch_include: Path | None = None) -> RocmCheck:
+def check_device_code(
+    client: DockerClient,
+    base: str,
+    kernel: KernelSpec,
+    targets: Sequence[str],
+    *,
+    work: Path,
+    log: Path,
+    torch_include: Path | None = None,
+) -> RocmCheck:
     """hipify the kernel and compile its device unit for each target; ``torch_include``: torch's
     headers (default: this interpreter's torch), for c10's element types."""
     if kernel.device_check is None:
-        raise ConfigError(f"{kernel.root / 'kernel.toml'} names no device unit to check",
-                          key="sources.device_check", hint="a .cu that instantiates every kernel, with no torch")
+        raise ConfigError(
+            f"{kernel.root / 'kernel.toml'} names no device unit to check",
+            key="sources.device_check",
+            hint="a .cu that instantiates every kernel, with no torch",
+        )
     bad = [t for t in targets if not _TARGET.match(t)]
     if bad:
         raise ConfigError(f"not gfx targets: {', '.join(bad)}", hint="e.g. gfx90a, gfx940")
@@ -120,16 +150,38 @@ def check_device_code(client: DockerClient, base: str, kernel: KernelSpec, targe
     unit = hipified_path(kernel.device_check)
     image = ensure_image(client, render_check_image(base), log=log)
     results = []
-    with Container(client, image.id, volumes={tree: "/src:ro", torch_include: "/torch-include:ro"}) as box:
-        compiler = " / ".join(line.strip() for line in box.run(["hipcc", "--version"], check=False).splitlines()
-                              if line.startswith(("HIP version", "Debian clang", "clang version")))
+    with Container(
+        client, image.id, volumes={tree: "/src:ro", torch_include: "/torch-include:ro"}
+    ) as box:
+        compiler = " / ".join(
+            line.strip()
+            for line in box.run(["hipcc", "--version"], check=False).splitlines()
+            if line.startswith(("HIP version", "Debian clang", "clang version"))
+        )
         for target in targets:
             obj = f"/tmp/{target}.o"
             try:
-                box.run(["hipcc", "-std=c++17", "-DUSE_ROCM", "-O2", "-I/torch-include", f"--offload-arch={target}",
-                         "-c", f"/src/{unit}", "-o", obj], log=log, workdir=f"/src/{unit.parent}")
+                box.run(
+                    [
+                        "hipcc",
+                        "-std=c++17",
+                        "-DUSE_ROCM",
+                        "-O2",
+                        "-I/torch-include",
+                        f"--offload-arch={target}",
+                        "-c",
+                        f"/src/{unit}",
+                        "-o",
+                        obj,
+                    ],
+                    log=log,
+                    workdir=f"/src/{unit.parent}",
+                )
             except CommandFailed as exc:
-                first = next((line for line in exc.tail.splitlines() if "error" in line), exc.tail.splitlines()[-1:])
+                first = next(
+                    (line for line in exc.tail.splitlines() if "error" in line),
+                    exc.tail.splitlines()[-1:],
+                )
                 results.append(TargetResult(target, False, 0, str(first).strip()))
                 continue
             results.append(TargetResult(target, True, _count_kernels(box, obj, target, log)))
@@ -138,12 +190,16 @@ def check_device_code(client: DockerClient, base: str, kernel: KernelSpec, targe
 
 def _count_kernels(box: Container, obj: str, target: str, log: Path) -> int:
     """Kernel symbols in the target's code object (unbundled from the object's .hip_fatbin)."""
-    script = (f"{LLVM_BIN}/llvm-objcopy --dump-section=.hip_fatbin=/tmp/fat.bin {obj} && "
-              f"{LLVM_BIN}/clang-offload-bundler --unbundle --type=o --input=/tmp/fat.bin "
-              f"--targets=hipv4-amdgcn-amd-amdhsa--{target} --output=/tmp/{target}.co && "
-              f"{LLVM_BIN}/llvm-readelf --symbols /tmp/{target}.co")
+    script = (
+        f"{LLVM_BIN}/llvm-objcopy --dump-section=.hip_fatbin=/tmp/fat.bin {obj} && "
+        f"{LLVM_BIN}/clang-offload-bundler --unbundle --type=o --input=/tmp/fat.bin "
+        f"--targets=hipv4-amdgcn-amd-amdhsa--{target} --output=/tmp/{target}.co && "
+        f"{LLVM_BIN}/llvm-readelf --symbols /tmp/{target}.co"
+    )
     listing = box.run(["sh", "-c", script], log=None)
-    names = {line.split()[-1] for line in listing.splitlines() if " FUNC " in line and "_kernel" in line}
+    names = {
+        line.split()[-1] for line in listing.splitlines() if " FUNC " in line and "_kernel" in line
+    }
     with log.open("a", encoding="utf-8") as sink:
         sink.write(f"# {target}: {len(names)} kernels in the code object\n")
     return len(names)

@@ -36,14 +36,33 @@ _ELSE = re.compile(r"^\s*#\s*(else|elif)")
 _END = re.compile(r"^\s*#\s*endif")
 _DECLARED = re.compile(r"\b((?:aoti_torch|torch)_\w+)\s*\(")
 # Libraries of the C/C++ runtime: what their versioned symbols (GLIBC_2.17, GLIBCXX_3.4) come from.
-RUNTIME_LIBRARIES = ("libc.so", "libm.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so",
-                     "ld-linux")
+RUNTIME_LIBRARIES = (
+    "libc.so",
+    "libm.so",
+    "libstdc++.so",
+    "libgcc_s.so",
+    "libpthread.so",
+    "libdl.so",
+    "librt.so",
+    "ld-linux",
+)
 # Unversioned imports that are the Python C API (an abi3 module's) or the CUDA runtime's.
 _ALLOWED_NAMES = re.compile(r"^(_?Py|__cuda|cuda|cu[A-Z]|__fatbinwrap|__nv)")
 # The C++ runtime, by demangled name: a symbol of it may come unversioned (an inline function's
 # out-of-line copy, a newer libstdc++ member the build's toolchain resolved later).
-_CXX_RUNTIME = ("std::", "__gnu_cxx::", "__cxxabiv1::", "operator new", "operator delete", "typeinfo for std::",
-                "typeinfo name for std::", "vtable for std::", "VTT for std::", "__cxa_", "__gxx_")
+_CXX_RUNTIME = (
+    "std::",
+    "__gnu_cxx::",
+    "__cxxabiv1::",
+    "operator new",
+    "operator delete",
+    "typeinfo for std::",
+    "typeinfo name for std::",
+    "vtable for std::",
+    "VTT for std::",
+    "__cxa_",
+    "__gxx_",
+)
 
 
 def shim_versions(include: Path) -> dict[str, str | None]:
@@ -156,7 +175,9 @@ def demangled(names: list[str]) -> dict[str, str]:
     return dict(zip(names, out)) if len(out) == len(names) else {name: name for name in names}
 
 
-def stable_abi_problems(libraries: Mapping[str, bytes], shims: Mapping[str, str | None], target: str) -> list[str]:
+def stable_abi_problems(
+    libraries: Mapping[str, bytes], shims: Mapping[str, str | None], target: str
+) -> list[str]:
     """What in ``libraries`` breaks the stable-ABI claim from torch ``target`` on: an import outside
     the stable surface, or a shim newer than ``target``. ``shims``: ``shim_versions`` of the build's torch."""
     outside: list[tuple[str, str]] = []
@@ -174,11 +195,20 @@ def stable_abi_problems(libraries: Mapping[str, bytes], shims: Mapping[str, str 
                 continue
             outside.append((member, symbol.name))
     names = demangled(sorted({name for _, name in outside}))
-    outside = [(member, name) for member, name in outside if not names.get(name, name).startswith(_CXX_RUNTIME)]
-    problems = [f"{member} imports {names.get(name, name)} ({name}), which is not in torch's stable ABI: a "
-                f"stable-ABI build may call only the C shim (torch/csrc/stable); this wheel would fail to load "
-                f"on another torch" for member, name in outside]
-    problems += [f"{member} calls {name}, a shim torch {added} added, above the stable-ABI target {target}: it "
-                 f"fails to load on torch {target}; raise [matrix] stable_abi to \"{added}\" or drop the call"
-                 for member, name, added in too_new]
+    outside = [
+        (member, name)
+        for member, name in outside
+        if not names.get(name, name).startswith(_CXX_RUNTIME)
+    ]
+    problems = [
+        f"{member} imports {names.get(name, name)} ({name}), which is not in torch's stable ABI: a "
+        f"stable-ABI build may call only the C shim (torch/csrc/stable); this wheel would fail to load "
+        f"on another torch"
+        for member, name in outside
+    ]
+    problems += [
+        f"{member} calls {name}, a shim torch {added} added, above the stable-ABI target {target}: it "
+        f'fails to load on torch {target}; raise [matrix] stable_abi to "{added}" or drop the call'
+        for member, name, added in too_new
+    ]
     return problems

@@ -42,7 +42,9 @@ class Stripped:
 def objcopy_for(arch: str) -> str | None:
     """The objcopy that reads ``arch``'s ELF here: the host's own for its machine, else the cross one."""
     native = platform.machine().lower() in (arch, {"x86_64": "amd64", "aarch64": "arm64"}.get(arch))
-    for name in (("objcopy",) if native else ()) + (f"{_OBJCOPY_PREFIX.get(arch, arch + '-linux-gnu-')}objcopy",):
+    for name in (("objcopy",) if native else ()) + (
+        f"{_OBJCOPY_PREFIX.get(arch, arch + '-linux-gnu-')}objcopy",
+    ):
         if shutil.which(name):
             return name
     return None
@@ -87,14 +89,27 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
             needing.append(member)
             return data
         with tempfile.TemporaryDirectory(prefix="wf-strip-") as tmp:
-            library, debug_file, stripped = Path(tmp) / "lib.so", Path(tmp) / "lib.debug", Path(tmp) / "stripped.so"
+            library, debug_file, stripped = (
+                Path(tmp) / "lib.so",
+                Path(tmp) / "lib.debug",
+                Path(tmp) / "stripped.so",
+            )
             library.write_bytes(data)
             run([tool, "--only-keep-debug", str(library), str(debug_file)], log=log)
             # the link names the debug file as gdb finds it by build id; without one, beside the library
             name = f"{build_id[2:]}.debug" if build_id else f"{Path(member).name}.debug"
             linked = Path(tmp) / name
             debug_file.rename(linked)
-            run([tool, "--strip-debug", f"--add-gnu-debuglink={linked}", str(library), str(stripped)], log=log)
+            run(
+                [
+                    tool,
+                    "--strip-debug",
+                    f"--add-gnu-debuglink={linked}",
+                    str(library),
+                    str(stripped),
+                ],
+                log=log,
+            )
             relative = f".build-id/{build_id[:2]}/{name}" if build_id else f"{member}.debug"
             target = debug_dir / relative
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -103,22 +118,30 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
         saved.append(len(data) - len(result))
         written.append(relative)
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# strip: {member}: {len(data)} -> {len(result)} bytes; its debug info in "
-                       f"{DEBUG_DIR}/{relative}\n")
+            sink.write(
+                f"# strip: {member}: {len(data)} -> {len(result)} bytes; its debug info in "
+                f"{DEBUG_DIR}/{relative}\n"
+            )
         return result
 
     out = rewrite_wheel(wheel, dest_dir, contents=contents)
     if not written:
         out.unlink(missing_ok=True)
-        missing = None if not needing else (
-            f"the debug info stays in {', '.join(needing)}: no objcopy for {arch} here "
-            f"(apt-get install binutils-{_OBJCOPY_PREFIX.get(arch, arch + '-linux-gnu-').rstrip('-')})")
+        missing = (
+            None
+            if not needing
+            else (
+                f"the debug info stays in {', '.join(needing)}: no objcopy for {arch} here "
+                f"(apt-get install binutils-{_OBJCOPY_PREFIX.get(arch, arch + '-linux-gnu-').rstrip('-')})"
+            )
+        )
         return Stripped(wheel, 0, (), missing)
     return Stripped(out, sum(saved), tuple(written))
 
 
-def ship_stripped(strip: bool, arch: str, wheel: Path, workdir: Path, log: Path,
-                  warn: Callable[[str], None]) -> Path:
+def ship_stripped(
+    strip: bool, arch: str, wheel: Path, workdir: Path, log: Path, warn: Callable[[str], None]
+) -> Path:
     """The wheel a variant ships with [build] strip (on by default): its libraries without debug
     info, which goes to ``workdir/debug`` (the runner moves it beside the wheel in dist)."""
     if not strip:
@@ -128,6 +151,8 @@ def ship_stripped(strip: bool, arch: str, wheel: Path, workdir: Path, log: Path,
         warn(done.missing_tool)
     if done.saved:
         with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# strip: {done.saved} bytes of debug info out of the wheel's libraries; wheel "
-                       f"{wheel.stat().st_size} -> {done.wheel.stat().st_size} bytes\n")
+            sink.write(
+                f"# strip: {done.saved} bytes of debug info out of the wheel's libraries; wheel "
+                f"{wheel.stat().st_size} -> {done.wheel.stat().st_size} bytes\n"
+            )
     return done.wheel

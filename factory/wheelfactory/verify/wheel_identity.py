@@ -47,22 +47,39 @@ RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger i
 BUILD_RECORD_LIMIT = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
 # What reading a damaged or hostile zip can raise (as publish/index.py's ZIP_ERRORS).
-_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, ValueError, OSError)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zlib.error,
+    EOFError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+    OSError,
+)
 
 
-def wheel_identity_problems(wheel: Path, variant: VariantId, torch_version: str | None,
-                            toolkit: str | None) -> list[str]:
+def wheel_identity_problems(
+    wheel: Path, variant: VariantId, torch_version: str | None, toolkit: str | None
+) -> list[str]:
     """Every way ``wheel`` (a file) is not a wheel of ``variant`` built against ``torch_version``
     ("2.13.0") with ``toolkit`` ("13.0"; None for cpu), one line each; [] when it is."""
     problems = _name_problems(wheel.name, variant)
     try:
         with zipfile.ZipFile(wheel) as archive:
             problems += _build_record_problems(archive, variant, torch_version, toolkit)
-            problems += elf_machine_problems({name: _head(archive, name) for name in archive.namelist()
-                                              if is_shared_library(name)}, variant.arch)
+            problems += elf_machine_problems(
+                {
+                    name: _head(archive, name)
+                    for name in archive.namelist()
+                    if is_shared_library(name)
+                },
+                variant.arch,
+            )
             problems += record_problems(archive)
     except _ZIP_ERRORS as exc:
-        problems.append(f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})")
+        problems.append(
+            f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})"
+        )
     return problems
 
 
@@ -104,8 +121,10 @@ def _name_problems(filename: str, variant: VariantId) -> list[str]:
     label = variant.local_label
     local = version.local or ""
     if local != label and not local.endswith("." + label):
-        problems.append(f"local version label {local or '(none)'!r} does not end with {label!r}, "
-                        f"the label of {variant}")
+        problems.append(
+            f"local version label {local or '(none)'!r} does not end with {label!r}, "
+            f"the label of {variant}"
+        )
     platforms = sorted({tag.platform for tag in tags})
     if not all(platform.endswith("_" + variant.arch) for platform in platforms):
         problems.append(f"platform tag {'.'.join(platforms)} is not one for {variant.arch}")
@@ -119,8 +138,10 @@ def _name_problems(filename: str, variant: VariantId) -> list[str]:
         fits = interpreters == [cp] and abis == [cp]
         wanted = f"{cp}-{cp}"
     if not fits:
-        problems.append(f"python tag {'.'.join(interpreters)}-{'.'.join(abis)} is not {wanted}, "
-                        f"what python {variant.python} builds carry")
+        problems.append(
+            f"python tag {'.'.join(interpreters)}-{'.'.join(abis)} is not {wanted}, "
+            f"what python {variant.python} builds carry"
+        )
     return problems
 
 
@@ -129,8 +150,9 @@ def _packages(archive: zipfile.ZipFile) -> list[str]:
     return sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
 
 
-def _build_record_problems(archive: zipfile.ZipFile, variant: VariantId, torch_version: str | None,
-                           toolkit: str | None) -> list[str]:
+def _build_record_problems(
+    archive: zipfile.ZipFile, variant: VariantId, torch_version: str | None, toolkit: str | None
+) -> list[str]:
     problems: list[str] = []
     names = set(archive.namelist())
     for package in _packages(archive):
@@ -145,18 +167,25 @@ def _build_record_problems(archive: zipfile.ZipFile, variant: VariantId, torch_v
         except RecordError as exc:
             problems.append(str(exc))
             continue
-        problems += [f"{member}: {problem}" for problem in record_field_problems(record, variant, torch_version,
-                                                                                  toolkit)]
+        problems += [
+            f"{member}: {problem}"
+            for problem in record_field_problems(record, variant, torch_version, toolkit)
+        ]
     return problems
 
 
-def record_field_problems(record: dict[str, object], variant: VariantId, torch_version: str | None,
-                          toolkit: str | None) -> list[str]:
+def record_field_problems(
+    record: dict[str, object], variant: VariantId, torch_version: str | None, toolkit: str | None
+) -> list[str]:
     """The fields a build record holds that name another variant than ``variant`` (a partial
     record is checked for the fields it has)."""
     expected: dict[str, object] = {
-        "variant": str(variant), "torch": variant.torch, "backend": variant.backend.kind,
-        "cxx11_abi": variant.cxx11_abi, "python": variant.python, "arch": variant.arch,
+        "variant": str(variant),
+        "torch": variant.torch,
+        "backend": variant.backend.kind,
+        "cxx11_abi": variant.cxx11_abi,
+        "python": variant.python,
+        "arch": variant.arch,
         "stable_abi": variant.stable_abi,
     }
     problems = []
@@ -166,11 +195,19 @@ def record_field_problems(record: dict[str, object], variant: VariantId, torch_v
     if "toolkit" in record and variant.backend.kind != "cpu":
         want_toolkit = _minor(toolkit) or variant.backend.version
         if not isinstance(record["toolkit"], str) or _minor(record["toolkit"]) != want_toolkit:
-            problems.append(f"toolkit is {record['toolkit']!r}, the manifest entry's is {want_toolkit!r}")
+            problems.append(
+                f"toolkit is {record['toolkit']!r}, the manifest entry's is {want_toolkit!r}"
+            )
     built_with = record.get("built_with_torch")
-    if isinstance(built_with, str) and torch_version and not variant.stable_abi \
-            and _minor(built_with) != _minor(torch_version):
-        problems.append(f"built_with_torch is {built_with!r}, the manifest entry's torch is {torch_version!r}")
+    if (
+        isinstance(built_with, str)
+        and torch_version
+        and not variant.stable_abi
+        and _minor(built_with) != _minor(torch_version)
+    ):
+        problems.append(
+            f"built_with_torch is {built_with!r}, the manifest entry's torch is {torch_version!r}"
+        )
     return problems
 
 
@@ -189,7 +226,9 @@ def record_hash(digest: bytes) -> str:
 
 def record_problems(archive: zipfile.ZipFile) -> list[str]:
     """RECORD against the members: each listed with a matching sha256 and size, none unlisted."""
-    records = [n for n in archive.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1]
+    records = [
+        n for n in archive.namelist() if n.endswith(".dist-info/RECORD") and n.count("/") == 1
+    ]
     if len(records) != 1:
         return [f"has {len(records)} .dist-info/RECORD files (a wheel has one)"]
     record = records[0]
@@ -226,6 +265,8 @@ def record_problems(archive: zipfile.ZipFile) -> list[str]:
             problems.append(f"{name} does not match its {record} line (sha256 or size)")
     missing = sorted(name for name in listed if name not in exempt)
     if missing:
-        problems.append(f"{record} lists {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}, "
-                        "which the wheel does not hold")
+        problems.append(
+            f"{record} lists {', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}, "
+            "which the wheel does not hold"
+        )
     return problems

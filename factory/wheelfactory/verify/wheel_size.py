@@ -16,14 +16,24 @@ def over_limit(variant: Variant, size: int, limit: int) -> str | None:
     if size <= limit:
         return None
     fits = []
-    parts = split_arch_list(variant.arch_list) if variant.key.backend.kind == "cuda" and not variant.key.gpu else ()
+    parts = (
+        split_arch_list(variant.arch_list)
+        if variant.key.backend.kind == "cuda" and not variant.key.gpu
+        else ()
+    )
     if len(parts) > 1:
-        fits.append(f"[cuda] split_archs = true: {len(parts)} wheels ({', '.join(p.tag for p in parts)}), each with "
-                    f"one arch's device code, about {megabytes(size // len(parts))} each where device code dominates")
+        fits.append(
+            f"[cuda] split_archs = true: {len(parts)} wheels ({', '.join(p.tag for p in parts)}), each with "
+            f"one arch's device code, about {megabytes(size // len(parts))} each where device code dominates"
+        )
     if variant.key.backend.kind == "cuda" and len(variant.arch_list) > 1:
         fits.append(f"fewer archs in [cuda] arch_list (now {';'.join(variant.arch_list)})")
     if variant.key.backend.kind == "cuda":
         fits.append("nvcc's --compress-mode=size (CUDA 12.8+) in extra_cuda_cflags")
-    fits.append("or raise wheel_size_limit where the index takes bigger files (PyPI: on request, 1 GiB at most)")
-    return (f"{variant.id}: the wheel is {megabytes(size)} ({size} bytes), over [build] wheel_size_limit "
-            f"{megabytes(limit)} ({limit} bytes); what would fit: {'; '.join(fits)}")
+    fits.append(
+        "or raise wheel_size_limit where the index takes bigger files (PyPI: on request, 1 GiB at most)"
+    )
+    return (
+        f"{variant.id}: the wheel is {megabytes(size)} ({size} bytes), over [build] wheel_size_limit "
+        f"{megabytes(limit)} ({limit} bytes); what would fit: {'; '.join(fits)}"
+    )
