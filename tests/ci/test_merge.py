@@ -221,10 +221,7 @@ def test_copies_are_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
 def test_the_output_is_locked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     part = make_part(tmp_path / "a", {CPU213: "built"})
     out = tmp_path / "dist"
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         assert run_cli("merge", str(part), "-o", str(out)) == 4  # OutputLocked
-    finally:
-        held.release()
     assert "is in use by another wheelfactory build" in capsys.readouterr().err
     assert run_cli("merge", str(part), "-o", str(out)) == 0

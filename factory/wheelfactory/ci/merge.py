@@ -277,10 +277,7 @@ def merge(parts: Sequence[Path], out: Path, *, allow_unattested: bool = False) -
     """Merge ``parts`` into ``out`` under the output directory's lock; returns what was done (the
     caller fails on ``refused`` after this wrote the rest)."""
     out = out.resolve()
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         plan = plan_merge(parts, out, manifest.read(out), allow_unattested=allow_unattested)
         apply_merge(plan)
-    finally:
-        held.release()
     return plan

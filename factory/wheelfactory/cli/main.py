@@ -267,14 +267,9 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     from wheelfactory.runner import manifest
 
     out = out_dir.resolve()
-    entries = manifest.read(out)
-    if not entries:
-        raise UsageError(
-            f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first"
-        )
+    entries = manifest.read_listed(out, shown=out_dir)
     base = (base_url or DEFAULT_BASE_URL).rstrip("/")
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         wheels, skipped = collect(out, entries, allow_unattested=allow_unattested)
         tampered: list[str] = []
         pages, links = variant_metadata(wheels, out, tampered=tampered)
@@ -287,8 +282,6 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
             report=served_report(out, entries, frozenset(w.variant_id for w in wheels)),
         )
         generation, changed = write_index(out, planned)
-    finally:
-        held.release()
     out_console = console()
     for wheel in planned.wheels:
         out_console.print(f"{wheel.variant_id}: {base}/{wheel.simple}/", markup=False)
@@ -448,11 +441,7 @@ def report_command(
     outputs = {"--html": html_path} if html_path else {"the default page": page}
     outputs.update({"--svg": svg_path} if svg_path else {"the default SVG": svg})
     check_outputs(outputs, inputs, writes="the report")
-    entries = manifest.read(out)
-    if not entries:
-        raise UsageError(
-            f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first"
-        )
+    entries = manifest.read_listed(out, shown=out_dir)
     linked: dict[str, Path | None] = {}  # the wheels and logs the page links, read for their sizes
     for vid, entry in sorted(entries.items()):
         for what, name in (("wheel", entry.wheel), ("build log", entry.log)):
@@ -504,19 +493,14 @@ def export_command(
 
     out = out_dir.resolve()
     out_console = console()
-    entries = manifest.read(out)
-    if not entries:
-        raise UsageError(
-            f"{out / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {out_dir}` first"
-        )
+    entries = manifest.read_listed(out, shown=out_dir)
     if skip_abi_check:
         console(stderr=True).print(
             "[yellow]warning[/] --skip-abi-check: libraries are exported without "
             "kernel-abi-check; the Hub would reject any that fail it",
             highlight=False,
         )
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         result = export_dist(
             out,
             entries,
@@ -524,8 +508,6 @@ def export_command(
             abi_check=not skip_abi_check,
             allow_unattested=allow_unattested,
         )
-    finally:
-        held.release()
     for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
     for skip in result.skipped:

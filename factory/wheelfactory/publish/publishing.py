@@ -49,11 +49,7 @@ class Published:
 
 
 def _checked_wheels(dist: Path, allow_unattested: bool) -> tuple[list[IndexedWheel], list[Skipped]]:
-    entries = manifest.read(dist)
-    if not entries:
-        raise UsageError(
-            f"{dist / manifest.MANIFEST} lists nothing: run `wheelfactory build -o {dist}` first"
-        )
+    entries = manifest.read_listed(dist)
     wheels, skipped = collect(dist, entries, allow_unattested=allow_unattested)
     refused = [s for s in skipped if s.refused]
     if refused:  # a release is published whole or not at all
@@ -86,9 +82,9 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
     targets = distinct_targets(request.config.targets, say)
     # Nothing rebuilds the wheels while they are read and sent; a dry run sends nothing, and takes
     # no lock either (the lock file would be its one write).
-    held = None if request.dry_run else manifest.lock(dist)
-    scratch = contextlib.ExitStack()
-    try:
+    with contextlib.ExitStack() as scratch:
+        if not request.dry_run:
+            scratch.enter_context(manifest.locked(dist))
         wheels, skipped = _checked_wheels(dist, request.allow_unattested)
         tampered: list[str] = []
         pages: tuple[tuple[str, str], ...] = ()
@@ -141,10 +137,6 @@ def publish(request: PublishRequest, table: CompatTable, say: Callable[[str], No
                     started = time.monotonic()
                     result = upload.execute_plan(planned, say=say)
                     lines.append(f"{planned.target}: {result} ({time.monotonic() - started:.1f} s)")
-    finally:
-        scratch.close()
-        if held is not None:
-            held.release()
     return Published(tuple(lines), sum(w.provenance is None for w in wheels))
 
 

@@ -8,9 +8,10 @@ so two runs cannot interleave.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Literal, get_args
@@ -284,8 +285,10 @@ class ManifestRecorder:
             _write(self.out, self._fragments)
 
 
-def lock(out: Path) -> FileLock:
-    """An exclusive lock on the output directory; released by the OS if the process dies."""
+@contextlib.contextmanager
+def locked(out: Path) -> Iterator[None]:
+    """The output directory held exclusively for the block (a build, an index, a merge, an
+    export, a publish); released on the way out, and by the OS if the process dies."""
     out.mkdir(parents=True, exist_ok=True)
     lock_ = FileLock(str(out / LOCK))
     try:
@@ -299,4 +302,18 @@ def lock(out: Path) -> FileLock:
             f"{out / LOCK}: the build's lock cannot be opened ({exc.strerror}): remove it, a build "
             "makes its own"
         ) from None
-    return lock_
+    try:
+        yield
+    finally:
+        lock_.release()
+
+
+def read_listed(out: Path, *, shown: Path | None = None) -> dict[str, Entry]:
+    """The manifest's entries for a command that works on what was built: none is a UsageError
+    saying to build first (``shown``: the output directory as the user named it)."""
+    entries = read(out)
+    if not entries:
+        raise UsageError(
+            f"{out / MANIFEST} lists nothing: run `wheelfactory build -o {shown or out}` first"
+        )
+    return entries

@@ -33,8 +33,7 @@ def build_noarch(
     """Write and check each build's wheel under ``out/<variant>/``; each one's manifest entry is
     written as it finishes. A wheel that does not install fails its variant, not the others."""
     out = out.resolve()
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         recorder = manifest.ManifestRecorder(out)
         outcomes = []
         for build in project.builds:
@@ -42,8 +41,6 @@ def build_noarch(
             recorder.record(build.id, outcome.entry)
             outcomes.append(outcome)
         return outcomes
-    finally:
-        held.release()
 
 
 def _build_one(

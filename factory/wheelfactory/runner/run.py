@@ -87,8 +87,7 @@ def run_matrix(
             **{f"{variant.id}/{DEBUG_DIR}": FOLDER for variant in variants},
         },
     )
-    held = manifest.lock(out)
-    try:
+    with manifest.locked(out):
         recorder = manifest.ManifestRecorder(out)
         _clean_partials(out)
         for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
@@ -147,8 +146,6 @@ def run_matrix(
             raise
         finally:
             pool.shutdown(wait=True)
-    finally:
-        held.release()
 
 
 def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
