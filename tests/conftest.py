@@ -23,18 +23,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--run-emulated", action="store_true", default=False,
                      help="build aarch64 variants in Docker under QEMU user emulation (tests/docker/"
                           "test_docker_aarch64.py; ~30 min here)")
+    parser.addoption("--run-release-gate", action="store_true", default=False,
+                     help="the stable-ABI gate over torch 2.10, 2.12 and the newest (tests/docker/"
+                          "test_docker_newest_torch.py; two CUDA torches of ~3 GB each to download)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "cuda_compile: compiles CUDA sources with nvcc; needs --run-cuda-compile")
     config.addinivalue_line("markers", "emulated: builds another arch under QEMU user emulation; needs --run-emulated")
+    config.addinivalue_line("markers", "release_gate: the stable-ABI gate over three torch releases; needs "
+                                       "--run-release-gate")
     config.addinivalue_line("markers", "last: runs after every other test of its lane (.ci/run makes the arm64 base "
                                        "it needs in the background meanwhile)")
 
 
 # marker -> (its option, the skip reason without it)
 OPT_IN_TIERS = {"cuda_compile": ("--run-cuda-compile", "CUDA compile tier: pass --run-cuda-compile"),
-                "emulated": ("--run-emulated", "aarch64 emulation tier: pass --run-emulated")}
+                "emulated": ("--run-emulated", "aarch64 emulation tier: pass --run-emulated"),
+                "release_gate": ("--run-release-gate", "the three-release stable-ABI gate: pass --run-release-gate")}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
