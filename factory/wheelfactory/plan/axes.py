@@ -265,7 +265,8 @@ def toolkit_filter(table: Table) -> ToolkitFilter:
             else:
                 if version.pre or version.dev or version.post or version.local:
                     raise InvalidSpecifier(text)
-                specs.append(SpecifierSet(f"=={text}.*" if text.count(".") == 1 else f"=={text}"))
+                line = len(version.release) == 2  # "12.4": every 12.4.x
+                specs.append(SpecifierSet(f"=={text}.*" if line else f"=={text}"))
         except InvalidSpecifier:
             table.error(
                 "toolkits",
