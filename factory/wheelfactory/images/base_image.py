@@ -91,24 +91,10 @@ class Suite:
 
 SUITES: dict[str, Suite] = {
     s.name: s
-    for s in (
-        Suite(
-            "bullseye",
-            "3.9",
-            "2.31",
-            manylinux_max="manylinux_2_31",
-            manylinux_cxx="manylinux_2_24",
-        ),
-        Suite(
-            "bookworm",
-            "3.11",
-            "2.36",
-            manylinux_max="manylinux_2_36",
-            manylinux_cxx="manylinux_2_34",
-        ),
-        Suite(
-            "trixie", "3.13", "2.41", manylinux_max="manylinux_2_41", manylinux_cxx="manylinux_2_34"
-        ),
+    for s in (  # name, python, glibc, manylinux_max, manylinux_cxx
+        Suite("bullseye", "3.9", "2.31", "manylinux_2_31", "manylinux_2_24"),
+        Suite("bookworm", "3.11", "2.36", "manylinux_2_36", "manylinux_2_34"),
+        Suite("trixie", "3.13", "2.41", "manylinux_2_41", "manylinux_2_34"),
     )
 }
 
@@ -169,17 +155,13 @@ def base_spec(
     return BaseImageSpec(suite, mirror, tag, arch=arch, compilers_from=host or host_arch())
 
 
-def triplet(arch: str) -> str:
-    """The GNU triplet Debian names an arch's compilers and library directories by."""
-    return f"{arch}-linux-gnu"
-
-
 def _cross_values(spec: BaseImageSpec, host: str) -> dict[str, str]:
+    # the GNU triplets Debian names an arch's compilers and library directories by
     return {
         "host": host,
         "host_debian": DEBIAN_ARCH[host],
-        "host_triplet": triplet(host),
-        "target": triplet(spec.arch),
+        "host_triplet": f"{host}-linux-gnu",
+        "target": f"{spec.arch}-linux-gnu",
         "prefix": CROSS_PREFIX,
         "abi": spec.suite.abi,
         "native": NATIVE_CONTEXT,
