@@ -242,15 +242,6 @@ class BuildSettings:
             strip=self.strip and other.strip,
         )
 
-    def __bool__(self) -> bool:
-        return bool(
-            self.extra_cflags
-            or self.extra_cuda_cflags
-            or self.env
-            or self.debug_info
-            or not self.strip
-        )
-
 
 @dataclass(frozen=True)
 class Variant:
