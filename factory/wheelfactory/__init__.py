@@ -34,9 +34,10 @@ from wheelfactory.errors import (
     WorkflowStale,
 )
 from wheelfactory.plan.compat import CompatTable, load_table
-from wheelfactory.plan.expand import Plan, Pruned
+from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Backend, Variant, VariantId
 from wheelfactory.plan.matrix import Matrix, load_matrix
+from wheelfactory.plan.prune import Pruned
 from wheelfactory.project.kinds import project_plan
 
 if TYPE_CHECKING:

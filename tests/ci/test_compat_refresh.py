@@ -16,13 +16,9 @@ import pytest
 from testkit import REPO
 from torch_index_kit import FILES, write_index
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.torch_releases import (
-    build_of_metadata,
-    compare,
-    listed_files,
-    release_facts,
-    torch_files,
-)
+from wheelfactory.plan.index_pages import listed_files
+from wheelfactory.plan.table_refresh import compare
+from wheelfactory.plan.torch_releases import build_of_metadata, release_facts, torch_files
 
 
 def refresh(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -96,7 +92,7 @@ JSON_PAGE = json.dumps({"files": [
 @pytest.mark.parametrize("body, content_type", [(HTML_PAGE, "text/html"),
                                                 (JSON_PAGE, "application/vnd.pypi.simple.v1+json")])
 def test_one_parse_gives_the_files_and_where_their_metadata_is_served(body: bytes, content_type: str) -> None:
-    from wheelfactory.plan.torch_releases import ListedFile
+    from wheelfactory.plan.index_pages import ListedFile
 
     found = listed_files(body, content_type, PAGE_URL)
     assert [dataclasses.replace(f, url="") for f in found] == [
@@ -115,7 +111,7 @@ def test_one_parse_gives_the_files_and_where_their_metadata_is_served(body: byte
     (b"{", "application/vnd.pypi.simple.v1+json"),
 ])
 def test_a_page_that_is_not_an_index_is_refused(body: bytes, content_type: str) -> None:
-    from wheelfactory.plan.torch_releases import InvalidPage
+    from wheelfactory.plan.index_pages import InvalidPage
 
     with pytest.raises(InvalidPage):
         listed_files(body, content_type, PAGE_URL)
@@ -215,7 +211,8 @@ def test_an_aarch64_wheel_whose_cuda_requirements_are_marked_x86_64_is_a_cpu_bui
 
 def test_a_new_releases_fragment_says_which_build_pypis_aarch64_wheel_is(tmp_path: Path) -> None:
     from wheelfactory.plan.compat import load_table
-    from wheelfactory.plan.torch_releases import compare, release_facts, torch_files
+    from wheelfactory.plan.table_refresh import compare
+    from wheelfactory.plan.torch_releases import release_facts, torch_files
 
     table = load_table()
     names = ["torch-2.16.0-cp312-cp312-manylinux_2_28_x86_64.whl", "torch-2.16.0-cp312-cp312-manylinux_2_28_aarch64.whl"]

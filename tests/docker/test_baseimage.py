@@ -26,9 +26,9 @@ from wheelfactory.images.base_image import (
     BaseImageSpec,
     parse_suite,
     render_base,
-    tar_stream,
 )
 from wheelfactory.images.containers import Container
+from wheelfactory.images.rootfs import tar_stream
 from wheelfactory.plan.indexes import debian_mirror
 from wheelfactory.support.proc import run
 

@@ -1,5 +1,6 @@
-"""images/base_image.py for another arch than the host's: tags, the debootstrap command, the
-refusal without emulation, and the image archive `docker load` gets (read back with tarfile)."""
+"""images/base_image.py and images/rootfs.py for another arch than the host's: tags, the
+debootstrap command, the refusal without emulation, and the image archive `docker load` gets (read
+back with tarfile)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,8 @@ from typing import Any, cast
 
 import pytest
 from wheelfactory.errors import ImageBuildFailed, UsageError
-from wheelfactory.images.base_image import (
-    BaseImageSpec,
-    debootstrap_command,
-    ensure_base_image,
-    image_archive,
-    parse_suite,
-    render_base,
-)
+from wheelfactory.images.base_image import BaseImageSpec, ensure_base_image, parse_suite, render_base
+from wheelfactory.images.rootfs import debootstrap_command, image_archive
 from wheelfactory.images.emulation import host_arch
 
 MIRROR = "http://mirror.example/debian"
@@ -50,9 +45,9 @@ def test_an_arch_debian_has_no_port_for_is_one_line() -> None:
 
 
 def test_debootstrap_names_the_debian_arch_only_for_a_foreign_one(tmp_path: Path) -> None:
-    assert debootstrap_command(spec(), tmp_path, foreign=False) == [
+    assert debootstrap_command(spec().rootfs, tmp_path, foreign=False) == [
         "debootstrap", "--variant=minbase", "bookworm", str(tmp_path), MIRROR]
-    assert debootstrap_command(spec("aarch64"), tmp_path, foreign=True)[:3] == [
+    assert debootstrap_command(spec("aarch64").rootfs, tmp_path, foreign=True)[:3] == [
         "debootstrap", "--arch=arm64", "--variant=minbase"]
 
 
@@ -181,7 +176,7 @@ def test_an_idle_priority_base_runs_debootstrap_at_nice_19_and_its_steps_at_the_
     the emulated second stage it starts at nice 19, the Dockerfile's RUN steps in containers of the
     engine's lowest CPU weight; without the flag, neither."""
     import docker
-    from wheelfactory.images import base_image
+    from wheelfactory.images import base_image, rootfs
     from wheelfactory.images.dockerfiles import CONTENT_LABEL, IDLE_CPU_SHARES
 
     rendered = render_base(spec())
@@ -210,10 +205,11 @@ def test_an_idle_priority_base_runs_debootstrap_at_nice_19_and_its_steps_at_the_
             builds.append(kwargs)
             return [{"stream": "Step 1/1\n"}]
 
-    monkeypatch.setattr(base_image, "run", debootstrap)
-    monkeypatch.setattr(base_image.shutil, "which", lambda name: f"/usr/sbin/{name}")
-    monkeypatch.setattr(base_image.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(base_image, "host_arch", lambda: "x86_64")
+    monkeypatch.setattr(rootfs, "run", debootstrap)
+    monkeypatch.setattr(rootfs.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(rootfs.os, "geteuid", lambda: 0)
+    for module in (base_image, rootfs):
+        monkeypatch.setattr(module, "host_arch", lambda: "x86_64")
     for idle in (True, False):
         commands.clear()
         builds.clear()

@@ -4,11 +4,17 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
+from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory.errors import ConfigError
-from wheelfactory.plan.compat import load_table
+from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Backend
 
 BUNDLED = REPO / "factory" / "wheelfactory" / "data" / "compat.toml"
+
+
+def cuda_compatible(table: CompatTable, system: str, torch_cuda: str) -> bool:
+    """The runtime's rule (``_fit.same_cuda_group``) over the table's CUDA minor-version groups."""
+    return same_cuda_group((group for _, group in table.cuda_groups), system, torch_cuda)
 
 
 def test_bundled_table_covers_2_4_to_2_15() -> None:
@@ -47,9 +53,9 @@ def test_cuda_arch_lists_and_groups() -> None:
     assert "7.0" not in table.cuda_toolkit("13.0").arch_list  # CUDA 13 dropped sm_70
     assert not table.cuda_toolkit("12.4").can_compile("12.0")
     assert table.cuda_toolkit("12.8").can_compile("12.0")
-    assert table.cuda_compatible("12.4", "12.6") and table.cuda_compatible("12.9", "12.1")
-    assert not table.cuda_compatible("11.8", "12.1")
-    assert not table.cuda_compatible("12.7", "12.6")  # there is no 12.7
+    assert cuda_compatible(table, "12.4", "12.6") and cuda_compatible(table, "12.9", "12.1")
+    assert not cuda_compatible(table, "11.8", "12.1")
+    assert not cuda_compatible(table, "12.7", "12.6")  # there is no 12.7
 
 
 def test_adding_a_release_is_one_table(tmp_path: Path) -> None:

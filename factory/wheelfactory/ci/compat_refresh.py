@@ -1,6 +1,6 @@
 """``wheelfactory compat refresh``: read torch's project page on package indexes and report what
-the compatibility table in use lacks (plan/torch_releases.py decides; this module fetches and
-writes).
+the compatibility table in use lacks (plan/torch_releases.py and plan/table_refresh.py decide; this
+module fetches and writes).
 
 Indexes: those given with ``--index``, else the ones the table names by alias: ``pypi`` (the index
 pip is configured with on this host: ``PIP_INDEX_URL``, pip's config files, else pip's own
@@ -22,17 +22,13 @@ from urllib.request import url2pathname
 
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.index_pages import JSON_CONTENT, InvalidPage, listed_files
 from wheelfactory.plan.indexes import PYPI, Indexes, IndexRef, is_url
+from wheelfactory.plan.table_refresh import Refresh, compare, merged_table
 from wheelfactory.plan.torch_releases import (
-    JSON_CONTENT,
-    InvalidPage,
-    Refresh,
     ReleaseFacts,
     TorchFile,
     build_of_metadata,
-    compare,
-    listed_files,
-    merged_table,
     release_facts,
     torch_files,
 )

@@ -23,10 +23,11 @@ from wheelfactory.engines.wheelhouse import (
     runtime_requirements,
 )
 from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
+from wheelfactory.plan.axes import BackendSelector, TorchSelector
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Backend, Variant
-from wheelfactory.plan.matrix import BackendSelector, Matrix, TorchSelector
+from wheelfactory.plan.matrix import Matrix
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args

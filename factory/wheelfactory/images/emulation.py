@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wheelfactory._runtime._fit import normalize_machine
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.support.proc import CommandFailed, TimeoutExpired, run
 
 BINFMT_MISC = Path("/proc/sys/fs/binfmt_misc")
@@ -35,7 +36,7 @@ NEWER_QEMU = (
     "install QEMU >= 10 (Debian bookworm: add bookworm-backports to apt's sources, then "
     "apt-get install -y -t bookworm-backports qemu-user-static binfmt-support; trixie's own is 10.0)"
 )
-_QEMU_VERSION = re.compile(r"qemu-\S+ version (\d+)\.(\d+)")
+_QEMU_VERSION = re.compile(r"qemu-\S+ version (\d+\.\d+)")
 
 
 def qemu_version(interpreter: str) -> tuple[int, int] | None:
@@ -48,7 +49,7 @@ def qemu_version(interpreter: str) -> tuple[int, int] | None:
     except (OSError, CommandFailed, TimeoutExpired):
         return None
     found = _QEMU_VERSION.search(said)
-    return (int(found[1]), int(found[2])) if found else None
+    return major_minor(found[1]) if found else None
 
 
 def host_arch(machine: str | None = None) -> str:

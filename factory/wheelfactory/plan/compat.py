@@ -12,12 +12,12 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory._runtime._toolkit import CudaFacts, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor
-from wheelfactory.plan.identity import Backend, InvalidBackend, minor_of
+from wheelfactory.plan.identity import Backend, InvalidBackend
 from wheelfactory.plan.indexes import PYPI, IndexRef, InvalidIndexRef
 from wheelfactory.plan.tomlsource import Table, TomlDocument
+from wheelfactory.plan.versions import RELEASE_LINE, minor_of
 
 BUNDLED_TABLE = "factory/wheelfactory/data/compat.toml"
 
@@ -155,11 +155,6 @@ class CompatTable:
         builds = release.abi_builds(cxx11_abi)
         return builds.index_path(backend.build_name) if builds else backend.build_name
 
-    def cuda_compatible(self, system: str, torch_cuda: str) -> bool:
-        """May an extension compiled by nvcc ``system`` be used with torch built for ``torch_cuda``?
-        The runtime's rule (``_fit.same_cuda_group``) over this table's groups."""
-        return same_cuda_group((group for _, group in self.cuda_groups), system, torch_cuda)
-
     def toolkit_facts(self) -> ToolkitFacts:
         """What the kernel runtime needs from this table, as the runtime's own type: every CUDA
         release's default arch list and arch range, the CUDA minor groups, the ROCm gfx targets.
@@ -243,7 +238,6 @@ def _index_ref(table: Table, key: str, default: str) -> IndexRef:
         )
 
 
-_MAJOR_MINOR = re.compile(r"\d+\.\d+")
 # A TORCH_CUDA_ARCH_LIST entry: "8.0", "9.0a", "10.0f", "12.0+PTX".
 _CUDA_ARCH = re.compile(r"\d+\.\d+[af]?(\+PTX)?")
 
@@ -267,7 +261,7 @@ def _version_text(table: Table, key: str, default: str | None = None, *, example
 
 def _check_key(table: Table, key: str, what: str, example: str) -> None:
     """The name of a [torch."X.Y"] / [cuda."X.Y"] / [rocm."X.Y"] entry must be a major.minor version."""
-    if not _MAJOR_MINOR.fullmatch(key):
+    if not RELEASE_LINE.fullmatch(key):
         table.error(key, f"is not a {what} major.minor version", f"name the entry like [{example}]")
 
 

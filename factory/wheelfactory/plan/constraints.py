@@ -13,9 +13,10 @@ from packaging.version import Version
 
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.expand import Plan, Pruned, expand
+from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.plan.prune import Pruned
 
 # Backends a build here can produce; others a project declares (metal, xpu, neuron, tpu, cann)
 # are pruned with a reason.

@@ -1,6 +1,7 @@
 """Expansion: Matrix + compatibility table -> variants, plus every pruned combination and why.
 
 Pure: no files, no Docker, no network. The same inputs give the same plan, in the same order.
+What cannot be built is decided by plan/prune.py, the stable-ABI variants by plan/stable_abi.py.
 """
 
 from __future__ import annotations
@@ -9,34 +10,13 @@ import fnmatch
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from packaging.version import Version
-
 from wheelfactory.errors import ConfigError, UsageError
+from wheelfactory.plan.axes import Include, TorchSelector
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.identity import Backend, BuildSettings, Variant, VariantId, split_arch_list
-from wheelfactory.plan.matrix import BackendSelector, Include, Matrix, Selector, TorchSelector
-
-
-@dataclass(frozen=True)
-class Pruned:
-    """A combination the plan does not build; ``None`` axes mean "for every value"."""
-
-    torch: str
-    backend: str  # build name (cu124) or kind (cuda) when the whole kind is missing
-    reason: str
-    cxx11_abi: bool | None = None
-    python: str | None = None
-    arch: str | None = None
-
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "torch": self.torch,
-            "backend": self.backend,
-            "cxx11_abi": self.cxx11_abi,
-            "python": self.python,
-            "arch": self.arch,
-            "reason": self.reason,
-        }
+from wheelfactory.plan.matrix import Matrix
+from wheelfactory.plan.prune import Pruned, builds, combinations, excluded, pruned_for
+from wheelfactory.plan.stable_abi import collapse_stable
 
 
 @dataclass(frozen=True)
@@ -107,24 +87,14 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     pruned: list[Pruned] = []
     for release, selector in _releases(matrix, table):
         for backend_selector in matrix.backends:
-            for backend in _backends(matrix, release, backend_selector, pruned):
-                for key, reason in _combinations(
-                    matrix, release, selector, backend, matrix.cxx11_abi, matrix.python, matrix.arch
+            for backend in builds(matrix, release, backend_selector, pruned):
+                for key, reason in combinations(
+                    release, backend, matrix.cxx11_abi, matrix.python, matrix.arch
                 ):
+                    if reason is None:
+                        reason = excluded(matrix, release, backend, key)
                     if reason is not None:
                         pruned.append(reason)
-                        continue
-                    excluded = next(
-                        (e for e in matrix.exclude if _matches(e, release, backend, key)), None
-                    )
-                    if excluded is not None:
-                        pruned.append(
-                            _pruned(
-                                key,
-                                backend,
-                                f"excluded by {excluded.where('exclude', matrix.file)}",
-                            )
-                        )
                         continue
                     variant = _variant(matrix, table, release, selector, backend, key, None, pruned)
                     if variant is not None:
@@ -132,14 +102,7 @@ def expand(matrix: Matrix, table: CompatTable) -> Plan:
     for include in matrix.include:
         _apply_include(matrix, table, include, variants, pruned)
     if matrix.stable_abi is not None:
-        _collapse_stable(
-            matrix.stable_abi,
-            variants,
-            pruned,
-            matrix.stable_abi_backends,
-            matrix.stable_abi_verify_on,
-            matrix.file,
-        )
+        collapse_stable(matrix, matrix.stable_abi, variants, pruned)
     if matrix.cuda.split_archs:
         _split_archs(variants)
     ordered = tuple(sorted(variants.values(), key=Variant.sort_key))
@@ -167,84 +130,6 @@ def _split_archs(variants: dict[str, Variant]) -> None:
             variants[split.id] = split
 
 
-def _collapse_stable(
-    target: str,
-    variants: dict[str, Variant],
-    pruned: list[Pruned],
-    backends: tuple[str, ...] | None = None,
-    verify_on: tuple[str, ...] | None = None,
-    matrix_file: str = "matrix.toml",
-) -> None:
-    """One stable-ABI variant per (backend build, arch) for every cp39-abi3 variant of a torch
-    >= ``target`` (of a backend kind in ``backends``; None: any): built once, against the oldest
-    of those releases, with TORCH_TARGET_VERSION = target, and loadable on any torch from
-    ``target`` on. The variants it replaces are listed as pruned, naming it; those of them its
-    wheel is verified on besides the oldest (``verify_on``, default the middle and the newest)
-    are its ``gate``."""
-    floor = Version(target)
-    groups: dict[tuple[str, str], list[Variant]] = {}
-    for variant in variants.values():
-        if backends is not None and variant.key.backend.kind not in backends:
-            continue
-        if (
-            variant.key.python == "abi3"
-            and variant.key.cxx11_abi
-            and Version(variant.key.torch) >= floor
-        ):
-            groups.setdefault((variant.key.backend.tag, variant.key.arch), []).append(variant)
-    for members in groups.values():
-        members.sort(key=lambda v: Version(v.key.torch))
-        base = members[0]
-        gate = tuple(m for m in _gate_members(members, verify_on, matrix_file) if m is not base)
-        verified = ", ".join(m.torch_version for m in (base, *gate))
-        stable = replace(
-            base,
-            key=replace(base.key, torch=target, stable_abi=True),
-            gate=gate,
-            notes=(
-                *base.notes,
-                f"stable ABI: built against torch {base.torch_version} with "
-                f"TORCH_TARGET_VERSION {target}; loads on torch >= {target}; "
-                f"verified on torch {verified}",
-            ),
-        )
-        for member in members:
-            del variants[member.id]
-            pruned.append(
-                _pruned(
-                    member.key,
-                    member.backend,
-                    f'served by the stable-ABI variant {stable.id} ([matrix] stable_abi = "{target}")',
-                )
-            )
-        variants[stable.id] = stable
-
-
-def _gate_members(
-    members: list[Variant], verify_on: tuple[str, ...] | None, matrix_file: str
-) -> list[Variant]:
-    """The members (oldest torch first) a stable-ABI wheel is verified on: ``verify_on``'s releases
-    ("latest": the newest), or the oldest, middle and newest."""
-    if verify_on is None:
-        return list(
-            {id(m): m for m in (members[0], members[len(members) // 2], members[-1])}.values()
-        )
-    by_minor = {m.key.torch: m for m in members}
-    chosen = []
-    for release in verify_on:
-        member = members[-1] if release == "latest" else by_minor.get(release)
-        if member is None:
-            raise ConfigError(
-                f"names torch {release}, which the stable-ABI variant does not serve here",
-                file=matrix_file,
-                key="stable_abi.verify_on",
-                hint=f"name releases of [matrix] torch from the target on: {', '.join(by_minor)}",
-            )
-        if member not in chosen:
-            chosen.append(member)
-    return chosen
-
-
 def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease, TorchSelector]]:
     seen: set[str] = set()
     for release in table.releases:  # table order: oldest first
@@ -252,126 +137,6 @@ def _releases(matrix: Matrix, table: CompatTable) -> Iterator[tuple[TorchRelease
             if release.minor in selector.releases and release.minor not in seen:
                 seen.add(release.minor)
                 yield release, selector
-
-
-def _backends(
-    matrix: Matrix, release: TorchRelease, selector: BackendSelector, pruned: list[Pruned]
-) -> Iterator[Backend]:
-    available = release.backends(selector.kind)
-    name = {"cuda": "CUDA", "rocm": "ROCm"}.get(selector.kind, "")
-    if not available:
-        pruned.append(
-            Pruned(release.minor, selector.kind, f"torch {release.minor} has no {name} builds")
-        )
-        return
-    if selector.pinned is not None and selector.kind != "cpu":
-        matching = [b for b in available if selector.matches(b)]
-        if not matching:
-            assert selector.pinned.version is not None
-            versions = ", ".join(b.version or "" for b in available)
-            pruned.append(
-                Pruned(
-                    release.minor,
-                    selector.pinned.build_name,
-                    f"{name} {selector.pinned.version} has no torch {release.minor} build "
-                    f"(torch {release.minor} ships {name} {versions})",
-                )
-            )
-        yield from matching
-        return
-    settings = matrix.cuda.toolkits if selector.kind == "cuda" else matrix.rocm.toolkits
-    for backend in available:
-        default = release.pypi_default == backend.build_name
-        if selector.kind == "cpu" or settings.admits(backend.version or "", default):
-            yield backend
-        else:
-            pruned.append(
-                Pruned(
-                    release.minor,
-                    backend.build_name,
-                    f"{name} {backend.version} not selected by [{selector.kind}].toolkits "
-                    f"({settings.text})",
-                )
-            )
-
-
-def _combinations(
-    matrix: Matrix,
-    release: TorchRelease,
-    selector: TorchSelector,
-    backend: Backend,
-    abis: tuple[bool, ...],
-    pythons: tuple[str, ...],
-    arches: tuple[str, ...],
-) -> Iterator[tuple[VariantId, Pruned | None]]:
-    """Every (ABI, Python, arch) for one torch build, with the reason where it cannot exist."""
-    for abi in abis:
-        if not release.has_build(backend, abi):
-            yield VariantId(release.minor, backend, abi), _abi_reason(release, backend, abi)
-            continue
-        for python in pythons:
-            if python != "abi3" and python not in release.python:
-                yield (
-                    VariantId(release.minor, backend, abi, python=python),
-                    Pruned(
-                        release.minor,
-                        backend.build_name,
-                        f"torch {release.minor} ships no wheels for Python {python} "
-                        f"(it supports {release.python[0]} to {release.python[-1]})",
-                        abi,
-                        python,
-                    ),
-                )
-                continue
-            for arch in arches:
-                key = VariantId(release.minor, backend, abi, arch=arch, python=python)
-                if arch == "aarch64" and backend.build_name not in release.aarch64:
-                    yield (
-                        key,
-                        _pruned(
-                            key,
-                            backend,
-                            f"torch {release.minor} publishes no aarch64 "
-                            f"{backend.build_name} build (aarch64: {', '.join(release.aarch64)})",
-                        ),
-                    )
-                    continue
-                yield key, None
-
-
-def _abi_reason(release: TorchRelease, backend: Backend, abi: bool) -> Pruned:
-    other = release.abi_builds(not abi)
-    if release.abi_builds(abi) is None:
-        reason = (
-            f"torch {release.minor} ships no pre-cxx11 wheels (every Linux build since 2.7 uses "
-            "the cxx11 ABI)"
-            if not abi
-            else f"torch {release.minor} ships no cxx11-ABI wheels"
-        )
-    elif other is not None and other.includes(backend.build_name):
-        label = "pre-cxx11" if not abi else "cxx11"
-        have = "pre-cxx11" if abi else "cxx11"
-        reason = (
-            f"torch {release.minor} {backend.build_name} exists only with the {have} ABI "
-            f"(no {label} build)"
-        )
-    else:  # pragma: no cover - the table loader guarantees every build has an ABI
-        reason = f"torch {release.minor} has no {backend.build_name} build"
-    return Pruned(release.minor, backend.build_name, reason, abi)
-
-
-def _pruned(key: VariantId, backend: Backend, reason: str) -> Pruned:
-    return Pruned(key.torch, backend.build_name, reason, key.cxx11_abi, key.python, key.arch)
-
-
-def _matches(selector: Selector, release: TorchRelease, backend: Backend, key: VariantId) -> bool:
-    return (
-        (selector.torch is None or release.minor in selector.torch.releases)
-        and (selector.backend is None or selector.backend.matches(backend))
-        and (selector.cxx11_abi is None or selector.cxx11_abi == key.cxx11_abi)
-        and (selector.python is None or selector.python == key.python)
-        and (selector.arch is None or selector.arch == key.arch)
-    )
 
 
 def _variant(
@@ -412,7 +177,7 @@ def _variant(
                 )
             if not arch_list:
                 pruned.append(
-                    _pruned(
+                    pruned_for(
                         key,
                         backend,
                         f"none of the requested CUDA archs "
@@ -474,9 +239,7 @@ def _apply_include(
     added = 0
     reasons: list[str] = []
     for backend in backends:
-        for key, reason in _combinations(
-            matrix, release, match.torch, backend, abis, pythons, arches
-        ):
+        for key, reason in combinations(release, backend, abis, pythons, arches):
             if reason is not None:
                 reasons.append(reason.reason)
                 continue

@@ -18,6 +18,7 @@ from typing import Literal
 from packaging.version import Version
 
 from wheelfactory.plan.indexes import IndexRef
+from wheelfactory.plan.versions import major_minor
 
 BackendKind = Literal["cpu", "cuda", "rocm"]
 BACKEND_KINDS: tuple[BackendKind, ...] = ("cpu", "cuda", "rocm")
@@ -30,12 +31,6 @@ class InvalidBackend(ValueError):
 
 class InvalidVariantId(ValueError):
     """A string that is not a variant id."""
-
-
-def minor_of(version: str) -> str:
-    """``"2.14.1"`` -> ``"2.14"``; ``"6.2.4"`` -> ``"6.2"``."""
-    release = Version(version).release
-    return f"{release[0]}.{release[1] if len(release) > 1 else 0}"
 
 
 @dataclass(frozen=True, order=True)
@@ -56,7 +51,7 @@ class Backend:
         """Short tag used in ids and local versions: ``cpu``, ``cu124``, ``rocm62``."""
         if self.version is None:
             return "cpu"
-        major, minor = minor_of(self.version).split(".")
+        major, minor = major_minor(self.version)
         return f"cu{major}{minor}" if self.kind == "cuda" else f"rocm{major}{minor}"
 
     @property
@@ -171,7 +166,7 @@ class VariantId:
         return GpuSlice.parse(self.gpu) if self.gpu else None
 
     def __str__(self) -> str:
-        major, minor = self.torch.split(".")
+        major, minor = major_minor(self.torch)
         if self.stable_abi:
             head = f"torch-stable-abi{major}{minor}"
         else:
@@ -245,15 +240,6 @@ class BuildSettings:
             env=tuple(sorted({**dict(self.env), **dict(other.env)}.items())),
             debug_info=self.debug_info or other.debug_info,
             strip=self.strip and other.strip,
-        )
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.extra_cflags
-            or self.extra_cuda_cflags
-            or self.env
-            or self.debug_info
-            or not self.strip
         )
 
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from packaging.version import Version
-
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.versions import major_minor
 
 TorchRequirement = Literal["pinned", "unpinned"]
 TORCH_REQUIREMENTS: tuple[TorchRequirement, ...] = ("pinned", "unpinned")
@@ -28,7 +27,7 @@ def torch_requires_dist(variant: Variant, mode: TorchRequirement = "pinned") -> 
     (stable ABI: ``variant.key.torch`` is the target) or ``torch`` (unpinned)."""
     if mode == "unpinned":
         return "torch"
-    major, minor = Version(variant.key.torch).release[:2]
+    major, minor = major_minor(variant.key.torch)
     if variant.key.stable_abi:
         return f"torch>={major}.{minor}"
     return f"torch>={major}.{minor},<{major}.{minor + 1}"

@@ -22,7 +22,7 @@ from packaging.utils import canonicalize_name
 
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
-from wheelfactory.plan.torch_releases import listed_files
+from wheelfactory.plan.index_pages import listed_files
 
 # PEP 691: JSON, HTML where not served
 JSON_ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -63,7 +63,7 @@ def listed_hashes(
 ) -> list[tuple[str, str | None, str]]:
     """(file name, sha256 or None, file URL) of each file a project page lists: PEP 691 JSON
     (``files[].hashes.sha256``) or PEP 503 HTML (a ``#sha256=`` fragment), read by the one page
-    reader (plan/torch_releases.py). ValueError when the page is neither."""
+    reader (plan/index_pages.py). ValueError when the page is neither."""
     return [(f.name, f.sha256, f.url) for f in listed_files(body, content_type, page_url)]
 
 

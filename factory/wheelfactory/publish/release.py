@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wheelfactory.errors import ConfigError, PublishError
+from wheelfactory.plan.index_pages import JSON_CONTENT
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
-from wheelfactory.plan.torch_releases import JSON_CONTENT
 from wheelfactory.publish.index import IndexedWheel, Skipped, plan_index, wheels_from_listing
 from wheelfactory.publish.stores import Store, sha256_of
 from wheelfactory.publish.variant_metadata import with_earlier_files

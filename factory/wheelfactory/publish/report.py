@@ -28,14 +28,15 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from wheelfactory.errors import UsageError, WriteFailed
-from wheelfactory.plan.expand import Plan, Pruned
+from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import (
     Backend,
     InvalidBackend,
     InvalidVariantId,
     VariantId,
-    minor_of,
 )
+from wheelfactory.plan.prune import Pruned
+from wheelfactory.plan.versions import minor_of
 from wheelfactory.runner import manifest
 from wheelfactory.support import atomic, paths
 from wheelfactory.support.outputs import STDOUT, is_stdout

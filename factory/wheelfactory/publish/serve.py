@@ -36,7 +36,7 @@ from typing import BinaryIO, cast
 from urllib.parse import unquote, urlsplit
 
 from wheelfactory.errors import UsageError
-from wheelfactory.plan.torch_releases import JSON_CONTENT
+from wheelfactory.plan.index_pages import JSON_CONTENT
 from wheelfactory.publish.index import INDEX_LINK
 from wheelfactory.support import confined
 
@@ -77,7 +77,7 @@ def path_problem(target: str) -> str | None:
     return None
 
 
-JSON_TYPE = JSON_CONTENT  # the one spelling of PEP 691 JSON (plan/torch_releases.py)
+JSON_TYPE = JSON_CONTENT  # the one spelling of PEP 691 JSON (plan/index_pages.py)
 HTML_TYPE = "application/vnd.pypi.simple.v1+html"
 # What a simple-API directory can answer: (media type a client may name, file, Content-Type sent).
 # On a tie the first wins, so a client that names none of them (a browser, curl, */*) gets HTML.

@@ -39,7 +39,8 @@ from packaging.version import InvalidVersion, Version
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
 from wheelfactory.images.emulation import ELF_MACHINE
-from wheelfactory.plan.identity import VariantId, minor_of
+from wheelfactory.plan.identity import VariantId
+from wheelfactory.plan.versions import minor_of
 from wheelfactory.support.digests import stream_sha256
 from wheelfactory.verify.repair import is_shared_library
 
