@@ -23,7 +23,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project import kernel_builder
 from wheelfactory.project.bring_your_own import ByoProject, plan_byo_stage
-from wheelfactory.project.build_toml import load_build_toml
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.project.noarch import plan_noarch, write_noarch_wheel
 from wheelfactory.project.scaffold import plan_scaffold, write_scaffold

@@ -45,8 +45,8 @@ from wheelfactory.project.build_toml import (
     KernelBuilderSpec,
     KernelUnit,
     kernel_depends_for,
-    load_build_toml,
 )
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements

@@ -39,8 +39,8 @@ from wheelfactory.project.build_toml import (
     DECLARATION,
     KernelBuilderSpec,
     is_kernel_builder_project,
-    load_build_toml,
 )
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.kernel_toml import is_native_project, load_kernel
 from wheelfactory.project.kind_facts import (
     BRING_YOUR_OWN,
