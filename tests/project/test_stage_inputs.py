@@ -51,7 +51,7 @@ def _native(root: Path, dest: Path) -> None:
 
 
 def _kernel_builder(root: Path, dest: Path) -> None:
-    spec = kernel_builder.load_kernel_builder(root)
+    spec = kernel_builder.buildable(load_build_toml(root))
     kernel_builder.project_files(root)
     stage = kernel_builder.plan_kernel_builder_stage(spec, _variant(root, CPU_213.replace("2.13", "2.6")),
                                                      table=TABLE)

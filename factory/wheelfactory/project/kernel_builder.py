@@ -46,7 +46,6 @@ from wheelfactory.project.build_toml import (
     KernelUnit,
     kernel_depends_for,
 )
-from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
@@ -98,9 +97,10 @@ REGISTRATION_H = """\
 """
 
 
-def load_kernel_builder(root: Path) -> KernelBuilderSpec:
-    """build.toml, with what this factory cannot build refused now (one line, before any build)."""
-    spec = load_build_toml(root)
+def buildable(spec: KernelBuilderSpec) -> KernelBuilderSpec:
+    """build.toml's spec, with what this factory cannot build refused now (one line, before any
+    build)."""
+    root = spec.root
     stable_target(spec)  # one target, or a one-line error now
     for unit in spec.kernels:
         missing = [d for d in unit.depends if d not in PROVIDED_DEPENDS]
