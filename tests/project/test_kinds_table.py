@@ -11,8 +11,7 @@ from typing import get_args
 import pytest
 from testkit import REPO
 from wheelfactory.plan.matrix import ProjectConfig
-from wheelfactory.plan.matrix_schema import OLD_PROJECT_KINDS, PROJECT_KINDS
-from wheelfactory.project.kind_facts import KindName
+from wheelfactory.plan.kind_names import OLD_PROJECT_KINDS, PROJECT_KINDS, KindName
 from wheelfactory.project.kinds import KINDS, resolve_kind
 from wheelfactory.verify.checks import SMOKES
 

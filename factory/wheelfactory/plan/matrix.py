@@ -18,14 +18,13 @@ from wheelfactory.plan.build_config import BuildConfig, parse_build
 from wheelfactory.plan.compat import CompatTable, TorchRelease
 from wheelfactory.plan.identity import ARCHES, Backend, BuildSettings, InvalidBackend, minor_of
 from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
+from wheelfactory.plan.kind_names import AUTO, OLD_PROJECT_KINDS, PROJECT_KINDS
 from wheelfactory.plan.matrix_schema import (
     CUDA_ARCH,
     GFX,
     INCLUDE_SETTING_KEYS,
     MATRIX_FILE,
     MATRIX_KEYS,
-    OLD_PROJECT_KINDS,
-    PROJECT_KINDS,
     SELECTOR_KEYS,
     STABLE_ABI_FIRST,
     TOP_LEVEL_KEYS,
@@ -34,8 +33,6 @@ from wheelfactory.plan.project_tests import ProjectTests, parse_test_table
 from wheelfactory.plan.publish_config import PublishConfig, parse_publish_table
 from wheelfactory.plan.tomlsource import Table, TomlDocument, describe, did_you_mean
 
-# [project] kind (project/kinds.py is the table of kinds): "setuptools" is the old spelling of
-# bring-your-own, accepted and not suggested.
 _PYTHON = re.compile(r"^3\.\d{1,2}$", re.ASCII)
 _CUDA_ARCH = re.compile(CUDA_ARCH)
 _GFX = re.compile(GFX)
@@ -130,7 +127,7 @@ class Include:
 @dataclass(frozen=True)
 class ProjectConfig:
     path: Path  # absolute
-    kind: str = "auto"
+    kind: str = AUTO
     # Bring-your-own projects: the module the smoke test imports, and the variables their build
     # reads (for every variant, for CPU variants, for CUDA/ROCm variants).
     import_name: str | None = None
@@ -534,7 +531,7 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
             "is empty" if not path.strip() else "contains a NUL byte",
             "point it at a kernel project directory",
         )
-    kind = table.string("kind", "auto")
+    kind = table.string("kind", AUTO)
     if kind not in PROJECT_KINDS + OLD_PROJECT_KINDS:
         table.error(
             "kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}"

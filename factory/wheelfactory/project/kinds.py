@@ -30,6 +30,7 @@ from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.kind_names import AUTO, REQUESTS, KindName
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
 from wheelfactory.project import kernel_builder
 from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
@@ -100,7 +101,6 @@ class Project:
 @dataclass(frozen=True, kw_only=True)
 class ProjectKind:
     facts: KindFacts
-    named: tuple[str, ...]  # the matrix.toml [project] kind values that ask for it
     # [project] kind = "auto": is the project of this kind
     detect: Callable[[Project], bool]
     # for a plan, without loading it all
@@ -108,8 +108,13 @@ class ProjectKind:
     load: Callable[[Project, LoadContext], LoadedProject]  # for a build
 
     @property
-    def name(self) -> str:
+    def name(self) -> KindName:
         return self.facts.name
+
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The matrix.toml [project] kind values that ask for it."""
+        return tuple(value for value, kinds in REQUESTS.items() if self.name in kinds)
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,7 @@ class ResolvedKind:
     project: Project
 
     @property
-    def name(self) -> str:
+    def name(self) -> KindName:
         return self.kind.name
 
     def constraints(self) -> ProjectConstraints | None:
@@ -221,28 +226,24 @@ def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
 KINDS: tuple[ProjectKind, ...] = (
     ProjectKind(
         facts=NATIVE,
-        named=("native",),
         detect=lambda project: is_native_project(project.config.path),
         constraints=lambda _: None,
         load=_native,
     ),
     ProjectKind(
         facts=KERNEL_BUILDER_NOARCH,
-        named=("kernel-builder",),
         detect=_is_noarch,
         constraints=lambda project: kernel_builder.noarch_constraints(project.kernel_builder()),
         load=_kernel_builder_noarch,
     ),
     ProjectKind(
         facts=KERNEL_BUILDER,
-        named=("kernel-builder",),
         detect=lambda project: is_kernel_builder_project(project.config.path),
         constraints=lambda project: kernel_builder.project_constraints(project.kernel_builder()),
         load=_kernel_builder,
     ),
     ProjectKind(
         facts=BRING_YOUR_OWN,
-        named=("bring-your-own", "setuptools"),
         detect=lambda _: True,
         constraints=lambda project: build_system_constraints(
             read_build_system(project.config.path)
@@ -256,7 +257,7 @@ def resolve_kind(config: ProjectConfig) -> ResolvedKind:
     """The project's kind: the first row whose project is there ("auto"), or among the rows
     matrix.toml names the first whose project is there, else the last (its load says what is missing)."""
     project = Project(config)
-    if config.kind == "auto":
+    if config.kind == AUTO:
         return ResolvedKind(next(kind for kind in KINDS if kind.detect(project)), project)
     named = [kind for kind in KINDS if config.kind in kind.named]
     return ResolvedKind(next((kind for kind in named if kind.detect(project)), named[-1]), project)
