@@ -23,7 +23,8 @@ def test_a_wheel_install_finds_templates_and_runtime(tmp_path: Path) -> None:
                    "wheelfactory/_docker/cross-toolchain-fetch.sh",
                    "wheelfactory/_runtime/__init__.py", "wheelfactory/_runtime/_loader.py",
                    "wheelfactory/engines/docker.py", "wheelfactory/data/compat.toml", "wheelfactory/py.typed",
-                   "wheelfactory/data/schema/matrix.schema.json", "wheelfactory/data/schema/kernel.schema.json"):
+                   "wheelfactory/data/schema/matrix.schema.json", "wheelfactory/data/schema/kernel.schema.json",
+                   "wheelfactory/data/templates/kernel-builder/registration.h"):
         assert needed in names, needed
     # every subpackage of the source folder is in the wheel (pyproject.toml lists them by hand)
     for init in (REPO / "factory" / "wheelfactory").rglob("__init__.py"):

@@ -24,13 +24,8 @@ from wheelfactory.plan.matrix import ProjectConfig, parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.build_toml import KernelBuilderSpec
 from wheelfactory.project.build_toml_reader import load_build_toml
-from wheelfactory.project.kernel_builder import (
-    REGISTRATION_H,
-    buildable,
-    gencode_flags,
-    plan_kernel_builder_stage,
-    project_files,
-)
+from wheelfactory.project.kernel_builder import buildable, gencode_flags, plan_kernel_builder_stage, project_files
+from wheelfactory.project.kernel_builder_setup import registration_h
 from wheelfactory.project.kinds import project_plan, resolve_kind
 
 FIXTURE = REPO / "tests" / "fixtures" / "kb_relu"
@@ -206,7 +201,7 @@ def test_write_lays_out_ops_registration_and_setup(tmp_path: Path, planned: dict
     ops = (dest / "torch-ext" / "kb_relu" / "_ops.py").read_text()
     assert f"from . import {stage.namespace}\n" in ops and f"ops = torch.ops.{stage.namespace}\n" in ops
     assert f'return f"{stage.namespace}::{{op_name}}"' in ops
-    assert (dest / "_wheelfactory" / "registration.h").read_text() == REGISTRATION_H
+    assert (dest / "_wheelfactory" / "registration.h").read_text() == registration_h()
     assert (dest / "setup.py").read_text() == stage.setup_py
     assert (dest / "relu_cpu" / "relu_cpu.cpp").read_bytes() == (FIXTURE / "relu_cpu" / "relu_cpu.cpp").read_bytes()
     assert not (FIXTURE / "torch-ext" / "kb_relu" / "_ops.py").exists()  # the project is never edited
@@ -301,7 +296,7 @@ def test_the_tests_loader_plugin_knows_which_repositories_are_this_build(tmp_pat
                                                                         planned: dict[str, Variant]) -> None:
     import json
 
-    from wheelfactory.project.kernel_builder import HUB_PLUGIN, hub_repo_ids
+    from wheelfactory.project.kernel_builder_checks import HUB_PLUGIN, hub_repo_ids
 
     root = copy_fixture(tmp_path)
     (root / "tests" / "test_hub.py").write_text(
