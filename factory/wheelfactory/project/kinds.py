@@ -14,7 +14,9 @@ bring-your-own         setup.py / pyproject.toml        one compiled wheel per v
 
 ``[project] kind = "auto"`` takes the first row whose project is there; a kind named in
 matrix.toml takes its row ("kernel-builder": the noarch row when build.toml compiles nothing;
-"setuptools": the old spelling of bring-your-own).
+"setuptools": the old spelling of bring-your-own; the names are plan/kind_names.py's). Deciding
+reads the project once (``Project``): the plan's constraints and the build's load take build.toml's
+spec from there.
 """
 
 from __future__ import annotations
