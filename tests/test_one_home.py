@@ -19,8 +19,11 @@ SUBPROCESS = re.compile(r"\bsubprocess\.|^\s*import subprocess\b|^\s*from subpro
 
 
 def python_files(root: Path) -> Iterator[Path]:
-    """The .py files under ``root``, not through links (_runtime and _docker link other folders in)."""
-    for folder, _, files in os.walk(root, followlinks=False):
+    """The modules under ``root``: the .py files of its packages, not through links (_runtime and
+    _docker link other folders in), nor in folders that are no package (the templates of
+    `wheelfactory new`, package data whose .py files have placeholders)."""
+    for folder, folders, files in os.walk(root, followlinks=False):
+        folders[:] = [name for name in folders if (Path(folder) / name / "__init__.py").is_file()]
         yield from sorted(Path(folder) / name for name in files if name.endswith(".py"))
 
 

@@ -20,20 +20,17 @@ from packaging.specifiers import SpecifierSet
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.build_toml import (
-    DEPENDENCIES,
-    GENERAL_BACKENDS,
     Hub,
     KernelBuilderSpec,
     KernelDependency,
     StableAbi,
     bounds_specifier,
-    detect_edition,
     is_kernel_builder_project,
-    load_build_toml,
-    parse_build_toml,
     unit_names,
     units_by_backend,
 )
+from wheelfactory.project.build_toml_reader import load_build_toml, parse_build_toml
+from wheelfactory.project.build_toml_schema import DEPENDENCIES, GENERAL_BACKENDS, detect_edition
 
 if sys.version_info >= (3, 11):
     import tomllib

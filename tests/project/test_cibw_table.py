@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 from wheelfactory.errors import ConfigError
-from wheelfactory.project.cibw_table import decide, identifier_for, project_table_tests, read_cibw_table
+from wheelfactory.project.cibw_table import decide, identifier_for, read_cibw_table
+from wheelfactory.project.cibw_tests import project_table_tests
 
 TABLE = r'''
 [build-system]

@@ -22,17 +22,19 @@ from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import ProjectConfig, parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-from wheelfactory.project.kernel_builder import (
-    REGISTRATION_H,
-    gencode_flags,
-    load_kernel_builder,
-    plan_kernel_builder_stage,
-    project_files,
-)
+from wheelfactory.project.build_toml import KernelBuilderSpec
+from wheelfactory.project.build_toml_reader import load_build_toml
+from wheelfactory.project.kernel_builder import buildable, gencode_flags, plan_kernel_builder_stage, project_files
+from wheelfactory.project.kernel_builder_setup import registration_h
 from wheelfactory.project.kinds import project_plan, resolve_kind
 
 FIXTURE = REPO / "tests" / "fixtures" / "kb_relu"
 TABLE = load_table()
+
+
+def load_kernel_builder(root: Path) -> KernelBuilderSpec:
+    """build.toml as a build reads it: parsed, then what the factory cannot build refused."""
+    return buildable(load_build_toml(root))
 
 
 def plan_for(text: str, project: Path = FIXTURE) -> tuple[dict[str, Variant], list[str]]:
@@ -59,6 +61,32 @@ def test_auto_finds_build_toml_after_kernel_toml(tmp_path: Path) -> None:
         == "kernel-builder-noarch"
     # "setuptools": the old spelling of bring-your-own, still accepted in matrix.toml
     assert resolve_kind(ProjectConfig(REPO / "kernels" / "fusedops", kind="setuptools")).name == "bring-your-own"
+
+
+@pytest.mark.parametrize("fixture", ["kb_relu", "kb_noarch"])
+def test_a_run_parses_build_toml_once(fixture: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deciding the kind, the plan's constraints and the build's load read one parse (issue 40)."""
+    from wheelfactory.project import build_toml_reader
+    from wheelfactory.project.kinds import LoadContext
+
+    parses: list[Path] = []
+    real = build_toml_reader.parse_build_toml
+
+    def counted(doc: TomlDocument, root: Path) -> KernelBuilderSpec:
+        parses.append(root)
+        return real(doc, root)
+
+    monkeypatch.setattr(build_toml_reader, "parse_build_toml", counted)
+    root = REPO / "tests" / "fixtures" / fixture
+    matrix = parse_matrix(TomlDocument.from_text(f'[project]\npath = "{root}"\n[matrix]\ntorch = ["2.14"]\n',
+                                                 "matrix.toml"), TABLE, base_dir=REPO)
+    resolved = resolve_kind(matrix.project)
+    resolved.constraints()
+    resolved.load(LoadContext(matrix=matrix, table=TABLE, matrix_file="matrix.toml", run_probe=str))
+    assert parses == [root]
+    parses.clear()
+    project_plan(matrix, TABLE)
+    assert parses == [root]
 
 
 def test_build_toml_prunes_backends_and_bounds_with_reasons() -> None:
@@ -173,7 +201,7 @@ def test_write_lays_out_ops_registration_and_setup(tmp_path: Path, planned: dict
     ops = (dest / "torch-ext" / "kb_relu" / "_ops.py").read_text()
     assert f"from . import {stage.namespace}\n" in ops and f"ops = torch.ops.{stage.namespace}\n" in ops
     assert f'return f"{stage.namespace}::{{op_name}}"' in ops
-    assert (dest / "_wheelfactory" / "registration.h").read_text() == REGISTRATION_H
+    assert (dest / "_wheelfactory" / "registration.h").read_text() == registration_h()
     assert (dest / "setup.py").read_text() == stage.setup_py
     assert (dest / "relu_cpu" / "relu_cpu.cpp").read_bytes() == (FIXTURE / "relu_cpu" / "relu_cpu.cpp").read_bytes()
     assert not (FIXTURE / "torch-ext" / "kb_relu" / "_ops.py").exists()  # the project is never edited
@@ -268,7 +296,7 @@ def test_the_tests_loader_plugin_knows_which_repositories_are_this_build(tmp_pat
                                                                         planned: dict[str, Variant]) -> None:
     import json
 
-    from wheelfactory.project.kernel_builder import HUB_PLUGIN, hub_repo_ids
+    from wheelfactory.project.kernel_builder_checks import HUB_PLUGIN, hub_repo_ids
 
     root = copy_fixture(tmp_path)
     (root / "tests" / "test_hub.py").write_text(

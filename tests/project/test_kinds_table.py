@@ -11,15 +11,15 @@ from typing import get_args
 import pytest
 from testkit import REPO
 from wheelfactory.plan.matrix import ProjectConfig
-from wheelfactory.plan.matrix_schema import OLD_PROJECT_KINDS, PROJECT_KINDS
-from wheelfactory.project.kind_facts import KindName
+from wheelfactory.plan.kind_names import OLD_PROJECT_KINDS, PROJECT_KINDS, KindName
 from wheelfactory.project.kinds import KINDS, resolve_kind
 from wheelfactory.verify.checks import SMOKES
 
 SOURCE = REPO / "factory" / "wheelfactory"
 TABLE = {"project/kinds.py", "project/kind_facts.py"}
 # Where "noarch" is build.toml's own word (the parser) or the noarch kind's own wheel writer.
-NOARCH_DEFINED = {"project/build_toml.py", "project/noarch.py"}
+NOARCH_DEFINED = {"project/build_toml.py", "project/build_toml_schema.py", "project/build_toml_reader.py",
+                  "project/noarch.py"}
 NAMES = "|".join(re.escape(name) for name in get_args(KindName))
 KIND_EXPRESSION = r"(?:\bproject_kind|\bkind_name|\b(?:config|project)\.kind|\.facts\.name|\.kind\.name)"
 # Each rule: a way code outside the table would ask which kind a project is.

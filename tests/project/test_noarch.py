@@ -28,7 +28,8 @@ from packaging.utils import parse_wheel_filename
 from packaging.version import Version
 from testkit import REPO, pip_install
 from wheelfactory.errors import ConfigError
-from wheelfactory.project.build_toml import KernelBuilderSpec, load_build_toml
+from wheelfactory.project.build_toml import KernelBuilderSpec
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.noarch import (
     NoarchBuild,
     export_noarch_layout,

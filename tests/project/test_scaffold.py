@@ -288,13 +288,14 @@ def test_an_unreadable_directory_is_one_line_not_a_traceback(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     target = tmp_path / "locked"
     target.mkdir()
+    planned = plan_scaffold("demo")  # (the templates are read before listing is denied)
 
     def denied(self: Path) -> Any:
         raise PermissionError(errno.EACCES, "Permission denied", str(self))
 
     monkeypatch.setattr(Path, "iterdir", denied)  # as root, chmod 000 would not stop the listing
     with pytest.raises(WriteFailed, match="Permission denied"):
-        write_scaffold(plan_scaffold("demo"), target)
+        write_scaffold(planned, target)
 
 
 def test_cli_new(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,7 +23,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project import kernel_builder
 from wheelfactory.project.bring_your_own import ByoProject, plan_byo_stage
-from wheelfactory.project.build_toml import load_build_toml
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.project.noarch import plan_noarch, write_noarch_wheel
 from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
@@ -51,7 +51,7 @@ def _native(root: Path, dest: Path) -> None:
 
 
 def _kernel_builder(root: Path, dest: Path) -> None:
-    spec = kernel_builder.load_kernel_builder(root)
+    spec = kernel_builder.buildable(load_build_toml(root))
     kernel_builder.project_files(root)
     stage = kernel_builder.plan_kernel_builder_stage(spec, _variant(root, CPU_213.replace("2.13", "2.6")),
                                                      table=TABLE)

@@ -24,7 +24,7 @@ The workflow's jobs:
 ``publish`` (when matrix.toml has a ``[publish]`` table with targets)
     on a tag, after the builds and the index job succeeded: redoes the merge and the index from the
     build artifacts and runs ``wheelfactory publish``, with PyPI's trusted publishing (OIDC) where
-    PyPI is a target and only the secrets the other targets need (``publish_plan``).
+    PyPI is a target and only the secrets the other targets need (ci/github_publish.py).
 
 ``watch-torch`` (``--watch-torch``)
     a weekly scheduled job that runs ``compat refresh`` and fails, or opens a pull request with
@@ -38,50 +38,50 @@ images its variants need, with sudo (debootstrap needs root; the build then find
 from __future__ import annotations
 
 import difflib
-import json
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
-
-import yaml
+from pathlib import Path
+from typing import Any
 
 from wheelfactory import __version__
 from wheelfactory.ci import watch_torch
+from wheelfactory.ci.github_publish import publish_job, publish_plan
+from wheelfactory.ci.workflow import (
+    ARTIFACT_PREFIX,
+    CHECKOUT,
+    DIST,
+    PLAN_RUNNER,
+    RUNNERS,
+    UPLOAD,
+    Flow,
+    FlowList,
+    by_variant,
+    compact_json,
+    condition,
+    dump,
+    merge_builds,
+    script,
+    setup_steps,
+    wf,
+)
+from wheelfactory.ci.workflow import repo_path as repo_path  # the command's: how paths are named
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import Matrix
-from wheelfactory.plan.publish_config import (
-    LABEL_REFUSING_ALIASES,
-    BucketTarget,
-    DirectoryTarget,
-    PublishConfig,
-    UploadTarget,
-)
 from wheelfactory.support import atomic
 
 DEFAULT_WORKFLOW = ".github/workflows/wheels.yml"
 DEFAULT_PYTHON = "3.12"
-DIST = "dist"  # the build output in every job: `-o dist`
-PARTS = "parts"  # where the index job downloads the build artifacts, one directory each
 SITE = "site"  # the index job's copy of dist/index, symlinks resolved, for upload-artifact
-ARTIFACT_PREFIX = "wheels-"
 MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs per workflow run"
 JOB_MINUTES_MAX = 360  # GitHub-hosted runners stop a job after 6 hours
 CPU_MINUTES = 60  # a job's timeout per variant: a CPU build is minutes,
 ACCELERATOR_MINUTES = 240  # nvcc for a dozen archs on a 4-core runner is hours
-RUNNERS = {"x86_64": "ubuntu-latest", "aarch64": "ubuntu-24.04-arm"}  # Docker is on both
-PLAN_RUNNER = RUNNERS["x86_64"]
-# Pinned to major versions: the runner resolves each to its newest release.
-CHECKOUT = "actions/checkout@v4"
-SETUP_PYTHON = "actions/setup-python@v5"
-UPLOAD = "actions/upload-artifact@v4"
-DOWNLOAD = "actions/download-artifact@v4"
 # Sigstore-signed SLSA build provenance from the workflow's own OIDC identity (no key to keep);
 # verified with `gh attestation verify WHEEL --repo OWNER/REPO`.
 ATTEST = "actions/attest-build-provenance@v4"
@@ -92,16 +92,6 @@ UNUSED_SDKS = (
     "/opt/ghc",
     "/opt/hostedtoolcache/CodeQL",
 )
-# The publish job. PyPI's trusted publisher (the project's Publishing settings) names the workflow
-# file and this environment; twine (>= 6.1) then mints its upload token from the job's OIDC identity.
-PYPI_ENVIRONMENT = "pypi"
-# an upload server other than PyPI (twine reads them)
-TWINE_SECRETS = ("TWINE_USERNAME", "TWINE_PASSWORD")
-BUCKET_SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # a bucket (boto3 reads them)
-PUBLISHED_PREFIX = "published-"  # a directory target's pages, uploaded from the runner
-
-
-T = TypeVar("T", int, str)
 
 
 @dataclass(frozen=True)
@@ -167,28 +157,6 @@ def default_install() -> str:
     return f"wheelfactory=={__version__}"
 
 
-def repo_path(path: Path, option: str, *, cwd: Path | None = None) -> str:
-    """``path`` as the workflow names it: relative to the repository root, which is where this
-    command runs (the jobs run there too). An absolute path is made relative to the working
-    directory; one outside it, or one that climbs out with ``..``, cannot be named in a workflow."""
-    here = (cwd or Path.cwd()).resolve()
-    if path.is_absolute():
-        try:
-            path = path.resolve().relative_to(here)
-        except ValueError:
-            raise UsageError(
-                f"{option} {path}: not under the working directory {here}; run `wheelfactory ci "
-                f"github` from the repository root, with paths inside it"
-            ) from None
-    text = PurePosixPath(os.path.normpath(path.as_posix())).as_posix()
-    if text == ".." or text.startswith("../"):
-        raise UsageError(
-            f"{option} {path}: outside the repository root (the working directory); the jobs "
-            f"run at the root of the checkout"
-        )
-    return text
-
-
 def render_workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> str:
     """The workflow file: a header comment, then the YAML of ``workflow``."""
     header = [
@@ -197,15 +165,7 @@ def render_workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> str:
         f"#   {options.regenerate}",
         "# The plan job fails while this file is not what the plan generates.",
     ]
-    body = yaml.dump(
-        workflow(plan, matrix, options),
-        Dumper=_Dumper,
-        sort_keys=False,
-        default_flow_style=False,
-        width=1 << 20,
-        allow_unicode=False,
-    )
-    return "\n".join(header) + "\n" + body
+    return "\n".join(header) + "\n" + dump(workflow(plan, matrix, options))
 
 
 def stale_diff(committed: str, generated: str, path: str) -> str:
@@ -282,14 +242,18 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
     }
     publishing = publish_plan(matrix.publish, options.matrix_file)
     if publishing is not None:
-        jobs["publish"] = _publish_job(options, publishing)
+        jobs["publish"] = publish_job(
+            publishing, setup_steps(options.python, options.install_spec), _matrix_args(options)
+        )
     if options.watch_torch:
         # The schedule runs the watch job only: the plan job (and so the builds after it) is
         # skipped on a scheduled run.
         triggers["schedule"] = [{"cron": watch_torch.SCHEDULE}]
         jobs["plan"] = {**jobs["plan"], "if": "${{ github.event_name != 'schedule' }}"}
         jobs["watch-torch"] = watch_torch.watch_job(
-            watch_torch.with_token_checkout(_setup(options), CHECKOUT),
+            watch_torch.with_token_checkout(
+                setup_steps(options.python, options.install_spec), CHECKOUT
+            ),
             options.compat_file,
             PLAN_RUNNER,
         )
@@ -306,21 +270,6 @@ def workflow(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, An
     }
 
 
-def _setup(options: GithubOptions) -> list[dict[str, Any]]:
-    return [
-        {"uses": CHECKOUT},
-        {"uses": SETUP_PYTHON, "with": {"python-version": options.python}},
-        {
-            "name": "Install wheelfactory",
-            "run": f"python -m pip install {shlex.quote(options.install_spec)}",
-        },
-    ]
-
-
-def _wf(*args: str) -> str:
-    return shlex.join(["wheelfactory", *args])
-
-
 def _matrix_args(options: GithubOptions) -> list[str]:
     return [
         "-m",
@@ -332,23 +281,23 @@ def _matrix_args(options: GithubOptions) -> list[str]:
 def _plan_job(options: GithubOptions) -> dict[str, Any]:
     outputs = {"matrix": "${{ steps.emit.outputs.matrix }}"}
     emit = [
-        f"matrix=$({_wf('plan', *_matrix_args(options), '--format', 'github')})",
+        f"matrix=$({wf('plan', *_matrix_args(options), '--format', 'github')})",
         'echo "matrix=$matrix" >> "$GITHUB_OUTPUT"',
     ]
     if options.shards is not None:
         outputs["shards"] = "${{ steps.emit.outputs.shards }}"
         emit.append(
-            f'echo {shlex.quote("shards=" + _json(_shard_matrix(options.shards)))} >> "$GITHUB_OUTPUT"'
+            f'echo {shlex.quote("shards=" + compact_json(_shard_matrix(options.shards)))} >> "$GITHUB_OUTPUT"'
         )
     return {
         "name": "plan",
         "runs-on": PLAN_RUNNER,
         "outputs": outputs,
         "steps": [
-            *_setup(options),
-            {"name": "Show the plan", "run": _wf("plan", *_matrix_args(options), "--explain")},
+            *setup_steps(options.python, options.install_spec),
+            {"name": "Show the plan", "run": wf("plan", *_matrix_args(options), "--explain")},
             {"name": "Check that this workflow is what the plan generates", "run": options.check},
-            {"name": "Emit the matrix", "id": "emit", "run": _script(emit)},
+            {"name": "Emit the matrix", "id": "emit", "run": script(emit)},
         ],
     }
 
@@ -357,14 +306,14 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
     variants = plan.variants
     build_args = [*_matrix_args(options), "--engine", "docker"]
     if options.shards is None:
-        strategy_matrix: dict[str, Any] = {"include": [_Flow(entry) for entry in _include(plan)]}
+        strategy_matrix: dict[str, Any] = {"include": [Flow(entry) for entry in _include(plan)]}
         name = "build ${{ matrix.id }}"
         artifact = ARTIFACT_PREFIX + "${{ matrix.id }}"
         env = {"VARIANT": "${{ matrix.id }}"}
-        build = f'{_wf("build", *build_args)} --only "$VARIANT" -o {DIST}'
-        runner = _by_variant(variants, lambda v: RUNNERS[v.key.arch], "arch", lambda v: v.key.arch)
-        timeout = _by_variant(variants, _minutes, "backend", lambda v: v.key.backend.kind)
-        accelerated = _condition(
+        build = f'{wf("build", *build_args)} --only "$VARIANT" -o {DIST}'
+        runner = by_variant(variants, lambda v: RUNNERS[v.key.arch], "arch", lambda v: v.key.arch)
+        timeout = by_variant(variants, _minutes, "backend", lambda v: v.key.backend.kind)
+        accelerated = condition(
             variants, lambda v: v.key.backend.kind != "cpu", "matrix.backend != 'cpu'"
         )
     else:
@@ -380,7 +329,7 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
         name = f"build shard ${{{{ matrix.shard }}}}/{count}"
         artifact = ARTIFACT_PREFIX + "shard-${{ matrix.shard }}"
         env = {"SHARD": "${{ matrix.shard }}"}
-        build = f'{_wf("build", *build_args)} --shard "$SHARD/{count}" -o {DIST}'
+        build = f'{wf("build", *build_args)} --shard "$SHARD/{count}" -o {DIST}'
         runner = RUNNERS[archs[0]]
         timeout = max(
             min(JOB_MINUTES_MAX, sum(_minutes(v) for v in plan.shard(i, count).variants))
@@ -396,7 +345,7 @@ def _build_job(plan: Plan, matrix: Matrix, options: GithubOptions) -> dict[str, 
             free["if"] = accelerated
         free["run"] = shlex.join(["sudo", "rm", "-rf", *UNUSED_SDKS])
         steps.append(free)
-    steps += _setup(options)
+    steps += setup_steps(options.python, options.install_spec)
     steps += _debian_bases(matrix, variants, sharded=options.shards is not None)
     steps += [
         {"name": "Build", "env": env, "run": build},
@@ -442,16 +391,11 @@ def _index_job(options: GithubOptions) -> dict[str, Any]:
             }
         ]
     job["steps"] = [
-        *_setup(options),
-        {
-            "name": "Download the builds",
-            "uses": DOWNLOAD,
-            "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS},
-        },
-        {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
+        *setup_steps(options.python, options.install_spec),
+        *merge_builds(),
         {
             "name": "Write the index",
-            "run": _script([_wf("index", "-o", DIST), f"cp -RL {DIST}/index {SITE}"]),
+            "run": script([wf("index", "-o", DIST), f"cp -RL {DIST}/index {SITE}"]),
         },
         *attest,
         {"name": "Upload the index", "uses": UPLOAD, "with": {"name": "index", "path": f"{SITE}/"}},
@@ -459,7 +403,7 @@ def _index_job(options: GithubOptions) -> dict[str, Any]:
         {
             "name": "Write the matrix report",
             "if": "${{ always() }}",
-            "run": _wf("report", *_matrix_args(options), "-o", DIST),
+            "run": wf("report", *_matrix_args(options), "-o", DIST),
         },
         {
             "name": "Upload the matrix report",
@@ -473,134 +417,6 @@ def _index_job(options: GithubOptions) -> dict[str, Any]:
         },
     ]
     return job
-
-
-@dataclass(frozen=True)
-class PublishPlan:
-    """What the publish job needs from the targets of ``[publish]``."""
-
-    trusted: bool  # PyPI is a target: OIDC (id-token: write) in the PYPI_ENVIRONMENT, no token
-    # the repository secrets the other targets read, as environment variables
-    secrets: tuple[str, ...]
-    # directory targets, relative to the repository root: uploaded as artifacts
-    directories: tuple[str, ...]
-
-
-def publish_plan(
-    config: PublishConfig, matrix_file: str, *, cwd: Path | None = None
-) -> PublishPlan | None:
-    """None without targets (no publish job). A target the job could not reach is a UsageError:
-    a twine alias other than PyPI's (the runner has no ~/.pypirc), PyPI beside another upload
-    server (twine would send that server's TWINE_PASSWORD to PyPI instead of minting a token), a
-    directory outside the repository (``cwd``, where ``ci github`` runs, as for every path it names)."""
-    if not config.targets:
-        return None
-    where = f"{matrix_file} [publish]"
-    uploads = [t for t in config.targets if isinstance(t, UploadTarget)]
-    for target in uploads:
-        if target.repository is not None and target.repository not in LABEL_REFUSING_ALIASES:
-            raise UsageError(
-                f"{where}: the twine alias {target.repository!r} is read from ~/.pypirc, which a "
-                f"GitHub runner does not have; write the server's upload URL instead"
-            )
-    pypi = [t for t in uploads if _trusted(t)]
-    others = [t for t in uploads if not _trusted(t)]
-    if pypi and others:
-        raise UsageError(
-            f"{where}: PyPI ({pypi[0]}) and another upload server ({others[0]}) cannot share the "
-            f"publish job: PyPI's trusted publishing needs no TWINE_PASSWORD and the other server's "
-            f"would be sent to PyPI; publish to one of them from this workflow (e.g. a second "
-            f"matrix file for the other)"
-        )
-    secrets: list[str] = []
-    if others:
-        secrets += TWINE_SECRETS
-    if any(isinstance(t, BucketTarget) for t in config.targets):
-        secrets += BUCKET_SECRETS
-    directories = []
-    for directory in (t for t in config.targets if isinstance(t, DirectoryTarget)):
-        try:
-            directories.append(repo_path(directory.path, "", cwd=cwd))
-        except UsageError:
-            raise UsageError(
-                f"{where}: the directory {directory.path} is outside the repository, and the "
-                f"publish job runs on a GitHub runner; name a directory in the repository (its "
-                f"pages are uploaded as an artifact) or publish there by hand"
-            ) from None
-    return PublishPlan(bool(pypi), tuple(secrets), tuple(directories))
-
-
-def _trusted(target: UploadTarget) -> bool:
-    """PyPI or TestPyPI: the servers that refuse local version labels take OIDC tokens."""
-    return target.repository in LABEL_REFUSING_ALIASES or not target.local_labels
-
-
-def _publish_job(options: GithubOptions, plan: PublishPlan) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "name": "publish",
-        # The builds too: a tag publishes every variant or none (`index` also runs after failed builds).
-        "needs": ["build", "index"],
-        "if": "${{ startsWith(github.ref, 'refs/tags/') && needs.build.result == 'success' "
-        "&& needs.index.result == 'success' }}",
-        "runs-on": PLAN_RUNNER,
-        # Publishing reads what the target holds and writes every page from old plus new files: two
-        # tags publishing at once would each drop the other's files. Queued, never cancelled.
-        "concurrency": {"group": "${{ github.workflow }}-publish", "cancel-in-progress": False},
-    }
-    if plan.trusted:
-        # OIDC for this job alone; the environment is the one PyPI's trusted publisher names.
-        job["permissions"] = {"id-token": "write", "contents": "read"}
-        job["environment"] = PYPI_ENVIRONMENT
-    publish: dict[str, Any] = {"name": "Publish"}
-    if plan.secrets:
-        publish["env"] = {name: f"${{{{ secrets.{name} }}}}" for name in plan.secrets}
-    publish["run"] = _wf("publish", "-o", DIST, *_matrix_args(options))
-    uploads = [
-        {
-            "name": f"Upload the published directory {path}",
-            "uses": UPLOAD,
-            "with": {"name": f"{PUBLISHED_PREFIX}{number}", "path": f"{path}/"},
-        }
-        for number, path in enumerate(plan.directories, start=1)
-    ]
-    # The merge again, from the build artifacts the index job merged, rather than a merged dist/
-    # uploaded by it: those artifacts are already stored, so this costs one download and a local
-    # copy, where an artifact of dist/ would upload and store every wheel (GBs with CUDA) a second time.
-    job["steps"] = [
-        *_setup(options),
-        {
-            "name": "Install what publishing needs (twine, boto3)",
-            "run": "python -m pip install "
-            + " ".join(shlex.quote(r) for r in publish_requirements()),
-        },
-        {
-            "name": "Download the builds",
-            "uses": DOWNLOAD,
-            "with": {"pattern": ARTIFACT_PREFIX + "*", "path": PARTS},
-        },
-        {"name": "Merge them into one dist", "run": f"wheelfactory merge {PARTS}/* -o {DIST}"},
-        {"name": "Write the index", "run": _wf("index", "-o", DIST)},
-        publish,
-        *uploads,
-    ]
-    return job
-
-
-def publish_requirements() -> list[str]:
-    """The ``publish`` extra's requirements, as this wheelfactory declares them: installed beside
-    whatever --install names (a version, a path, a URL), to which an extra cannot always be added."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    try:
-        declared = requires("wheelfactory") or []
-    except PackageNotFoundError:  # a source tree never installed: the bounds pyproject.toml gives
-        declared = []
-    found = sorted(
-        r.split(";", 1)[0].strip()
-        for r in declared
-        if re.search(r"extra\s*==\s*['\"]publish['\"]", r)
-    )
-    return found or ["twine>=6.1", "boto3>=1.34"]
 
 
 def _debian_bases(
@@ -627,7 +443,7 @@ def _debian_bases(
         suites += sorted(extra)
     elif extra:
         choices = " || ".join(
-            f"contains(fromJSON('{_json(builds)}'), matrix.build) && '{suite}'"
+            f"contains(fromJSON('{compact_json(builds)}'), matrix.build) && '{suite}'"
             for suite, builds in sorted(extra.items())
         )
         env["TOOLKIT_SUITE"] = f"${{{{ {choices} || '' }}}}"
@@ -648,7 +464,7 @@ def _debian_bases(
     step: dict[str, Any] = {"name": "Make the offline Debian base images ([build] debian_base)"}
     if env:
         step["env"] = env
-    step["run"] = _script(
+    step["run"] = script(
         [
             "sudo apt-get update -qq",
             "sudo apt-get install -y -qq debootstrap",
@@ -667,99 +483,8 @@ def _include(plan: Plan) -> list[dict[str, object]]:
 
 
 def _shard_matrix(count: int) -> dict[str, Any]:
-    return {"shard": _FlowList(range(1, count + 1))}
+    return {"shard": FlowList(range(1, count + 1))}
 
 
 def _minutes(variant: Variant) -> int:
     return CPU_MINUTES if variant.key.backend.kind == "cpu" else ACCELERATOR_MINUTES
-
-
-def _by_variant(
-    variants: Sequence[Variant],
-    value: Callable[[Variant], T],
-    field: str,
-    key: Callable[[Variant], str],
-) -> T | str:
-    """A job setting that depends on the variant: the value itself when every variant has the same,
-    else an expression over ``matrix.<field>``: a branch per value of the field whose setting is not
-    the last one's, then the last one's as the default."""
-    values: dict[str, T] = {}
-    for variant in variants:
-        values.setdefault(key(variant), value(variant))
-    ordered = sorted(values.items())
-    default = ordered[-1][1]
-    if all(v == default for _, v in ordered):
-        return default
-    branches: list[str] = [
-        f"matrix.{field} == {_literal(k)} && {_literal(v)}" for k, v in ordered if v != default
-    ]
-    return "${{ " + " || ".join([*branches, _literal(default)]) + " }}"
-
-
-def _condition(
-    variants: Sequence[Variant], predicate: Callable[[Variant], bool], expression: str
-) -> bool | str:
-    """True or False when ``predicate`` holds for all or none of the variants, else a step ``if``."""
-    held = {predicate(v) for v in variants}
-    return held.pop() if len(held) == 1 else f"${{{{ {expression} }}}}"
-
-
-def _literal(value: object) -> str:
-    if isinstance(value, int):
-        return str(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _json(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
-def _script(lines: Sequence[str]) -> str:
-    return "\n".join(lines) + "\n"
-
-
-# YAML: block style with literal `|` scripts; a matrix entry is one flow mapping per line (a diff
-# shows one line per variant added or dropped); the key `on` unquoted, as GitHub's docs write it.
-
-
-class _Flow(dict[str, object]):
-    """A mapping written on one line."""
-
-
-class _FlowList(list[int]):
-    """A list written on one line."""
-
-
-class _Dumper(yaml.SafeDumper):
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
-        # list items indented under their key, as GitHub's docs do
-        super().increase_indent(flow, False)
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-def _represent_flow(dumper: yaml.SafeDumper, data: Mapping[str, object]) -> yaml.Node:
-    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True)
-
-
-def _represent_flow_list(dumper: yaml.SafeDumper, data: Sequence[int]) -> yaml.Node:
-    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
-
-
-_Dumper.add_representer(str, _represent_str)
-_Dumper.add_representer(_Flow, _represent_flow)
-_Dumper.add_representer(_FlowList, _represent_flow_list)
-# YAML 1.1 reads a bare `on` as true, so PyYAML quotes the string; GitHub reads YAML 1.2 (`on` is
-# a string), and `on:` is how workflows are written. Only the key `on` is affected here.
-_BOOL = "tag:yaml.org,2002:bool"
-_Dumper.yaml_implicit_resolvers = {
-    first: list(resolvers) for first, resolvers in yaml.SafeDumper.yaml_implicit_resolvers.items()
-}
-for _first in "oO":
-    _Dumper.yaml_implicit_resolvers[_first] = [
-        (tag, re.compile(r"^(?:off|Off|OFF)$") if tag == _BOOL else regexp)
-        for tag, regexp in _Dumper.yaml_implicit_resolvers.get(_first, [])
-    ]

@@ -33,12 +33,11 @@ from wheelfactory.plan.axes import (
 from wheelfactory.plan.build_config import BuildConfig, parse_build
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.indexes import ALIAS, PYPI, is_url
+from wheelfactory.plan.kind_names import AUTO, OLD_PROJECT_KINDS, PROJECT_KINDS
 from wheelfactory.plan.matrix_schema import (
     GFX,
     MATRIX_FILE,
     MATRIX_KEYS,
-    OLD_PROJECT_KINDS,
-    PROJECT_KINDS,
     STABLE_ABI_FIRST,
     TOP_LEVEL_KEYS,
 )
@@ -66,7 +65,7 @@ class RocmSettings:
 @dataclass(frozen=True)
 class ProjectConfig:
     path: Path  # absolute
-    kind: str = "auto"
+    kind: str = AUTO
     # Bring-your-own projects: the module the smoke test imports, and the variables their build
     # reads (for every variant, for CPU variants, for CUDA/ROCm variants).
     import_name: str | None = None
@@ -236,9 +235,7 @@ def _project(table: Table, base_dir: Path) -> ProjectConfig:
             "is empty" if not path.strip() else "contains a NUL byte",
             "point it at a kernel project directory",
         )
-    # [project] kind (project/kinds.py is the table of kinds): "setuptools" is the old spelling of
-    # bring-your-own, accepted and not suggested.
-    kind = table.string("kind", "auto")
+    kind = table.string("kind", AUTO)
     if kind not in PROJECT_KINDS + OLD_PROJECT_KINDS:
         table.error(
             "kind", f"unknown project kind {kind!r}", f"use one of {', '.join(PROJECT_KINDS)}"

@@ -18,6 +18,7 @@ from wheelfactory.plan.build_config import (
 from wheelfactory.plan.compile_cache_settings import TOOLS
 from wheelfactory.plan.identity import ARCHES
 from wheelfactory.plan.indexes import ALIAS, PYPI, URL
+from wheelfactory.plan.kind_names import AUTO, OLD_PROJECT_KINDS, PROJECT_KINDS
 from wheelfactory.plan.project_tests import TEST_SECTION
 from wheelfactory.plan.publish_config import PUBLISH_SECTION
 from wheelfactory.plan.toml_model import (
@@ -34,8 +35,6 @@ from wheelfactory.plan.toml_model import (
 )
 from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS
 
-PROJECT_KINDS = ("auto", "native", "kernel-builder", "bring-your-own")
-OLD_PROJECT_KINDS = ("setuptools",)
 _CUDA_ARCH_PART = r"[0-9]{1,2}\.[0-9][af]?(\+PTX)?"
 CUDA_ARCH = f"^{_CUDA_ARCH_PART}$"
 # arch_list as one string: the archs separated by ";" or spaces (TORCH_CUDA_ARCH_LIST's form)
@@ -145,7 +144,7 @@ MATRIX_FILE = Section(
                         "native has kernel.toml, kernel-builder a "
                         "build.toml, bring-your-own its own setup.py/pyproject.toml (setuptools: its old spelling); auto "
                         "looks for them in that order",
-                        default="auto",
+                        default=AUTO,
                     ),
                     Key(
                         "import_name",

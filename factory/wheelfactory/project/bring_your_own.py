@@ -23,7 +23,8 @@ from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import LEGACY, BuildSystem, read_build_system
-from wheelfactory.project.cibw_table import identifier_for, project_table_tests
+from wheelfactory.project.cibw_table import identifier_for
+from wheelfactory.project.cibw_tests import project_table_tests
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KindFacts
 from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version

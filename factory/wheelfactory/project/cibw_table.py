@@ -11,8 +11,8 @@ So the table is read here as cibuildwheel reads it (its own ``OptionsReader``: t
 only what the project set counts), and each option gets one fate:
 
 - *honoured*: the factory does what it asks (environment, environment-pass, config-settings, the
-  build frontend's args, the test options, the repair command's ``--exclude``/``--plat`` flags,
-  before-build/before-all steps that need no network);
+  build frontend's args, the test options (as project/cibw_tests.py reads them), the repair
+  command's ``--exclude``/``--plat`` flags, before-build/before-all steps that need no network);
 - *replaced*: the plan decides instead, said in one line (build/skip/archs, the images, a step
   that only pip-installs what the build has already, ...);
 - *refused*: it needs what an offline build cannot have; the build stops, naming the option and
@@ -41,7 +41,6 @@ else:  # pragma: no cover - exercised on 3.10 only
 from packaging.requirements import InvalidRequirement, Requirement
 
 from wheelfactory.errors import ConfigError
-from wheelfactory.plan.project_tests import ProjectTests
 
 if TYPE_CHECKING:
     from cibuildwheel.options import OptionFormat
@@ -51,7 +50,7 @@ CONFIG_FILE = "cibuildwheel.toml"  # what a project passes with --config-file, a
 Fate = Literal["honoured", "replaced", "refused"]
 
 # How cibuildwheel itself joins each option's list or table into one string (its options.py).
-_AND = " && "
+AND = " && "
 
 
 @dataclass(frozen=True)
@@ -172,15 +171,9 @@ def _format(name: str) -> OptionFormat | None:
 
     if name in ("environment", "test-environment"):
         return EnvironmentFormat()
-    if name in (
-        "before-all",
-        "before-build",
-        "repair-wheel-command",
-        "test-command",
-        "before-test",
-        "audit-command",
-    ):
-        return ListFormat(sep=_AND)
+    steps = ("before-all", "before-build", "before-test", "test-command", "audit-command")
+    if name in (*steps, "repair-wheel-command"):
+        return ListFormat(sep=AND)
     if name in ("environment-pass", "test-groups", "archs", "build", "skip", "test-skip", "enable"):
         return ListFormat(sep=" ")
     if name in ("test-requires", "test-sources", "audit-requires", "xbuild-tools"):
@@ -209,61 +202,20 @@ _REPLACED = {
     "xbuild-tools": "not a Linux build",
     "test-runtime": "the tests run natively in the build image",
 }
-_TEST_OPTIONS = (
-    "test-command",
-    "before-test",
-    "test-requires",
-    "test-extras",
-    "test-groups",
-    "test-sources",
-    "test-skip",
-    "test-environment",
+_TEST_OPTIONS = tuple(
+    "test-command before-test test-requires test-extras test-groups test-sources test-skip "
+    "test-environment".split()
 )
 # Package managers of an image: the factory's build containers have no network, and its images
 # are Debian (a manylinux image's yum would not be there either).
-_SYSTEM_INSTALLERS = (
-    "yum",
-    "dnf",
-    "microdnf",
-    "apt-get",
-    "apt",
-    "apk",
-    "zypper",
-    "conda",
-    "mamba",
-    "micromamba",
-)
+_SYSTEM_INSTALLERS = tuple("yum dnf microdnf apt-get apt apk zypper conda mamba micromamba".split())
 _NETWORK_TOOLS = ("curl", "wget", "git")
 # pip options that take a value (the value is not a requirement).
-_PIP_VALUED = {
-    "-i",
-    "--index-url",
-    "--extra-index-url",
-    "-f",
-    "--find-links",
-    "-c",
-    "--constraint",
-    "-r",
-    "--requirement",
-    "-t",
-    "--target",
-    "--prefix",
-    "--root",
-    "--trusted-host",
-    "--platform",
-    "--python-version",
-    "--implementation",
-    "--abi",
-    "--cache-dir",
-    "--src",
-    "-e",
-    "--editable",
-    "--config-settings",
-    "-C",
-    "--upgrade-strategy",
-    "--progress-bar",
-    "--python",
-}
+_PIP_VALUED = frozenset(
+    "-i --index-url --extra-index-url -f --find-links -c --constraint -r --requirement -t --target "
+    "--prefix --root --trusted-host --platform --python-version --implementation --abi --cache-dir "
+    "--src -e --editable --config-settings -C --upgrade-strategy --progress-bar --python".split()
+)
 
 
 def decide(
@@ -288,63 +240,37 @@ def decide(
     excludes: tuple[str, ...] = ()
     steps: dict[str, tuple[str, ...]] = {"before-all": (), "before-build": ()}
 
-    def say(option: str, value: str, fate: Fate, note: str) -> None:
-        fates.append(OptionFate(option, value, fate, note))
-
     for option, value in table.options:
+        fate: Fate = "honoured"
         if option in _REPLACED:
-            say(option, value, "replaced", _REPLACED[option])
+            fate, note = "replaced", _REPLACED[option]
         elif option.startswith(("manylinux-", "musllinux-")):
-            say(
-                option,
-                value,
-                "replaced",
-                "the factory's base image ([build] base_image) builds every variant",
-            )
+            fate = "replaced"
+            note = "the factory's base image ([build] base_image) builds every variant"
         elif option == "environment":
             environment, note = _environment(value, factory_env)
-            say(option, value, "honoured", note)
         elif option == "environment-pass":
             names = value.split()
             passed = [name for name in names if name in host_env]
             unset = [name for name in names if name not in host_env]
-            say(
-                option,
-                value,
-                "honoured",
-                (f"passes {', '.join(passed)}" if passed else "passes nothing")
-                + (f" ({', '.join(unset)} not set here)" if unset else ""),
+            note = (f"passes {', '.join(passed)}" if passed else "passes nothing") + (
+                f" ({', '.join(unset)} not set here)" if unset else ""
             )
         elif option == "config-settings":
-            config_settings = value
-            say(option, value, "honoured", "given to the build frontend")
+            config_settings, note = value, "given to the build frontend"
         elif option == "build-frontend":
             frontend_args, fate, note = _frontend(value)
-            say(option, value, fate, note)
         elif option == "repair-wheel-command":
             excludes, plat, fate, note = _repair(value)
-            say(option, value, fate, note)
         elif option in ("before-all", "before-build"):
-            kept, fate, note = _steps(option, value, installed)
-            steps[option] = kept
-            say(option, value, fate, note)
+            steps[option], fate, note = _steps(option, value, installed)
+        elif option in _TEST_OPTIONS and has_tests:
+            fate, note = "replaced", "matrix.toml [test] is set: the factory runs that instead"
         elif option in _TEST_OPTIONS:
-            if has_tests:
-                say(
-                    option,
-                    value,
-                    "replaced",
-                    "matrix.toml [test] is set: the factory runs that instead",
-                )
-            else:
-                say(
-                    option,
-                    value,
-                    "honoured",
-                    "the factory runs the project's tests against each wheel, offline",
-                )
+            note = "the factory runs the project's tests against each wheel, offline"
         else:  # an option cibuildwheel knows and this module does not: said, never silently dropped
-            say(option, value, "replaced", "not used by the factory's build")
+            fate, note = "replaced", "not used by the factory's build"
+        fates.append(OptionFate(option, value, fate, note))
     return CibwDecision(
         table,
         tuple(fates),
@@ -402,8 +328,8 @@ def _repair(value: str) -> tuple[tuple[str, ...], str | None, Fate, str]:
     """The project's auditwheel flags the factory's own repair keeps."""
     excludes: list[str] = []
     plat = None
-    for step in _split_steps(value):
-        words = _words(step)
+    for step in split_steps(value):
+        words = shell_words(step)
         if words[:2] != ["auditwheel", "repair"]:
             continue
         for flag, argument in zip(words, [*words[1:], ""]):
@@ -439,9 +365,9 @@ def _steps(
     dropped; one of anything else, and any step that needs the network, refuses the option."""
     kept: list[str] = []
     dropped: list[str] = []
-    for step in _split_steps(value):
-        words = _words(step)
-        requirements = _pip_install(words)
+    for step in split_steps(value):
+        words = shell_words(step)
+        requirements = pip_install_requirements(words)
         if requirements is not None:
             missing = [r for r in requirements if not _installed(r, installed)]
             if missing or not requirements:  # (none named: a requirements file)
@@ -482,7 +408,7 @@ def _steps(
             "replaced",
             f"the build has {', '.join(dropped)} already, from the offline wheelhouse",
         )
-    note = f"runs {_AND.join(kept)} in the build container, offline"
+    note = f"runs {AND.join(kept)} in the build container, offline"
     return (
         tuple(kept),
         "honoured",
@@ -490,7 +416,7 @@ def _steps(
     )
 
 
-def _pip_install(words: list[str]) -> list[str] | None:
+def pip_install_requirements(words: list[str]) -> list[str] | None:
     """The requirements a pip (or uv pip) install command names ([] for a requirements file,
     which is not known here); None when it is not one."""
     rest = words
@@ -523,7 +449,7 @@ def _installed(requirement: str, installed: Callable[[str], bool]) -> bool:
         return False  # a path or URL: not something the build has
 
 
-def _split_steps(value: str) -> list[str]:
+def split_steps(value: str) -> list[str]:
     """A shell value split into its steps at ``&&``, ``;`` and new lines (cibuildwheel joins a
     list with ``&&``)."""
     steps: list[str] = []
@@ -534,7 +460,7 @@ def _split_steps(value: str) -> list[str]:
     return steps
 
 
-def _words(step: str) -> list[str]:
+def shell_words(step: str) -> list[str]:
     try:
         return shlex.split(step)
     except ValueError:
@@ -547,92 +473,6 @@ def identifier_for(python: str, arch: str) -> str:
     it is read as CPython 3.11's, the Python of the factory's default base."""
     digits = "311" if python == "abi3" else python.replace(".", "")
     return f"cp{digits}-manylinux_{arch}"
-
-
-def table_tests(table: CibwTable, pyproject: Mapping[str, object] | None) -> ProjectTests | None:
-    """The table's test options as the factory's [test] (plan/project_tests.py): test-command,
-    after before-test's steps and with test-environment exported; test-requires, the extras'
-    requirements (test-extras, from ``pyproject``'s [project.optional-dependencies]) and the
-    dependency groups' (test-groups), plus what before-test pip-installs (the wheelhouse serves
-    them); test-sources, else the paths the commands name under ``{project}``. None when the
-    table has no test-command, or test-skip skips this identifier."""
-    from cibuildwheel.projectfiles import resolve_dependency_groups
-    from cibuildwheel.selector import TestSelector
-
-    command = (table.get("test-command") or "").strip()
-    if not command or not TestSelector(skip_config=table.get("test-skip") or "")(table.identifier):
-        return None
-    requires = _words(table.get("test-requires") or "")
-    extras = [
-        extra.strip() for extra in (table.get("test-extras") or "").split(",") if extra.strip()
-    ]
-    project = (pyproject or {}).get("project")
-    optional = project.get("optional-dependencies", {}) if isinstance(project, dict) else {}
-    for extra in extras:
-        if not isinstance(optional, dict) or extra not in optional:
-            raise ConfigError(
-                f"{table.declared_in}: test-extras names {extra!r}, which pyproject.toml's "
-                "[project.optional-dependencies] does not list statically",
-                hint="list the extra there, or put its requirements in test-requires",
-            )
-        requires += list(optional[extra])
-    groups = (table.get("test-groups") or "").split()
-    if groups:
-        try:
-            requires += list(
-                resolve_dependency_groups(dict(pyproject) if pyproject else None, *groups)
-            )
-        except (KeyError, FileNotFoundError, ValueError, LookupError) as exc:
-            raise ConfigError(
-                f"{table.declared_in}: test-groups: {exc}",
-                hint="declare the groups in pyproject.toml [dependency-groups]",
-            ) from None
-    steps: list[str] = []
-    for step in _split_steps(table.get("before-test") or ""):
-        installs = _pip_install(_words(step))
-        if installs is None:
-            steps.append(step)
-        elif installs:
-            requires += installs
-        else:
-            raise ConfigError(
-                f"{table.declared_in}: before-test `{step}` installs a requirements file the factory "
-                "cannot read ahead of the tests",
-                hint="list its requirements in test-requires",
-            )
-    environment = (table.get("test-environment") or "").strip()
-    full = _AND.join([*([f"export {environment}"] if environment else []), *steps, command])
-    sources = _words(table.get("test-sources") or "") or _named_under_project(full)
-    return ProjectTests(
-        command=full,
-        requires=tuple(dict.fromkeys(requires)),
-        sources=tuple(sources),
-        declared_in=table.declared_in,
-    )
-
-
-def _named_under_project(command: str) -> list[str]:
-    """The top-level paths a command names as ``{project}/<path>`` (cibuildwheel's tests see the
-    whole project; the factory's see the sources it copies)."""
-    found: list[str] = []
-    for part in command.split("{project}/")[1:]:
-        top = part.split("/", 1)[0].split()[0].strip("'\"") if part.strip() else ""
-        if top and top not in found and ".." not in top:
-            found.append(top)
-    return found
-
-
-def project_table_tests(root: Path, identifier: str) -> ProjectTests | None:
-    """The tests the project's own cibuildwheel table declares for ``identifier`` (``table_tests``),
-    read from its files; None when it declares none."""
-    table = read_cibw_table(root, identifier)
-    if table is None:
-        return None
-    pyproject = None
-    if (root / PYPROJECT).is_file():
-        # read fine by table_file
-        pyproject = tomllib.loads((root / PYPROJECT).read_text(encoding="utf-8"))
-    return table_tests(table, pyproject)
 
 
 def refusal_before_build(root: Path, identifier: str, *, has_tests: bool) -> str | None:

@@ -6,12 +6,12 @@ What kernel-builder does with Nix and CMake, done here with torch's own extensio
   release, so two builds load side by side in one process and the Hub loader can tell them apart;
 * ``_ops.py`` is generated into the package (``ops``, ``add_op_namespace_prefix``), as the
   templates write it, and so is ``registration.h`` (the macros the bindings include);
-* every compile of a build gets the backend's define (``CPU_KERNEL``, ``CUDA_KERNEL``,
-  ``ROCM_KERNEL``), as the templates set it on the extension target;
 * each ``[kernel.X]`` unit is compiled with its own flags, includes and archs (its
   ``cuda-capabilities``, else the project's, else the matrix's), then linked with the
-  ``[torch] src`` bindings into one library;
-* ``python-depends`` become Requires-Dist.
+  ``[torch] src`` bindings into one library, by a generated setup.py
+  (project/kernel_builder_setup.py);
+* ``python-depends`` become Requires-Dist; the wheel is checked against the project's own tests
+  (project/kernel_builder_checks.py).
 
 ``plan_kernel_builder_stage`` is pure given the project's files; ``KernelBuilderStage.write`` only
 copies and writes the staging directory. Planning limits (backends, torch and CUDA bounds) are
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -45,19 +44,22 @@ from wheelfactory.project.build_toml import (
     KernelBuilderSpec,
     KernelUnit,
     kernel_depends_for,
-    load_build_toml,
+)
+from wheelfactory.project.kernel_builder_checks import wheel_checks
+from wheelfactory.project.kernel_builder_setup import (
+    GENERATED_DIR,
+    UnitBuild,
+    registration_h,
+    setup_py,
 )
 from wheelfactory.project.keys import source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
-from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.project_copy import copy_project_file
 from wheelfactory.support.project_copy import project_files as copy_rule_files
 
-GENERATED_DIR = "_wheelfactory"  # in the staging copy: registration.h
 OPS_MODULE = "_ops.py"
-BACKEND_DEFINES = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL", "rocm": "ROCM_KERNEL"}
 COMPILED = {
     "cpu": (".c", ".cc", ".cpp", ".cxx"),
     "cuda": (".c", ".cc", ".cpp", ".cxx", ".cu"),
@@ -66,41 +68,12 @@ COMPILED = {
 # A kernel-builder dependency the factory can satisfy: torch is in every build environment. The
 # CUTLASS and metal-cpp ones come from Nix in kernel-builder; here they are refused, said so.
 PROVIDED_DEPENDS = ("torch",)
-TORCH_DEFINES_LIMITED_API = Version("2.7")
-LIMITED_API = "0x03090000"
-
-# The macros kernel-builder bindings include as "registration.h": the op library named by a
-# macro (TORCH_EXTENSION_NAME), and a module init so `import` loads the library.
-REGISTRATION_H = """\
-// Written by wheelfactory for kernel-builder projects: the macros their bindings include.
-#pragma once
-#include <Python.h>
-
-#define _CONCAT(A, B) A##B
-#define CONCAT(A, B) _CONCAT(A, B)
-#define _STRINGIFY(A) #A
-#define STRINGIFY(A) _STRINGIFY(A)
-
-// TORCH_LIBRARY and TORCH_LIBRARY_IMPL paste their first argument: these expand it first, so it
-// may be the TORCH_EXTENSION_NAME macro.
-#define TORCH_LIBRARY_EXPAND(NAME, MODULE) TORCH_LIBRARY(NAME, MODULE)
-#define TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
-#define STABLE_TORCH_LIBRARY_EXPAND(NAME, MODULE) STABLE_TORCH_LIBRARY(NAME, MODULE)
-#define STABLE_TORCH_LIBRARY_IMPL_EXPAND(NAME, DEVICE, MODULE) STABLE_TORCH_LIBRARY_IMPL(NAME, DEVICE, MODULE)
-
-// A module with no methods: importing it runs the library's static op registrations.
-#define REGISTER_EXTENSION(NAME)                                                         \\
-  PyMODINIT_FUNC CONCAT(PyInit_, NAME)(void) {                                           \\
-    static struct PyModuleDef wheelfactory_module = {PyModuleDef_HEAD_INIT, STRINGIFY(NAME), \\
-                                                     NULL, 0, NULL};                      \\
-    return PyModule_Create(&wheelfactory_module);                                        \\
-  }
-"""
 
 
-def load_kernel_builder(root: Path) -> KernelBuilderSpec:
-    """build.toml, with what this factory cannot build refused now (one line, before any build)."""
-    spec = load_build_toml(root)
+def buildable(spec: KernelBuilderSpec) -> KernelBuilderSpec:
+    """build.toml's spec, with what this factory cannot build refused now (one line, before any
+    build)."""
+    root = spec.root
     stable_target(spec)  # one target, or a one-line error now
     for unit in spec.kernels:
         missing = [d for d in unit.depends if d not in PROVIDED_DEPENDS]
@@ -185,18 +158,6 @@ def ops_module(namespace: str) -> str:
 
 
 @dataclass(frozen=True)
-class UnitBuild:
-    """One ``[kernel.X]`` unit as this variant compiles it."""
-
-    name: str
-    sources: tuple[str, ...]  # relative to the staging root
-    include_dirs: tuple[str, ...]  # relative to the staging root
-    cxx_flags: tuple[str, ...]
-    device_flags: tuple[str, ...]  # nvcc (CUDA) or hipcc (ROCm) flags, archs included
-    archs: tuple[str, ...]  # what the unit's device code is compiled for ("8.0", "gfx942")
-
-
-@dataclass(frozen=True)
 class KernelBuilderStage:
     spec: KernelBuilderSpec
     # with arch_list = every arch some unit compiles for (what cuobjdump must list)
@@ -236,18 +197,7 @@ class KernelBuilderStage:
 
     @property
     def checks(self) -> WheelChecks:
-        if self.tests is not None:
-            return WheelChecks(
-                self.spec.root, self.package, tests=self.tests, op_namespace=self.namespace
-            )
-        tests = default_tests(self.spec.root)
-        return WheelChecks(
-            self.spec.root,
-            self.package,
-            tests=tests,
-            op_namespace=self.namespace,
-            support_files=hub_test_files(self) if tests and HUB_PLUGIN in tests.command else (),
-        )
+        return wheel_checks(self.spec, self.variant, self.namespace, self.tests)
 
     def build_env(self) -> dict[str, str]:
         return {}
@@ -268,7 +218,7 @@ class KernelBuilderStage:
         for rel in self.files:  # inside symlinks as what they point to: the stage is self-contained
             copy_project_file(self.spec.root, rel, dest / rel, declared_in=declared_in)
         (dest / GENERATED_DIR).mkdir(exist_ok=True)
-        (dest / GENERATED_DIR / "registration.h").write_text(REGISTRATION_H)
+        (dest / GENERATED_DIR / "registration.h").write_text(registration_h())
         package = dest / self.spec.python_package
         package.mkdir(parents=True, exist_ok=True)
         (package / OPS_MODULE).write_text(ops_module(self.namespace))
@@ -278,77 +228,6 @@ class KernelBuilderStage:
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         return wheel  # the generated setup.py set the version with its local label
-
-
-# The tests' loader: the Hub tests' kernels.get_kernel(<repo id>) gets this build (project/hub_offline_plugin.py).
-HUB_PLUGIN = "wheelfactory_hub_offline"
-_USES_KERNELS = re.compile(r"^\s*(?:from\s+kernels\b|import\s+kernels\b)", re.MULTILINE)
-_GET_KERNEL = re.compile(
-    r"""(?:get_kernel|has_kernel|load_kernel)\(\s*["']([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)["']"""
-)
-
-
-def default_tests(root: Path) -> ProjectTests | None:
-    """kernel-builder projects keep pytest tests in ``tests/``: with no [test] table in matrix.toml,
-    those run against each wheel (as kernel-builder's own test step runs them). Tests that load the
-    kernel through the ``kernels`` package get it, and the offline loader plugin."""
-    if not (root / "tests").is_dir():
-        return None
-    hub = any(_USES_KERNELS.search(text) for text in _test_texts(root))
-    plugin = f" -p {HUB_PLUGIN}" if hub else ""
-    return ProjectTests(
-        command=f"python -m pytest -q -rs -p no:cacheprovider{plugin} {{project}}/tests",
-        requires=("pytest", *(("kernels",) if hub else ())),
-        sources=("tests",),
-        declared_in=f"{DECLARATION} (its tests/ directory)",
-    )
-
-
-def hub_repo_ids(spec: KernelBuilderSpec) -> tuple[str, ...]:
-    """The Hub repository ids that are this kernel: build.toml's [general.hub] repo-id, and any
-    ``<org>/<name>`` its tests load whose name is the kernel's."""
-    found = {spec.general.hub.repo_id} if spec.general.hub.repo_id else set()
-    for text in _test_texts(spec.root):
-        found.update(
-            r for r in _GET_KERNEL.findall(text) if r.split("/", 1)[1] == spec.general.name
-        )
-    return tuple(sorted(found))
-
-
-def hub_test_files(stage: KernelBuilderStage) -> tuple[tuple[str, str], ...]:
-    """The plugin and its settings: which repository ids are this build, and the metadata.json the
-    ``kernels`` loader validates for its variant."""
-    from importlib.resources import files
-
-    spec = stage.spec
-    settings = {
-        "repos": list(hub_repo_ids(spec)),
-        "package": stage.package,
-        "variant": stage.variant.id,
-        "metadata": {
-            "id": stage.namespace,
-            "name": spec.general.name,
-            "version": int(spec.general.version or 0),
-            "license": spec.general.license or "unknown",
-            "python-depends": [],
-            "backend": {"type": stage.variant.key.backend.kind},
-        },
-    }
-    plugin = (
-        files("wheelfactory.project").joinpath("hub_offline_plugin.py").read_text(encoding="utf-8")
-    )
-    return (
-        (f"{HUB_PLUGIN}.py", plugin),
-        (f"{HUB_PLUGIN}.json", json.dumps(settings, indent=2) + "\n"),
-    )
-
-
-def _test_texts(root: Path) -> list[str]:
-    return [
-        p.read_text(encoding="utf-8", errors="replace")
-        for p in sorted((root / "tests").rglob("*.py"))
-        if "__pycache__" not in p.parts
-    ]
 
 
 def project_files(root: Path) -> tuple[Path, ...]:
@@ -431,7 +310,7 @@ def plan_kernel_builder_stage(
         source_digest=tree_digest(spec.root, files),
         parts=staged_variant.split_parts,
     )
-    setup_py = _setup_py(
+    setup_text = setup_py(
         spec,
         staged_variant,
         namespace,
@@ -449,7 +328,7 @@ def plan_kernel_builder_stage(
         full_version,
         requires,
         unit_builds,
-        setup_py,
+        setup_text,
         record,
         tests,
     )
@@ -487,12 +366,6 @@ def _unit_build(
     return UnitBuild(unit.name, sources, includes, unit.cxx_flags, tuple(device), archs)
 
 
-def target_version_macro(torch: str) -> str:
-    """``"2.10"`` -> ``0x020a000000000000``: torch's encoding of TORCH_TARGET_VERSION."""
-    major, minor = (int(x) for x in torch.split("."))
-    return f"0x{major:02x}{minor:02x}000000000000"
-
-
 def gencode_flags(archs: tuple[str, ...]) -> list[str]:
     """``("8.0", "9.0a", "12.0+PTX")`` -> nvcc -gencode flags: SASS for each, PTX for ``+PTX``."""
     flags = []
@@ -528,118 +401,3 @@ def subpackages(spec: KernelBuilderSpec, files: tuple[Path, ...]) -> tuple[str, 
         p.parent.relative_to(root) for p in files if p.suffix == ".py" and p.is_relative_to(root)
     }
     return tuple(sorted(".".join((spec.general.python_name, *d.parts)) for d in found if d.parts))
-
-
-def _setup_py(
-    spec: KernelBuilderSpec,
-    variant: Variant,
-    namespace: str,
-    version: str,
-    requires: tuple[str, ...],
-    sources: tuple[str, ...],
-    units: tuple[UnitBuild, ...],
-    subpackages: tuple[str, ...] = (),
-) -> str:
-    backend = variant.key.backend.kind
-    device = backend in ("cuda", "rocm")
-    package = spec.general.python_name
-    package_dir = str(spec.python_package)
-    defines: list[tuple[str, str | None]] = [
-        (BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None)
-    ]
-    abi3 = variant.key.python == "abi3"
-    if variant.key.stable_abi:  # only the stable ABI of the target and older may be used
-        defines.append(("TORCH_TARGET_VERSION", target_version_macro(variant.key.torch)))
-    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and abi3:
-        defines.append(("Py_LIMITED_API", LIMITED_API))
-    include_dirs = [*(str(p) for p in spec.torch.include), GENERATED_DIR, "."]
-    cxx = [*spec.torch.cxx_flags, *variant.settings.extra_cflags]
-    nvcc = (
-        [
-            *variant.nvcc_defaults(variant.settings.extra_cuda_cflags),
-            *variant.settings.extra_cuda_cflags,
-        ]
-        if device
-        else []
-    )
-    extension = "CUDAExtension" if device else "CppExtension"
-    data = [f"*.{ext}" for ext in spec.torch.data_extensions]
-    unit_specs = [
-        {
-            "name": u.name,
-            "sources": list(u.sources),
-            "include_dirs": list(u.include_dirs),
-            "cxx": list(u.cxx_flags),
-            "device": list(u.device_flags),
-        }
-        for u in units
-        if u.sources
-    ]
-    cuda_block = (
-        cuda_wheels_block(variant) if backend == "cuda" and variant.toolkit_wheels_home else ""
-    )
-    return f"""# Generated by wheelfactory for variant {variant.id} of a kernel-builder project. Edit build.toml.
-import os
-
-import torch
-from setuptools import setup
-
-EXPECTED_TORCH = {variant.torch_version!r}
-if torch.__version__.split("+")[0] != EXPECTED_TORCH:
-    raise SystemExit("wheelfactory: variant {variant.id} builds against torch==" + EXPECTED_TORCH
-                     + " but torch " + torch.__version__ + " is installed in this build environment")
-if bool(torch.compiled_with_cxx11_abi()) != {variant.key.cxx11_abi!r}:
-    raise SystemExit("wheelfactory: variant {variant.id} needs the other C++ ABI build of torch " + EXPECTED_TORCH)
-{cuda_block}
-from torch.utils.cpp_extension import BuildExtension, {extension}  # noqa: E402 (reads CUDA_HOME when imported)
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-# build.toml [kernel.X] units: each compiled with its own flags, includes and archs, then linked
-# with the [torch] src bindings into one library.
-UNITS = {json.dumps(unit_specs, indent=4)}
-
-
-class UnitsBuildExtension(BuildExtension):
-    def build_extension(self, ext):
-        # By now torch has added its flags (TORCH_EXTENSION_NAME, the C++ ABI) to ext's arguments.
-        # Less one, as kernel-builder's CMake build never sets it: TORCH_API_INCLUDE_EXTENSION_H
-        # makes <torch/torch.h> include <torch/extension.h> and pybind11, which cannot compile under
-        # the Python limited API (Py_LIMITED_API), and the ops are registered with the dispatcher.
-        for flags in ext.extra_compile_args.values():
-            flags[:] = [f for f in flags if f != "-DTORCH_API_INCLUDE_EXTENSION_H"]
-        base = ext.extra_compile_args
-        objects = []
-        for unit in UNITS:
-            objects += self.compiler.compile(
-                unit["sources"], output_dir=os.path.join(self.build_temp, "unit-" + unit["name"]),
-                macros=ext.define_macros, include_dirs=[os.path.join(HERE, d) for d in unit["include_dirs"]]
-                + ext.include_dirs, debug=self.debug, depends=ext.depends,
-                extra_postargs={{"cxx": base["cxx"] + unit["cxx"], "nvcc": base.get("nvcc", []) + unit["device"]}})
-        ext.extra_objects = list(ext.extra_objects or []) + objects
-        super().build_extension(ext)
-
-
-setup(
-    name={spec.general.name!r},
-    version={version!r},
-    packages={[package, *subpackages]!r},
-    package_dir={{{package!r}: {package_dir!r}}},
-    package_data={ {package: [BUILD_RECORD_FILE, *data], **{sub: data for sub in subpackages}}!r},
-    include_package_data=False,
-    python_requires=">=3.9",
-    install_requires={list(requires)!r},
-    {"license=" + repr(spec.general.license) + "," if spec.general.license else ""}
-    ext_modules=[
-        {extension}(
-            name={package + "." + namespace!r},
-            sources={list(sources)!r},
-            include_dirs=[os.path.join(HERE, d) for d in {include_dirs!r}],
-            define_macros={defines!r},
-            extra_compile_args={{"cxx": {cxx!r}, "nvcc": {nvcc!r}}},
-            py_limited_api={abi3!r},
-        )
-    ],
-    cmdclass={{"build_ext": UnitsBuildExtension}},
-    options={{"bdist_wheel": {{"py_limited_api": "cp39"}}}} if {abi3!r} else {{}},
-)
-"""

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-# One name per kind: the CLI, the manifest and provenance ``project_kind``, the code and the README.
-KindName = Literal["native", "kernel-builder", "kernel-builder-noarch", "bring-your-own"]
+from wheelfactory.plan import kind_names
+from wheelfactory.plan.kind_names import KindName
+
 # The smoke program verify/checks.py runs on a compiled wheel, named for what it checks:
 # "declared-ops": kernel.toml's ops registered, with references, samples matched (native_smoke.py);
 # "op-namespace": the library registers ops under its build's namespace (kernel_builder_smoke.py);
@@ -37,7 +38,7 @@ class KindFacts:
 
 
 NATIVE = KindFacts(
-    "native",
+    kind_names.NATIVE,
     "factory-native (kernel.toml)",
     "declared-ops",
     factory_layout=True,
@@ -45,7 +46,7 @@ NATIVE = KindFacts(
     own_arch_flags=False,
 )
 KERNEL_BUILDER = KindFacts(
-    "kernel-builder",
+    kind_names.KERNEL_BUILDER,
     "kernel-builder (a Hugging Face build.toml)",
     "op-namespace",
     factory_layout=False,
@@ -53,7 +54,7 @@ KERNEL_BUILDER = KindFacts(
     own_arch_flags=False,
 )
 KERNEL_BUILDER_NOARCH = KindFacts(
-    "kernel-builder-noarch",
+    kind_names.KERNEL_BUILDER_NOARCH,
     "kernel-builder noarch (pure Python, no [kernel.*])",
     None,
     factory_layout=False,
@@ -61,7 +62,7 @@ KERNEL_BUILDER_NOARCH = KindFacts(
     own_arch_flags=False,
 )
 BRING_YOUR_OWN = KindFacts(
-    "bring-your-own",
+    kind_names.BRING_YOUR_OWN,
     "bring-your-own (setup.py / pyproject.toml)",
     "imports",
     factory_layout=False,

@@ -14,15 +14,16 @@ bring-your-own         setup.py / pyproject.toml        one compiled wheel per v
 
 ``[project] kind = "auto"`` takes the first row whose project is there; a kind named in
 matrix.toml takes its row ("kernel-builder": the noarch row when build.toml compiles nothing;
-"setuptools": the old spelling of bring-your-own).
+"setuptools": the old spelling of bring-your-own; the names are plan/kind_names.py's). Deciding
+reads the project once (``Project``): the plan's constraints and the build's load take build.toml's
+spec from there.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
+from functools import cached_property, partial
 
 from packaging.specifiers import SpecifierSet
 
@@ -31,6 +32,7 @@ from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.kind_names import AUTO, REQUESTS, KindName
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
 from wheelfactory.project import kernel_builder
 from wheelfactory.project.bring_your_own import load_byo, plan_byo_stage
@@ -39,8 +41,8 @@ from wheelfactory.project.build_toml import (
     DECLARATION,
     KernelBuilderSpec,
     is_kernel_builder_project,
-    load_build_toml,
 )
+from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.kernel_toml import is_native_project, load_kernel
 from wheelfactory.project.kind_facts import (
     BRING_YOUR_OWN,
@@ -82,22 +84,60 @@ class LoadedProject:
     pure_python: PurePythonBuilds | None = None  # the wheels built without an engine
 
 
+@dataclass(frozen=True)
+class Project:
+    """The project matrix.toml names, as deciding its kind reads it: build.toml is parsed once, and
+    the plan's constraints and the build's load take it from here."""
+
+    config: ProjectConfig
+
+    @cached_property
+    def build_toml(self) -> KernelBuilderSpec:
+        return load_build_toml(self.config.path)
+
+    def kernel_builder(self) -> KernelBuilderSpec:
+        """build.toml, with what this factory cannot build refused (kernel_builder.buildable)."""
+        return kernel_builder.buildable(self.build_toml)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProjectKind:
     facts: KindFacts
-    named: tuple[str, ...]  # the matrix.toml [project] kind values that ask for it
-    # [project] kind = "auto": is the project at this path of this kind
-    detect: Callable[[Path], bool]
+    # [project] kind = "auto": is the project of this kind
+    detect: Callable[[Project], bool]
     # for a plan, without loading it all
-    constraints: Callable[[ProjectConfig], ProjectConstraints | None]
-    load: Callable[[LoadContext], LoadedProject]  # for a build
+    constraints: Callable[[Project], ProjectConstraints | None]
+    load: Callable[[Project, LoadContext], LoadedProject]  # for a build
 
     @property
-    def name(self) -> str:
+    def name(self) -> KindName:
         return self.facts.name
 
+    @property
+    def named(self) -> tuple[str, ...]:
+        """The matrix.toml [project] kind values that ask for it."""
+        return tuple(value for value, kinds in REQUESTS.items() if self.name in kinds)
 
-def _native(context: LoadContext) -> LoadedProject:
+
+@dataclass(frozen=True)
+class ResolvedKind:
+    """A project's kind, with the project as deciding it read it."""
+
+    kind: ProjectKind
+    project: Project
+
+    @property
+    def name(self) -> KindName:
+        return self.kind.name
+
+    def constraints(self) -> ProjectConstraints | None:
+        return self.kind.constraints(self.project)
+
+    def load(self, context: LoadContext) -> LoadedProject:
+        return self.kind.load(self.project, context)
+
+
+def _native(_: Project, context: LoadContext) -> LoadedProject:
     spec = context.matrix
     kernel = load_kernel(spec.project.path)
     check_inputs(kernel, spec.test)  # what leaves the project is refused now, before any engine
@@ -111,13 +151,9 @@ def _native(context: LoadContext) -> LoadedProject:
     return LoadedProject(facts=NATIVE, constraints=None, stage_for=stage_for)
 
 
-def _kernel_builder_constraints(config: ProjectConfig) -> ProjectConstraints:
-    return kernel_builder.project_constraints(kernel_builder.load_kernel_builder(config.path))
-
-
-def _kernel_builder(context: LoadContext) -> LoadedProject:
+def _kernel_builder(project: Project, context: LoadContext) -> LoadedProject:
     spec = context.matrix
-    kernel = kernel_builder.load_kernel_builder(spec.project.path)
+    kernel = project.kernel_builder()
     # what leaves the project is refused now, before any engine
     kernel_builder.project_files(kernel.root)
     stage_for = partial(
@@ -134,17 +170,13 @@ def _kernel_builder(context: LoadContext) -> LoadedProject:
     )
 
 
-def _noarch_constraints(config: ProjectConfig) -> ProjectConstraints:
-    return kernel_builder.noarch_constraints(kernel_builder.load_kernel_builder(config.path))
+def _is_noarch(project: Project) -> bool:
+    return is_kernel_builder_project(project.config.path) and project.build_toml.noarch
 
 
-def _is_noarch(path: Path) -> bool:
-    return is_kernel_builder_project(path) and load_build_toml(path).noarch
-
-
-def _kernel_builder_noarch(context: LoadContext) -> LoadedProject:
+def _kernel_builder_noarch(project: Project, context: LoadContext) -> LoadedProject:
     """One build per backend kind the plan keeps (build.toml's backends, the matrix's choice)."""
-    kernel = kernel_builder.load_kernel_builder(context.matrix.project.path)
+    kernel = project.kernel_builder()
     constraints = kernel_builder.noarch_constraints(kernel)
     backends = sorted(
         {
@@ -167,7 +199,7 @@ def _kernel_builder_noarch(context: LoadContext) -> LoadedProject:
     )
 
 
-def _bring_your_own(context: LoadContext) -> LoadedProject:
+def _bring_your_own(_: Project, context: LoadContext) -> LoadedProject:
     spec = context.matrix
     byo = load_byo(spec.project, context.matrix_file, context.run_probe)
     stage_for = partial(
@@ -196,49 +228,48 @@ def build_system_constraints(system: BuildSystem) -> ProjectConstraints | None:
 KINDS: tuple[ProjectKind, ...] = (
     ProjectKind(
         facts=NATIVE,
-        named=("native",),
-        detect=is_native_project,
+        detect=lambda project: is_native_project(project.config.path),
         constraints=lambda _: None,
         load=_native,
     ),
     ProjectKind(
         facts=KERNEL_BUILDER_NOARCH,
-        named=("kernel-builder",),
         detect=_is_noarch,
-        constraints=_noarch_constraints,
+        constraints=lambda project: kernel_builder.noarch_constraints(project.kernel_builder()),
         load=_kernel_builder_noarch,
     ),
     ProjectKind(
         facts=KERNEL_BUILDER,
-        named=("kernel-builder",),
-        detect=is_kernel_builder_project,
-        constraints=_kernel_builder_constraints,
+        detect=lambda project: is_kernel_builder_project(project.config.path),
+        constraints=lambda project: kernel_builder.project_constraints(project.kernel_builder()),
         load=_kernel_builder,
     ),
     ProjectKind(
         facts=BRING_YOUR_OWN,
-        named=("bring-your-own", "setuptools"),
         detect=lambda _: True,
-        constraints=lambda config: build_system_constraints(read_build_system(config.path)),
+        constraints=lambda project: build_system_constraints(
+            read_build_system(project.config.path)
+        ),
         load=_bring_your_own,
     ),
 )
 
 
-def resolve_kind(config: ProjectConfig) -> ProjectKind:
+def resolve_kind(config: ProjectConfig) -> ResolvedKind:
     """The project's kind: the first row whose project is there ("auto"), or among the rows
     matrix.toml names the first whose project is there, else the last (its load says what is missing)."""
-    if config.kind == "auto":
-        return next(kind for kind in KINDS if kind.detect(config.path))
+    project = Project(config)
+    if config.kind == AUTO:
+        return ResolvedKind(next(kind for kind in KINDS if kind.detect(project)), project)
     named = [kind for kind in KINDS if config.kind in kind.named]
-    return next((kind for kind in named if kind.detect(config.path)), named[-1])
+    return ResolvedKind(next((kind for kind in named if kind.detect(project)), named[-1]), project)
 
 
 def project_constraints(config: ProjectConfig) -> ProjectConstraints | None:
     """build.toml's backends and bounds for a kernel-builder project; a bring-your-own project's
     bounds on torch in its [build-system] requires (a build for another torch would stop at the
     build front end's check); None where nothing declared limits the plan (kernel.toml)."""
-    return resolve_kind(config).constraints(config)
+    return resolve_kind(config).constraints()
 
 
 def project_plan(matrix: Matrix, table: CompatTable) -> Plan:

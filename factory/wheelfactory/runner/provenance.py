@@ -32,8 +32,8 @@ from packaging.version import InvalidVersion
 from wheelfactory import __version__
 from wheelfactory.engines import BuildInputs
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.kind_names import KindName
 from wheelfactory.project.keys import GitState, git_state
-from wheelfactory.project.kind_facts import KindName
 from wheelfactory.support import atomic
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
