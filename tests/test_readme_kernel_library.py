@@ -30,7 +30,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.tomlsource import Table
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
-from wheelfactory.project.stage import namespace_for, plan_stage, write_stage
+from wheelfactory.project.native import namespace_for, plan_stage, write_stage
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -100,7 +100,7 @@ def test_the_rule_leaves_what_is_not_a_host_install_alone(source: str) -> None:
 def torch_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A pip configuration like our machines': a constraints file capping torch at 2.14.1, and
     find-links to a folder holding torch 2.13.0 and 2.15.0 (small stand-ins)."""
-    from wheelfactory.engines.wheelhouse import download_environment
+    from wheelfactory.engines.pip_config import download_environment
 
     wheels = tmp_path / "wheels"
     for version in ("2.13.0", "2.15.0"):

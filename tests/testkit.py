@@ -90,13 +90,13 @@ def run_build(args: list[str], *, cwd: Path, timeout: float = 3000) -> subproces
 
 def release_pip_environment() -> dict[str, str]:
     """The environment of every pip the tests run to install or resolve packages (a torch release
-    above all): the product's treatment of wheel sets (``engines/wheelhouse.download_environment``).
+    above all): the product's treatment of wheel sets (``engines/pip_config.download_environment``).
     The host's indexes, mirrors, find-links, certificates and timeouts come as ``PIP_*`` variables;
     its constraint and requirement files, and its other settings for its own environment, do not:
     a machine whose pip caps torch (ours ship ``torch<=2.14.1``) would refuse a venv of a newer
     torch with ResolutionImpossible, and a cap at the very release a test asks for would hide what
     the test checks."""
-    from wheelfactory.engines.wheelhouse import download_environment
+    from wheelfactory.engines.pip_config import download_environment
 
     return {**os.environ, **download_environment(sys.executable)}
 
@@ -380,6 +380,7 @@ class FakeStage:
         self.kind, self.source_date_epoch = NATIVE, 315532800
         self.source_root = Path(tempfile.gettempdir())  # not a git checkout: no source entry in the record
         self.kernel_depends: tuple[dict[str, object], ...] = ()
+        self.hub_metadata = None  # a compiled wheel
 
     def key_material(self) -> object:
         return self.variant.id  # type: ignore[attr-defined]

@@ -22,6 +22,8 @@ codes are part of the interface (README, "Exit codes"); each means one thing:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class WheelfactoryError(Exception):
     """Base of every error the CLI turns into a clean message and an exit code."""
@@ -73,16 +75,43 @@ class BuildFailed(WheelfactoryError):
     exit_code = 1
 
 
+@dataclass(frozen=True)
+class Findings:
+    """What verifying a wheel found besides its verdict, for the variant's manifest entry: the
+    project's tests (``tests``), the stable-ABI gate's verdict per torch (``gate``) and the
+    warnings its log says (``warnings``). A failed build carries those it had (``found``)."""
+
+    tests: dict[str, object] | None = None
+    gate: dict[str, object] | None = None
+    warnings: tuple[str, ...] = ()
+
+    def then(self, later: Findings) -> Findings:
+        """These findings followed by ``later``'s: its tests and gate where it has them."""
+        return Findings(
+            self.tests if later.tests is None else later.tests,
+            self.gate if later.gate is None else later.gate,
+            self.warnings + later.warnings,
+        )
+
+
 class VariantBuildError(WheelfactoryError):
     """One variant's build or verification failed (recorded in the manifest as "failed"; the run
-    goes on with the others and ends in BuildFailed)."""
+    goes on with the others and ends in BuildFailed). ``found``: what the build had found when it
+    failed (the failed tests' record, the warnings said before), which the entry keeps."""
 
     exit_code = 1
 
-    def __init__(self, message: str, *, explained: bool = False) -> None:
+    def __init__(
+        self, message: str, *, explained: bool = False, found: Findings | None = None
+    ) -> None:
         super().__init__(message)
         # the message says all a person needs (a diagnosis): the log's tail is not shown under it
         self.explained = explained
+        self.found = found or Findings()
+
+    def add_earlier(self, earlier: Findings) -> None:
+        """Put ``earlier`` (what the build found before the step that raised this) first."""
+        self.found = earlier.then(self.found)
 
 
 class DockerBuildError(VariantBuildError):

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from testkit import REPO, run_cli
 from wheelfactory.ci.bake import PLATFORMS, VARIANTS_LABEL, BakePlan, plan_bake, write_bake
-from wheelfactory.engines import docker as docker_engine
+from wheelfactory.engines import docker_run
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.errors import ConfigError, WriteFailed
 from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
@@ -247,22 +247,22 @@ def test_image_spec_is_the_engines_choice(repo_matrix: Matrix, table: CompatTabl
 
 def test_engine_and_bake_render_the_same_spec(repo_matrix: Matrix, table: CompatTable, tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """DockerEngine.image_for builds what bake names, plus the base's id as a label (so its tag differs)."""
+    """The Docker engine's image_for builds what bake names, plus the base's id as a label (so its tag differs)."""
     made: dict[str, RenderedImage] = {}
-    monkeypatch.setattr(docker_engine, "resolve_base", lambda client, name, log: f"sha256:id-of-{name}")
+    monkeypatch.setattr(docker_run, "resolve_base", lambda client, name, log: f"sha256:id-of-{name}")
 
     def ensure(client: object, rendered: RenderedImage, log: Path, arch: str | None = None) -> ImageRef:
         made[rendered.tag] = rendered
         return ImageRef(rendered.tag, "sha256:" + rendered.content, built=True)
 
-    monkeypatch.setattr(docker_engine, "ensure_image", ensure)
-    engine = docker_engine.DockerEngine(None, Wheelhouse(tmp_path / "wh"), docker_engine.DockerOptions(
+    monkeypatch.setattr(docker_run, "ensure_image", ensure)
+    engine = docker_run.DockerRun(None, Wheelhouse(tmp_path / "wh"), docker_run.DockerOptions(  # type: ignore[arg-type]
         base_images={"x86_64": debian_tag("bookworm")}, image_log=tmp_path / "images.log", debian_base=debian_tag,
-        debian_mirror=HOST_MIRROR))
+        debian_mirror=HOST_MIRROR), docker_run.RunCaches())
     plan, variants = baked(repo_matrix, table)
     for target in plan.targets:
         for vid in target.variants:
-            image = engine.image_for(next(v for v in variants if v.id == vid))
+            image = docker_run.image_for(engine, next(v for v in variants if v.id == vid))
             ours = made[image.tag]
             assert ours.tag != target.image.tag
             assert from_line(ours.dockerfile) == target.base == from_line(target.image.dockerfile)

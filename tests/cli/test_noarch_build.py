@@ -11,11 +11,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
 import wheelfactory as wheelfactory_api
-from testkit import REPO
+from testkit import REPO, run_cli
 from wheelfactory.runner import manifest
 
 FIXTURE = REPO / "tests" / "fixtures" / "kb_noarch"
+MATRIX = f'[project]\npath = "{FIXTURE}"\n\n[matrix]\ntorch = ["2.13", "2.14"]\nbackends = ["cpu", "cu130", "rocm6.4"]\n'
 
 
 def wheelfactory(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -24,8 +26,7 @@ def wheelfactory(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_one_wheel_per_backend_then_the_hub_layout_loads(tmp_path: Path) -> None:
-    (tmp_path / "matrix.toml").write_text(f'[project]\npath = "{FIXTURE}"\n\n'
-                                          '[matrix]\ntorch = ["2.13", "2.14"]\nbackends = ["cpu", "cu130", "rocm6.4"]\n')
+    (tmp_path / "matrix.toml").write_text(MATRIX)
     built = wheelfactory("build", cwd=tmp_path)
     assert built.returncode == 0, built.stdout + built.stderr
     assert "torch-cpu: built" in built.stdout and "torch-cuda: built" in built.stdout
@@ -74,3 +75,30 @@ def test_a_damaged_noarch_entry_is_a_one_line_error(tmp_path: Path) -> None:
     result = wheelfactory("export", "-o", "dist", "--hf-layout", str(tmp_path / "hub"), cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "manifest.json" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("selection", [("--only", "torch-cpu"), ("--shard", "1/2")])
+def test_only_and_shard_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                selection: tuple[str, str]) -> None:
+    """--only and --shard pick the plan's compiled variants; a pure-Python kernel has none (its
+    builds are one wheel per backend, seconds in all): asked for anyway, the build is refused,
+    exit 2, before anything is written, never a silent build of everything."""
+    (tmp_path / "matrix.toml").write_text(MATRIX)
+    assert run_cli("build", "-m", str(tmp_path / "matrix.toml"), *selection) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{selection[0]} selects compiled variants" in err, err
+    assert "kb-noarch is a pure-Python kernel" in err and "(torch-cpu, torch-cuda)" in err
+    assert not list(tmp_path.rglob("*.whl")) and not (tmp_path / "dist" / "manifest.json").exists()
+
+
+def test_the_builds_go_through_the_runner_an_unchanged_rerun_is_cached(tmp_path: Path) -> None:
+    """Each backend's wheel is a variant of the runner's run like a compiled one: its log, its
+    phases, its key; built again with nothing changed, it is cached, the same bytes kept."""
+    (tmp_path / "matrix.toml").write_text(MATRIX)
+    first = wheelfactory_api.build(tmp_path / "matrix.toml")
+    assert [o.entry.status for o in first.outcomes] == ["built", "built"]
+    entry = first.outcomes[0].entry
+    assert entry.log == "torch-cpu/build.log" and entry.phases is not None and "verify" in entry.phases
+    again = wheelfactory_api.build(tmp_path / "matrix.toml")
+    assert [o.entry.status for o in again.outcomes] == ["cached", "cached"]
+    assert [o.entry.sha256 for o in again.outcomes] == [o.entry.sha256 for o in first.outcomes]

@@ -72,7 +72,8 @@ def test_one_failing_variant_does_not_stop_the_others(docker_build: Path, offlin
 
 def owned_containers(client: object, out: Path) -> list[str]:
     from wheelfactory.engines.choose import owner_of
-    from wheelfactory.engines.docker import OWNER_LABEL, container_name
+    from wheelfactory.engines.docker import container_name
+    from wheelfactory.engines.docker_run import OWNER_LABEL
 
     # The low-level listing: the high-level one inspects each container, and fails when one
     # ends (--rm) between the listing and the inspection.
@@ -160,21 +161,23 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     """The same variant with one wheel of its set changed (a re-published build tool): both
     environments are keyed by the set's content, so new ones are made, in a real container."""
     from wheelfactory.engines.docker import DockerEngine
+    from wheelfactory.engines.docker_run import image_facts, image_for
     from wheelfactory.engines.wheelhouse import WheelSet, request_for
     from wheelfactory.runner.session import prepare_build
 
     prepared = prepare_build(docker_build / "matrix.toml", only=["torch213-*"])
-    engine = prepared.engine
-    assert isinstance(engine, DockerEngine)
+    assert isinstance(prepared.engine, DockerEngine)
+    engine = prepared.engine.run
     (variant,) = prepared.variants
-    image = engine.image_for(variant)
-    facts = engine.facts(image)
+    image = image_for(engine, variant)
+    facts = image_facts(engine, image)
     version, python = facts.python_for(variant, engine.options.python_support[variant.key.torch])
     log = tmp_path / "build.log"
     target = facts.container_python(version, variant.key.arch)
     original = engine.wheelhouse.ensure(request_for(  # the set the fixture's build used: no download
         variant, target,
-        torch_index=engine.options.torch_indexes.get(variant.id), extra=(*variant.toolkit_wheels, *engine._cache_requirements())))
+        torch_index=engine.options.torch_indexes.get(variant.id),
+        extra=(*variant.toolkit_wheels, *engine.options.cache_requirements)))
     assert not original.downloaded
     before = engine.environments.torch_and_tools(variant, image, python, target, original, log)
     assert not any(env.created for env in before)  # the fixture's build made them

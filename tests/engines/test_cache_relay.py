@@ -14,7 +14,7 @@ import pytest
 from wheelfactory.engines import socketpipe
 from wheelfactory.engines.cache_relay import RedisRelay, RedisUnreachable, ping
 from wheelfactory.engines.compile_cache import RELAY_SCRIPT
-from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches, compile_cache_for
 from wheelfactory.engines.image_facts import ImageFacts
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.plan.compile_cache_settings import CompileCache, parse_redis
@@ -122,10 +122,25 @@ def test_an_unreachable_redis_builds_without_the_cache_and_says_why(tmp_path: Pa
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         dead = parse_redis(f"redis://127.0.0.1:{probe.getsockname()[1]}/0")
-    engine = DockerEngine(None, Wheelhouse(tmp_path / "wh"), DockerOptions(
+    run = DockerRun(None, Wheelhouse(tmp_path / "wh"), DockerOptions(  # type: ignore[arg-type]
         base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
-        compile_cache=CompileCache("sccache", tmp_path / "store", dead)))
-    cache, note = engine._cache_for(ImageFacts("2.36", ("cp311-cp311",), None))
+        compile_cache=CompileCache("sccache", tmp_path / "store", dead)), RunCaches())
+    cache, _, note = compile_cache_for(run, ImageFacts("2.36", ("cp311-cp311",), None))
     assert cache is None and "does not answer" in note and note.endswith("building without the compile cache")
-    again, note_again = engine._cache_for(ImageFacts("2.36", ("cp311-cp311",), None))
+    again, _, note_again = compile_cache_for(run, ImageFacts("2.36", ("cp311-cp311",), None))
     assert again is None and note_again == note  # asked once per run, not per variant
+
+
+def test_the_run_holds_one_relay_and_closes_it_when_it_ends(tmp_path: Path, fake_redis: FakeRedis) -> None:
+    """The relay starts with the first build that asks and lives as long as the run's caches are held
+    open (the session's `with`), not until the interpreter exits: leaving closes it and removes its socket."""
+    run = DockerRun(None, Wheelhouse(tmp_path / "wh"), DockerOptions(  # type: ignore[arg-type]
+        base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
+        compile_cache=CompileCache("sccache", tmp_path / "store", parse_redis(f"redis://127.0.0.1:{fake_redis.port}/0"))),
+        RunCaches())
+    facts = ImageFacts("2.36", ("cp311-cp311",), None)
+    with run.caches:
+        cache, relay_dir, note = compile_cache_for(run, facts)
+        assert cache is not None and note == "" and relay_dir is not None and (relay_dir / "redis.sock").exists()
+        assert compile_cache_for(run, facts)[1] == relay_dir  # one relay for every variant of the run
+    assert not relay_dir.exists()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from wheelfactory.engines.choose import START_ENGINE, EngineRequest, choose_engine
-from wheelfactory.engines.host import HostEngine, HostEnvironment
+from wheelfactory.engines.host import HostEngine
+from wheelfactory.engines.host_probe import HostEnvironment
 from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.matrix import Matrix
@@ -100,7 +101,7 @@ def test_the_request_is_frozen_and_keyword_only(request_for: Callable[..., Engin
 
 def test_the_host_probe_runs_through_the_runner_it_is_given() -> None:
     """The host probe's last printed line is its answer; an interpreter without torch is one line."""
-    from wheelfactory.engines.host import probe
+    from wheelfactory.engines.host_probe import probe
 
     facts = {"python": "3.11", "executable": "/opt/py/bin/python", "arch": "x86_64", "site_packages": [],
              "torch": "2.13.0+cpu", "cuda": None, "hip": None, "cxx11_abi": True, "compiler": "/usr/bin/c++",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from wheelfactory.engines.choose import EngineRequest, choose_engine, host_abi3
-from wheelfactory.engines.host import HostEnvironment
+from wheelfactory.engines.host_probe import HostEnvironment
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.matrix import Matrix
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 from wheelfactory.engines.compile_flags import NO_DEBUG_INFO, with_compile_flags
-from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.errors import ConfigError
 from wheelfactory.images.dockerfiles import ImageRef
@@ -58,8 +58,9 @@ def test_a_debug_info_that_is_not_a_boolean_is_one_line_naming_the_key() -> None
 
 def test_the_docker_engine_passes_it_into_the_container(tmp_path: Path) -> None:
     (variant,) = planned(MATRIX + INCLUDED)
-    engine = DockerEngine(None, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
-                          DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log", owner="0"))
+    engine = DockerRun(None, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
+                       DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log", owner="0"),
+                       RunCaches())
     env = engine.cibuildwheel.settings(variant, ImageRef("wheelfactory/build:0", "sha256:feed", built=False),
                                    "cp311-cp311", tmp_path / "set", {})
     assert "CPPFLAGS='-DFROM_INCLUDE -g0'" in env["CIBW_ENVIRONMENT"].split(" PATH=")[0]

@@ -8,7 +8,8 @@ import pytest
 from testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
-from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.docker import DockerEngine
+from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.image_facts import ImageFacts
 from wheelfactory.engines.prepared_env import PreparedEnv
 from wheelfactory.engines.wheelhouse import Wheelhouse
@@ -32,10 +33,10 @@ def variant() -> Variant:
     return only
 
 
-def engine(tmp_path: Path, client: object = None, **kw: object) -> DockerEngine:
-    return DockerEngine(client, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
-                        DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
-                                      owner="0123abcd", **kw))
+def engine(tmp_path: Path, client: object = None, **kw: object) -> DockerRun:
+    return DockerRun(client, Wheelhouse(tmp_path / "wh"),  # type: ignore[arg-type]
+                     DockerOptions(base_images={"x86_64": "base"}, image_log=tmp_path / "images.log",
+                                   owner="0123abcd", **kw), RunCaches())
 
 
 def test_containers_are_offline_and_labelled_with_the_run_owner(tmp_path: Path, variant: Variant) -> None:
@@ -173,7 +174,7 @@ class ListingApi:
 def test_reclaim_removes_the_owners_containers_and_tolerates_one_that_ended_meanwhile(tmp_path: Path) -> None:
     """One ended before its removal (404), one whose removal was already under way (409)."""
     api = ListingApi()
-    eng = engine(tmp_path, client=type("Client", (), {"api": api})())  # the client is handed in, not patched
+    eng = DockerEngine(engine(tmp_path, client=type("Client", (), {"api": api})()))  # the client is handed in, not patched
     assert eng.reclaim() == ["cibuildwheel-left"]
     assert api.removed == ["a1"]
     assert api.filters == {"label": "wheelfactory.owner=0123abcd"}
@@ -214,6 +215,7 @@ def test_a_build_requirement_no_wheel_serves_fails_the_variant_naming_it(tmp_pat
     """The project's build system is downloaded with the variant's torch as a constraint; when the
     host's index has no wheel for a requirement, the variant fails before anything else, saying
     which file declared it and what pip could not find."""
+    from wheelfactory.engines.docker_steps import build_system_set
     from wheelfactory.engines.wheelhouse import ContainerPython, WheelhouseRequest
     from wheelfactory.errors import DockerBuildError, WheelhouseError
     from wheelfactory.project.bring_your_own import ByoProject, ByoStage
@@ -232,7 +234,7 @@ def test_a_build_requirement_no_wheel_serves_fails_the_variant_naming_it(tmp_pat
                          dynamic_requires=("cmake>=3.15", "ninja>=1.5"))
     stage = ByoStage(ByoProject(tmp_path, "mylib", (), (), (), system), variant)
     with pytest.raises(DockerBuildError) as info:
-        built._build_system_set(stage, ContainerPython("3.11"), tmp_path / "log")
+        build_system_set(built, stage, ContainerPython("3.11"), tmp_path / "log")
     message = str(info.value)
     assert "p/pyproject.toml [build-system]" in message and "No matching distribution found for scikit-build-core>=99" in message
     (request,) = asked
@@ -246,13 +248,14 @@ def test_an_image_whose_code_is_another_arch_than_the_variants_fails_before_anyt
     x86-64 code: the image's own platform.machine() (the engine's probe) is checked first."""
     from dataclasses import replace
 
+    from wheelfactory.engines import docker
     from wheelfactory.errors import DockerBuildError
     from wheelfactory.support.timeline import Timeline
 
     aarch64 = replace(variant, key=replace(variant.key, arch="aarch64"))
-    eng = engine(tmp_path)
-    monkeypatch.setattr(DockerEngine, "image_for", lambda self, v: IMAGE)
-    monkeypatch.setattr(DockerEngine, "facts", lambda self, image: ImageFacts("2.36", ("cp311-cp311",), machine="x86_64"))
+    eng = DockerEngine(engine(tmp_path))
+    monkeypatch.setattr(docker, "image_for", lambda run, v: IMAGE)
+    monkeypatch.setattr(docker, "image_facts", lambda run, image: ImageFacts("2.36", ("cp311-cp311",), machine="x86_64"))
     stage = type("Stage", (), {"variant": aarch64})()
     with pytest.raises(DockerBuildError, match="the build image wheelfactory/build:0123456789ab runs as x86_64, not "
                                                "aarch64: name an aarch64 image for it in \\[build\\] base_image"):

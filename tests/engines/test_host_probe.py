@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from wheelfactory.engines.host import HOST_TOOLS, probe, tool_requirements
+from wheelfactory.engines.host_probe import HOST_TOOLS, probe, tool_requirements
 from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS
 from wheelfactory.errors import EnvironmentProblem
 from wheelfactory.support.proc import run

@@ -29,7 +29,7 @@ def test_the_targets_markers_decide(tmp_path: Path) -> None:
 
 
 def test_the_hosts_pip_configuration_is_read_for_where_packages_come_from() -> None:
-    from wheelfactory.engines.wheelhouse import HOST_ENVIRONMENT_SETTINGS, parse_pip_config
+    from wheelfactory.engines.pip_config import HOST_ENVIRONMENT_SETTINGS, parse_pip_config
 
     listing = ("global.index-url='http://mirror.invalid/simple'\n"
                "global.constraint='/etc/xdg/pip/constraints.txt'\n"

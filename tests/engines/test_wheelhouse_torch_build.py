@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from wheelfactory.engines.wheelhouse import torch_build_mismatch
+from wheelfactory.engines.torch_builds import torch_build_mismatch
 from wheelfactory.plan.expand import Plan
 
 WHEELS = {

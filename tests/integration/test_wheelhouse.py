@@ -80,7 +80,7 @@ def test_the_hosts_constraints_do_not_decide_a_variants_wheel_set(tmp_path: Path
     """A constraints file capping torch below a variant's release (as this machine's pip
     configuration once did: torch<=2.14.1) is about the host's environment: the container's
     wheel set still gets the variant's torch, from the host's indexes."""
-    from wheelfactory.engines.wheelhouse import download_environment
+    from wheelfactory.engines.pip_config import download_environment
 
     cap = tmp_path / "constraints.txt"
     cap.write_text("torch<=2.12\n")

@@ -3,7 +3,7 @@
 kernel.toml is read by the factory's own parser (wheelfactory.project.kernel_toml), and the
 compile follows the factory's recipe for a CPU wheel: the kernel's CPU sources, include dirs and
 [flags].cxx, the namespace macro as a -D, and the limited API of the cp39-abi3 wheels
-(wheelfactory.project.stage). Only the namespace is the tests' own, so the library cannot clash
+(wheelfactory.project.native). Only the namespace is the tests' own, so the library cannot clash
 with an installed fusedops.
 
 The library is compiled with torch.utils.cpp_extension into a persistent cache directory
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
-from wheelfactory.project.stage import LIMITED_API
+from wheelfactory.project.native import LIMITED_API
 
 KERNEL_DIR = REPO / "kernels" / "fusedops"
 TEST_NAMESPACE = "_fusedops_test_cpu"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 from testkit import REPO
 from wheelfactory.cli.main import cli
-from wheelfactory.engines.wheelhouse import pypi_refusal
+from wheelfactory.engines.torch_builds import pypi_refusal
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import Plan, select

@@ -9,7 +9,7 @@ from testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.stage import plan_stage
+from wheelfactory.project.native import plan_stage
 
 MATRIX = '[matrix]\ntorch = ["2.6", "2.12", "2.13", "2.14"]\nbackends = ["cpu", "cu130"]\nstable_abi = "2.10"\n'
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
-from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.compat import load_table
@@ -53,8 +53,8 @@ def test_env_and_cuda_env_override_the_switches() -> None:
 
 def test_the_switches_reach_the_docker_build_and_change_the_key() -> None:
     cuda = stage("cu124")
-    engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),
-                          DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
+    engine = DockerRun(None, Wheelhouse(REPO / "nowhere"),  # type: ignore[arg-type]
+                       DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"), RunCaches())
     env = engine.cibuildwheel.settings(cuda.variant, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO,
                                    cuda.build_env())
     for switch in ("FORCE_CUDA=1", "WITH_CUDA=1", "USE_CUDA=1"):

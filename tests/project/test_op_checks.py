@@ -95,7 +95,7 @@ def test_an_op_neither_the_samples_nor_the_tests_name_is_a_warning_of_each_varia
     """Declared, registered, with a reference, but no sample inputs and no test: each wheel would
     only find it registered. A warning (each variant's, so the manifest and the summary carry it),
     not a refusal; gone once the samples name it."""
-    from wheelfactory.project.stage import plan_stage
+    from wheelfactory.project.native import plan_stage
 
     declare(project, "scaled_add", "gelu_fast")
     register(project, "gelu_fast(Tensor(a!) out, Tensor x) -> ()")

@@ -22,7 +22,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.stage import plan_stage, write_stage
+from wheelfactory.project.native import plan_stage, write_stage
 
 
 def variants(text: str) -> dict[str, Variant]:

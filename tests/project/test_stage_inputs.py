@@ -27,7 +27,7 @@ from wheelfactory.project.build_toml_reader import load_build_toml
 from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.project.noarch import plan_noarch, write_noarch_wheel
 from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
-from wheelfactory.project.stage import check_inputs, plan_stage
+from wheelfactory.project.native import check_inputs, plan_stage
 from wheelfactory.project.wheel_checks import WheelChecks, copy_test_sources
 
 SECRET = b"SECRET-5be1-outside-never-staged"

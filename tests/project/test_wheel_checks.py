@@ -10,7 +10,7 @@ import pytest
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.wheel_checks import WheelChecks, copy_test_sources
-from wheelfactory.verify.checks import failure_excerpt
+from wheelfactory.verify.project_suite import failure_excerpt
 
 
 def project(tmp_path: Path) -> Path:

@@ -133,7 +133,7 @@ def test_a_plain_dist_still_indexes_exports_and_reports(tmp_path: Path) -> None:
 @pytest.mark.parametrize("member", ["tiny/../../x", "/tiny/x", "tiny\\..\\..\\x"])
 def test_noarch_unpack_refuses_a_wheel_whose_members_leave_dest(tmp_path: Path, member: str) -> None:
     from wheelfactory.errors import ConfigError
-    from wheelfactory.runner.noarch_run import unpack_package
+    from wheelfactory.project.noarch import unpack_package
 
     made = make_wheel(tmp_path / "dist", "tiny", "0.1.0", files={member: "written outside\n"})
     dest = tmp_path / "deep" / "dest"

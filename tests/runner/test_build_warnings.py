@@ -1,4 +1,4 @@
-"""A warning raised while a variant builds (``timeline.warn``: e.g. a bring-your-own CUDA wheel with
+"""A warning raised while a variant builds (``verify.checks.warn``, in its BuildResult: e.g. a bring-your-own CUDA wheel with
 no device code) does not fail it and reaches everything a user reads: build.log, the manifest
 entry's ``warnings``, the build summary and the report."""
 
@@ -11,7 +11,8 @@ from rich.console import Console
 import testkit
 from testkit import REPO
 from wheelfactory.cli.render import print_build_summary
-from wheelfactory.engines import BuildInputs
+from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity
+from wheelfactory.errors import Findings
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -22,8 +23,11 @@ from wheelfactory.publish.report import build_report, render_html
 from wheelfactory.runner import manifest
 from wheelfactory.runner.run import run_matrix
 from wheelfactory.support.timeline import Timeline
+from wheelfactory.verify.checks import warn
 
 WARNING = "no library in this CUDA wheel holds device code (...): it runs on the CPU only"
+INPUTS = BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag",
+                     (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
 
 
 def cuda_variant() -> Variant:
@@ -42,24 +46,18 @@ class FakeStage(testkit.FakeStage):
 class WarningEngine:
     name = "fake"
 
-    def identity(self, variant: Variant) -> str:
-        return "fake"
-
-    def image_id(self, variant: Variant) -> str | None:
-        return None
-
-    def build_inputs(self, variant: Variant) -> BuildInputs | None:
-        return BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag", (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
+    def identity(self, stage: Stage) -> EngineIdentity:
+        return EngineIdentity("fake")
 
     def reclaim(self) -> list[str]:
         return []
 
-    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
-        timeline.warn(WARNING)
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
+        warn(log, WARNING)
         workdir.mkdir(parents=True, exist_ok=True)
         wheel = workdir / "multi_ext-0.2.0+cu130torch2.14-cp311-cp311-manylinux_2_34_x86_64.whl"
         wheel.write_bytes(b"wheel")
-        return wheel
+        return BuildResult(wheel, INPUTS, Findings(warnings=(WARNING,)))
 
 
 def test_a_warning_reaches_the_log_manifest_summary_and_report(tmp_path: Path) -> None:
@@ -84,10 +82,10 @@ def test_a_warning_reaches_the_log_manifest_summary_and_report(tmp_path: Path) -
 
 def test_no_warning_no_field(tmp_path: Path) -> None:
     class QuietEngine(WarningEngine):
-        def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
+        def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
             workdir.mkdir(parents=True, exist_ok=True)
             (workdir / "w.whl").write_bytes(b"wheel")
-            return workdir / "w.whl"
+            return BuildResult(workdir / "w.whl", INPUTS)
 
     (outcome,) = run_matrix(FakeStage, [cuda_variant()], QuietEngine(), tmp_path)  # type: ignore[arg-type]
     assert outcome.entry.warnings is None

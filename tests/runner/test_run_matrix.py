@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO, FakeStage
-from wheelfactory.engines import BuildInputs
+from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -30,6 +30,10 @@ def variants() -> tuple[Variant, ...]:
     return expand(parse_matrix(TomlDocument.from_text(text, "m.toml"), table, base_dir=REPO), table).variants
 
 
+INPUTS = BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag",
+                     (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
+
+
 class FakeEngine:
     name = "fake"
 
@@ -38,19 +42,13 @@ class FakeEngine:
         self.interrupt_on = interrupt_on
         self.fail_on = fail_on
 
-    def identity(self, variant: Variant) -> str:
-        return "fake"
-
-    def image_id(self, variant: Variant) -> str | None:
-        return None
-
-    def build_inputs(self, variant: Variant) -> BuildInputs | None:
-        return BuildInputs("fake", "cp311-cp311", "sha256:" + "ab" * 32, "fake:tag", (("torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl", "cd" * 32),))
+    def identity(self, stage: Stage) -> EngineIdentity:
+        return EngineIdentity("fake")
 
     def reclaim(self) -> list[str]:
         return []
 
-    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
         vid = stage.variant.id
         self.built.append(vid)
         timeline.add("compile", 1.25)
@@ -62,7 +60,7 @@ class FakeEngine:
         workdir.mkdir(parents=True, exist_ok=True)
         wheel = workdir / f"fake-0.1-{vid}.whl"
         wheel.write_bytes(vid.encode())
-        return wheel
+        return BuildResult(wheel, INPUTS)
 
 
 def test_unchanged_rerun_is_cached_and_failure_is_recorded(tmp_path: Path, variants: tuple[Variant, ...]) -> None:
@@ -111,14 +109,14 @@ class TogetherEngine(FakeEngine):
         self.barrier = threading.Barrier(group, timeout=10)
         self._lock = threading.Lock()
 
-    def build(self, stage: Stage, workdir: Path, log: Path, phase: object = None) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, phase: object = None) -> BuildResult:
         with self._lock:
             self.built.append(stage.variant.id)
         workdir.mkdir(parents=True, exist_ok=True)
         wheel = workdir / f"fake-0.1-{stage.variant.id}.whl"
         wheel.write_bytes(stage.variant.id.encode() * 1000)
         self.barrier.wait()
-        return wheel
+        return BuildResult(wheel, INPUTS)
 
 
 def test_parallel_builds_that_finish_together_are_all_recorded(tmp_path: Path) -> None:
@@ -153,7 +151,7 @@ class CancelledEngine(FakeEngine):
         super().__init__()
         self.cancel_on = cancel_on
 
-    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
         if stage.variant.id == self.cancel_on:
             from wheelfactory.runner.cancel import CANCEL
             from wheelfactory.support.proc import CommandFailed

@@ -1,7 +1,7 @@
 """Assemble installed-layout kernel packages for the runtime tests and the load benchmark.
 
 The layout is the factory's own: the package directory of the build stage that
-``wheelfactory.project.stage.write_stage`` lays out for the running torch's CPU variant (the kernel's python
+``wheelfactory.project.native.write_stage`` lays out for the running torch's CPU variant (the kernel's python
 package, the vendored runtime as ``_runtime``, ``_sources/`` with ``jit.json``, ``_build.json``),
 with the build record and compiled library (``_C.abi3.so``) that a test chooses. The record a test
 starts from is the one the factory wrote there, and the prebuilt library is compiled from the staged
@@ -25,13 +25,13 @@ from pathlib import Path
 from repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory._runtime._settings import env_prefix
 from wheelfactory._runtime._spec import read_jit_spec
-from wheelfactory.engines.host import host_variant, probe
+from wheelfactory.engines.host_probe import host_variant, probe
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.kernel_toml import KernelSpec
-from wheelfactory.project.stage import (
+from wheelfactory.project.native import (
     LIBRARY_MODULE,
     RECORD_FILE,
     SOURCES_DIR,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from testkit import REPO
-from wheelfactory.engines.docker import DockerEngine, DockerOptions
+from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.compat import load_table
@@ -41,8 +41,8 @@ def test_cuda13_variants_get_nvcc_from_wheels_and_cuda12_ones_need_an_image() ->
     cu130 = by_id["torch214-cxx11-cu130-x86_64-linux"]
     assert "nvidia-cuda-nvcc==13.0.*" in cu130.toolkit_wheels and cu130.toolkit_wheels_home == "cu13"
     assert by_id["torch26-cxx98-cu124-x86_64-linux"].toolkit_wheels == ()
-    engine = DockerEngine(None, Wheelhouse(REPO / "nowhere"),  # type: ignore[arg-type]
-                          DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"))
+    engine = DockerRun(None, Wheelhouse(REPO / "nowhere"),  # type: ignore[arg-type]
+                       DockerOptions(base_images={"x86_64": "base"}, image_log=REPO / "nowhere.log"), RunCaches())
     env = engine.cibuildwheel.settings(cu130, ImageRef("t", "sha256:x", False), "cp311-cp311", REPO, {})
     torch_env, tools_env = engine.environments.requests(cu130, "sha256:x", "cp311-cp311", ())
     assert "nvidia-cuda-nvcc==13.0.*" in torch_env.requirements  # beside torch's own nvidia-* wheels

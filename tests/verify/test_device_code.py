@@ -77,8 +77,8 @@ def test_a_byo_gpu_wheel_without_device_code_warns_and_passes(tmp_path: Path, to
         return '{"mode": "imported", "variant": null, "module": "multi_ext", "extensions": {}}\n' \
             f"{checks.MACHINE_MARK} x86_64\n"
 
-    checks.verify_wheel(stage, wheel, log, smoke=smoke, timeline=timeline)  # no cuobjdump: nothing to ask it
-    (warning,) = timeline.warnings
+    found = checks.verify_wheel(stage, wheel, log, smoke=smoke, timeline=timeline)  # no cuobjdump: nothing to ask it
+    (warning,) = found.warnings
     assert f"no library in this {kind} wheel holds device code" in warning
     assert f"# WARNING: {warning}" in log.read_text()
     assert '"multi_ext._ops_cpu", "multi_ext._ops_omp"' in smoked[0]  # every module is imported

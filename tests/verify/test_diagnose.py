@@ -67,7 +67,7 @@ def test_tests_that_ask_for_a_gpu_are_told_how_to_leave_them_out(tmp_path: Path,
     from wheelfactory.plan.project_tests import ProjectTests
     from wheelfactory.project.bring_your_own import ByoProject, ByoStage
     from wheelfactory.support.timeline import Timeline
-    from wheelfactory.verify.checks import run_project_tests
+    from wheelfactory.verify.project_suite import run_project_tests
 
     stage = ByoStage(ByoProject(tmp_path, "x", (), (), ()), plan_of('[matrix]\ntorch = "2.13"\n').variants[0])
     output = ("E   AssertionError: Torch not compiled with CUDA enabled\n=== short test summary info ===\n"

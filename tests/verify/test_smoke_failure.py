@@ -21,7 +21,7 @@ from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.bring_your_own import ByoProject, ByoStage
 from wheelfactory.support.proc import run
 from wheelfactory.support.timeline import Timeline
-from wheelfactory.verify import checks
+from wheelfactory.verify import checks, project_suite
 
 
 def host_variant() -> Variant:
@@ -86,7 +86,7 @@ def test_what_a_program_died_of(output: str, said: str) -> None:
     ("no tests ran in 0.01s\n", {}),
 ])
 def test_the_tests_counts_come_from_pytests_summary(output: str, counts: dict[str, int]) -> None:
-    assert checks.test_counts(output) == counts
+    assert project_suite.test_counts(output) == counts
 
 
 def test_a_coloured_test_failure_is_said_plainly(tmp_path: Path) -> None:
@@ -102,10 +102,11 @@ def test_a_coloured_test_failure_is_said_plainly(tmp_path: Path) -> None:
               "\x1b[31m=== \x1b[31m\x1b[1m1 failed\x1b[0m, \x1b[32m35 passed\x1b[0m in 69.67s ===\x1b[0m\n")
     timeline = Timeline(tmp_path / "log")
     with pytest.raises(HostEngineError) as failed:
-        checks.run_project_tests(ByoStage(ByoProject(tmp_path, "x", (), (), ()), host_variant()), ProjectTests("pytest"), tmp_path / "x.whl", tmp_path / "log",
-                                 lambda tests, wheel: (False, output), timeline, HostEngineError)
+        project_suite.run_project_tests(ByoStage(ByoProject(tmp_path, "x", (), (), ()), host_variant()), ProjectTests("pytest"), tmp_path / "x.whl", tmp_path / "log",
+                                        lambda tests, wheel: (False, output), timeline, HostEngineError)
     assert str(failed.value).endswith("(pytest): FAILED tests/unit/ops/adam/test_cpu_adam.py::"
                                       "test_zenflow_adam_cross_process - RuntimeError: unable to allocate shared "
                                       "memory(shm)")
-    recorded = timeline.results["tests"]
+    recorded = failed.value.found.tests
+    assert recorded is not None
     assert "\x1b" not in str(recorded["excerpt"]) and recorded["counts"] == {"failed": 1, "passed": 35}

@@ -68,7 +68,7 @@ def test_every_planned_variant_has_its_own_namespace() -> None:
     from wheelfactory.plan.matrix import parse_matrix
     from wheelfactory.plan.tomlsource import TomlDocument
     from wheelfactory.project.kernel_toml import load_kernel
-    from wheelfactory.project.stage import namespace_for
+    from wheelfactory.project.native import namespace_for
 
     table = load_table()
     text = '[matrix]\nbackends = ["cpu", "cuda", "rocm"]\npython = ["abi3", "3.11"]\narch = ["x86_64", "aarch64"]\n'

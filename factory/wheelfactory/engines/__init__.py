@@ -1,13 +1,14 @@
-"""Build engines: where a variant's wheel is compiled. Each engine satisfies ``Engine``."""
+"""Build engines: where a variant's wheel is made. Each engine satisfies ``Engine``: a Docker
+engine (engines/docker.py), the host's interpreter (engines/host.py), or for a project that
+compiles nothing, the writing of its wheel (engines/pure_python.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from wheelfactory.plan.identity import Variant
-from wheelfactory.project.stage import Stage
+from wheelfactory.errors import Findings
 from wheelfactory.support.timeline import Timeline
 
 
@@ -26,28 +27,46 @@ class BuildInputs:
     tools: tuple[tuple[str, str], ...] = ()
 
 
-class Engine(Protocol):
+@dataclass(frozen=True)
+class EngineIdentity:
+    """What about the engine changes a variant's wheel: ``key`` goes into its build's cache key
+    (runner/run.py cache_key), ``image`` (the id of the image it builds in; None: no image) into
+    its manifest entry."""
+
+    key: str
+    image: str | None = None
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What one build made: the finished wheel (inside the build's ``workdir``), what it consumed
+    (None: nothing besides the project, and no provenance record is written for it) and what
+    verifying the wheel found (its tests, the stable-ABI gate, the warnings)."""
+
+    wheel: Path
+    inputs: BuildInputs | None
+    found: Findings = Findings()
+
+
+StageT = TypeVar("StageT", contravariant=True)
+
+
+class Engine(Protocol[StageT]):
+    """Settled when made (engines/choose.py: its images' settings, the parallelism of one build);
+    a build's results come back from ``build``, its failures as VariantBuildError carrying what
+    was found before (``VariantBuildError.found``)."""
+
     @property
     def name(self) -> str:
         """docker, host: what the summary and the manifest call it."""
 
-    def identity(self, variant: Variant) -> str:
-        """What about the engine changes this variant's wheel (interpreter + torch, image id): in the cache key."""
-
-    def image_id(self, variant: Variant) -> str | None:
-        """The id of the image the variant builds in (None where no image is used)."""
-
-    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> Engine:
-        """The same engine with parallel compiles inside one build (MAX_JOBS) and the memory limit
-        of one build's container (None: unlimited), from engines/capacity.py."""
+    def identity(self, stage: StageT) -> EngineIdentity:
+        """What about the engine changes this stage's wheel (interpreter and torch, image id)."""
 
     def reclaim(self) -> list[str]:
         """Remove what a killed run on the same output left running (containers); their names."""
 
-    def build_inputs(self, variant: Variant) -> BuildInputs | None:
-        """What the variant's last build in this run consumed (None: it was not built here)."""
-
-    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
-        """Build, repair and check one variant; return the finished wheel (inside ``workdir``).
-        Each step runs as a phase of ``timeline`` (its seconds go to the manifest; at least one
-        phase is ``compile``, the build backend's run)."""
+    def build(self, stage: StageT, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
+        """Build, repair and check one variant. Each step runs as a phase of ``timeline`` (its
+        seconds go to the manifest; for a compiled wheel one phase is ``compile``, the build
+        backend's run)."""

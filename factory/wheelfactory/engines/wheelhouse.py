@@ -12,8 +12,6 @@ another Python's set sharing the nvidia-* wheels): a local copy, not a second do
 
 from __future__ import annotations
 
-import ast
-import functools
 import json
 import os
 import shutil
@@ -26,6 +24,7 @@ from filelock import FileLock
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
+from wheelfactory.engines.pip_config import download_environment, pip_environ
 from wheelfactory.engines.target_resolution import (
     pure_wheel_from_sdist,
     target_pins,
@@ -33,9 +32,7 @@ from wheelfactory.engines.target_resolution import (
 )
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.images.emulation import host_arch
-from wheelfactory.plan.compat import TorchRelease
 from wheelfactory.plan.identity import Variant
-from wheelfactory.plan.indexes import PYPI
 from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.support.host_env import find_links_args
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
@@ -127,62 +124,6 @@ def local_wheels(directories: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     )
 
 
-def pypi_refusal(variant: Variant, release: TorchRelease, index: str) -> str | None:
-    """Why ``index`` ([build] torch_index) cannot serve this variant's torch, when it is the alias
-    ``pypi``, the host's pip index (None: it can).
-
-    PyPI holds one build per torch release (its ``pypi_default``, one ABI). CPU ops compile
-    against any build of the right version and ABI, so a CPU variant takes whatever build PyPI
-    has; a CUDA/ROCm variant needs its own toolkit's build. Refusing before the wheelhouse is
-    filled saves downloading GBs of torch only for the build to stop at a version check."""
-    if index != PYPI:
-        return None
-    arch = variant.key.arch
-    build = release.pypi_build(arch)  # PyPI's aarch64 wheel is another build than its x86_64 one
-    pypi = (
-        f"PyPI's torch {release.build_version}{' for ' + arch if arch != 'x86_64' else ''} is the {build} build"
-        + ("" if release.pypi_cxx11_abi else " with the pre-cxx11 ABI")
-    )
-    if variant.key.cxx11_abi != release.pypi_cxx11_abi or (
-        variant.key.backend.kind != "cpu" and variant.key.backend.build_name != build
-    ):
-        return (
-            f'{variant.id}: [build] torch_index is "pypi" (PyPI), which cannot serve this variant\'s '
-            f'torch ({pypi}): set torch_index = "pytorch" (PyTorch\'s index or a mirror of it), or leave '
-            f"the variant out (--only, [[exclude]])"
-        )
-    return None
-
-
-def torch_build_mismatch(
-    variant: Variant, wheels: tuple[tuple[str, str], ...], index: str
-) -> str | None:
-    """Why the torch wheel ``index`` served is not the variant's build (None: it is, or the wheel
-    says no build, as PyPI's default ones do): a CPU build (``+cpu``) for a CUDA variant would fail
-    the compile with torch's "CUDA_HOME environment variable is not set", another toolkit's with
-    a version check."""
-    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-
-    for name, _ in wheels:
-        try:
-            project, version, _, _ = parse_wheel_filename(name)
-        except InvalidWheelFilename:
-            continue
-        if project != "torch" or not version.local:
-            continue
-        wanted = variant.key.backend.build_name
-        got = version.local
-        if variant.key.backend.kind == "cpu" or got.replace(".", "") == wanted.replace(".", ""):
-            return None
-        kind = "CPU" if got == "cpu" else got
-        return (
-            f"{variant.id}: the torch index ({index}) served {name.split('-')[0]}-{version}, the {kind} build, for "
-            f"this {wanted} variant: point [build] torch_index at an index that has torch {version.public}+"
-            f'{wanted} ("pytorch" or a mirror of it), or leave the variant out (--only, [[exclude]])'
-        )
-    return None
-
-
 @dataclass(frozen=True)
 class WheelSet:
     path: Path  # mount this read-only as /wheelhouse
@@ -253,77 +194,6 @@ def missing_for_target(wheels: list[Path], python: ContainerPython) -> list[str]
             if canonicalize_name(requirement.name) not in present:
                 missing.setdefault(canonicalize_name(requirement.name), str(requirement))
     return sorted(missing.values())
-
-
-# Settings of the host's pip that are about the host's own environment, not about where packages
-# come from: a container's wheel set is another environment (another Python, another torch), so
-# these never decide what it holds. A torch cap in a constraints file, say, would refuse every
-# variant of a newer torch (ResolutionImpossible) with no word of the file.
-HOST_ENVIRONMENT_SETTINGS = frozenset(
-    {
-        "constraint",
-        "requirement",
-        "build-constraint",
-        "editable",
-        "target",
-        "prefix",
-        "root",
-        "user",
-        "upgrade",
-        "upgrade-strategy",
-        "require-virtualenv",
-        "no-deps",
-        "pre",
-        "only-binary",
-        "no-binary",
-    }
-)
-
-
-def parse_pip_config(listing: str) -> dict[str, str]:
-    """``pip config list`` -> the settings that apply to ``pip download`` from the configuration
-    files (global and download sections, the command's own winning), as ``key -> value``.
-    Settings from the environment (``:env:``) are not listed here: the environment carries them."""
-    found: dict[str, dict[str, str]] = {"global": {}, "download": {}}
-    for line in listing.splitlines():
-        name, sep, raw = line.partition("=")
-        section, _, key = name.partition(".")
-        if not sep or section not in found or not key:
-            continue
-        try:
-            value = ast.literal_eval(raw.strip())
-        except (ValueError, SyntaxError):
-            value = raw.strip()
-        found[section][key] = str(value)
-    return {**found["global"], **found["download"]}
-
-
-@functools.cache
-def download_environment(python: str) -> dict[str, str]:
-    """The environment ``pip download`` runs with for a wheel set: where the host's pip looks for
-    packages (its index, mirrors, find-links, certificates, timeouts: registries by the host's
-    own configuration), but none of the host's settings for its own environment. pip reads no
-    configuration file (PIP_CONFIG_FILE=/dev/null); what the files said, less those settings,
-    comes as PIP_* variables, below any the caller set."""
-
-    def variable(key: str) -> str:
-        return f"PIP_{key.upper().replace('-', '_')}"
-
-    listing = run([python, "-m", "pip", "config", "list"])
-    env = {
-        variable(key): value
-        for key, value in parse_pip_config(listing).items()
-        if key not in HOST_ENVIRONMENT_SETTINGS and variable(key) not in os.environ
-    }
-    cleared = {
-        variable(key): "" for key in HOST_ENVIRONMENT_SETTINGS if variable(key) in os.environ
-    }
-    return {**env, **cleared, "PIP_CONFIG_FILE": os.devnull}
-
-
-def _pip_environ() -> dict[str, str]:
-    """The ``PIP_*`` settings of this process's environment (pip reads them; uv is told them)."""
-    return {key: value for key, value in os.environ.items() if key.startswith("PIP_")}
 
 
 def _say(log: Path | None, line: str) -> None:
@@ -522,7 +392,7 @@ class Wheelhouse:
                     extra_index_urls=request.extra_index_urls,
                     find_links=[*local, *([str(built)] if built.is_dir() else [])],
                     constraints=constraints if request.constraints else None,
-                    pip_env={**_pip_environ(), **pip_env},
+                    pip_env={**pip_environ(), **pip_env},
                     listing=tmp.parent / f"{tmp.name}.in",
                     log=log,
                 )

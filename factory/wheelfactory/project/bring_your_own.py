@@ -125,6 +125,10 @@ class ByoStage:
         return ()
 
     @property
+    def hub_metadata(self) -> None:
+        return None  # a compiled wheel
+
+    @property
     def build_system(self) -> BuildSystem:
         return self.project.build_system
 

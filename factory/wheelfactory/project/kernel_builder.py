@@ -192,6 +192,10 @@ class KernelBuilderStage:
         return kernel_depends_for(self.spec.general.kernel_depends, self.variant.key.backend.kind)
 
     @property
+    def hub_metadata(self) -> None:
+        return None  # a compiled wheel
+
+    @property
     def build_system(self) -> BuildSystem:
         return GENERATED
 

@@ -7,7 +7,7 @@ its kind, the stages carry their kind's facts, and verify/ and engines/ read tho
 kind                   the project                      what it builds
 =====================  ===============================  ============================================
 native                 kernel.toml                      one compiled wheel per variant (an engine)
-kernel-builder-noarch  build.toml, no [kernel.*] table  one pure-Python wheel per backend (no engine)
+kernel-builder-noarch  build.toml, no [kernel.*] table  one pure-Python wheel per backend (written)
 kernel-builder         build.toml                       one compiled wheel per variant (an engine)
 bring-your-own         setup.py / pyproject.toml        one compiled wheel per variant (an engine)
 =====================  ===============================  ============================================
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property, partial
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
@@ -31,7 +32,6 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints, project_expand
 from wheelfactory.plan.expand import Plan
-from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.kind_names import AUTO, REQUESTS, KindName
 from wheelfactory.plan.matrix import Matrix, ProjectConfig
 from wheelfactory.project import kernel_builder
@@ -51,8 +51,9 @@ from wheelfactory.project.kind_facts import (
     NATIVE,
     KindFacts,
 )
-from wheelfactory.project.noarch import NoarchBuild, plan_noarch
-from wheelfactory.project.stage import Stage, check_inputs, plan_stage
+from wheelfactory.project.native import check_inputs, plan_stage
+from wheelfactory.project.noarch import NoarchBuild, NoarchStage, plan_noarch
+from wheelfactory.project.stage import Staged
 from wheelfactory.project.vcs_version import ProbeRunner
 
 
@@ -67,21 +68,16 @@ class LoadContext:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PurePythonBuilds:
-    """A project whose wheels need no compiler: each build is written directly (runner/noarch_run.py)."""
-
-    spec: KernelBuilderSpec
-    builds: tuple[NoarchBuild, ...]  # one per backend the plan keeps, each a manifest variant
-
-
-@dataclass(frozen=True, kw_only=True)
 class LoadedProject:
-    """A project read once for a build: what its declaration rules out and how a variant is staged."""
+    """A project read once for a build: what its declaration rules out and how what it builds is
+    staged (a planned variant; for a project that compiles nothing, one of ``pure_python``)."""
 
     facts: KindFacts
     constraints: ProjectConstraints | None  # None: nothing it declares limits the plan
-    stage_for: Callable[[Variant], Stage] | None = None  # what an engine compiles; None: nothing
-    pure_python: PurePythonBuilds | None = None  # the wheels built without an engine
+    stage_for: Callable[[Any], Staged]
+    # What a project that compiles nothing builds: one wheel per backend the plan keeps, each a
+    # manifest variant (engines/pure_python.py writes them); (): the plan's variants, compiled
+    pure_python: tuple[NoarchBuild, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,7 +191,8 @@ def _kernel_builder_noarch(project: Project, context: LoadContext) -> LoadedProj
     return LoadedProject(
         facts=KERNEL_BUILDER_NOARCH,
         constraints=constraints,
-        pure_python=PurePythonBuilds(spec=kernel, builds=builds),
+        stage_for=partial(NoarchStage, spec=kernel),
+        pure_python=builds,
     )
 
 

@@ -21,6 +21,8 @@ the build's own torch op namespace. kernel-builder makes one such build per decl
 
 Planning (:func:`plan_noarch`) only reads the project; :func:`write_noarch_wheel` and
 :func:`export_noarch_layout` write, each output appearing whole (a temp name, then a rename).
+A build goes through the runner like a compiled variant's (``NoarchStage``, whose engine only
+writes its wheel: engines/pure_python.py); :func:`unpack_package` is export's way back.
 """
 
 from __future__ import annotations
@@ -42,7 +44,10 @@ from packaging.version import Version
 
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_toml import DECLARATION, KernelBuilderSpec, kernel_depends_for
-from wheelfactory.support import atomic
+from wheelfactory.project.keys import DEFAULT_SOURCE_DATE_EPOCH
+from wheelfactory.project.kind_facts import KERNEL_BUILDER_NOARCH, KindFacts
+from wheelfactory.support import atomic, paths
+from wheelfactory.support.paths import safe_member
 from wheelfactory.support.project_copy import checked_file, project_files
 from wheelfactory.support.wheel_rewrite import record_hash
 
@@ -97,6 +102,27 @@ class NoarchBuild:
         return self.variant_name
 
     @property
+    def torch_version(self) -> None:
+        return None  # any torch its requirement admits: nothing is compiled against one
+
+    @property
+    def toolkit(self) -> None:
+        return None
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "id": self.id,
+            "backend": self.backend,
+            "distribution": self.distribution,
+            "version": self.version,
+            "ops_name": self.ops_name,
+            "requires": list(self.requires),
+            "python_depends": list(self.python_depends),
+            "files": [path.as_posix() for path in self.files],
+            "archs": list(self.archs),
+        }
+
+    @property
     def wheel_name(self) -> str:
         name = canonicalize_name(self.distribution).replace("-", "_")
         return f"{name}-{self.version}-{WHEEL_TAG}.whl"
@@ -104,6 +130,50 @@ class NoarchBuild:
     @property
     def dist_info(self) -> str:
         return f"{canonicalize_name(self.distribution).replace('-', '_')}-{self.version}.dist-info"
+
+
+@dataclass(frozen=True)
+class NoarchStage:
+    """One noarch build as the runner stages it (project/stage.py Staged): nothing to compile, its
+    wheel written whole by its engine (engines/pure_python.py)."""
+
+    build: NoarchBuild
+    spec: KernelBuilderSpec
+
+    @property
+    def package(self) -> str:
+        return self.spec.general.python_name
+
+    @property
+    def kind(self) -> KindFacts:
+        return KERNEL_BUILDER_NOARCH
+
+    @property
+    def source_date_epoch(self) -> int:
+        return DEFAULT_SOURCE_DATE_EPOCH  # ZIP_DATE_TIME: the wheel's files are dated 1980
+
+    @property
+    def source_root(self) -> Path:
+        return self.spec.root
+
+    @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        return ()  # its layout metadata lists them (hub_metadata)
+
+    @property
+    def hub_metadata(self) -> dict[str, object]:
+        return layout_metadata(self.build, self.spec)
+
+    def key_material(self) -> object:
+        """What the wheel is made of: its files' contents and its metadata."""
+        return [
+            {
+                str(path): hashlib.sha256(data).hexdigest()
+                for path, data in _contents(self.build, self.spec)
+            },
+            wheel_metadata(self.build, self.spec),
+            self.hub_metadata,
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,3 +438,29 @@ def export_noarch_layout(build: NoarchBuild, spec: KernelBuilderSpec, dest: Path
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return target
+
+
+def unpack_package(wheel: Path, package: str, dest: Path) -> None:
+    """The wheel's ``package/`` files into ``dest/package/``; a wheel with a member name that would
+    leave ``dest`` (support/paths.py) is refused whole, before anything is written."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        unsafe = [name for name in names if safe_member(name) is None]
+        if unsafe:
+            raise ConfigError(
+                f"member {unsafe[0]!r} is not a path inside the wheel",
+                file=str(wheel),
+                hint="rebuild it with `wheelfactory build`",
+            )
+        for member in names:
+            relative = safe_member(member)
+            if (
+                relative is None
+                or relative.parts[0] != package
+                or member.endswith("/")
+                or len(relative.parts) < 2
+            ):
+                continue
+            path = paths.inside(dest, str(relative), what="the member", file=str(wheel))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(archive.read(member))

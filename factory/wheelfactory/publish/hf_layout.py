@@ -371,7 +371,7 @@ def export_pure_python(
     entry is checked before anything is written: a variant id that is not one directory name, a
     wheel outside ``dist`` or one whose sha256 changed is a ConfigError naming the manifest."""
     from wheelfactory.project.keys import file_sha256
-    from wheelfactory.runner.noarch_run import unpack_package
+    from wheelfactory.project.noarch import unpack_package
 
     listed = str(dist / manifest.MANIFEST)
     built: list[tuple[str, Path, dict[str, object]]] = []

@@ -53,7 +53,7 @@ class Entry:
     # What verification found that the user must see and that does not fail the build (e.g. a
     # bring-your-own CUDA wheel with no device code). None: nothing.
     warnings: list[str] | None = None
-    # A pure-Python build (a kernel-builder noarch kernel, runner/noarch_run.py): the Hugging Face
+    # A pure-Python build (a kernel-builder noarch kernel, engines/pure_python.py): the Hugging Face
     # layout's metadata.json, which `wheelfactory export --hf-layout` writes beside its package.
     # None: a compiled variant (its layout metadata comes from the wheel's build record).
     hub_metadata: dict[str, object] | None = None

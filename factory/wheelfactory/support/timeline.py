@@ -1,5 +1,6 @@
 """Where a variant's build time goes: named phases with their seconds, stamped into its build.log
 as they end, and kept for the manifest (``phases``) and the build summary (the compile share).
+What the phases found (tests, warnings) is the build's result (engines/__init__.py BuildResult).
 
 A phase is timed around a block (``with timeline.phase("smoke"):``) or, when it ran somewhere we
 cannot wrap (inside cibuildwheel's container), added from the instants its markers printed
@@ -61,9 +62,6 @@ class Timeline:
         self._running: list[str] = []
         self._left_by: tuple[str, ...] = ()  # the phases under way when the first failure left one
         self._lock = threading.Lock()  # a variant's independent steps may run in threads
-        self._warnings: list[str] = []
-        # What a phase found, for the variant's manifest entry (``tests``: the project's tests).
-        self.results: dict[str, dict[str, object]] = {}
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -110,20 +108,6 @@ class Timeline:
         self.log = log
         for name, seconds in self.phases.items():
             self._stamp(f"{name}: {seconds:.1f} s")
-
-    def warn(self, text: str) -> None:
-        """Something the user must see that does not fail the build: a ``# WARNING:`` line in the
-        log now, and the manifest entry's ``warnings``."""
-        with self._lock:
-            self._warnings.append(text)
-        if self.log is not None:
-            with self.log.open("a", encoding="utf-8") as sink:
-                sink.write(f"# WARNING: {text}\n")
-
-    @property
-    def warnings(self) -> list[str]:
-        with self._lock:
-            return list(self._warnings)
 
     @property
     def phases(self) -> dict[str, float]:

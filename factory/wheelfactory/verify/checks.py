@@ -18,7 +18,6 @@ import importlib.util
 import json
 import re
 import sys
-import time
 import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,16 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wheelfactory.errors import VariantBuildError
+from wheelfactory.errors import Findings, VariantBuildError
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.identity import Variant
-from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.kind_facts import SmokeProgram
 from wheelfactory.project.stage import Stage
-from wheelfactory.project.wheel_checks import copy_test_sources
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
+from wheelfactory.verify.project_suite import TestRun, run_project_tests
 from wheelfactory.verify.repair import check_wheel, is_shared_library
 from wheelfactory.verify.stable_symbols import (
     declared_stable_target,
@@ -47,9 +45,6 @@ from wheelfactory.verify.wheel_identity import elf_machine_problems
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.
 Smoke = Callable[[str, Path], str]
-# Runs the project's tests ([test]) against the wheel in a clean environment (torch, the wheel and
-# the tests' requirements); returns (passed, output).
-TestRun = Callable[[ProjectTests, Path], tuple[bool, str]]
 
 
 @dataclass(frozen=True)
@@ -170,6 +165,30 @@ def _program(name: str, request: dict[str, object]) -> str:
     return f"{program}\n\nmain(json.loads({json.dumps(json.dumps(request))}))\n"
 
 
+def warn(log: Path, text: str) -> None:
+    """Something the user must see that does not fail the build: a ``# WARNING:`` line in the log
+    now (the build's result lists it for the manifest entry's ``warnings``)."""
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"# WARNING: {text}\n")
+
+
+class Said:
+    """The warnings one build's step says, in order: each written to the log as it is said
+    (``warn``), all of them found (``found``) for the step's result or its error."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+        self._said: list[str] = []
+
+    def __call__(self, text: str) -> None:
+        warn(self.log, text)
+        self._said.append(text)
+
+    @property
+    def found(self) -> Findings:
+        return Findings(warnings=tuple(self._said))
+
+
 def verify_wheel(
     stage: Stage,
     wheel: Path,
@@ -181,8 +200,9 @@ def verify_wheel(
     timeline: Timeline | None = None,
     run_tests: TestRun | None = None,
     torch_include: Path | None = None,
-) -> None:
-    """Run every check on one finished wheel; raise ``error`` naming what failed.
+) -> Findings:
+    """Run every check on one finished wheel; what they found (the project's tests, warnings), or
+    ``error`` naming what failed, carrying what was found before.
 
     The wheel's own checks come first (fast; a broken wheel is never smoke-tested). Then the
     checks that run tools on the wheel (abi3audit, cuobjdump) and the smoke test run at the same
@@ -190,49 +210,95 @@ def verify_wheel(
     ``torch_include``: the build's torch headers, where a stable-ABI wheel's imports are checked
     against the shims they declare (verify/stable_symbols.py)."""
     timeline = timeline or Timeline(log)
+    said = Said(log)
+    try:
+        for warning in stage.checks.coverage_warnings:
+            said(warning)
+        with timeline.phase("verify"):
+            libs, device_code = _wheel_checks(
+                stage, wheel, log, said, glibc_floor, torch_include, error
+            )
+        output = _tools_and_smoke(stage, wheel, log, smoke, timeline, libs, device_code, error)
+        _smoke_verdict(stage, log, output, error)
+        tests = stage.checks.tests_for(stage.variant.id)
+        if tests is None:
+            return said.found
+        if run_tests is None:
+            raise error(
+                f"{stage.variant.id}: {tests.declared_in} [test] is set, and this engine cannot "
+                "run tests"
+            )
+        record = run_project_tests(stage, tests, wheel, log, run_tests, timeline, error)
+    except VariantBuildError as exc:
+        exc.add_earlier(said.found)
+        raise
+    return said.found.then(Findings(tests=record))
+
+
+def _wheel_checks(
+    stage: Stage,
+    wheel: Path,
+    log: Path,
+    said: Callable[[str], None],
+    glibc_floor: str | None,
+    torch_include: Path | None,
+    error: type[VariantBuildError],
+) -> tuple[dict[str, bytes], bool]:
+    """The wheel's own checks (tags, record, layout, glibc, machine, stable ABI); its libraries,
+    and whether cuobjdump has device code to read in them."""
     variant = stage.variant
-    abi3, cuda = variant.key.python == "abi3", variant.key.backend.kind == "cuda"
-    for warning in stage.checks.coverage_warnings:
-        timeline.warn(warning)
-    with timeline.phase("verify"):
-        problems = check_wheel(
-            wheel,
-            package=stage.package,
-            abi3=abi3,
-            native=stage.kind.factory_layout,
-            glibc_floor=glibc_floor,
-            abi3_fix=stage.build_system.abi3_fix(),
-        )
-        # read once: the device-code check, the smoke's module list, cuobjdump
-        libs = libraries(wheel)
-        problems += elf_machine_problems(libs, variant.key.arch)
-        # a stable-ABI variant's target, or the one a project's own build files declare
-        target = (
-            variant.key.torch
-            if variant.key.stable_abi
-            else declared_stable_target(stage.source_root)
-        )
-        if target is not None and torch_include is not None:
-            shims = shim_versions(torch_include)
-            outside = stable_abi_problems(libs, shims, target)
-            problems += outside
-            if not outside:
-                note(
-                    log,
-                    f"stable ABI {target}: the libraries import only torch's C shim at or below it "
-                    f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes",
-                )
-        host_only = (
-            cuda_binary.missing_device_code(variant.key.backend.kind, libs)
-            if stage.kind.own_arch_flags
-            else None
-        )
-        if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
-            timeline.warn(host_only)
-            cuda = False
-        note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
+    problems = check_wheel(
+        wheel,
+        package=stage.package,
+        abi3=variant.key.python == "abi3",
+        native=stage.kind.factory_layout,
+        glibc_floor=glibc_floor,
+        abi3_fix=stage.build_system.abi3_fix(),
+    )
+    # read once: the device-code check, the smoke's module list, cuobjdump
+    libs = libraries(wheel)
+    problems += elf_machine_problems(libs, variant.key.arch)
+    # a stable-ABI variant's target, or the one a project's own build files declare
+    target = (
+        variant.key.torch if variant.key.stable_abi else declared_stable_target(stage.source_root)
+    )
+    if target is not None and torch_include is not None:
+        shims = shim_versions(torch_include)
+        outside = stable_abi_problems(libs, shims, target)
+        problems += outside
+        if not outside:
+            note(
+                log,
+                f"stable ABI {target}: the libraries import only torch's C shim at or below it "
+                f"({len(shims)} shims declared in {torch_include}) and the C/C++, Python and CUDA runtimes",
+            )
+    host_only = (
+        cuda_binary.missing_device_code(variant.key.backend.kind, libs)
+        if stage.kind.own_arch_flags
+        else None
+    )
+    if host_only:  # a CPU-only fallback is the project's own build's choice: said, not failed
+        said(host_only)
+    note(log, f"wheel size: {wheel.stat().st_size / 1e6:.1f} MB")
     if problems:
         raise error(f"{variant.id}: the wheel failed verification: {'; '.join(problems)}")
+    return libs, variant.key.backend.kind == "cuda" and not host_only
+
+
+def _tools_and_smoke(
+    stage: Stage,
+    wheel: Path,
+    log: Path,
+    smoke: Smoke,
+    timeline: Timeline,
+    libs: dict[str, bytes],
+    cuda: bool,
+    error: type[VariantBuildError],
+) -> str:
+    """abi3audit and cuobjdump beside the smoke test; the smoke's output, or ``error`` naming
+    what failed (the tools' verdict first)."""
+    variant = stage.variant
+    abi3 = variant.key.python == "abi3"
     tools_log = log.with_name(log.name + ".tools")
     tools_log.unlink(missing_ok=True)
 
@@ -274,6 +340,12 @@ def verify_wheel(
         ) from None
     if smoke_failure is not None:
         raise smoke_failure
+    return output
+
+
+def _smoke_verdict(stage: Stage, log: Path, output: str, error: type[VariantBuildError]) -> None:
+    """What the smoke program said: the arch it ran as, and its own check of the wheel."""
+    variant = stage.variant
     ran_as = smoke_machine(output)
     if ran_as != variant.key.arch:  # an emulator that ran nothing, or the host's arch in its place
         raise error(
@@ -283,19 +355,13 @@ def verify_wheel(
     result = json.loads(
         [line for line in output.strip().splitlines() if not line.startswith(MACHINE_MARK)][-1]
     )
+    check = smoke_check(stage)
     failure = check.failure(stage, result)
     if failure:
         raise error(f"{variant.id}: {failure}")
     said = check.note(result)
     if said:
         note(log, said)
-    tests = stage.checks.tests_for(variant.id)
-    if tests is not None:
-        if run_tests is None:
-            raise error(
-                f"{variant.id}: {tests.declared_in} [test] is set, and this engine cannot run tests"
-            )
-        run_project_tests(stage, tests, wheel, log, run_tests, timeline, error)
 
 
 # A traceback's frame: where the exception was raised, as ``File "x.py", line 9, in <module>``.
@@ -325,135 +391,6 @@ def died_of(output: str) -> str:
     if said:
         return said[-1]
     return lines[-1].strip() if lines else "it printed nothing"
-
-
-EXCERPT_LINES = 30
-# The engines run ``COMMAND; echo "TESTS_EXIT $?"``: the status comes back with the output, so a
-# failing test run is a verdict, not an error of the runner.
-TESTS_EXIT = "wheelfactory-tests-exit"
-# The test output goes to a log, not a terminal: wide enough that pytest's summary lines keep the
-# assertion messages (it cuts them to the width, 80 columns without a terminal).
-TEST_TERMINAL = {"COLUMNS": "400"}
-
-
-def stage_test_sources(stage: Stage, tests: ProjectTests, dest: Path, log: Path) -> None:
-    """Copy the test sources into ``dest`` (the project's own package left out) and say in the log
-    what runs; what an engine does before running ``project_test_shell`` there."""
-    hidden = copy_test_sources(stage.checks, tests, dest)
-    note(
-        log,
-        f"the project's tests ({tests.declared_in} [test]): {tests.command}"
-        + (f"; hidden from them: {', '.join(hidden)}" if hidden else ""),
-    )
-
-
-def project_test_shell(tests: ProjectTests, project: str) -> str:
-    """The ``sh -c`` script an engine runs in ``project`` (the sources' copy, as the runner sees
-    it); ``project_test_verdict`` reads its output."""
-    return f'{tests.render(project)} 2>&1; echo "{TESTS_EXIT} $?"'
-
-
-def project_test_verdict(output: str) -> tuple[bool, str]:
-    """(passed, the command's own output) from what ``project_test_shell`` printed."""
-    body, _, status = output.rstrip().rpartition(TESTS_EXIT)
-    return status.strip() == "0", body
-
-
-def run_project_tests(
-    stage: Stage,
-    tests: ProjectTests,
-    wheel: Path,
-    log: Path,
-    run_tests: TestRun,
-    timeline: Timeline,
-    error: type[VariantBuildError],
-) -> None:
-    """Run the project's tests; record the outcome for the manifest (``timeline.results``); a
-    failure fails the variant with an excerpt of the output (pytest's summary when there is one)."""
-    start = time.monotonic()
-    with timeline.phase("tests"):
-        passed, output = run_tests(tests, wheel)
-    excerpt = "" if passed else failure_excerpt(plain_text(output))
-    timeline.results["tests"] = {
-        "command": tests.command,
-        "declared_in": tests.declared_in,
-        "passed": passed,
-        "seconds": round(time.monotonic() - start, 1),
-        "excerpt": excerpt or None,
-        "not_run": not_run(output) or None,
-        "counts": test_counts(output) or None,
-    }
-    if not passed:
-        first = next(
-            (line for line in excerpt.splitlines() if line.startswith(("FAILED", "ERROR"))),
-            excerpt.splitlines()[-1] if excerpt else "no output",
-        )
-        needs_gpu = any(sign in output for sign in NO_GPU)
-        raise error(
-            f"{stage.variant.id}: the project's tests failed ({tests.command}): {first}"
-            + (
-                "; they ask for a GPU, which the build machine has not: leave these variants out of the "
-                'tests with matrix.toml [test] skip (e.g. skip = ["*"] where every test needs one)'
-                if needs_gpu
-                else ""
-            )
-        )
-
-
-# pytest's (and unittest's) closing counts: "36 passed, 17 skipped, 21 warnings in 120.10s".
-_COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|warnings?|deselected)\b")
-_PLURAL = {"error": "errors", "warning": "warnings"}
-
-
-# a terminal's colours and styles (a project's pytest configuration may force them on)
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def plain_text(output: str) -> str:
-    """``output`` without terminal escape sequences (colours)."""
-    return _ANSI.sub("", output)
-
-
-def test_counts(output: str) -> dict[str, int]:
-    """The counts of the last line of ``output`` that reports tests passed, failed or in error
-    (pytest's summary line, colours and ``=`` rules stripped); {} when none does."""
-    for line in reversed(plain_text(output).splitlines()):
-        found = _COUNT.findall(line)
-        if any(kind in ("passed", "failed", "error", "errors") for _, kind in found):
-            return {_PLURAL.get(kind, kind): int(count) for count, kind in found}
-    return {}
-
-
-# What the offline Hub loader says of a test that needs a kernel this build did not make
-# (project/hub_offline_plugin.py), as pytest's -rs summary lists it.
-NOT_RUN = "not run: needs the Hub kernel"
-
-
-# What torch says when a test asks for a GPU on a machine without one (the build machines).
-NO_GPU = (
-    "Torch not compiled with CUDA enabled",
-    "Found no NVIDIA driver",
-    "No CUDA GPUs are available",
-)
-
-
-def not_run(output: str) -> list[str]:
-    """The tests reported as not run, one line each (pytest's "SKIPPED [n] where: reason")."""
-    return [
-        line.strip()
-        for line in output.splitlines()
-        if line.startswith("SKIPPED") and NOT_RUN in line
-    ]
-
-
-def failure_excerpt(output: str) -> str:
-    """What a reader needs from a failed test run: pytest's short summary when present, else the
-    last lines."""
-    lines = output.rstrip().splitlines()
-    for index, line in enumerate(lines):
-        if "short test summary info" in line:
-            return "\n".join(lines[index + 1 :][:EXCERPT_LINES])
-    return "\n".join(lines[-EXCERPT_LINES:])
 
 
 def _append(log: Path, part: Path) -> None:

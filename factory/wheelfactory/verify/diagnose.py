@@ -20,7 +20,7 @@ from wheelfactory.support.proc import CommandFailed
 _MISSING = re.compile(r"Missing dependencies:\s*\n((?:\s+\S.*\n?)+)")
 _BACKEND = re.compile(r"Backend '([^']+)' is not available")
 # torch's words when code asks it about a GPU on a machine without one
-_NO_GPU = (
+NO_GPU = (
     "Found no NVIDIA driver on your system",
     "No CUDA GPUs are available",
     "Torch not compiled with CUDA enabled",
@@ -84,7 +84,7 @@ def diagnosis(variant: Variant, output: str, *, declared_in: str) -> str | None:
             "them), or have the project find torch's headers and libraries without torch's CMake config"
         )
     if variant.key.backend.kind in ("cuda", "rocm"):
-        marker = next((m for m in _NO_GPU if m in output), None)
+        marker = next((m for m in NO_GPU if m in output), None)
         where = _asking_frame(output, marker) if marker else None
         if marker and where:
             return (

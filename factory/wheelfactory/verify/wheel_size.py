@@ -5,16 +5,30 @@ release is done; PyPI's default is 100 MB per file (more only on request, 1 GiB 
 from __future__ import annotations
 
 from wheelfactory.plan.identity import Variant, split_arch_list
+from wheelfactory.project.stage import Target
 
 
 def megabytes(size: int) -> str:
     return f"{size / 1000**2:.1f} MB" if size >= 100_000 else f"{size} bytes"
 
 
-def over_limit(variant: Variant, size: int, limit: int) -> str | None:
-    """None when ``size`` fits ``limit``; else the one-line refusal with what would fit."""
+def over_limit(target: Target, size: int, limit: int) -> str | None:
+    """None when ``size`` fits ``limit``; else the one-line refusal with what would fit (for a
+    planned variant, the settings that make its wheels smaller)."""
     if size <= limit:
         return None
+    fits = _smaller(target, size) if isinstance(target, Variant) else []
+    fits.append(
+        "or raise wheel_size_limit where the index takes bigger files (PyPI: on request, 1 GiB at most)"
+    )
+    return (
+        f"{target.id}: the wheel is {megabytes(size)} ({size} bytes), over [build] wheel_size_limit "
+        f"{megabytes(limit)} ({limit} bytes); what would fit: {'; '.join(fits)}"
+    )
+
+
+def _smaller(variant: Variant, size: int) -> list[str]:
+    """What makes a variant's wheel smaller: fewer archs, or one wheel per arch."""
     fits = []
     parts = (
         split_arch_list(variant.arch_list)
@@ -30,10 +44,4 @@ def over_limit(variant: Variant, size: int, limit: int) -> str | None:
         fits.append(f"fewer archs in [cuda] arch_list (now {';'.join(variant.arch_list)})")
     if variant.key.backend.kind == "cuda":
         fits.append("nvcc's --compress-mode=size (CUDA 12.8+) in extra_cuda_cflags")
-    fits.append(
-        "or raise wheel_size_limit where the index takes bigger files (PyPI: on request, 1 GiB at most)"
-    )
-    return (
-        f"{variant.id}: the wheel is {megabytes(size)} ({size} bytes), over [build] wheel_size_limit "
-        f"{megabytes(limit)} ({limit} bytes); what would fit: {'; '.join(fits)}"
-    )
+    return fits

@@ -1,0 +1,75 @@
+"""The stable-ABI gate of a Docker build: the wheel, verified with the build's torch, verified again
+(the smoke test, the project's tests) with each other torch release of ``variant.gate``, each in a
+fresh container; their wheel sets and environments are the ones a build of that torch makes, so
+a torch another variant uses is downloaded once. It fails naming the torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from wheelfactory.engines.docker_steps import torch_set, tests_set
+from wheelfactory.engines.docker_run import DockerRun
+from wheelfactory.engines.docker_verify import Checked, verify_in_image
+from wheelfactory.engines.wheelhouse import ContainerPython
+from wheelfactory.errors import DockerBuildError, Findings
+from wheelfactory.project.stage import Stage
+from wheelfactory.support.timeline import Timeline
+
+
+def _verdict(found: Findings) -> dict[str, object]:
+    return {"passed": True, **({"tests": found.tests} if found.tests is not None else {})}
+
+
+def stable_abi_gate(
+    docker: DockerRun,
+    stage: Stage,
+    built: Checked,
+    target: ContainerPython,
+    wheel: Path,
+    log: Path,
+    timeline: Timeline,
+    workdir: Path,
+    found: Findings,
+) -> Findings:
+    """``found`` (what the build's own checks found) with the gate's verdict per torch version,
+    the build's first; raises DockerBuildError at the first torch whose checks fail, carrying the
+    verdicts so far (and that torch's tests, where they ran)."""
+    variant = stage.variant
+    results: dict[str, object] = {variant.torch_version: _verdict(found)}
+    tests = stage.checks.tests_for(variant.id)
+    made = docker.environments
+    for other in variant.gate:
+        with log.open("a", encoding="utf-8") as sink:
+            sink.write(f"# stable-ABI gate: {variant.id} on torch {other.torch_version}\n")
+        with timeline.phase("wheelhouse"):
+            torch_wheels = torch_set(docker, other, target, log)
+            test_wheels = tests_set(docker, tests, other, target, log)
+        with timeline.phase("environment"):
+            torch_request, _ = made.requests(
+                other, built.image.id, built.python, torch_wheels.wheels
+            )
+            torch_env = made.ensure(
+                torch_request, built.image, built.python, target, torch_wheels, log
+            )
+            test_env = (
+                None
+                if test_wheels is None
+                else made.for_tests(built.image, built.python, target, test_wheels, torch_env, log)
+            )
+            deps_env = made.for_dependencies(
+                variant, built.image, built.python, target, wheel, torch_env, log
+            )
+            checked = Checked(built.image, built.python, torch_env, deps_env, test_env)
+        try:
+            verified = verify_in_image(docker, stage, checked, wheel, log, timeline, workdir)
+        except DockerBuildError as exc:
+            results[other.torch_version] = {"passed": False, "error": str(exc)}
+            gate = Findings(tests=exc.found.tests, gate=results)
+            raise DockerBuildError(
+                f"{variant.id}: the stable-ABI gate failed on torch {other.torch_version}: {exc}",
+                explained=exc.explained,
+                found=Findings(warnings=found.warnings + exc.found.warnings).then(gate),
+            ) from exc
+        results[other.torch_version] = _verdict(verified)
+        found = Findings(found.tests, None, found.warnings + verified.warnings)
+    return Findings(found.tests, results, found.warnings)
