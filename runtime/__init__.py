@@ -5,11 +5,11 @@ decides between the prebuilt library (checked against the environment before dlo
 of the shipped sources (hashed, locked cache) and the reference ops (one warning). See
 ARCHITECTURE.md, "A load (inside an installed kernel package)".
 
-Importing this package does no I/O, and the names below are resolved lazily (PEP 562): a load
-is measured from ``import <pkg>`` to the first op returning, so only the modules that path needs
-are imported. ``KernelPackage`` comes from ``_prebuilt``, the one module a prebuilt load imports
-(``_gpus`` too for a GPU build; nothing but standard library modules torch has imported besides);
-the rest loads when needed.
+Importing this package does no I/O and imports none of its modules: the names below resolve
+lazily (PEP 562), so a load, measured from ``import <pkg>`` to the first op returning, imports only
+what its path needs. A prebuilt load imports ``_package`` (``KernelPackage``, the top of the
+modules' layers: pyproject.toml's runtime contract) and ``_prebuilt``, the lean check near their
+bottom (``_gpus`` too for a GPU build). What the lean check and the full rule both read lives here.
 """
 
 from __future__ import annotations
@@ -17,9 +17,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-# The build record's file name, beside the library it describes. Here, not in _record: the lean
-# check (_prebuilt) reads it too, and importing _record is what that check avoids.
+# The build record's file name (beside the library it describes) and schema, here because the full
+# rule (_record) and the lean check (_prebuilt) both read them and neither imports the other.
 BUILD_RECORD_FILE = "_build.json"
+RECORD_SCHEMA = 1
+# The JSON types each key may hold (a bool is no int here; "toolkit"'s rule depends on the backend)
+# and what a key left out stands for; a key in neither table is required ("toolkit" aside).
+RECORD_KEYS: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        ("name", "variant", "torch", "backend", "python", "arch", "namespace", "library"), (str,)
+    ),
+    **dict.fromkeys(("version", "built_with_torch", "source_digest"), (str, type(None))),
+    **dict.fromkeys(("cxx11_abi", "stable_abi"), (bool,)),
+    **dict.fromkeys(("ops", "arch_list", "parts"), (list,)),
+    "schema": (int,),
+}
+RECORD_ABSENT: dict[str, object] = {
+    "version": None,
+    "built_with_torch": None,
+    "source_digest": None,
+    "arch_list": [],
+    "stable_abi": False,
+    "parts": [],
+}
 
 __all__ = [
     "BUILD_RECORD_FILE",
@@ -81,7 +101,7 @@ _HOME = {
     "RuntimeLoaderError": "_errors",
     "SettingsError": "_errors",
     "UnsafeCacheDirError": "_errors",
-    "KernelPackage": "_prebuilt",
+    "KernelPackage": "_package",
     "LoadResult": "_loader",
     "ToolCheck": "_toolkit",
     "check_build_tools": "_toolkit",
@@ -120,7 +140,7 @@ if TYPE_CHECKING:
         UnsafeCacheDirError,
     )
     from ._loader import LoadResult
-    from ._prebuilt import KernelPackage
+    from ._package import KernelPackage
     from ._record import (
         BuildRecord,
         RecordUnavailable,

@@ -22,13 +22,7 @@ from ._versions import Backend, MajorMinor, format_device_tag
 if TYPE_CHECKING:
     from ._prebuilt import Facts
 
-__all__ = [
-    "Environment",
-    "detect_environment",
-    "environment_from",
-    "normalize_machine",
-    "with_gpus",
-]
+__all__ = ["Environment", "detect_environment", "environment_from", "with_gpus"]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@
 Used by the runtime before it loads a prebuilt library (``_record.decide_prebuilt``), by
 ``wheelfactory which`` and by the index's ``select.py`` (which picks the variant to install), and
 its CUDA minor-version groups by the JIT toolchain check and the factory's compatibility table.
+Its spellings are the runtime's and the factory's too: the machine names (``normalize_machine``)
+and the major.minor reading (``parse_major_minor``, under ``_versions.MajorMinor.parse``).
 
 Standard library only and no imports from its own package, on purpose: ``wheelfactory index``
 pastes this file's source into ``select.py``, which the target interpreter runs on its own

@@ -1,17 +1,15 @@
 """The GPU half of the lean prebuilt check (``_prebuilt``): the visible GPUs, and whether a CUDA or
 ROCm build's toolkit and arch list serve them.
 
-Standard library only, like ``_prebuilt``, which imports it only for a GPU build in a torch of
-that backend (a CPU load never compiles this file); ``_env.with_gpus`` probes through
-``visible_gpus`` too. The rules repeat ``_fit``'s toolkit rule and ``_arch.CudaArch``; the tests
-of ``_prebuilt`` hold them together.
+Standard library only, and nothing of its own package: ``_prebuilt`` imports it only for a GPU
+build in a torch of that backend (a CPU load never compiles this file), and ``_env.with_gpus``
+probes through ``visible_gpus`` too. The rules repeat ``_fit``'s toolkit rule and
+``_arch.CudaArch``; the tests of ``_prebuilt`` hold them together.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
-
-from ._prebuilt import major_minor
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -41,17 +39,15 @@ def visible_gpus(backend: str) -> tuple[list[tuple[int, int]], list[str]]:
 
 def gpu_build_fits(
     backend: str,
-    toolkit: object,
+    built: tuple[int, int],
     arch_list: list[str],
     here: tuple[int, int],
     gpus: Gpus | None = None,
 ) -> bool:
-    """Does a ``backend`` ("cuda" | "rocm") build of ``toolkit`` with ``arch_list`` fit a torch of
-    that backend and toolkit version ``here``, and the GPUs ``gpus(backend)`` finds (asked last)?
-    True only where the full rule says so (``_fit.check_fit``, ``_record.decide_prebuilt``)."""
-    built = major_minor(toolkit)
-    if built is None:
-        return False
+    """Does a ``backend`` ("cuda" | "rocm") build with toolkit version ``built`` and ``arch_list``
+    fit a torch of that backend and toolkit version ``here``, and the GPUs ``gpus(backend)`` finds
+    (asked last)? True only where the full rule says so (``_fit.check_fit``,
+    ``_record.decide_prebuilt``)."""
     # no binary compatibility across ROCm minors; gfx names as _record reads them
     if backend == "rocm":
         names = {a.partition(":")[0] for a in arch_list}
@@ -76,8 +72,14 @@ def _cuda_arch(text: str) -> CudaArch | None:
     if tail and not ptx:
         return None
     suffix = core[-1:] if core[-1:] in ("a", "f") else ""
-    parsed = major_minor(core[: len(core) - len(suffix)], exact=True)
-    return None if parsed is None else (*parsed, suffix, ptx)
+    major, dot, minor = core[: len(core) - len(suffix)].partition(".")
+    if not (dot and _digits(major) and _digits(minor)):
+        return None
+    return int(major), int(minor), suffix, ptx
+
+
+def _digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()  # "\u0663" is a digit to str.isdigit and to int()
 
 
 def _serves(arch: CudaArch, capability: tuple[int, int]) -> bool:

@@ -38,6 +38,7 @@ from ._env import Environment, with_gpus
 from ._errors import InvalidArch, JitUnavailable, RecordError
 from ._settings import Settings
 from ._spec import SOURCES_DIR, JitSpec, read_jit_spec
+from ._versions import MajorMinor
 
 # _probe and _toolkit (tool look-ups, nvcc tables) are imported inside the functions that need
 # them: a CPU cache hit never does, and the whole runtime is imported within the first op call.
@@ -152,9 +153,8 @@ def jit_hash(inputs: JitInputs) -> str:
 
 
 def jit_cache_key(inputs: JitInputs, digest: str) -> str:
-    torch_mm = ".".join(inputs.torch_version.split("+")[0].split(".")[:2])
     version = re.sub(r"[^0-9A-Za-z._]", "_", inputs.version)
-    return f"torch{torch_mm}_{inputs.device_tag}-{version}-{digest}"
+    return f"torch{MajorMinor.parse(inputs.torch_version)}_{inputs.device_tag}-{version}-{digest}"
 
 
 def jit_namespace(package: str, digest: str) -> str:

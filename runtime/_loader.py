@@ -1,7 +1,7 @@
 """The full loader: what a kernel package's first op call runs when the lean check does not load.
 
-``KernelPackage`` (``_prebuilt``) loads a prebuilt library that fits through its lean check; every
-other case comes here, to ``load_full`` and ``load_package``:
+``KernelPackage`` (``_package``) loads a prebuilt library that fits through the lean check
+(``_prebuilt``); every other case comes here, to ``load_full`` and ``load_package``:
 
     prebuilt  the build record is checked against the environment BEFORE dlopen
     jit       the shipped sources, through the hashed cache (``_jit``)
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ._decision import Decision, format_decisions
 from ._env import Environment, detect_environment, with_gpus
 from ._errors import JitUnavailable, KernelLoadError, RuntimeLoaderError
-from ._prebuilt import KernelPackage, Loaded, bind_ops, reference_ops
+from ._prebuilt import Loaded, bind_ops, reference_ops
 from ._record import (
     BuildRecord,
     RecordUnavailable,
@@ -36,10 +36,10 @@ from ._settings import Settings
 
 if TYPE_CHECKING:
     from ._jit import JitResult
+    from ._package import KernelPackage
     from ._prebuilt import OpCallable
 
 __all__ = [
-    "KernelPackage",
     "LoadResult",
     "backend_info",
     "load_full",

@@ -1,76 +1,61 @@
-"""The hot path of a kernel package: ``KernelPackage`` and the lean prebuilt check.
+"""The lean prebuilt check: what a kernel package's first op call runs before anything else.
 
-A kernel package's ``__init__`` imports this one runtime module. Its first op call reads
-``_build.json`` with ``json``, checks it against torch and this interpreter (``prebuilt_fits``)
-and loads ``_C`` with ``torch.ops.load_library``, importing nothing that ``import torch`` has not
-imported already (a GPU build adds ``_gpus``, the check's GPU half). Whatever the check is not
-sure of (no record, a record for another environment, ``<PKG>_LOAD`` other than ``auto`` or
-``prebuilt``, a failed dlopen) goes to the full loader, ``_loader``, which decides again with the
-typed record and keeps the decision record; the settings layer, JIT and the reference ops are
-imported only then. ``backend_info()`` asks the full rule when called, so it reports what it did.
+``load_prebuilt`` reads ``_build.json`` with ``json``, checks it against torch and this interpreter
+(``prebuilt_fits``) and loads ``_C`` with ``torch.ops.load_library``, importing nothing that
+``import torch`` has not imported already (a GPU build adds ``_gpus``, the check's GPU half).
+Whatever the check is not sure of (no record, a record for another environment, ``<PKG>_LOAD``
+other than ``auto`` or ``prebuilt``, a failed dlopen) it leaves to the full loader, ``_loader``,
+which decides again with the typed record and keeps the decision record.
 
-``prebuilt_fits`` accepts what the full rule (``_record.parse_build_record`` and
-``decide_prebuilt``: ``_fit.check_fit`` plus the GPU archs) accepts, and nothing it rejects;
-spellings it does not know (a version with leading blanks, say) it leaves to the full rule.
-tests/runtime/test_runtime_prebuilt.py holds the two together on generated records and
-environments, and checks what the hot path imports. Each node of this file is compiled in every
-process without bytecode caches (a uv install, PYTHONDONTWRITEBYTECODE): keep it short.
+Low in the runtime's layers, so the rest reads what it reads through it: the settings layer
+``<PKG>_LOAD`` (``load_mode``), ``_env`` the torch facts (``environment_facts``), the full loader
+the ops it binds (``bind_ops``). ``prebuilt_fits`` accepts what the full rule
+(``_record.parse_build_record`` and ``decide_prebuilt``: ``_fit.check_fit`` plus the GPU archs)
+accepts, and nothing it rejects; spellings it does not know (a version with leading blanks, say)
+it leaves to the full rule. tests/runtime/test_runtime_prebuilt.py holds the two together on
+generated records and environments, and checks what the hot path imports. Each node of this file
+is compiled in every process without bytecode caches (a uv install, PYTHONDONTWRITEBYTECODE): keep
+it short.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import platform
 import sys
-import threading
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import BUILD_RECORD_FILE as RECORD_FILE
+from . import BUILD_RECORD_FILE, RECORD_ABSENT, RECORD_KEYS, RECORD_SCHEMA
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
-    from types import ModuleType
 
     from ._gpus import Gpus
     from ._loader import LoadResult
-    from ._settings import Settings
+    from ._package import KernelPackage
 
     OpCallable = Callable[..., Any]
     # torch.__version__, torch.version.cuda, torch.version.hip, C++ ABI, (Python major, minor), machine
     Facts = tuple[str, object, object, bool, tuple[int, int], str]
 
 __all__ = [
-    "KernelPackage",
     "Loaded",
     "bind_ops",
+    "declared_ops",
     "env_prefix",
     "environment_facts",
     "load_mode",
+    "load_prebuilt",
     "major_minor",
     "prebuilt_fits",
     "reference_ops",
 ]
 
-# The full rule's constants, repeated (importing their modules is what this one avoids); the
-# agreement test compares them: _fit.ABI3_MIN_PYTHON and machine aliases.
 LEAN_MODES = ("auto", "prebuilt")  # <PKG>_LOAD values that try the lean path
+# The fit rule's constant, repeated (importing _fit on every load is what this module avoids);
+# the agreement test compares them.
 ABI3_MIN_PYTHON = (3, 9)
-MACHINE_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
-# parse_build_record's rule for each key: the types json may give it (a bool is no int here) ...
-_RECORD_KEYS = {
-    **dict.fromkeys(
-        ("name", "variant", "torch", "backend", "python", "arch", "namespace", "library"), (str,)
-    ),
-    **dict.fromkeys(("version", "built_with_torch", "source_digest"), (str, type(None))),
-    **dict.fromkeys(("cxx11_abi", "stable_abi"), (bool,)),
-    **dict.fromkeys(("ops", "arch_list", "parts"), (list,)),
-    "schema": (int,),
-}
-_ABSENT = {"arch_list": [], "stable_abi": False, "parts": []}  # ... and the value of a key left out
 _LIBRARY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+-")
 
 
@@ -100,20 +85,14 @@ def environment_facts() -> Facts:
     )
 
 
-def major_minor(text: object, exact: bool = False) -> tuple[int, int] | None:
-    """``2.13.0+cpu``, ``13.0``, ``7.1.25424-dd7f`` -> (major, minor) (``exact``: ``X.Y`` only); None
-    for anything else, and for digits other than ASCII (the full rule's parser may still read it)."""
+def major_minor(text: object) -> tuple[int, int] | None:
+    """``2.13.0+cpu``, ``13.0``, ``7.1.25424-dd7f`` -> (major, minor), as ``_fit.parse_major_minor``
+    reads them; None for anything else, and for digits other than ASCII (left to that parser)."""
     if not isinstance(text, str):
         return None
     major, _, rest = text.partition(".")
-    minor, dot, _ = rest.partition(".")
-    ok = (
-        major.isascii()
-        and major.isdigit()
-        and minor.isascii()
-        and minor.isdigit()
-        and not (exact and dot)
-    )
+    minor = rest.partition(".")[0]
+    ok = major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()
     return (int(major), int(minor)) if ok else None
 
 
@@ -123,10 +102,10 @@ def prebuilt_fits(data: object, facts: Facts, gpus: Gpus | None = None) -> bool:
     or where this check is not sure. ``gpus`` (default: the visible GPUs) is asked last."""
     torch_version, cuda, hip, cxx11_abi, python, machine = facts
     # The record, as parse_build_record validates it.
-    if not isinstance(data, dict) or data.get("schema") != 1:
+    if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
         return False
-    for key, kinds in _RECORD_KEYS.items():
-        if type(data.get(key, _ABSENT.get(key))) not in kinds:
+    for key, kinds in RECORD_KEYS.items():
+        if type(data.get(key, RECORD_ABSENT.get(key))) not in kinds:
             return False
     stable_abi, arch_list, library = (
         data.get("stable_abi", False),
@@ -157,9 +136,12 @@ def prebuilt_fits(data: object, facts: Facts, gpus: Gpus | None = None) -> bool:
     ):
         return False
     # The fit, as _fit.check_fit decides it.
-    arch, machine = data["arch"].lower(), machine.lower()
-    if MACHINE_ALIASES.get(arch, arch) != MACHINE_ALIASES.get(machine, machine):
-        return False
+    if data["arch"] != machine:
+        # Spelt another way (AMD64, arm64): only then the fit rule's machine names.
+        from ._fit import normalize_machine
+
+        if normalize_machine(data["arch"]) != normalize_machine(machine):
+            return False
     if stable_abi:  # the stable ABI is a C shim: newer torch serves it, whatever its C++ ABI
         if here < built:
             return False
@@ -175,11 +157,13 @@ def prebuilt_fits(data: object, facts: Facts, gpus: Gpus | None = None) -> bool:
     env_backend, env_toolkit = (
         ("rocm", env_hip) if env_hip else ("cuda", env_cuda) if env_cuda else ("cpu", None)
     )
-    if backend != env_backend or env_toolkit is None:
+    built_toolkit = major_minor(data.get("toolkit"))
+    if backend != env_backend or env_toolkit is None or built_toolkit is None:
         return False
-    from ._gpus import gpu_build_fits  # a GPU build in a torch of its backend: the check's GPU half
+    # The check's GPU half, imported here: a CPU load never compiles it.
+    from ._gpus import gpu_build_fits
 
-    return gpu_build_fits(backend, data.get("toolkit"), arch_list, env_toolkit, gpus)
+    return gpu_build_fits(backend, built_toolkit, arch_list, env_toolkit, gpus)
 
 
 class Loaded:
@@ -226,113 +210,36 @@ def _reference_op(package: KernelPackage, op: str) -> OpCallable:
     return lambda *args, **kwargs: getattr(package.reference(), op)(*args, **kwargs)
 
 
-class KernelPackage:
-    """The runtime side of one kernel package: a lazy, once-only, thread-safe loader.
-
-    Constructing one does no I/O. The first op call (or ``backend_info()``) loads the prebuilt
-    library through the lean check, or else leaves it to the full loader (``_loader.load_full``).
-    """
-
-    def __init__(
-        self,
-        name: str,
-        package_dir: str | Path,
-        ops: Sequence[str] | None = None,
-        *,
-        reference_module: str = "_reference",
-        environ: Mapping[str, str] | None = None,
-        module: str | None = None,
-    ) -> None:
-        # ``name`` is the distribution's ("mykernels": MYKERNELS_LOAD, ~/.cache/mykernels); ``module``
-        # is where it was imported (another name under Hugging Face's kernels loader).
-        self.name = name
-        self.package_dir = Path(package_dir)
-        self._op_names = None if ops is None else tuple(ops)
-        self._reference_name = f"{module or name}.{reference_module}"
-        self._environ = environ
-        self._lock = threading.Lock()
-        self._loaded: Loaded | None = None
-
-    @property
-    def op_names(self) -> tuple[str, ...]:
-        """The ops given to the constructor, else the ones kernel.toml declares: the build
-        record's ``ops`` (the JIT spec's in a package without a prebuilt library)."""
-        if self._op_names is None:
-            self._op_names = _declared_ops(self.package_dir)
-        return self._op_names
-
-    def settings(self) -> Settings:
-        from ._settings import read_settings
-
-        return read_settings(self.name, self._environ)
-
-    def reference(self) -> ModuleType:
-        return importlib.import_module(self._reference_name)
-
-    def op(self, name: str) -> OpCallable:
-        """The callable for op ``name``: a torch.ops overload or the reference function."""
-        try:
-            return self._ensure_loaded().ops[name]
-        except KeyError:
-            raise AttributeError(
-                f"{self.name} has no op {name!r} (ops: {', '.join(self.op_names)})"
-            ) from None
-
-    def backend_info(self) -> dict[str, object]:
-        """``{"mode", "variant", "library", "reason", "ops", "decisions", ...}``: see ``_loader``."""
-        from ._loader import backend_info
-
-        return backend_info(self, self._ensure_loaded())
-
-    def _ensure_loaded(self) -> Loaded:
-        loaded = self._loaded
-        if loaded is None:
-            with self._lock:
-                loaded = self._loaded
-                if loaded is None:
-                    loaded = self._load_prebuilt()
-                    if loaded is None:
-                        from ._loader import load_full
-
-                        loaded = load_full(self)
-                    self._loaded = loaded
-                    if loaded.warning:  # once per process: the load itself happens once
-                        from ._errors import ReferenceFallbackWarning
-
-                        warnings.warn(loaded.warning, ReferenceFallbackWarning, stacklevel=4)
-        return loaded
-
-    def _load_prebuilt(self) -> Loaded | None:
-        """The lean path; None leaves the load to the full loader, which decides and says why.
-        (So does a CPU build in a GPU torch: the full loader sends GPU tensors to the reference ops.)"""
-        if (
-            load_mode(self.name, os.environ if self._environ is None else self._environ)
-            not in LEAN_MODES
-        ):
+def load_prebuilt(package: KernelPackage, environ: Mapping[str, str]) -> Loaded | None:
+    """The lean path; None leaves the load to the full loader, which decides and says why.
+    (So does a CPU build in a GPU torch: the full loader sends GPU tensors to the reference ops.)"""
+    if load_mode(package.name, environ) not in LEAN_MODES:
+        return None
+    try:
+        with open(package.package_dir / BUILD_RECORD_FILE, encoding="utf-8") as file:
+            text = file.read()
+        data, facts = json.loads(text), environment_facts()
+        library = package.package_dir / str(data["library"])
+        if not (prebuilt_fits(data, facts) and library.is_file()):
             return None
-        try:
-            with open(self.package_dir / RECORD_FILE, encoding="utf-8") as file:
-                text = file.read()
-            data, facts = json.loads(text), environment_facts()
-            library = self.package_dir / str(data["library"])
-            if not (prebuilt_fits(data, facts) and library.is_file()):
-                return None
-            if data["backend"] == "cpu" and (facts[1] or facts[2]):  # a CPU build in a GPU torch
-                return None
-            import torch
-
-            torch.ops.load_library(str(library))  # type: ignore[no-untyped-call]
-        # No record, an unreadable one, an odd torch, a failed dlopen: the full loader tries
-        # again, and says why in the decision record.
-        except Exception:  # noqa: BLE001
+        if data["backend"] == "cpu" and (facts[1] or facts[2]):  # a CPU build in a GPU torch
             return None
-        loaded = bind_ops(self, "prebuilt", str(library), data["namespace"])
-        loaded.result = text
-        return loaded
+        import torch
+
+        torch.ops.load_library(str(library))  # type: ignore[no-untyped-call]
+    # No record, an unreadable one, an odd torch, a failed dlopen: the full loader tries
+    # again, and says why in the decision record.
+    except Exception:  # noqa: BLE001
+        return None
+    loaded = bind_ops(package, "prebuilt", str(library), data["namespace"])
+    loaded.result = text
+    return loaded
 
 
-def _declared_ops(package_dir: Path) -> tuple[str, ...]:
-    for relative in (RECORD_FILE, "_sources/jit.json"):
+def declared_ops(package_dir: Path) -> tuple[str, ...]:
+    """The ops kernel.toml declares: the build record's ``ops`` (the JIT spec's in a package
+    without a prebuilt library); () when neither names them."""
+    for relative in (BUILD_RECORD_FILE, "_sources/jit.json"):
         try:
             with open(package_dir / relative, encoding="utf-8") as file:
                 ops = json.load(file).get("ops")

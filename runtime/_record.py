@@ -14,9 +14,9 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import BUILD_RECORD_FILE
+from . import BUILD_RECORD_FILE, RECORD_ABSENT, RECORD_KEYS, RECORD_SCHEMA
 from ._decision import Decision
 from ._errors import InvalidArch, InvalidVersion, RecordError
 from ._fit import FitBuild, FitEnv, check_fit, gpu_part_rank, gpu_part_serves, normalize_machine
@@ -40,8 +40,6 @@ __all__ = [
     "read_build_record",
     "record_member",
 ]
-
-RECORD_SCHEMA = 1
 
 # Patterns are compiled on first use (re's cache), not at import: a source-only install never needs them.
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -110,13 +108,16 @@ class RecordUnavailable(NamedTuple):
     reason: str
 
 
-def _require(data: Mapping[str, object], key: str, kind: type, source: str) -> object:
-    if key not in data:
+def _field(data: Mapping[str, object], key: str, source: str) -> Any:
+    """``data[key]``, or what a key left out stands for (``RECORD_ABSENT``), where it is of a type
+    the schema (``RECORD_KEYS``) gives the key; RecordError naming ``source`` otherwise."""
+    if key not in data and key not in RECORD_ABSENT:
         raise RecordError(f"{source}: missing required key {key!r}")
-    value = data[key]
+    value, kinds = data.get(key, RECORD_ABSENT.get(key)), RECORD_KEYS[key]
     # bool is an int subclass: do not let true/false pass for a number or the reverse.
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise RecordError(f"{source}: key {key!r} must be {kind.__name__}, got {value!r}")
+    if not isinstance(value, kinds) or (bool not in kinds and isinstance(value, bool)):
+        wanted = "a string or null" if type(None) in kinds else kinds[0].__name__
+        raise RecordError(f"{source}: key {key!r} must be {wanted}, got {value!r}")
     return value
 
 
@@ -149,39 +150,44 @@ def load_record_json(raw: str | bytes, source: str) -> dict[str, object]:
     return data
 
 
+# A record the full rule accepts: what a partial record lacks is taken from it.
+_STAND_INS: dict[str, object] = {
+    "schema": RECORD_SCHEMA,
+    "name": "_",
+    "variant": "_",
+    "torch": "0.0",
+    "backend": "cpu",
+    "toolkit": "0.0",
+    "cxx11_abi": True,
+    "python": "abi3",
+    "arch": "x86_64",
+    "namespace": "_",
+    "ops": [],
+    "library": "_.so",
+}
+
+
 def partial_record(data: dict[str, object], source: str) -> dict[str, object]:
-    """``data`` checked for what the factory reads from any wheel's record, a partial one too (it
-    lists wheels whatever their records lack): ``namespace`` a string and ``arch_list`` a list of
-    strings, where present; RecordError naming ``source`` otherwise. The full rule is
-    ``parse_build_record``."""
-    namespace = data.get("namespace")
-    if namespace is not None and not isinstance(namespace, str):
-        raise RecordError(f"{source}: namespace: expected a string")
-    if data.get("arch_list") is not None:
-        str_list(data["arch_list"], "arch_list", source)
+    """``data``, a record the factory reads from any wheel, a partial one too (it lists wheels
+    whatever their records lack), where each field it holds passes the full rule
+    (``parse_build_record``: the schema's one home); RecordError naming ``source`` otherwise."""
+    parse_build_record({**_STAND_INS, **data}, source)
     return data
-
-
-def _optional_str(data: Mapping[str, object], key: str, source: str) -> str | None:
-    value = data.get(key)
-    if value is not None and not isinstance(value, str):
-        raise RecordError(f"{source}: key {key!r} must be a string or null, got {value!r}")
-    return value
 
 
 def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRecord:
     if not isinstance(data, dict):
         raise RecordError(f"{source}: expected a JSON object, got {type(data).__name__}")
-    schema = _require(data, "schema", int, source)
+    schema = _field(data, "schema", source)
     if schema != RECORD_SCHEMA:
         raise RecordError(
             f"{source}: record schema {schema} is not the one this runtime reads ({RECORD_SCHEMA})"
         )
-    backend = str(_require(data, "backend", str, source))
+    backend = _field(data, "backend", source)
     if backend not in BACKENDS:
         raise RecordError(f"{source}: backend {backend!r} is not one of {', '.join(BACKENDS)}")
     try:
-        torch_version = MajorMinor.parse(str(_require(data, "torch", str, source)))
+        torch_version = MajorMinor.parse(_field(data, "torch", source))
         toolkit_raw = data.get("toolkit")
         if backend == "cpu":
             toolkit = None
@@ -193,20 +199,20 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
             )
     except InvalidVersion as exc:
         raise RecordError(f"{source}: {exc}") from exc
-    python = str(_require(data, "python", str, source))
+    python = _field(data, "python", source)
     if python != "abi3":
         try:
             MajorMinor.parse(python)
         except InvalidVersion as exc:
             raise RecordError(f"{source}: python must be 'abi3' or 'X.Y', got {python!r}") from exc
-    namespace = str(_require(data, "namespace", str, source))
+    namespace = _field(data, "namespace", source)
     if not re.match(_IDENTIFIER, namespace):
         raise RecordError(f"{source}: namespace {namespace!r} is not an identifier")
-    ops = str_list(_require(data, "ops", list, source), "ops", source)
+    ops = str_list(_field(data, "ops", source), "ops", source)
     bad_ops = [op for op in ops if not re.match(_IDENTIFIER, op)]
     if bad_ops:
         raise RecordError(f"{source}: op names {bad_ops!r} are not identifiers")
-    library = str(_require(data, "library", str, source))
+    library = _field(data, "library", source)
     if not re.match(_LIBRARY_NAME, library):
         # A path here could make us dlopen any file on the system: only a bare file name is allowed.
         raise RecordError(
@@ -214,7 +220,7 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
         )
     arch_list = str_list(data.get("arch_list", []), "arch_list", source)
     if backend == "cuda":
-        from ._arch import CudaArch
+        from ._arch import CudaArch  # only CUDA records need it; keeps CPU loads lean
 
         try:
             for arch in arch_list:
@@ -225,9 +231,6 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
         bad = [a for a in arch_list if not re.match(_GFX, a)]
         if bad:
             raise RecordError(f"{source}: ROCm arch_list entries {bad!r} are not gfx names")
-    stable_abi = data.get("stable_abi", False)
-    if not isinstance(stable_abi, bool):
-        raise RecordError(f"{source}: key 'stable_abi' must be bool, got {stable_abi!r}")
     parts = str_list(data.get("parts", []), "parts", source)
     bad_parts = [part for part in parts if not re.match(_GPU_PART, part)]
     if bad_parts:
@@ -235,22 +238,22 @@ def parse_build_record(data: object, source: str = BUILD_RECORD_FILE) -> BuildRe
             f"{source}: parts {bad_parts!r} are not GPU architecture parts like 'sm90' or 'ptx120'"
         )
     return BuildRecord(
-        name=str(_require(data, "name", str, source)),
-        version=_optional_str(data, "version", source),
-        variant=str(_require(data, "variant", str, source)),
+        name=_field(data, "name", source),
+        version=_field(data, "version", source),
+        variant=_field(data, "variant", source),
         torch=torch_version,
-        built_with_torch=_optional_str(data, "built_with_torch", source),
+        built_with_torch=_field(data, "built_with_torch", source),
         backend=backend,
         toolkit=toolkit,
-        cxx11_abi=bool(_require(data, "cxx11_abi", bool, source)),
+        cxx11_abi=_field(data, "cxx11_abi", source),
         python=python,
-        arch=normalize_machine(str(_require(data, "arch", str, source))),
+        arch=normalize_machine(_field(data, "arch", source)),
         namespace=namespace,
         ops=ops,
         library=library,
         arch_list=arch_list,
-        stable_abi=stable_abi,
-        source_digest=_optional_str(data, "source_digest", source),
+        stable_abi=_field(data, "stable_abi", source),
+        source_digest=_field(data, "source_digest", source),
         parts=parts,
     )
 

@@ -14,14 +14,13 @@ import sys
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ._cache import private_dir_problem
 from ._decision import Decision
 from ._env import detect_environment, with_gpus
 from ._errors import RuntimeLoaderError
 from ._jit import CACHE_SUBDIR
-from ._prebuilt import KernelPackage
 from ._probe import (
     cxx_command,
     find_cuda_home,
@@ -33,6 +32,9 @@ from ._probe import (
 from ._record import BuildRecord, read_build_record
 from ._spec import SOURCES_DIR, read_jit_spec
 from ._toolkit import check_nvcc_version, read_toolkit_facts
+
+if TYPE_CHECKING:
+    from ._package import KernelPackage
 
 __all__ = ["Row", "collect_report", "main", "render_report"]
 

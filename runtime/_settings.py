@@ -16,7 +16,7 @@ from typing import NamedTuple
 from ._errors import SettingsError
 from ._prebuilt import env_prefix, load_mode
 
-__all__ = ["LOAD_MODES", "Settings", "env_prefix", "read_settings"]
+__all__ = ["LOAD_MODES", "Settings", "read_settings"]
 
 LOAD_MODES: tuple[str, ...] = ("auto", "prebuilt", "jit", "reference")
 

@@ -1,7 +1,9 @@
 """Version-like identities: ``MajorMinor`` and the device tag (``cpu``, ``cu130``, ``rocm62``).
 
 One parser and one formatter each, round-tripping; parse failures raise ``InvalidVersion``
-quoting the input. (``CudaArch`` lives in ``_arch``: only CUDA paths need it.)
+quoting the input. The major.minor reading is the fit rule's (``_fit.parse_major_minor``, which
+must stay importable on its own: select.py embeds it). (``CudaArch`` lives in ``_arch``: only CUDA
+paths need it.)
 """
 
 from __future__ import annotations
@@ -10,14 +12,13 @@ import re
 from typing import NamedTuple
 
 from ._errors import InvalidVersion
+from ._fit import parse_major_minor
 
 __all__ = ["BACKENDS", "Backend", "MajorMinor", "format_device_tag", "parse_device_tag"]
 
 # "cpu" | "cuda" | "rocm": the backend a torch build or a kernel library targets.
 Backend = str
 BACKENDS: tuple[Backend, ...] = ("cpu", "cuda", "rocm")
-
-_MAJOR_MINOR = re.compile(r"^\s*v?(\d+)\.(\d+)")
 
 
 class MajorMinor(NamedTuple):
@@ -33,10 +34,10 @@ class MajorMinor(NamedTuple):
     @classmethod
     def parse(cls, text: str) -> MajorMinor:
         """Accept ``2.13``, ``2.13.0+cpu``, ``2.14.0a0+git1234``, ``6.2.41133-dd7f95766``, ``13.0``."""
-        match = _MAJOR_MINOR.match(text) if isinstance(text, str) else None
-        if match is None:
-            raise InvalidVersion(f"not a major.minor version: {text!r}")
-        return cls(int(match.group(1)), int(match.group(2)))
+        try:
+            return cls(*parse_major_minor(text))
+        except ValueError as exc:
+            raise InvalidVersion(str(exc)) from None
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"

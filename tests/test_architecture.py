@@ -27,8 +27,10 @@ def test_import_contracts_hold() -> None:
 
 
 def test_the_contracts_catch_a_planted_violation(tmp_path: Path) -> None:
-    """The same contracts over a copy where planning imports the Docker engine and the runtime
-    imports the factory and an engine imports rich: all four break (a contract that cannot break checks nothing)."""
+    """The same contracts over a copy where planning imports the Docker engine, the runtime
+    imports the factory, an engine imports rich and a runtime module imports one above it (under
+    both of the runtime's names: runtime/ and the copy of wheelfactory/_runtime): all five break
+    (a contract that cannot break checks nothing)."""
     shutil.copytree(REPO / "factory" / "wheelfactory", tmp_path / "wheelfactory", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "runtime", tmp_path / "runtime", ignore=shutil.ignore_patterns("__pycache__"))
     with open(tmp_path / "wheelfactory" / "plan" / "expand.py", "a") as planted:
@@ -37,10 +39,15 @@ def test_the_contracts_catch_a_planted_violation(tmp_path: Path) -> None:
         planted.write("\nfrom wheelfactory import errors  # planted\n")
     with open(tmp_path / "wheelfactory" / "engines" / "host.py", "a") as planted:
         planted.write("\nfrom rich.console import Console  # planted\n")
+    for runtime in (tmp_path / "runtime", tmp_path / "wheelfactory" / "_runtime"):
+        with open(runtime / "_decision.py", "a") as planted:  # a leaf importing the record, above it
+            planted.write("\nfrom ._record import BuildRecord  # planted\n")
     result = lint_imports(tmp_path)  # the copy comes first on sys.path (the working directory)
     assert result.returncode != 0
-    assert result.stdout.count("BROKEN") >= 4, result.stdout[-4000:]
+    assert result.stdout.count("BROKEN") >= 5, result.stdout[-4000:]
     assert "wheelfactory.plan.expand -> wheelfactory.engines.docker" in result.stdout
+    assert "runtime._decision -> runtime._record" in result.stdout
+    assert "wheelfactory._runtime._decision -> wheelfactory._runtime._record" in result.stdout
 
 
 @pytest.mark.slow

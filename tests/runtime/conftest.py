@@ -14,12 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO
 
 HERE = Path(__file__).resolve().parent
-for entry in (str(HERE), str(REPO)):  # rt_assemble, and `runtime` for the unit tests
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
+if str(HERE) not in sys.path:  # rt_assemble, rt_fakes (the runtime itself: wheelfactory._runtime)
+    sys.path.insert(0, str(HERE))
 
 import rt_assemble as rt  # noqa: E402 (needs the path above)
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel  # noqa: E402

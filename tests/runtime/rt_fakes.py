@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from runtime._env import Environment
-from runtime._versions import MajorMinor
+from wheelfactory._runtime._env import Environment
+from wheelfactory._runtime._versions import MajorMinor
 
 
 def fake_env(

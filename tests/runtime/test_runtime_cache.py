@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
-
-from runtime._cache import (
+from wheelfactory._runtime._cache import (
     CompletionRecord,
     FileLock,
     check_private_dir,
@@ -26,7 +25,7 @@ from runtime._cache import (
     sha256_file,
     verify_entry,
 )
-from runtime._errors import UnsafeCacheDirError
+from wheelfactory._runtime._errors import UnsafeCacheDirError
 
 ME = os.geteuid()
 
@@ -93,7 +92,7 @@ def test_cache_dir_owned_by_another_user_is_refused(tmp_path: Path) -> None:
 HOLDER = r"""
 import subprocess, sys, time
 sys.path.insert(0, sys.argv[2])
-from runtime._cache import FileLock
+from wheelfactory._runtime._cache import FileLock
 lock = FileLock(__import__("pathlib").Path(sys.argv[1]))
 assert lock.acquire(blocking=False)
 child = subprocess.Popen(["sleep", "60"])   # inherits nothing: the lock fd is close-on-exec

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from runtime._cache import CompletionRecord, sha256_file, verify_entry
+from wheelfactory._runtime._cache import CompletionRecord, sha256_file, verify_entry
 
 PAYLOAD = b"\x7fELF" + b"k" * 600
 # What can stand where the record or the library should be.

@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 from rt_fakes import fake_env
-
-from runtime._env import Environment
-from runtime._errors import RecordError
-from runtime._record import (
+from wheelfactory._runtime._env import Environment
+from wheelfactory._runtime._errors import RecordError
+from wheelfactory._runtime._record import (
     BuildRecord,
     RecordUnavailable,
     decide_prebuilt,

@@ -11,11 +11,10 @@ import pytest
 import rt_assemble as rt
 import torch
 from rt_fakes import fake_env
+from wheelfactory._runtime import _jit, _loader
+from wheelfactory._runtime._decision import Decision
+from wheelfactory._runtime._settings import read_settings
 from wheelfactory.project.kernel_toml import KernelSpec
-
-from runtime import _jit, _loader
-from runtime._decision import Decision
-from runtime._settings import read_settings
 
 
 def test_a_gpu_the_record_cannot_serve_takes_the_jit_path_with_the_reason(

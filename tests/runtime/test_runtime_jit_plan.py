@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from rt_fakes import fake_env
-
-from runtime import _jit
-from runtime._errors import JitUnavailable
-from runtime._settings import read_settings
+from wheelfactory._runtime import _jit
+from wheelfactory._runtime._errors import JitUnavailable
+from wheelfactory._runtime._settings import read_settings
 
 SPEC = {
     "schema": 1,

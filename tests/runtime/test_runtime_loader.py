@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from runtime import _loader
-from runtime._decision import Decision
-from runtime._errors import KernelLoadError, ReferenceFallbackWarning, SettingsError
-from runtime._loader import KernelPackage, LoadResult
-from runtime._report import Row, render_report
+from wheelfactory._runtime import _loader
+from wheelfactory._runtime._decision import Decision
+from wheelfactory._runtime._errors import KernelLoadError, ReferenceFallbackWarning, SettingsError
+from wheelfactory._runtime._loader import LoadResult
+from wheelfactory._runtime._package import KernelPackage
+from wheelfactory._runtime._report import Row, render_report
 
 _names = itertools.count()
 

@@ -2,8 +2,8 @@
 
 The lean check must accept what the full rule accepts (``parse_build_record`` plus
 ``decide_prebuilt``) and never what it rejects: Hypothesis holds the two together on generated
-records and environments. A prebuilt load must import one runtime module and no module that
-``import torch`` had not imported, and its ``backend_info()`` must be what the full loader reports
+records and environments. A prebuilt load must import the two lean modules of the runtime
+(``_package`` and ``_prebuilt``) and no module that ``import torch`` had not imported, and its ``backend_info()`` must be what the full loader reports
 for the same library (fresh interpreters with the compiled fixture kernel; slow).
 """
 
@@ -22,16 +22,15 @@ import pytest
 import rt_assemble as rt
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from wheelfactory._runtime import _fit, _gpus, _loader, _package, _prebuilt, _record
+from wheelfactory._runtime._arch import CudaArch
+from wheelfactory._runtime._env import detect_environment, environment_from
+from wheelfactory._runtime._errors import InvalidArch, InvalidVersion, RecordError
+from wheelfactory._runtime._prebuilt import environment_facts, prebuilt_fits
+from wheelfactory._runtime._record import decide_prebuilt, parse_build_record
+from wheelfactory._runtime._settings import read_settings
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.project.kernel_toml import KernelSpec
-
-from runtime import _fit, _gpus, _loader, _prebuilt, _record
-from runtime._arch import CudaArch
-from runtime._env import detect_environment, environment_from
-from runtime._errors import InvalidArch, InvalidVersion, RecordError
-from runtime._prebuilt import environment_facts, prebuilt_fits
-from runtime._record import decide_prebuilt, parse_build_record
-from runtime._settings import read_settings
-from runtime._versions import MajorMinor
 
 CUDA_ARCHS = [
     "7.5",
@@ -354,9 +353,8 @@ def test_no_single_corrupt_field_is_loaded_where_the_full_rule_would_not() -> No
 
 
 def test_the_lean_check_repeats_the_full_rule_s_constants() -> None:
-    assert _prebuilt.RECORD_FILE == _record.BUILD_RECORD_FILE
+    assert _prebuilt.BUILD_RECORD_FILE == _record.BUILD_RECORD_FILE
     assert _prebuilt.ABI3_MIN_PYTHON == _fit.ABI3_MIN_PYTHON
-    assert _prebuilt.MACHINE_ALIASES == _fit._FIT_MACHINE_ALIASES
     assert _record.RECORD_SCHEMA == 1  # the schema prebuilt_fits reads
 
 
@@ -382,8 +380,8 @@ def test_the_facts_are_what_detect_environment_reads() -> None:
 
 # -- fresh interpreters: what a prebuilt load imports, what it reports -------------------------
 
-# The runtime modules a prebuilt load may import: the package, its _runtime and the lean module.
-HOT_PATH = ["tinyops", "tinyops._runtime", "tinyops._runtime._prebuilt"]
+# The runtime modules a prebuilt load may import: the package, its _runtime and the lean modules.
+HOT_PATH = ["tinyops", "tinyops._runtime", "tinyops._runtime._package", "tinyops._runtime._prebuilt"]
 
 NEW_MODULES = r"""
 import json, sys
@@ -406,12 +404,12 @@ SAME_REPORT = r"""
 import json, sys
 import torch
 import tinyops
-from tinyops._runtime import _prebuilt
+from tinyops._runtime import _package
 tinyops.silu_and_mul(torch.randn(4, 8))
 lean_only = "tinyops._runtime._loader" not in sys.modules
 lean = tinyops.backend_info()
 # The full loader alone, on the same package (its library already loaded: dlopen of the same path).
-full_package = _prebuilt.KernelPackage(
+full_package = _package.KernelPackage(
     "tinyops", tinyops._package.package_dir, tinyops._package.op_names, module="tinyops"
 )
 full_package._load_prebuilt = lambda: None
@@ -429,11 +427,11 @@ def run(code: str, env: dict[str, str], *args: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow  # compiles the fixture kernel (the session's prebuilt library)
-def test_a_prebuilt_load_imports_one_runtime_module_and_nothing_torch_had_not(
+def test_a_prebuilt_load_imports_the_lean_modules_and_nothing_torch_had_not(
     kernel: KernelSpec, prebuilt_parent: Path, tmp_path: Path
 ) -> None:
     """Against the floor: whatever a bare ``torch.ops.load_library`` + call imports (torch's own
-    lazy modules) is allowed; beyond that only the package, _runtime and _runtime._prebuilt."""
+    lazy modules) is allowed; beyond that only the package, _runtime, _package and _prebuilt."""
     env = rt.child_env(kernel, prebuilt_parent, cache_dir=tmp_path / "cache")
     package = run(NEW_MODULES, env, "package")
     bare = run(
@@ -479,7 +477,7 @@ def test_a_cpu_build_in_a_gpu_torch_is_left_to_the_full_loader(
     facts = (f"{torch_version}+cu130", "13.0", None, *environment_facts()[3:])
     monkeypatch.setattr(_prebuilt, "environment_facts", lambda: facts)
     monkeypatch.setattr(_loader, "detect_environment", lambda: environment_from(facts))
-    pkg = _prebuilt.KernelPackage(kernel.name, package, kernel.ops, module="recording_ref", environ={})
+    pkg = _package.KernelPackage(kernel.name, package, kernel.ops, module="recording_ref", environ={})
 
     assert prebuilt_fits(json.loads((package / "_build.json").read_text()), facts)
     assert pkg._load_prebuilt() is None

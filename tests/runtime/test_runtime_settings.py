@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-
-from runtime._errors import SettingsError
-from runtime._settings import env_prefix, read_settings
+from wheelfactory._runtime._errors import SettingsError
+from wheelfactory._runtime._prebuilt import env_prefix
+from wheelfactory._runtime._settings import read_settings
 
 
 def test_defaults() -> None:

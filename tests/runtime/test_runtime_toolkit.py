@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 from testkit import REPO
-from wheelfactory.plan.compat import load_table
-
-from runtime._arch import CudaArch
-from runtime._errors import InvalidArch, InvalidVersion
-from runtime._toolkit import (
+from wheelfactory._runtime._arch import CudaArch
+from wheelfactory._runtime._errors import InvalidArch, InvalidVersion
+from wheelfactory._runtime._toolkit import (
     TOOLKITS_FILE,
     ToolkitFacts,
     check_build_tools,
@@ -29,7 +27,8 @@ from runtime._toolkit import (
     read_toolkit_facts,
     select_cuda_archs,
 )
-from runtime._versions import MajorMinor
+from wheelfactory._runtime._versions import MajorMinor
+from wheelfactory.plan.compat import load_table
 
 V = MajorMinor.parse
 RUNTIME = REPO / "runtime"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
-from runtime._arch import CudaArch
-from runtime._errors import InvalidArch, InvalidVersion
-from runtime._versions import MajorMinor, format_device_tag, parse_device_tag
+from wheelfactory._runtime._arch import CudaArch
+from wheelfactory._runtime._errors import InvalidArch, InvalidVersion
+from wheelfactory._runtime._versions import MajorMinor, format_device_tag, parse_device_tag
 
 
 @pytest.mark.parametrize(

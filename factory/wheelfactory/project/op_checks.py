@@ -20,7 +20,7 @@ from pathlib import Path
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.tomlsource import Table
 
-REFERENCE_MODULE = "_reference.py"  # the runtime's reference module (runtime/_prebuilt.py)
+REFERENCE_MODULE = "_reference.py"  # the runtime's reference module (runtime/_package.py)
 # `m.def("scaled_add(Tensor(a!) out, ...) -> ()")`, `m.def("op.overload(...)")`, `m.def("op", &fn)`
 _DEF = re.compile(r'\.def\(\s*"([A-Za-z_]\w*)(?:\.[A-Za-z_]\w*)?\s*[("]')
 _HEADERS = frozenset({".h", ".hpp", ".hh", ".cuh", ".inl"})

@@ -16,13 +16,13 @@ info and the build says so in a warning: nothing is lost, the wheel is only bigg
 from __future__ import annotations
 
 import io
-import platform
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory.images.emulation import host_arch
 from wheelfactory.support.proc import run
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 from wheelfactory.verify.repair import is_shared_library
@@ -41,7 +41,7 @@ class Stripped:
 
 def objcopy_for(arch: str) -> str | None:
     """The objcopy that reads ``arch``'s ELF here: the host's own for its machine, else the cross one."""
-    native = platform.machine().lower() in (arch, {"x86_64": "amd64", "aarch64": "arm64"}.get(arch))
+    native = host_arch() == arch
     for name in (("objcopy",) if native else ()) + (
         f"{_OBJCOPY_PREFIX.get(arch, arch + '-linux-gnu-')}objcopy",
     ):

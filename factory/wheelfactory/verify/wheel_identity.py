@@ -10,9 +10,10 @@ What is checked against the variant (``VariantId``) and the entry's torch releas
   variant's python (abi3: ``cp3X-abi3``; "3.11": ``cp311-cp311``);
 - the version's local label ends with the variant's (``VariantId.local_label``; a VCS version
   may come before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``);
-- each package's build record (``<package>/_build.json``, read by the runtime's reader), where the
-  wheel has one: the fields it holds name the same variant id, torch major.minor, backend,
-  toolkit, C++ ABI, python and arch;
+- each package's build record (``<package>/_build.json``, ``read_wheel_build_record``: at most
+  1 MiB, each field it holds checked by the runtime's own rule), where the wheel has one: the
+  fields it holds name the same variant id, torch major.minor, backend, toolkit, C++ ABI, python
+  and arch;
 - every shared library in it is an ELF for the variant's machine (its e_machine: AArch64 for an
   aarch64 variant), not only named for it;
 - RECORD (PEP 376/427): every member is listed with its sha256 and size and matches them, and no
@@ -34,13 +35,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import InvalidVersion
 
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, partial_record, record_member
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.images.emulation import ELF_MACHINE
 from wheelfactory.plan.identity import VariantId
-from wheelfactory.plan.versions import minor_of
 from wheelfactory.support.digests import stream_sha256
 from wheelfactory.verify.repair import is_shared_library
 
@@ -151,27 +152,36 @@ def _packages(archive: zipfile.ZipFile) -> list[str]:
     return sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
 
 
+def read_wheel_build_record(archive: zipfile.ZipFile, package: str) -> dict[str, object] | None:
+    """The build record of the wheel's top-level package ``package`` (None: it has none), read by
+    the runtime's reader: at most ``BUILD_RECORD_LIMIT`` bytes, each field it holds as the runtime's
+    full rule takes it (a partial record too: ``partial_record``). RecordError naming the member
+    otherwise; what ``_ZIP_ERRORS`` lists when the archive is damaged."""
+    member = record_member(package)
+    try:
+        size = archive.getinfo(member).file_size  # reading stops there too: zipfile holds to it
+    except KeyError:
+        return None
+    if size > BUILD_RECORD_LIMIT:
+        raise RecordError(f"{member} is larger than {BUILD_RECORD_LIMIT >> 20} MiB")
+    return partial_record(load_record_json(archive.read(member), member), member)
+
+
 def _build_record_problems(
     archive: zipfile.ZipFile, variant: VariantId, torch_version: str | None, toolkit: str | None
 ) -> list[str]:
     problems: list[str] = []
-    names = set(archive.namelist())
     for package in _packages(archive):
-        member = record_member(package)
-        if member not in names:
-            continue
-        if archive.getinfo(member).file_size > BUILD_RECORD_LIMIT:
-            problems.append(f"{member} is larger than {BUILD_RECORD_LIMIT >> 20} MiB")
-            continue
         try:
-            record = partial_record(load_record_json(archive.read(member), member), member)
+            record = read_wheel_build_record(archive, package)
         except RecordError as exc:
             problems.append(str(exc))
             continue
-        problems += [
-            f"{member}: {problem}"
-            for problem in record_field_problems(record, variant, torch_version, toolkit)
-        ]
+        if record is not None:
+            problems += [
+                f"{record_member(package)}: {problem}"
+                for problem in record_field_problems(record, variant, torch_version, toolkit)
+            ]
     return problems
 
 
@@ -194,31 +204,28 @@ def record_field_problems(
         if key in record and record[key] != want:
             problems.append(f"{key} is {record[key]!r}, the manifest entry's is {want!r}")
     if "toolkit" in record and variant.backend.kind != "cpu":
-        want_toolkit = _minor(toolkit) or variant.backend.version
-        if not isinstance(record["toolkit"], str) or _minor(record["toolkit"]) != want_toolkit:
+        want_toolkit = _minor(toolkit or variant.backend.version)
+        if want_toolkit is None or _minor(record["toolkit"]) != want_toolkit:
             problems.append(
-                f"toolkit is {record['toolkit']!r}, the manifest entry's is {want_toolkit!r}"
+                f"toolkit is {record['toolkit']!r}, the manifest entry's is {str(want_toolkit)!r}"
             )
     built_with = record.get("built_with_torch")
-    if (
-        isinstance(built_with, str)
-        and torch_version
-        and not variant.stable_abi
-        and _minor(built_with) != _minor(torch_version)
-    ):
-        problems.append(
-            f"built_with_torch is {built_with!r}, the manifest entry's torch is {torch_version!r}"
-        )
+    if isinstance(built_with, str) and torch_version and not variant.stable_abi:
+        built = _minor(built_with)
+        if built is None or built != _minor(torch_version):
+            problems.append(
+                f"built_with_torch is {built_with!r}, "
+                f"the manifest entry's torch is {torch_version!r}"
+            )
     return problems
 
 
-def _minor(version: str | None) -> str | None:
-    if version is None:
-        return None
+def _minor(version: object) -> MajorMinor | None:
+    """The major.minor of a version as the runtime reads it; None for what it cannot read."""
     try:
-        return minor_of(Version(version).public)
-    except InvalidVersion:
-        return version
+        return MajorMinor.parse(version) if isinstance(version, str) else None
+    except ValueError:
+        return None
 
 
 def record_hash(digest: bytes) -> str:
