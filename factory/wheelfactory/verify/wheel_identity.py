@@ -46,8 +46,9 @@ from wheelfactory.verify.repair import is_shared_library
 RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
 BUILD_RECORD_LIMIT = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-# What reading a damaged or hostile zip can raise (as publish/index.py's ZIP_ERRORS).
-_ZIP_ERRORS = (
+# What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
+# compression or encryption, a member that claims more bytes than it has): every reader of wheels.
+ZIP_ERRORS = (
     zipfile.BadZipFile,
     zlib.error,
     EOFError,
@@ -76,7 +77,7 @@ def wheel_identity_problems(
                 variant.arch,
             )
             problems += record_problems(archive)
-    except _ZIP_ERRORS as exc:
+    except ZIP_ERRORS as exc:
         problems.append(
             f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})"
         )
@@ -150,22 +151,31 @@ def _packages(archive: zipfile.ZipFile) -> list[str]:
     return sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
 
 
+def read_build_record(archive: zipfile.ZipFile, package: str) -> dict[str, object] | None:
+    """The build record of the wheel's top-level package ``package`` (None: it has none), read by
+    the runtime's reader (``partial_record``) and at most BUILD_RECORD_LIMIT bytes of it: the one
+    reader of a wheel's record for every command (``index``, ``export`` and these checks).
+    RecordError naming the member otherwise; what a damaged zip raises goes to the caller."""
+    member = record_member(package)
+    if member not in archive.namelist():
+        return None
+    if archive.getinfo(member).file_size > BUILD_RECORD_LIMIT:
+        raise RecordError(f"{member} is larger than {BUILD_RECORD_LIMIT >> 20} MiB")
+    return partial_record(load_record_json(archive.read(member), member), member)
+
+
 def _build_record_problems(
     archive: zipfile.ZipFile, variant: VariantId, torch_version: str | None, toolkit: str | None
 ) -> list[str]:
     problems: list[str] = []
-    names = set(archive.namelist())
     for package in _packages(archive):
         member = record_member(package)
-        if member not in names:
-            continue
-        if archive.getinfo(member).file_size > BUILD_RECORD_LIMIT:
-            problems.append(f"{member} is larger than {BUILD_RECORD_LIMIT >> 20} MiB")
-            continue
         try:
-            record = partial_record(load_record_json(archive.read(member), member), member)
+            record = read_build_record(archive, package)
         except RecordError as exc:
             problems.append(str(exc))
+            continue
+        if record is None:
             continue
         problems += [
             f"{member}: {problem}"
