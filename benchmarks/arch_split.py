@@ -87,7 +87,7 @@ def served(dist: Path) -> Iterator[str]:
 
 
 def chosen_index(base: str, gpu: str) -> tuple[str, list[str]]:
-    """The --index-url select.py's rule (publish/which.py) gives a CUDA torch of the build on a GPU
+    """The --index-url select.py's rule (publish/select.py) gives a CUDA torch of the build on a GPU
     of capability ``gpu``, and why: the environment is simulated (no GPU here, no CUDA torch needed)."""
     from wheelfactory.publish import which
 

@@ -73,3 +73,54 @@ def test_the_readme_and_the_docs_show_one_exit_code_table() -> None:
     assert len(rows(EXIT_CODE_TABLES["README.md"])) >= 12
     assert rows(EXIT_CODE_TABLES["README.md"]) == rows(EXIT_CODE_TABLES["docs/commands.md"])
 
+
+
+# Each command and the API function it calls: the CLI parses, calls, renders (issue 40, item 5).
+COMMANDS = {
+    "plan": (["plan", "-m", "m.toml"], "load_plan"),
+    "index": (["index", "-o", "d"], "index_dist"),
+    "report": (["report", "-o", "d"], "report_dist"),
+    "export": (["export", "-o", "d", "--hf-layout", "hf"], "export_hf"),
+    "publish": (["publish", "-o", "d", "--to", "site"], "publish_dist"),
+    "serve": (["serve", "-o", "d"], "open_index"),
+    "which": (["which", "--index", "d"], "which"),
+    "merge": (["merge", "a", "-o", "d"], "merge"),
+    "bake": (["bake", "-m", "m.toml"], "bake"),
+    "ci github": (["ci", "github", "-m", "m.toml"], "github_workflow"),
+    "compat refresh": (["compat", "refresh", "--index", "http://127.0.0.1:9/simple"], "refresh_compat"),
+    "engine start": (["engine", "start", "--no-install"], "start_docker"),
+    "base-image": (["base-image"], "make_base_image"),
+    "gc": (["gc", "--wheelhouse", "w"], "collect_garbage"),
+    "rocm-check": (["rocm-check", "-m", "m.toml"], "rocm_check"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_each_command_is_its_api_function(command: str, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line calls the exported function, with the options as plain arguments: what
+    the function raises is what the command says, and nothing else ran before it."""
+    from testkit import run_cli
+
+    argv, name = COMMANDS[command]
+    assert name in wheelfactory.__all__ and callable(getattr(wheelfactory, name))
+    calls: list[tuple[tuple[object, ...], dict[str, object]]] = []
+
+    def called(*args: object, **kwargs: object) -> None:
+        calls.append((args, kwargs))
+        raise wheelfactory.UsageError(f"{name} was called")
+
+    monkeypatch.setattr(wheelfactory, name, called)
+    assert run_cli(*argv) == 2
+    assert capsys.readouterr().err == f"wheelfactory: error: {name} was called\n"
+    assert len(calls) == 1
+
+
+def test_a_command_function_takes_plain_arguments_and_says_what_is_missing(tmp_path: Path) -> None:
+    """Called from Python as the command runs: a dist that lists nothing is the command's UsageError."""
+    for call in (lambda: wheelfactory.index_dist(tmp_path), lambda: wheelfactory.report_dist(tmp_path),
+                 lambda: wheelfactory.export_hf(tmp_path, tmp_path / "hf")):
+        with pytest.raises(wheelfactory.UsageError, match="lists nothing: run `wheelfactory build"):
+            call()
+    with pytest.raises(wheelfactory.UsageError, match="give at least one build output directory"):
+        wheelfactory.merge([], tmp_path)

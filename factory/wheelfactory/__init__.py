@@ -3,7 +3,10 @@
 The public API is what this module exports (``__all__``); every other module path is private and
 may change. Planning is pure: ``load_plan`` reads matrix.toml and the compatibility table and never
 touches Docker, compilers or the network. ``build`` runs the plan through an engine into an
-output directory, as ``wheelfactory build`` does.
+output directory, as ``wheelfactory build`` does. Every other command has its function here too,
+the one the command line calls (``index_dist`` for ``wheelfactory index``, ``merge`` for
+``wheelfactory merge``, ...): plain arguments in, a typed result out, which the CLI only renders.
+They are loaded on first use, so that importing wheelfactory stays light.
 
     import wheelfactory
     plan = wheelfactory.load_plan("matrix.toml")
@@ -15,7 +18,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # before the imports below: modules they load read it
 
-import os
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,15 +36,52 @@ from wheelfactory.errors import (
     WheelfactoryError,
     WorkflowStale,
 )
-from wheelfactory.plan.compat import CompatTable, load_table
+from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Backend, Variant, VariantId
-from wheelfactory.plan.matrix import Matrix, load_matrix
+from wheelfactory.plan.matrix import Matrix
 from wheelfactory.plan.prune import Pruned
+from wheelfactory.plan.read import read_matrix
 from wheelfactory.project.kinds import project_plan
+from wheelfactory.support.paths import StrPath
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for type checkers; at run time each is imported on first use (__getattr__)
+    from wheelfactory.ci.bake import bake
+    from wheelfactory.ci.compat_refresh import refresh_compat
+    from wheelfactory.ci.github_command import github_workflow
+    from wheelfactory.ci.merge import merge
+    from wheelfactory.engines.machine import (
+        collect_garbage,
+        make_base_image,
+        rocm_check,
+        start_docker,
+    )
+    from wheelfactory.publish.hf_layout import export_hf
+    from wheelfactory.publish.index import index_dist
+    from wheelfactory.publish.publishing import publish_dist
+    from wheelfactory.publish.reporting import report_dist
+    from wheelfactory.publish.selector import which
+    from wheelfactory.publish.serve import open_index
     from wheelfactory.runner.session import BuildResult
+
+# Each command's function (and BuildResult), by the module it lives in.
+_LAZY = {
+    "BuildResult": "wheelfactory.runner.session",
+    "index_dist": "wheelfactory.publish.index",
+    "report_dist": "wheelfactory.publish.reporting",
+    "export_hf": "wheelfactory.publish.hf_layout",
+    "publish_dist": "wheelfactory.publish.publishing",
+    "open_index": "wheelfactory.publish.serve",
+    "which": "wheelfactory.publish.selector",
+    "merge": "wheelfactory.ci.merge",
+    "bake": "wheelfactory.ci.bake",
+    "github_workflow": "wheelfactory.ci.github_command",
+    "refresh_compat": "wheelfactory.ci.compat_refresh",
+    "start_docker": "wheelfactory.engines.machine",
+    "make_base_image": "wheelfactory.engines.machine",
+    "collect_garbage": "wheelfactory.engines.machine",
+    "rocm_check": "wheelfactory.engines.machine",
+}
 
 __all__ = [
     "__version__",
@@ -57,6 +97,23 @@ __all__ = [
     # building
     "build",
     "BuildResult",
+    # publishing (``wheelfactory index``, ``report``, ``export``, ``publish``, ``serve``, ``which``)
+    "index_dist",
+    "report_dist",
+    "export_hf",
+    "publish_dist",
+    "open_index",
+    "which",
+    # CI (``merge``, ``bake``, ``ci github``, ``compat refresh``)
+    "merge",
+    "bake",
+    "github_workflow",
+    "refresh_compat",
+    # the machine (``engine start``, ``base-image``, ``gc``, ``rocm-check``)
+    "start_docker",
+    "make_base_image",
+    "collect_garbage",
+    "rocm_check",
     # errors (each with its exit code)
     "WheelfactoryError",
     "ConfigError",
@@ -71,24 +128,33 @@ __all__ = [
     "EnvironmentProblem",
 ]
 
-PathLike = str | os.PathLike[str]
+
+def __getattr__(name: str) -> object:
+    """A command's function, imported on first use (PEP 562)."""
+    if name in _LAZY:
+        found = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = found
+        return found
+    raise AttributeError(f"module 'wheelfactory' has no attribute {name!r}")
 
 
-def load_plan(matrix: PathLike, compat: PathLike | None = None) -> Plan:
+def load_plan(
+    matrix: StrPath, compat: StrPath | None = None, *, shard: tuple[int, int] | None = None
+) -> Plan:
     """The plan of a matrix.toml: ``plan.variants`` (what builds) and ``plan.pruned`` (what the
     compatibility table, or a kernel-builder project's build.toml, rules out, each with its reason).
-    ``compat`` replaces the bundled table.
+    ``compat`` replaces the bundled table; ``shard`` (i, n): only shard i of n (``plan --shard``).
     Raises ConfigError (one line naming file, key and line) on bad input."""
-    table = load_table(Path(compat) if compat is not None else None)
-    path = Path(matrix)
-    return project_plan(load_matrix(path, table, display=str(matrix)), table)
+    spec, table = read_matrix(Path(matrix), Path(compat) if compat is not None else None)
+    plan = project_plan(spec, table)
+    return plan.shard(*shard) if shard else plan
 
 
 def build(
-    matrix: PathLike,
+    matrix: StrPath,
     *,
-    compat: PathLike | None = None,
-    out: PathLike | None = None,
+    compat: StrPath | None = None,
+    out: StrPath | None = None,
     engine: str | None = None,
     python: str | None = None,
     only: Sequence[str] = (),

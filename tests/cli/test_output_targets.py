@@ -7,7 +7,6 @@ written outside the target and no temp file left (support/outputs.py, support/at
 from __future__ import annotations
 
 import errno
-import importlib
 import json
 import os
 import stat
@@ -19,7 +18,6 @@ import pytest
 from outputs_kit import VID, make_repo, run, snapshot, temp_files
 from wheelfactory.support import atomic
 
-cli_main = importlib.import_module("wheelfactory.cli.main")  # the module; the package exports the function
 
 
 def _has_dev_full() -> bool:
@@ -116,7 +114,7 @@ def test_dev_full_is_refused_before_any_work(repo: Path, capsys: pytest.CaptureF
     def no_work(*_: object, **__: object) -> None:
         raise AssertionError("the command read its inputs before checking its output")
 
-    monkeypatch.setattr(cli_main, "load_table", no_work)
+    monkeypatch.setattr("wheelfactory.plan.read.load_table", no_work)  # the one loader's
     monkeypatch.setattr("wheelfactory.runner.manifest.read", no_work)
     before = snapshot(repo)
     assert run(*args) == 2

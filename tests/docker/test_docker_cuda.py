@@ -192,7 +192,7 @@ def cuda_torch(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
 def test_the_index_of_a_split_build_chooses_by_gpu_under_the_cuda_torch(
         split_index: Path, cuda_torch: tuple[str, dict[str, str]], gpu: str, part: str, why: str) -> None:
     """select.py, as the index serves it, run with the CUDA torch 2.15 (no GPU here: --gpu names one)."""
-    from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
+    from wheelfactory.publish.select_script import DEFAULT_BASE_URL, select_script
 
     python, env = cuda_torch
     chosen = subprocess.run([python, "-", "--index", str(split_index), "--gpu", gpu],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from wheelfactory.plan.expand import Plan, select
 from wheelfactory.plan.identity import GpuSlice, InvalidVariantId, VariantId, split_arch_list
-from wheelfactory.publish.index import IndexedWheel
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.publish.variant_metadata import label_for, properties_for
 
 SPLIT = """

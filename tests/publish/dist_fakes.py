@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fake_wheels import make_wheel, write_provenance
 from wheelfactory.plan.identity import VariantId
-from wheelfactory.publish.index import IndexedWheel
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.runner import manifest
 
 WHEELS = {

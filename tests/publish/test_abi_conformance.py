@@ -23,7 +23,7 @@ from wheelfactory.publish.abi_conformance import (
     check_package,
 )
 from wheelfactory.publish.hf_layout import export_hf_layout
-from wheelfactory.publish.index import collect
+from wheelfactory.publish.collect import collect
 from wheelfactory.runner import manifest
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")

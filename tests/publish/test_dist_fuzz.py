@@ -45,8 +45,8 @@ from hypothesis import strategies as st
 from testkit import make_wheel, write_provenance
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
-from wheelfactory.publish import which
-from wheelfactory.publish.index import read_listing
+from wheelfactory.publish import select
+from wheelfactory.publish.listing import read_listing
 from wheelfactory.runner import manifest
 
 # No example database: the suite must not write .hypothesis/ into the checkout.
@@ -451,7 +451,7 @@ def test_select_reads_a_bad_index_json_in_one_line(capfd: pytest.CaptureFixture[
         dist = index_with(root, listing)
         capfd.readouterr()
         try:
-            code = which.main(["--index", str(dist / "index")])
+            code = select.main(["--index", str(dist / "index")])
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
             if not isinstance(exc.code, int):  # a message SystemExit: printed by the interpreter

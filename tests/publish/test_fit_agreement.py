@@ -19,8 +19,8 @@ from wheelfactory._runtime import _fit
 from wheelfactory._runtime._env import Environment
 from wheelfactory._runtime._record import decide_prebuilt, parse_build_record
 from wheelfactory._runtime._versions import MajorMinor
-from wheelfactory.publish import which
-from wheelfactory.publish.index import select_script
+from wheelfactory.publish import index_json, select
+from wheelfactory.publish.select_script import select_script
 
 ENVS = [
     # torch.__version__, backend, toolkit, cxx11 ABI, Python, platform.machine()
@@ -101,7 +101,7 @@ def test_the_table_has_fits_and_misfits_of_every_kind() -> None:
 
 
 def test_which_gives_the_runtime_s_answers() -> None:
-    assert [which.mismatches(env_dict(e), variant_dict(v)) for e, v in CASES] == runtime_answers()
+    assert [select.mismatches(env_dict(e), variant_dict(v)) for e, v in CASES] == runtime_answers()
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,10 @@ def _top_level_names(source: str) -> set[str]:
 
 
 def test_embedding_shadows_nothing() -> None:
-    """select.py pastes runtime/_fit.py into which.py: no name may be defined by both."""
-    fit = _top_level_names(Path(_fit.__file__).read_text(encoding="utf-8")) - {"__all__"}
-    own = _top_level_names(Path(which.__file__).read_text(encoding="utf-8"))
-    assert not fit & own
+    """select.py is runtime/_fit.py, publish/index_json.py and publish/select.py in one file: no
+    name may be defined by two of them."""
+    modules = [_fit, index_json, select]
+    names = [_top_level_names(Path(m.__file__ or "").read_text(encoding="utf-8")) - {"__all__"}
+             for m in modules]
+    for first, second in itertools.combinations(names, 2):
+        assert not first & second

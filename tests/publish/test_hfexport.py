@@ -23,7 +23,7 @@ from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.keys import GitState
 from wheelfactory.project.kind_facts import NATIVE
 from wheelfactory.publish.hf_layout import export_hf_layout, python_depends
-from wheelfactory.publish.index import IndexedWheel, collect
+from wheelfactory.publish.collect import IndexedWheel, collect
 from wheelfactory.runner import manifest, provenance
 
 

@@ -31,7 +31,7 @@ from test_index import index
 from test_serve_hardening import get, stop
 from testkit import run_cli
 from wheelfactory.errors import UsageError
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import open_root
 
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")

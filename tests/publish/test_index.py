@@ -13,14 +13,9 @@ from urllib.parse import unquote
 
 import pytest
 from dist_fakes import make_dist
-from wheelfactory.publish.index import (
-    GENERATIONS,
-    INDEX_LINK,
-    KEEP_GENERATIONS,
-    collect,
-    plan_index,
-    write_index,
-)
+from wheelfactory.publish.collect import collect
+from wheelfactory.publish.generations import GENERATIONS, INDEX_LINK, KEEP_GENERATIONS, write_index
+from wheelfactory.publish.pages import plan_index
 from wheelfactory.runner import manifest
 
 

@@ -14,8 +14,11 @@ from click.testing import CliRunner
 from dist_fakes import make_dist
 from test_index_metadata import BASE, planned
 from testkit import docs_text, markdown_section
-from wheelfactory.publish.index import collect, plan_index, wheels_from_listing, write_index
-from wheelfactory.publish.report import served_report
+from wheelfactory.publish.collect import collect
+from wheelfactory.publish.generations import write_index
+from wheelfactory.publish.listing import wheels_from_listing
+from wheelfactory.publish.pages import plan_index
+from wheelfactory.publish.reporting import served_report
 from wheelfactory.publish.serve import REPRESENTATIONS, negotiate
 from wheelfactory.publish.variant_metadata import variant_metadata
 from wheelfactory.runner import manifest

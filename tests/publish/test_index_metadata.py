@@ -20,16 +20,12 @@ from packaging.version import Version
 from test_index import index
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import VariantId
-from wheelfactory.publish.index import (
-    INDEX_LINK,
-    IndexedWheel,
-    IndexPlan,
-    collect,
-    plan_index,
-    wheels_from_listing,
-    write_index,
-)
-from wheelfactory.publish.which import check_listing, choose, version_key
+from wheelfactory.publish.collect import IndexedWheel, collect
+from wheelfactory.publish.generations import INDEX_LINK, write_index
+from wheelfactory.publish.listing import wheels_from_listing
+from wheelfactory.publish.pages import IndexPlan, plan_index
+from wheelfactory.publish.index_json import check_listing, version_key
+from wheelfactory.publish.select import choose
 from wheelfactory.runner import manifest
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"

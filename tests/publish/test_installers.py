@@ -22,7 +22,7 @@ from dist_fakes import make_dist
 from index_servers import Requests, fetched, requests_in
 from test_index import index
 from testkit import pip_install, uv_pip
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"
 VERSION = "0.1.0+cputorch2.13"

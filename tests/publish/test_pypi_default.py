@@ -15,7 +15,7 @@ from testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import VariantId
-from wheelfactory.publish.index import IndexedWheel
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.publish.pypi_default import (
     PYPI_DIR,
     choose_default,

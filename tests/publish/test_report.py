@@ -20,17 +20,10 @@ from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
-from wheelfactory.publish.report import (
-    Column,
-    Report,
-    Row,
-    build_report,
-    human_size,
-    probe_dist,
-    render_html,
-    render_svg,
-    write_report,
-)
+from wheelfactory.publish.report import Column, Report, Row, build_report, human_size, probe_dist
+from wheelfactory.publish.report_html import render_html
+from wheelfactory.publish.report_svg import render_svg
+from wheelfactory.publish.reporting import write_report
 from wheelfactory.runner import manifest
 
 FAILED = "torch26-cxx98-cpu-x86_64-linux"

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pytest
 from dist_fakes import make_dist
 from test_index import index
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, open_server
 
 
@@ -122,3 +122,23 @@ def test_the_top_page_links_the_build_report_and_serve_serves_it(tmp_path: Path)
     finally:
         server.shutdown()
         server.server_close()
+
+
+
+def test_select_py_is_read_again_only_when_it_is_another_file(served: tuple[Path, IndexServer]) -> None:
+    """The base URL the index was written with is select.py's DEFAULT_INDEX, read once per file
+    (its inode, size and mtime): the same file edited with its mtime kept is not read again; a
+    new mtime is (and a regenerated index is another file)."""
+    dist, server = served
+    select = dist / INDEX_LINK / "select.py"
+    written = "http://example.test:9"  # what index() wrote the pages (and select.py) with
+    assert written.encode() not in get(f"{server.url}/index.html")  # replaced by the served base
+    before = select.stat()
+    text = select.read_text(encoding="utf-8")
+    with open(select, "r+", encoding="utf-8") as same_file:  # one character: same size
+        same_file.write(text.replace(f"DEFAULT_INDEX = '{written}'", "DEFAULT_INDEX = 'http://example.test:8'"))
+    os.utime(select, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (select.stat().st_ino, select.stat().st_size) == (before.st_ino, before.st_size)
+    assert written.encode() not in get(f"{server.url}/index.html")  # not read again
+    os.utime(select, ns=(before.st_atime_ns, before.st_mtime_ns + 10**9))
+    assert written.encode() in get(f"{server.url}/index.html")  # read again: :8 is not in the page

@@ -17,7 +17,7 @@ from test_index import index
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.matrix import Matrix
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, check_base_url, escape_log, open_server
 
 Served = tuple[Path, IndexServer, list[str]]

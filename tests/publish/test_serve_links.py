@@ -16,7 +16,7 @@ import pytest
 from dist_fakes import make_dist
 from test_index import index
 from test_serve_hardening import get, stop
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, open_root, open_server
 
 SECRET = b"outside the root: never served\n"

@@ -19,7 +19,7 @@ from testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.publish_config import UploadTarget
 from wheelfactory.publish.held import listed_hashes, read_held
-from wheelfactory.publish.index import IndexedWheel
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.publish.upload import _masked, held_queries, plan_upload, render_plan
 
 A, B = "torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux"

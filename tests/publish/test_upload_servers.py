@@ -19,7 +19,7 @@ from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.publish_config import UploadTarget
 from wheelfactory.publish.held import read_held
-from wheelfactory.publish.index import IndexedWheel, collect
+from wheelfactory.publish.collect import IndexedWheel, collect
 from wheelfactory.publish.pypi_default import default_wheels
 from wheelfactory.publish.upload import UploadResult, publish_uploads
 

@@ -17,7 +17,7 @@ import pytest
 from dist_fakes import make_dist
 from test_variants import SCHEMA_0_1_1
 from testkit import make_wheel, write_provenance
-from wheelfactory.publish.index import collect
+from wheelfactory.publish.collect import collect
 from wheelfactory.publish.variant_metadata import (
     PROVIDER,
     PROVIDERS_SCHEMA_URL,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from dist_fakes import make_dist
-from wheelfactory.publish.index import collect
+from wheelfactory.publish.collect import collect
 from wheelfactory.publish.variant_metadata import (
     SCHEMA_URL,
     check_document,

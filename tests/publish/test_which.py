@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from wheelfactory.publish import which
-from wheelfactory.publish.which import choose, mismatches
+from wheelfactory.publish import select
+from wheelfactory.publish.select import choose, mismatches
 
 ENV = {"torch": "2.13", "torch_version": "2.13.0", "backend": "cuda", "toolkit": "13.1", "cxx11_abi": True,
        "python": "3.11", "arch": "x86_64"}
@@ -64,6 +64,6 @@ def test_no_fit_advises_only_a_wheel_that_installs_here(tmp_path: Path, monkeypa
                                                         listed: list[dict[str, object]], advice: str) -> None:
     """An aarch64 wheel is never offered to an x86-64 machine as 'still works': pip refuses its tag."""
     (tmp_path / "index.json").write_text(json.dumps({"variants": listed}))
-    monkeypatch.setattr(which, "detect", lambda: ENV)
-    assert which.main(["--index", str(tmp_path)]) == which.EXIT_NO_MATCH
+    monkeypatch.setattr(select, "detect", lambda: ENV)
+    assert select.main(["--index", str(tmp_path)]) == select.EXIT_NO_MATCH
     assert advice in capsys.readouterr().err

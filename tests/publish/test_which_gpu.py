@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from wheelfactory._runtime._fit import gpu_part_serves
-from wheelfactory.publish import which
+from wheelfactory.publish import select
 
 PARTS = ("sm80", "sm90", "sm120", "ptx120")
 ENV = {"torch": "2.13", "torch_version": "2.13.0", "backend": "cuda", "toolkit": "13.0", "cxx11_abi": True,
@@ -39,9 +39,9 @@ def listing(tmp_path: Path) -> Path:
 ])
 def test_the_gpu_picks_the_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                 gpus: list[str], picked: str, why: list[str] | None) -> None:
-    monkeypatch.setattr(which, "detect", lambda: dict(ENV))
+    monkeypatch.setattr(select, "detect", lambda: dict(ENV))
     args = ["--index", str(listing(tmp_path))] + [arg for gpu in gpus for arg in ("--gpu", gpu)]
-    assert which.main(args) == 0
+    assert select.main(args) == 0
     out = capsys.readouterr().out
     assert f"-> torch213-cxx11-cu130-{picked}-x86_64-linux" in out, out
     for line in why or []:
@@ -51,14 +51,14 @@ def test_the_gpu_picks_the_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 
 
 def _json(args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
-    assert which.main([*args, "--json"]) == 0
+    assert select.main([*args, "--json"]) == 0
     return capsys.readouterr().out
 
 
 def test_a_gpu_no_part_serves_is_told_the_arch_list_that_would(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(which, "detect", lambda: dict(ENV))
-    assert which.main(["--index", str(listing(tmp_path)), "--gpu", "7.5"]) == which.EXIT_NO_MATCH
+    monkeypatch.setattr(select, "detect", lambda: dict(ENV))
+    assert select.main(["--index", str(listing(tmp_path)), "--gpu", "7.5"]) == select.EXIT_NO_MATCH
     err = capsys.readouterr().err
     assert "its sm80 SASS does not run on sm_75" in err
     assert "No part of this split build (ptx120, sm80, sm90, sm120) runs on sm_75: an arch_list with 7.5" in err
@@ -66,8 +66,8 @@ def test_a_gpu_no_part_serves_is_told_the_arch_list_that_would(tmp_path: Path, m
 
 def test_without_a_gpu_seen_the_choice_asks_for_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(which, "detect", lambda: dict(ENV))
-    assert which.main(["--index", str(listing(tmp_path))]) == which.EXIT_NO_MATCH
+    monkeypatch.setattr(select, "detect", lambda: dict(ENV))
+    assert select.main(["--index", str(listing(tmp_path))]) == select.EXIT_NO_MATCH
     err = capsys.readouterr().err
     assert "splits its CUDA builds by GPU architecture (ptx120, sm80, sm90, sm120) and no GPU is seen here" in err
     assert "name the GPU to install for with --gpu, e.g. --gpu 9.0" in err
@@ -77,8 +77,8 @@ def test_without_a_gpu_seen_the_choice_asks_for_one(tmp_path: Path, monkeypatch:
 def test_a_gpu_that_is_not_a_capability_is_one_line(tmp_path: Path, bad: str,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stop:
-        which.main(["--index", str(tmp_path), "--gpu", bad])
-    assert stop.value.code == which.EXIT_BAD_INDEX
+        select.main(["--index", str(tmp_path), "--gpu", bad])
+    assert stop.value.code == select.EXIT_BAD_INDEX
     assert capsys.readouterr().err.count("\n") == 1
 
 

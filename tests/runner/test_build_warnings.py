@@ -19,7 +19,8 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.matrix import parse_matrix
 from wheelfactory.plan.tomlsource import TomlDocument
 from wheelfactory.project.stage import Stage
-from wheelfactory.publish.report import build_report, render_html
+from wheelfactory.publish.report import build_report
+from wheelfactory.publish.report_html import render_html
 from wheelfactory.runner import manifest
 from wheelfactory.runner.run import run_matrix
 from wheelfactory.support.timeline import Timeline

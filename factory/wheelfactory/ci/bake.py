@@ -28,9 +28,15 @@ from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.images.base_image import BaseImageSpec, parse_suite, render_base
 from wheelfactory.images.dockerfiles import CONTENT_LABEL, RenderedImage
 from wheelfactory.images.spec import ImageSpec, image_spec
+from wheelfactory.plan.expand import select
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.indexes import debian_mirror
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.plan.read import read_matrix
+from wheelfactory.project.kinds import project_plan
 from wheelfactory.support import atomic
+from wheelfactory.support.outputs import check_outputs, is_stdout
+from wheelfactory.support.paths import StrPath
 
 PLATFORMS = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}
 # The ids of the variants (of this selection) that build in the image, comma-separated. Like
@@ -204,3 +210,43 @@ def write_bake(text: str, path: Path) -> None:
         state = "is not a directory" if os.path.lexists(parent) else "does not exist"
         raise UsageError(f"cannot write the bake file {path}: directory {parent} {state}")
     atomic.write_text(path, text, what="the bake file")
+
+
+@dataclass(frozen=True)
+class Baked:
+    """What ``bake`` made: the plan of the selected variants, and the file it went to (None: the
+    caller prints ``plan.dumps()``, standard output)."""
+
+    plan: BakePlan
+    variants: tuple[Variant, ...]
+    file: Path | None
+
+
+def bake(
+    matrix: StrPath = "matrix.toml",
+    *,
+    compat: StrPath | None = None,
+    file: StrPath | None = None,
+    only: Sequence[str] = (),
+    shard: tuple[int, int] | None = None,
+) -> Baked:
+    """``wheelfactory bake``: the bake file of the variants ``only`` (fnmatch patterns) and
+    ``shard`` (i, n) select from ``matrix``'s plan, written to ``file`` atomically (None or -:
+    not written, for standard output). The output is checked before anything is read."""
+    matrix_path = Path(matrix)
+    compat_path = Path(compat) if compat is not None else None
+    target = Path(file) if file is not None else None
+    to_stdout = target is None or is_stdout(target)
+    check_outputs(
+        {"--file": target},
+        {"the matrix": matrix_path, "the compatibility table": compat_path},
+        writes="the bake file",
+    )
+    spec, table = read_matrix(matrix_path, compat_path)
+    variants = select(project_plan(spec, table), only, shard)
+    mirror = debian_mirror(spec.build.debian_mirror) if spec.build.debian_base else None
+    baked = plan_bake(spec, variants, matrix_file=str(matrix_path), host_mirror=mirror)
+    if target is not None and not to_stdout:
+        write_bake(baked.dumps(), target)
+        return Baked(baked, tuple(variants), target)
+    return Baked(baked, tuple(variants), None)

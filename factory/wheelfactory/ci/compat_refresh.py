@@ -15,13 +15,14 @@ import ssl
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
 from wheelfactory.errors import ConfigError, UsageError
-from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.index_pages import JSON_CONTENT, InvalidPage, listed_files
 from wheelfactory.plan.indexes import PYPI, Indexes, IndexRef, is_url
 from wheelfactory.plan.table_refresh import Refresh, compare, merged_table
@@ -33,6 +34,7 @@ from wheelfactory.plan.torch_releases import (
     torch_files,
 )
 from wheelfactory.support import atomic
+from wheelfactory.support.paths import StrPath
 from wheelfactory.support.proc import CommandFailed, Runner, run
 
 PROJECT = "torch"
@@ -249,8 +251,6 @@ def table_text(compat_path: Path | None) -> str:
 def write_merged(compat_path: Path | None, result: Refresh, target: Path) -> None:
     """The table in use with the new releases appended, as ``target``; loaded back to be sure a
     plan can use it (a failure is our bug, and the file is not left behind)."""
-    from wheelfactory.plan.compat import load_table
-
     if compat_path is not None and target.exists() and os.path.samefile(target, compat_path):
         raise UsageError(
             f"--write {target} is the table this command reads: write a copy, review its unverified "
@@ -266,3 +266,50 @@ def write_merged(compat_path: Path | None, result: Refresh, target: Path) -> Non
         raise ConfigError(
             f"the refreshed table does not load ({exc}); this is a wheelfactory bug"
         ) from None
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """The table (``shown``: the file, or "the bundled table") against the indexes ``urls``; the
+    merged table written to ``written`` where asked and the table is behind."""
+
+    shown: str
+    urls: tuple[str, ...]
+    result: Refresh
+    written: Path | None = None
+
+    def toml(self) -> str:
+        """What the table lacks, as TOML: the findings as comments, then a ready [torch."X.Y"]
+        table per new release (each fact's origin in ``source``, ``unverified`` where inferred)."""
+        lines = [f"# The compatibility table ({self.shown}) is behind {', '.join(self.urls)}:"]
+        lines += [f"# - {found.minor} {found.what}: {found.text}" for found in self.result.findings]
+        for _, toml in (*self.result.fragments, *self.result.toolkits):
+            lines += ["", toml.rstrip("\n")]
+        return "\n".join(lines)
+
+
+def refresh_compat(
+    index_urls: Sequence[str] = (),
+    *,
+    compat: StrPath | None = None,
+    write: StrPath | None = None,
+    note: Callable[[str], None] = lambda line: None,
+) -> Refreshed:
+    """``wheelfactory compat refresh``: the torch releases, patches, builds, Pythons and platform
+    floors the table ``compat`` (default: the bundled one) lacks, as ``index_urls`` list them
+    (default: the indexes the table names; what they leave unchecked goes to ``note`` first);
+    with ``write``, the table with the new releases appended is written there when it is behind."""
+    compat_path = Path(compat) if compat is not None else None
+    table = load_table(compat_path)
+    if index_urls:
+        urls = list(index_urls)
+    else:
+        urls, notes = default_indexes(table, Indexes.configure((), os.environ))
+        for line in notes:
+            note(line)
+    shown = str(compat_path) if compat_path else "the bundled table"
+    result = refresh(table, urls)
+    written = Path(write) if write is not None and result.behind else None
+    if written is not None:
+        write_merged(compat_path, result, written)
+    return Refreshed(shown, tuple(urls), result, written)

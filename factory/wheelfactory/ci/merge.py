@@ -30,9 +30,10 @@ from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
-from wheelfactory.runner.provenance import InvalidProvenance, provenance_path, read_provenance
+from wheelfactory.runner.provenance import provenance_path
+from wheelfactory.runner.refusals import LeftOut, is_pure_python, wheel_refusal
 from wheelfactory.support import atomic, paths
-from wheelfactory.verify.wheel_identity import wheel_identity_problems
+from wheelfactory.support.paths import StrPath
 
 
 @dataclass(frozen=True)
@@ -53,22 +54,14 @@ class Choice:
 
 
 @dataclass(frozen=True)
-class Refusal:
-    """A part's built entry left out of the merge: its wheel is not what the entry says it is."""
-
-    variant_id: str
-    part: Path
-    reason: str
-
-
-@dataclass(frozen=True)
 class MergePlan:
     out: Path
     choices: tuple[Choice, ...]  # sorted by variant id
     # the files to copy; files already there with the same bytes are left out
     copies: tuple[Copy, ...]
     parts: tuple[Path, ...] = field(default=())
-    refused: tuple[Refusal, ...] = ()  # built entries of the parts not merged: a check failed
+    # built entries of the parts not merged: a check failed (each with its ``part``)
+    refused: tuple[LeftOut, ...] = ()
     unattested: tuple[str, ...] = ()  # merged without a provenance record (allow_unattested)
 
     @property
@@ -117,7 +110,7 @@ def _refusal(part: Path, vid: str, entry: manifest.Entry, allow_unattested: bool
     what the entry says (verify/wheel_identity.py), or it has no provenance record of these bytes
     for this variant (unless ``allow_unattested``). A missing wheel or another sha256 is left to
     the copy plan (a MergeConflict, as before)."""
-    if entry.hub_metadata is not None or not entry.wheel or not entry.sha256:
+    if is_pure_python(entry) or not entry.wheel or not entry.sha256:
         return None  # a pure-Python (noarch) build: its id is a layout directory, not a variant
     source = _inside(part, entry.wheel, vid)
     if not source.is_file() or file_sha256(source) != entry.sha256:
@@ -126,18 +119,7 @@ def _refusal(part: Path, vid: str, entry: manifest.Entry, allow_unattested: bool
         key = VariantId.parse(vid)
     except InvalidVariantId as exc:
         return str(exc)
-    problems = wheel_identity_problems(source, key, entry.torch_version, entry.toolkit)
-    if problems:
-        return f"{entry.wheel} is not a wheel of {vid}: {'; '.join(problems)}"
-    try:
-        if read_provenance(source, entry.sha256, vid) is None and not allow_unattested:
-            return (
-                f"{entry.wheel} has no provenance record ({provenance_path(source).name}): rebuild it with "
-                "`wheelfactory build`, or pass --allow-unattested to merge it without one"
-            )
-    except InvalidProvenance as exc:
-        return f"{provenance_path(source).name}: {exc} (rebuild it)"
-    return None
+    return wheel_refusal(source, vid, key, entry, allow_unattested=allow_unattested, verb="merge")
 
 
 def plan_merge(
@@ -163,12 +145,12 @@ def plan_merge(
     candidates: dict[str, list[tuple[Path, manifest.Entry]]] = {}
     for vid, entry in existing.items():
         candidates.setdefault(vid, []).append((out, entry))
-    refused: list[Refusal] = []
+    refused: list[LeftOut] = []
     for part in resolved:
         for vid, entry in read_part(part).items():
             reason = _refusal(part, vid, entry, allow_unattested) if _ok(entry) else None
             if reason is not None:
-                refused.append(Refusal(vid, part, reason))
+                refused.append(LeftOut(vid, reason, refused=True, part=part))
                 continue
             candidates.setdefault(vid, []).append((part, entry))
     choices = [_choose(vid, candidates[vid]) for vid in sorted(candidates)]
@@ -178,7 +160,7 @@ def plan_merge(
         if c.origin != out
         and _ok(c.entry)
         and c.entry.wheel
-        and c.entry.hub_metadata is None
+        and not is_pure_python(c.entry)
         and not provenance_path(_inside(c.origin, c.entry.wheel, c.variant_id)).is_file()
     )
     copies: dict[str, Copy] = {}
@@ -273,11 +255,18 @@ def apply_merge(plan: MergePlan) -> None:
     manifest.write(plan.out, plan.entries)
 
 
-def merge(parts: Sequence[Path], out: Path, *, allow_unattested: bool = False) -> MergePlan:
-    """Merge ``parts`` into ``out`` under the output directory's lock; returns what was done (the
-    caller fails on ``refused`` after this wrote the rest)."""
-    out = out.resolve()
-    with manifest.locked(out):
-        plan = plan_merge(parts, out, manifest.read(out), allow_unattested=allow_unattested)
+def merge(
+    parts: Sequence[StrPath], out: StrPath = "dist", *, allow_unattested: bool = False
+) -> MergePlan:
+    """``wheelfactory merge``: ``parts`` merged into ``out`` under the output directory's lock;
+    returns what was done (the caller fails on ``refused`` after this wrote the rest)."""
+    dist = Path(out).resolve()
+    with manifest.locked(dist):
+        plan = plan_merge(
+            [Path(part) for part in parts],
+            dist,
+            manifest.read(dist),
+            allow_unattested=allow_unattested,
+        )
         apply_merge(plan)
     return plan

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import click
+
+import wheelfactory
 
 
 @click.group("compat")
@@ -45,33 +46,21 @@ def refresh_command(
     Standard output is TOML: the findings as comments, then a ready [torch."X.Y"] table per new
     release (each fact's origin in `source`, `unverified` where inferred). Exit 0: nothing new;
     1: the table is behind (for schedulers); 2: bad input or an index that cannot be read."""
-    from wheelfactory.ci.compat_refresh import default_indexes, refresh, write_merged
-    from wheelfactory.plan.compat import load_table
-    from wheelfactory.plan.indexes import Indexes
-
-    table = load_table(compat_path)
-    notes: list[str] = []
-    if index_urls:
-        urls = list(index_urls)
-    else:
-        urls, notes = default_indexes(table, Indexes.configure((), os.environ))
-    for note in notes:
-        click.echo(f"note: {note}", err=True)
-    shown = str(compat_path) if compat_path else "the bundled table"
-    result = refresh(table, urls)
-    if not result.behind:
+    done = wheelfactory.refresh_compat(
+        index_urls,
+        compat=compat_path,
+        write=write_path,
+        note=lambda line: click.echo(f"note: {line}", err=True),
+    )
+    if not done.result.behind:
         click.echo(
-            f"{shown} knows every torch release, build and Python on {', '.join(urls)}", err=True
+            f"{done.shown} knows every torch release, build and Python on {', '.join(done.urls)}",
+            err=True,
         )
         return
-    lines = [f"# The compatibility table ({shown}) is behind {', '.join(urls)}:"]
-    lines += [f"# - {finding.minor} {finding.what}: {finding.text}" for finding in result.findings]
-    for _, toml in (*result.fragments, *result.toolkits):
-        lines += ["", toml.rstrip("\n")]
-    click.echo("\n".join(lines))
-    if write_path is not None:
-        write_merged(compat_path, result, write_path)
+    click.echo(done.toml())
+    if done.written is not None:
         click.echo(
-            f"wrote {write_path}: plan with `wheelfactory plan --compat {write_path}`", err=True
+            f"wrote {done.written}: plan with `wheelfactory plan --compat {done.written}`", err=True
         )
     sys.exit(1)

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import click
 
+import wheelfactory
 from wheelfactory.cli.options import COMPAT_OPTION, MATRIX_OPTION, OUT_OPTION
-from wheelfactory.cli.render import console
+from wheelfactory.cli.render import EventRenderer, console
 from wheelfactory.errors import BuildFailed
 from wheelfactory.images.base_image import SUITES
 from wheelfactory.images.emulation import DEBIAN_ARCH
-from wheelfactory.plan.compat import load_table
-from wheelfactory.plan.matrix import load_matrix
 
 
 @click.group("engine")
@@ -62,33 +61,20 @@ def engine_group() -> None:
 def engine_start(no_install: bool, log: Path, wait_s: int, emulate: tuple[str, ...]) -> None:
     """Make a Docker engine answer here: install Debian's docker.io (as root, with apt-get) and start dockerd
     without a bridge network, as CI runs it. Nothing is done when an engine already answers."""
-    from wheelfactory.engines.dockerd import set_up_emulation, start_engine
-    from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
-
     started = time.monotonic()
-    result = start_engine(install=not no_install, log=log, wait_s=wait_s, say=click.echo)
-    if not result.ready:
-        raise DockerUnavailable(result.detail)
-    if result.warning:
-        click.echo(f"engine: {result.warning}", err=True)
-    done = list(result.done)
-    if emulate:
-        emulation = set_up_emulation(emulate, install=not no_install, say=click.echo)
-        done.extend(emulation.done)
-        if not emulation.ready:
-            first = next(s for s in emulation.support if not s.runs)
-            raise EnvironmentProblem(
-                f"{first.arch} code cannot run here: {first.how}; fix: {first.fix}"
-            )
+    engine, done = wheelfactory.start_docker(
+        install=not no_install,
+        log=log,
+        wait_s=wait_s,
+        emulate=emulate,
+        say=click.echo,
+        warn=lambda warning: click.echo(f"engine: {warning}", err=True),
+    )
     said = "; ".join(done) or "nothing to do"
-    click.echo(f"engine: {result.detail} ready ({said}; {time.monotonic() - started:.1f} s)")
+    click.echo(f"engine: {engine} ready ({said}; {time.monotonic() - started:.1f} s)")
 
 
 # [rocm-check] (factory/wheelfactory/verify/rocm_device_code.py): hipify + hipcc for the gfx targets, where no ROCm torch is reachable.
-# MI200 and the newest Instinct target Debian's hipcc 5.2 (clang 15) knows
-DEFAULT_GFX = ("gfx90a", "gfx940")
-
-
 @click.command("rocm-check")
 @MATRIX_OPTION
 @COMPAT_OPTION
@@ -104,31 +90,13 @@ def rocm_check_command(
     matrix_path: Path, compat_path: Path | None, out_dir: Path, gfx: tuple[str, ...]
 ) -> None:
     """Hipify the kernel's CUDA sources and compile its device code with hipcc for gfx targets."""
-    from wheelfactory.cli.render import EventRenderer
-    from wheelfactory.engines.choose import debian_bases
-    from wheelfactory.images.containers import docker_client
-    from wheelfactory.project.kernel_toml import load_kernel
-    from wheelfactory.verify.rocm_device_code import check_device_code
-
-    table = load_table(compat_path)
-    matrix = load_matrix(matrix_path, table, display=str(matrix_path))
-    kernel = load_kernel(matrix.project.path)
-    targets = gfx or matrix.rocm.gfx_targets or DEFAULT_GFX
-    client = docker_client()
     out_console = console()
-    base = (
-        debian_bases(client, matrix, EventRenderer(out_console))(matrix.build.debian_base, "x86_64")
-        if matrix.build.debian_base
-        else matrix.build.base_image("x86_64")
+    done = wheelfactory.rocm_check(
+        matrix_path, compat=compat_path, out=out_dir, gfx=gfx, progress=EventRenderer(out_console)
     )
-    out = out_dir.resolve()
-    log = out / "rocm-check.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    result = check_device_code(
-        client, base, kernel, targets, work=out / ".work" / "rocm-check", log=log
-    )
+    result = done.check
     out_console.print(
-        f"{kernel.name} device code, hipified: {result.describe()} (log: {log})", markup=False
+        f"{done.kernel} device code, hipified: {result.describe()} (log: {done.log})", markup=False
     )
     out_console.print(
         "Verified: the hipified kernels compile for these targets. Not verified here: linking "
@@ -187,28 +155,16 @@ def base_image(
     idle_priority: bool,
 ) -> None:
     """Make (or reuse) a Debian-based image with the manylinux layout, without a container registry."""
-    from wheelfactory.cli.render import EventRenderer
-    from wheelfactory.errors import ImageBuildFailed
-    from wheelfactory.images.base_image import base_spec, ensure_base_image, parse_suite
-    from wheelfactory.images.containers import docker_client
-    from wheelfactory.images.emulation import host_arch
-    from wheelfactory.plan.indexes import debian_mirror
-
     err = console(stderr=True)
-    client = docker_client(hint="start one (e.g. .ci/start-docker)")
-    spec = base_spec(parse_suite(suite), debian_mirror(mirror), arch or host_arch(), tag=tag)
-    try:
-        image = ensure_base_image(
-            client,
-            spec,
-            cache_dir=cache_dir.resolve(),
-            progress=EventRenderer(err),
-            idle=idle_priority,
-        )
-    except ImageBuildFailed as exc:
-        if exc.tail:
-            err.print(exc.tail, markup=False, highlight=False)
-        raise
+    image = wheelfactory.make_base_image(
+        suite,
+        mirror=mirror,
+        tag=tag,
+        arch=arch,
+        cache_dir=cache_dir,
+        idle=idle_priority,
+        progress=EventRenderer(err),
+    )
     steps = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in image.timings) or "reused"
     made = image.suite
     err.print(
@@ -246,28 +202,16 @@ def gc_command(
     environments (projects' build systems for the host engine) that no build used lately, and what
     a killed run left half-made. Run it when no build is running: a build
     downloads and re-makes what it needs."""
-    from wheelfactory.engines.choose import DEFAULT_CACHE
-    from wheelfactory.engines.prepared_env import collect_garbage
-    from wheelfactory.engines.wheelhouse import Wheelhouse
-    from wheelfactory.support.host_env import collect_garbage as collect_host_envs
-
-    if wheelhouse is None:
-        configured = (
-            load_matrix(matrix_path, load_table(), display=str(matrix_path)).build.wheelhouse
-            if matrix_path.is_file()
-            else None
-        )
-        wheelhouse = configured or DEFAULT_CACHE / "wheelhouse"
-    unused_for_s = unused_days * 86400
-    envs = collect_garbage(wheelhouse / "envs", unused_for_s=unused_for_s, dry_run=dry_run)
-    sets = Wheelhouse(wheelhouse).collect_garbage(unused_for_s=unused_for_s, dry_run=dry_run)
-    tools = collect_host_envs(wheelhouse / "host-tools", unused_for_s=unused_for_s, dry_run=dry_run)
-    for item in (*envs, *sets, *tools):
+    done = wheelfactory.collect_garbage(
+        wheelhouse, matrix=matrix_path, unused_days=unused_days, dry_run=dry_run
+    )
+    for item in done.removed:
         click.echo(
             f"{'would remove' if dry_run else 'removed'} {item.path} ({item.bytes / 1e6:.0f} MB)"
         )
-    total = sum(item.bytes for item in (*envs, *sets, *tools)) / 1e9
+    total = sum(item.bytes for item in done.removed) / 1e9
     click.echo(
-        f"{len(envs)} prepared environment(s), {len(sets)} wheel set(s), {len(tools)} host tool "
-        f"environment(s), {total:.2f} GB{' (dry run)' if dry_run else ''} under {wheelhouse}"
+        f"{len(done.environments)} prepared environment(s), {len(done.wheel_sets)} wheel set(s), "
+        f"{len(done.host_tools)} host tool environment(s), {total:.2f} GB"
+        f"{' (dry run)' if dry_run else ''} under {done.wheelhouse}"
     )

@@ -37,3 +37,13 @@ ALLOW_UNATTESTED_OPTION = click.option(
     help="Take a wheel that has no provenance record (<wheel>.intoto.json, e.g. an older wheelfactory's "
     "build); by default it is refused. A record of other bytes or another variant is refused all the same.",
 )
+ONLY_OPTION = click.option(
+    "--only", multiple=True, metavar="PATTERN", help="Only variants whose id matches (fnmatch)."
+)
+SHARD_OPTION = click.option(
+    "--shard",
+    "shard",
+    metavar="I/N",
+    default=None,
+    help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.",
+)

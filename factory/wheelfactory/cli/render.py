@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from wheelfactory.errors import PublishError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.support.progress import (
     CommandRun,
@@ -43,6 +44,26 @@ def console(stderr: bool = False) -> Console:
     # Piped output keeps long rows whole instead of wrapping to 80 columns.
     probe = _Console(stderr=stderr)
     return probe if probe.is_terminal else _Console(stderr=stderr, width=220, soft_wrap=True)
+
+
+def unattested_warning(count: int, verb: str) -> None:
+    """The opt-out is said in the summary, so that a log shows what was published unattested."""
+    if count:
+        console(stderr=True).print(
+            f"[yellow]warning[/] --allow-unattested: {count} wheel(s) {verb} without a "
+            "provenance record",
+            highlight=False,
+        )
+
+
+def refused_error(refused: list[str], command: str) -> None:
+    """The exit (PublishError, 7) of a command that wrote what it could and refused ``refused``."""
+    if refused:
+        raise PublishError(
+            f"{len(refused)} variant(s) refused ({', '.join(refused)}): each is not what its "
+            f"manifest entry says it is (the reasons are above); `{command}` wrote the rest. "
+            "Rebuild them with `wheelfactory build`"
+        )
 
 
 def plan_json(plan: Plan) -> str:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from wheelfactory.engines.docker_steps import torch_set, tests_set
 from wheelfactory.engines.docker_run import DockerRun
+from wheelfactory.engines.docker_steps import tests_set, torch_set
 from wheelfactory.engines.docker_verify import Checked, verify_in_image
 from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import DockerBuildError, Findings

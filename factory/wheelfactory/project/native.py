@@ -24,9 +24,9 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
 from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
-from wheelfactory.project.op_checks import coverage_warnings
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
+from wheelfactory.project.op_checks import coverage_warnings
 from wheelfactory.project.stage import cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks, check_sources
 from wheelfactory.support.project_copy import (

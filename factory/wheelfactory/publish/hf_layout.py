@@ -29,7 +29,7 @@ import re
 import shutil
 import zipfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from email.message import Message
 from email.parser import HeaderParser
 from pathlib import Path, PurePosixPath
@@ -42,17 +42,13 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.project.keys import file_digest
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.index import (
-    ZIP_ERRORS,
-    IndexedWheel,
-    Skipped,
-    collect,
-    wheel_build_record,
-)
+from wheelfactory.publish.collect import IndexedWheel, build_record, collect
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import declared_kernel_depends, git_states, provenance_path
+from wheelfactory.runner.refusals import LeftOut, is_pure_python
 from wheelfactory.support import atomic, paths
-from wheelfactory.support.paths import safe_member
+from wheelfactory.support.paths import StrPath, safe_member
+from wheelfactory.verify.wheel_identity import ZIP_ERRORS
 
 BUILD_DIR = "build"
 ABI_REFUSAL = "fails kernel-abi-check: "  # how a refusal for the Hub's ABI rules begins
@@ -66,21 +62,23 @@ class Exported:
 
 
 @dataclass(frozen=True)
-class Refused:
-    """A variant not exported because a check failed: its libraries fail the Hub's ABI check
-    (``reason`` names each failing library and the checker's findings), or its wheel is not what
-    the manifest says it is (publish/index.py ``collect``)."""
-
-    variant_id: str
-    reason: str
-
-
-@dataclass(frozen=True)
 class ExportResult:
+    """What an export wrote (``exported``) and left out: ``skipped``, what the layout has no place
+    for or was not built; ``refused``, a variant whose libraries fail the Hub's ABI check (the
+    reason names each failing library and the checker's findings) or whose wheel is not what the
+    manifest says it is (publish/collect.py ``collect``)."""
+
     exported: tuple[Exported, ...]
-    skipped: tuple[Skipped, ...]
-    refused: tuple[Refused, ...]
+    skipped: tuple[LeftOut, ...]
+    refused: tuple[LeftOut, ...]
     unattested: tuple[str, ...] = ()  # exported without a provenance record (--allow-unattested)
+    manifest: Path | None = None  # the manifest exported from (``export_hf``)
+
+    @property
+    def refused_by_abi_check(self) -> bool:
+        """Every refusal (there is one) is kernel-abi-check's: a base to change, not a build."""
+        abi = [left for left in self.refused if left.reason.startswith(ABI_REFUSAL)]
+        return bool(abi) and len(abi) == len(self.refused)
 
 
 def metadata_for(
@@ -254,7 +252,7 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
                 mode = (archive.getinfo(member).external_attr >> 16) & 0o777
                 if mode:
                     path.chmod(mode)
-            record = wheel_build_record(archive, package, wheel.local_file)
+            record = build_record(archive, package, wheel.local_file)
             headers = _metadata_headers(archive)
     except ZIP_ERRORS as exc:
         raise ConfigError(
@@ -273,14 +271,14 @@ def export_hf_layout(
     if abi_check:
         require_checker()
     exported: list[Exported] = []
-    skipped: list[Skipped] = []
-    refused: list[Refused] = []
+    skipped: list[LeftOut] = []
+    refused: list[LeftOut] = []
     build = dest / BUILD_DIR
     build.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
         if wheel.variant.python != "abi3":
             skipped.append(
-                Skipped(
+                LeftOut(
                     wheel.variant_id,
                     "a per-CPython build: the Hugging Face layout holds cp39-abi3 builds only",
                 )
@@ -291,7 +289,7 @@ def export_hf_layout(
             # part holds the other archs' code (verify/fatbin.py), so none can stand for the whole
             whole = str(wheel.variant).replace(f"-{wheel.variant.gpu}-", "-")
             skipped.append(
-                Skipped(
+                LeftOut(
                     wheel.variant_id,
                     f"a part of a build split by GPU architecture: the Hugging Face "
                     f"layout has one directory per build ({whole}) holding every "
@@ -314,11 +312,8 @@ def export_hf_layout(
             raise
         if findings:  # nothing of it reaches DEST: an earlier export of the variant stays as it was
             shutil.rmtree(temp, ignore_errors=True)
-            refused.append(
-                Refused(
-                    wheel.variant_id, ABI_REFUSAL + " | ".join(str(finding) for finding in findings)
-                )
-            )
+            findings_text = " | ".join(str(finding) for finding in findings)
+            refused.append(LeftOut(wheel.variant_id, ABI_REFUSAL + findings_text, refused=True))
             continue
         atomic.swap_directory(temp, target)
         exported.append(Exported(wheel.variant_id, target))
@@ -342,17 +337,17 @@ def export_dist(
     collect's checks and ``export_hf_layout`` (kernel-abi-check only where something is compiled).
     A wheel collect refuses (not what its entry says it is, no provenance record unless
     ``allow_unattested``) is in ``refused``, as one that fails kernel-abi-check."""
-    compiled = {vid: entry for vid, entry in entries.items() if entry.hub_metadata is None}
+    compiled = {vid: entry for vid, entry in entries.items() if not is_pure_python(entry)}
     if compiled and abi_check:
         require_checker()  # before anything is written
     exported, skipped = export_pure_python(
-        dist, {vid: entry for vid, entry in entries.items() if entry.hub_metadata is not None}, dest
+        dist, {vid: entry for vid, entry in entries.items() if is_pure_python(entry)}, dest
     )
     if not compiled:
         return ExportResult(exported, skipped, ())
     wheels, not_collected = collect(dist, compiled, allow_unattested=allow_unattested)
     result = export_hf_layout(wheels, dest, abi_check=abi_check)
-    refused = tuple(Refused(s.variant_id, s.reason) for s in not_collected if s.refused)
+    refused = tuple(s for s in not_collected if s.refused)
     done = {item.variant_id for item in result.exported}
     return ExportResult(
         exported + result.exported,
@@ -364,7 +359,7 @@ def export_dist(
 
 def export_pure_python(
     dist: Path, entries: Mapping[str, manifest.Entry], dest: Path
-) -> tuple[tuple[Exported, ...], tuple[Skipped, ...]]:
+) -> tuple[tuple[Exported, ...], tuple[LeftOut, ...]]:
     """A noarch kernel's wheels (the manifest's entries with ``hub_metadata``) as
     ``dest/build/torch-<backend>/``: the package unpacked from the wheel ``wheelfactory build``
     made, beside the metadata recorded with it. Pure Python: nothing for kernel-abi-check. Every
@@ -375,7 +370,7 @@ def export_pure_python(
 
     listed = str(dist / manifest.MANIFEST)
     built: list[tuple[str, Path, dict[str, object]]] = []
-    skipped: list[Skipped] = []
+    skipped: list[LeftOut] = []
     for vid, entry in sorted(entries.items()):
         if not PURE_PYTHON_VARIANT.fullmatch(vid):
             raise ConfigError(
@@ -384,9 +379,8 @@ def export_pure_python(
                 hint="rebuild with `wheelfactory build`",
             )
         if entry.status not in ("built", "cached") or not entry.wheel or not entry.sha256:
-            skipped.append(
-                Skipped(vid, f"status {entry.status}" + (f": {entry.error}" if entry.error else ""))
-            )
+            error = f": {entry.error}" if entry.error else ""
+            skipped.append(LeftOut(vid, f"status {entry.status}{error}"))
             continue
         wheel = paths.inside(dist, entry.wheel, what="the wheel", file=listed)
         if not wheel.is_file() or file_sha256(wheel) != entry.sha256:
@@ -418,3 +412,22 @@ def export_pure_python(
         atomic.swap_directory(temp, target)
         exported.append(Exported(vid, target))
     return tuple(exported), tuple(skipped)
+
+
+def export_hf(
+    out: StrPath, dest: StrPath, *, abi_check: bool = True, allow_unattested: bool = False
+) -> ExportResult:
+    """``wheelfactory export --hf-layout DEST``: ``export_dist`` of ``out``'s manifest under the
+    output directory's lock. UsageError when the manifest lists nothing."""
+    shown = Path(out)
+    dist = shown.resolve()
+    entries = manifest.read_listed(dist, shown=shown)
+    with manifest.locked(dist):
+        result = export_dist(
+            dist,
+            entries,
+            Path(dest).resolve(),
+            abi_check=abi_check,
+            allow_unattested=allow_unattested,
+        )
+    return replace(result, manifest=dist / manifest.MANIFEST)

@@ -12,24 +12,29 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wheelfactory.errors import PublishError, UsageError
-from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.publish_config import (
     BucketTarget,
     DirectoryTarget,
+    InvalidTarget,
     PublishConfig,
     Target,
     UploadTarget,
+    parse_target,
 )
+from wheelfactory.plan.read import read_matrix
 from wheelfactory.publish import release, upload
-from wheelfactory.publish.index import IndexedWheel, Skipped, collect
+from wheelfactory.publish.collect import IndexedWheel, collect
 from wheelfactory.publish.pypi_default import default_wheels
 from wheelfactory.publish.stores import Store, open_store
 from wheelfactory.publish.variant_metadata import variant_metadata
 from wheelfactory.runner import manifest
+from wheelfactory.runner.refusals import LeftOut
+from wheelfactory.support.paths import StrPath
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class Published:
     unattested: int
 
 
-def _checked_wheels(dist: Path, allow_unattested: bool) -> tuple[list[IndexedWheel], list[Skipped]]:
+def _checked_wheels(dist: Path, allow_unattested: bool) -> tuple[list[IndexedWheel], list[LeftOut]]:
     entries = manifest.read_listed(dist)
     wheels, skipped = collect(dist, entries, allow_unattested=allow_unattested)
     refused = [s for s in skipped if s.refused]
@@ -166,8 +171,6 @@ def targets_from_cli(
     texts: Sequence[str], config: PublishConfig, base_dir: Path, *, base_url: str | None = None
 ) -> tuple[Target, ...]:
     """``--to`` replaces the matrix's targets; each string read as [publish] reads one."""
-    from wheelfactory.plan.publish_config import InvalidTarget, parse_target
-
     if not texts:
         if base_url is not None:
             raise UsageError(
@@ -181,3 +184,36 @@ def targets_from_cli(
         except InvalidTarget as exc:
             raise UsageError(f"--to: {exc}") from None
     return tuple(targets)
+
+
+def publish_dist(
+    out: StrPath = "dist",
+    *,
+    matrix: StrPath | None = None,
+    compat: StrPath | None = None,
+    targets: Sequence[str] = (),
+    base_url: str | None = None,
+    dry_run: bool = False,
+    allow_unattested: bool = False,
+    say: Callable[[str], None] = print,
+) -> Published:
+    """``wheelfactory publish``: ``out``'s wheels to the targets of ``matrix``'s [publish] table
+    (default: matrix.toml if it exists), or to ``targets`` (read as [publish] reads one, with
+    ``base_url`` for the static ones); ``say`` hears each step. ``dry_run``: what would be sent
+    and which pages change (``Published.lines``), nothing written."""
+    compat_path = Path(compat) if compat is not None else None
+    matrix_path = Path(matrix) if matrix is not None else None
+    if matrix_path is None and Path("matrix.toml").is_file():
+        matrix_path = Path("matrix.toml")
+    if matrix_path is not None:
+        spec, table = read_matrix(matrix_path, compat_path)
+        config = spec.publish
+    else:
+        table, config = load_table(compat_path), PublishConfig()
+    config = replace(
+        config, targets=targets_from_cli(targets, config, Path.cwd(), base_url=base_url)
+    )
+    request = PublishRequest(
+        Path(out).resolve(), config, dry_run=dry_run, allow_unattested=allow_unattested
+    )
+    return publish(request, table, say)

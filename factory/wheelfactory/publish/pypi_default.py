@@ -36,7 +36,7 @@ from packaging.version import Version
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.identity import VariantId
-from wheelfactory.publish.index import IndexedWheel
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
 # dist/pypi/: the relabelled wheels (never a variant id, which starts with "torch")

@@ -1,7 +1,7 @@
 """Publishing a release to a static index (a directory or a bucket: publish/stores.py).
 
 Releases accumulate: the target's own ``index.json`` lists every wheel published there before, so
-the pages are made again from those wheels plus this dist's (publish/index.py ``plan_index``), and
+the pages are made again from those wheels plus this dist's (publish/pages.py ``plan_index``), and
 an earlier release stays listed although its wheels are in no local dist any more.
 
 Files are immutable, as on PyPI: a wheel (or its ``.metadata``) that the target holds with other
@@ -24,10 +24,13 @@ from pathlib import Path
 from wheelfactory.errors import ConfigError, PublishError
 from wheelfactory.plan.index_pages import JSON_CONTENT
 from wheelfactory.plan.publish_config import BucketTarget, DirectoryTarget
-from wheelfactory.publish.index import IndexedWheel, Skipped, plan_index, wheels_from_listing
+from wheelfactory.publish.collect import IndexedWheel
+from wheelfactory.publish.index_json import InvalidListing, check_listing
+from wheelfactory.publish.listing import wheels_from_listing
+from wheelfactory.publish.pages import plan_index
 from wheelfactory.publish.stores import Store, sha256_of
 from wheelfactory.publish.variant_metadata import with_earlier_files
-from wheelfactory.publish.which import InvalidListing, check_listing
+from wheelfactory.runner.refusals import LeftOut
 
 LISTING = "index.json"
 # Files no page may link to before they are there, and that never change once published.
@@ -151,7 +154,7 @@ def plan_static(
     store: Store,
     target: DirectoryTarget | BucketTarget,
     new: Sequence[IndexedWheel],
-    skipped: Sequence[Skipped],
+    skipped: Sequence[LeftOut],
     *,
     extra_pages: tuple[tuple[str, str], ...] = (),
     extra_links: tuple[tuple[str, Path], ...] = (),

@@ -8,25 +8,29 @@ import sys
 from pathlib import Path
 
 from wheelfactory.errors import UsageError
-from wheelfactory.publish.index import DEFAULT_BASE_URL, select_script
+from wheelfactory.publish.select_script import DEFAULT_BASE_URL, select_script
 from wheelfactory.support.proc import TimeoutExpired, call
 
 _PROBE = "wheelfactory-which-probe"
 _PROBE_SECONDS = 60  # a cold interpreter on a slow disk; this is not the torch import yet
 
 
-def run_selector(
-    python: str,
-    index: str | None,
+def which(
+    python: str = sys.executable,
+    index: str | None = None,
     *,
     quiet: bool = False,
     project: str | None = None,
     gpus: tuple[str, ...] = (),
 ) -> int:
-    """Run select.py (standard library only, the runtime's fit rule embedded) with ``python`` on
-    ``index`` (default: a local `serve`); its output goes to ours; its exit code. ``project``:
-    the name the index must serve (select.py refuses an index of another project). ``gpus``: the
-    compute capabilities to choose for instead of the machine's (``--gpu``)."""
+    """``wheelfactory which``: run select.py (standard library only, the runtime's fit rule in it)
+    with ``python`` on ``index`` (default: a local `serve`); its output goes to ours; its exit
+    code. ``project``: the name the index must serve (select.py refuses an index of another
+    project; default, with no ``index``: the kernel project this directory builds, if any).
+    ``gpus``: the compute capabilities to choose for instead of the machine's (``--gpu``)."""
+    # the default index is whatever answers on 127.0.0.1:8000: another project's `serve`, perhaps
+    if project is None and index is None:
+        project = project_here(Path.cwd())
     check_interpreter(python)
     command = [
         python,

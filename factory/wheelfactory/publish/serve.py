@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from io import BytesIO
@@ -37,8 +38,10 @@ from urllib.parse import unquote, urlsplit
 
 from wheelfactory.errors import UsageError
 from wheelfactory.plan.index_pages import JSON_CONTENT
-from wheelfactory.publish.index import INDEX_LINK
+from wheelfactory.publish.generations import INDEX_LINK
+from wheelfactory.publish.listing import read_listing, read_listing_at
 from wheelfactory.support import confined
+from wheelfactory.support.paths import StrPath
 
 _LOG_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\\]")  # C0, DEL, C1 (and the escape character itself)
 _RAW_PATH_CHARS = re.compile(r"[!-~]*")  # what a request target may hold unencoded: printable ASCII
@@ -282,6 +285,9 @@ class IndexServer(ThreadingHTTPServer):
         self.log_line = QueuedLog(log_line, log_lines)  # a request never waits on the log's reader
         self.base_url = base_url
         self.root = root
+        # select.py's written base URL, by the file it was read from (requests run in threads)
+        self._select_read: tuple[tuple[int, int, int, int], str | None] | None = None
+        self._select_lock = threading.Lock()
         super().__init__((host, port), functools.partial(_Handler, directory=str(root)))
 
     @property
@@ -295,19 +301,33 @@ class IndexServer(ThreadingHTTPServer):
         """(the base URL the index was written with, the one it is served at) where they differ:
         each page, select.py and requirements file is answered with the second in place of the
         first (``index`` wrote http://127.0.0.1:8000 unless told; ``serve --port`` may be another).
-        The written one is what select.py names as its default, read per request: a regenerated
-        index may have been written with another."""
+        The written one is what select.py names as its default: a regenerated index may have been
+        written with another, so it is read again whenever select.py is another file."""
         served = self.select_base_url
+        if served is None:
+            return None
+        written = self._written_base()
+        return (written, served) if written and written != served else None
+
+    def _written_base(self) -> str | None:
+        """select.py's DEFAULT_INDEX, read once per file (device, inode, mtime and size)."""
         found = confined.walk_under(str(self.root), ["select.py"])
-        if served is None or found is None or found[1]:
+        if found is None or found[1]:
             if found is not None:
                 os.close(found[0])
             return None
         with os.fdopen(found[0], "rb") as handle:
-            written = re.search(
-                r"(?m)^DEFAULT_INDEX = '([^'\n]+)'", handle.read(1 << 20).decode("utf-8", "replace")
-            )
-        return (written.group(1), served) if written and written.group(1) != served else None
+            facts = os.fstat(handle.fileno())
+            key = (facts.st_dev, facts.st_ino, facts.st_mtime_ns, facts.st_size)
+            with self._select_lock:
+                if self._select_read is not None and self._select_read[0] == key:
+                    return self._select_read[1]
+            text = handle.read(1 << 20).decode("utf-8", "replace")
+        written = re.search(r"(?m)^DEFAULT_INDEX = '([^'\n]+)'", text)
+        base = written.group(1) if written else None
+        with self._select_lock:
+            self._select_read = (key, base)
+        return base
 
     @property
     def select_base_url(self) -> str | None:
@@ -411,3 +431,51 @@ def open_root(
             f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
             "(0 picks a free one)"
         ) from None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """A server over an index, not yet serving: what it serves and the variants its listing names,
+    each once (id, project, its index's path), for the caller to announce."""
+
+    server: IndexServer
+    root: Path
+    variants: tuple[tuple[str, str, str], ...]
+
+    @property
+    def base_url(self) -> str:
+        """Where clients reach it: --base-url, else the bound address."""
+        return self.server.base_url or self.server.url
+
+
+def open_index(
+    out: StrPath = "dist",
+    *,
+    root: StrPath | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    base_url: str | None = None,
+    log_line: Callable[[str], None] = print,
+) -> Serving:
+    """``wheelfactory serve``: a server over ``out``/index, or over ``root`` (an index ``index``
+    or a publish to a directory wrote), its listing checked before anything listens (a bad
+    index.json is one line); ``serve_forever()`` it. UsageError where there is no index."""
+    if root is not None:
+        served = Path(root).resolve()
+        hint = "give --root the directory `wheelfactory index` or a publish to a directory wrote"
+        if not (served / "index.html").is_file():
+            raise UsageError(f"{served} holds no index (no index.html): {hint}")
+        listing = read_listing_at(served, hint=hint)
+        server = open_root(served, host, port, log_line, base_url, hint=hint)
+    else:
+        dist = Path(out).resolve()
+        served = dist / INDEX_LINK
+        listing = read_listing(dist)
+        server = open_server(dist, host, port, log_line, base_url)
+    variants = cast(list[dict[str, str]], listing["variants"])  # checked the shape
+    named: dict[tuple[str, str], str] = {}
+    for variant in variants:  # one entry per release: each variant once
+        named.setdefault((variant["id"], variant["project"]), variant["index"])
+    return Serving(
+        server, served, tuple((vid, project, index) for (vid, project), index in named.items())
+    )

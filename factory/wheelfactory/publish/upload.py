@@ -48,8 +48,8 @@ from wheelfactory.errors import EnvironmentProblem, PublishError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.publish_config import VARIANT_FIELD, UploadTarget
 from wheelfactory.project.keys import file_sha256
+from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.publish.held import Deadline, one_line, read_held, within
-from wheelfactory.publish.index import IndexedWheel
 
 if TYPE_CHECKING:  # twine is the publish extra's: imported where an upload runs
     from twine.settings import Settings

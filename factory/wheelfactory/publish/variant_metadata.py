@@ -49,14 +49,10 @@ from packaging.version import Version
 
 from wheelfactory.errors import ConfigError, IndexBuildError, WheelfactoryError
 from wheelfactory.project.keys import file_sha256
-from wheelfactory.publish.index import (
-    ZIP_ERRORS,
-    IndexedWheel,
-    _page,
-    _wheel_anchor,
-    wheel_build_record,
-)
+from wheelfactory.publish.collect import IndexedWheel, build_record
+from wheelfactory.publish.pages import html_page, wheel_anchor
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
+from wheelfactory.verify.wheel_identity import ZIP_ERRORS
 
 SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 # variant.json (has providers)
@@ -90,7 +86,7 @@ def _archs(wheel: IndexedWheel) -> list[str]:
     """The CUDA archs or gfx targets the wheel's build record lists (bring-your-own: none)."""
     try:
         with zipfile.ZipFile(wheel.local_file) as archive:
-            record = wheel_build_record(archive, wheel.project, wheel.local_file)
+            record = build_record(archive, wheel.project, wheel.local_file)
     except ZIP_ERRORS as exc:
         raise ConfigError(
             f"is not a readable wheel ({' '.join(str(exc).split())})", file=str(wheel.source)
@@ -261,15 +257,15 @@ def variant_metadata(
                 )
             links.append((f"{folder}/{copy.name}", copy))
             sha = file_sha256(copy)
-            anchors.append(_wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
-        pages[f"{folder}/index.html"] = _page(f"Variant wheels of {project}", anchors)
+            anchors.append(wheel_anchor(_relabelled(wheel, copy.name, sha), copy.name))
+        pages[f"{folder}/index.html"] = html_page(f"Variant wheels of {project}", anchors)
     if dist is not None and (dist / CACHE_DIR).is_dir():  # copies of wheels no longer indexed
         used = {w.sha256[:16] for w in wheels}
         for stale in (dist / CACHE_DIR).iterdir():
             if stale.name not in used:
                 _remove(stale)
     if groups:
-        pages[f"{VARIANTS_DIR}/index.html"] = _page(
+        pages[f"{VARIANTS_DIR}/index.html"] = html_page(
             "Variant wheels (PEP 825 draft)",
             [f'<a href="{p}/">{p}</a><br/>' for p in sorted({w.project for w in wheels})],
         )
@@ -307,7 +303,7 @@ def with_earlier_files(
                 for line in held.decode("utf-8", errors="replace").splitlines()
                 if (found := _ANCHOR_LINE.fullmatch(line.strip())) and found.group(1) not in now
             ]
-            text = _page(f"Variant wheels of {parts[2]}", earlier + lines)
+            text = html_page(f"Variant wheels of {parts[2]}", earlier + lines)
         out.append((path, text))
     return tuple(out)
 

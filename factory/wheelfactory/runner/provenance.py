@@ -1,6 +1,6 @@
 """The provenance record of a built wheel: an in-toto Statement (v1) whose subject is the wheel
 (its file name and sha256) and whose predicate is SLSA Provenance v1, written beside the wheel
-as ``<wheel>.intoto.json`` and listed in the index (publish/index.py).
+as ``<wheel>.intoto.json`` and listed in the index (publish/pages.py).
 
 What the predicate holds, so that a release engineer can say what went into a wheel:
 - ``buildDefinition.externalParameters``: the matrix entry (the variant, as ``plan --format

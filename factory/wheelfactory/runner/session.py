@@ -26,8 +26,8 @@ from wheelfactory.project.stage import Staged, Target
 from wheelfactory.project.vcs_version import VersionProbe
 from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.run import Outcome, run_matrix
-from wheelfactory.support.outputs import check_output_directory
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
+from wheelfactory.support.outputs import check_output_directory
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import Listener, Notice, ignore
 

@@ -9,9 +9,12 @@ published or written (no ``..``, absolute names, backslashes, NUL, or symlinks l
 
 from __future__ import annotations
 
+import os
 from pathlib import Path, PurePosixPath
 
 from wheelfactory.errors import ConfigError
+
+StrPath = str | os.PathLike[str]  # a path as the API takes one
 
 
 def _parts(text: str) -> tuple[str, ...] | None:

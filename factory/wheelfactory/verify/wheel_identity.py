@@ -10,7 +10,7 @@ What is checked against the variant (``VariantId``) and the entry's torch releas
   variant's python (abi3: ``cp3X-abi3``; "3.11": ``cp311-cp311``);
 - the version's local label ends with the variant's (``VariantId.local_label``; a VCS version
   may come before it: ``0.3.2.dev2+gb4153aeb6.cputorch2.13``);
-- each package's build record (``<package>/_build.json``, ``read_wheel_build_record``: at most
+- each package's build record (``<package>/_build.json``, ``read_build_record``: at most
   1 MiB, each field it holds checked by the runtime's own rule), where the wheel has one: the
   fields it holds name the same variant id, torch major.minor, backend, toolkit, C++ ABI, python
   and arch;
@@ -48,8 +48,9 @@ from wheelfactory.verify.repair import is_shared_library
 RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
 BUILD_RECORD_LIMIT = 1 << 20
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-# What reading a damaged or hostile zip can raise (as publish/index.py's ZIP_ERRORS).
-_ZIP_ERRORS = (
+# What reading a damaged or hostile zip can raise (bad headers, bad deflate data, an unsupported
+# compression or encryption, a member that claims more bytes than it has): every reader of wheels.
+ZIP_ERRORS = (
     zipfile.BadZipFile,
     zlib.error,
     EOFError,
@@ -78,7 +79,7 @@ def wheel_identity_problems(
                 variant.arch,
             )
             problems += record_problems(archive)
-    except _ZIP_ERRORS as exc:
+    except ZIP_ERRORS as exc:
         problems.append(
             f"is not a readable wheel ({' '.join(str(exc).split()) or type(exc).__name__})"
         )
@@ -152,11 +153,11 @@ def _packages(archive: zipfile.ZipFile) -> list[str]:
     return sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
 
 
-def read_wheel_build_record(archive: zipfile.ZipFile, package: str) -> dict[str, object] | None:
+def read_build_record(archive: zipfile.ZipFile, package: str) -> dict[str, object] | None:
     """The build record of the wheel's top-level package ``package`` (None: it has none), read by
     the runtime's reader: at most ``BUILD_RECORD_LIMIT`` bytes, each field it holds as the runtime's
     full rule takes it (a partial record too: ``partial_record``). RecordError naming the member
-    otherwise; what ``_ZIP_ERRORS`` lists when the archive is damaged."""
+    otherwise; what ``ZIP_ERRORS`` lists when the archive is damaged."""
     member = record_member(package)
     try:
         size = archive.getinfo(member).file_size  # reading stops there too: zipfile holds to it
@@ -173,7 +174,7 @@ def _build_record_problems(
     problems: list[str] = []
     for package in _packages(archive):
         try:
-            record = read_wheel_build_record(archive, package)
+            record = read_build_record(archive, package)
         except RecordError as exc:
             problems.append(str(exc))
             continue

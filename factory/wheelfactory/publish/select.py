@@ -1,19 +1,18 @@
 """Which variant fits this environment: the exact pip command, or why none fits and what is nearest.
 
-Standard library only, on purpose: ``wheelfactory index`` copies this file into the index as
-``select.py``, so a user without wheelfactory runs ``curl -s URL/select.py | python -`` in the
-environment they want to install into; ``wheelfactory which --python PY`` runs the same file with
-that interpreter. It reads the index's ``index.json`` (a URL or a directory) and the running
+``wheelfactory index`` serves this module as the index's ``select.py``, so a user without
+wheelfactory runs ``curl -s URL/select.py | python -`` in the environment they want to install
+into; ``wheelfactory which --python PY`` runs the same script with that interpreter. It reads the
+index's ``index.json`` (a URL or a directory; its shape: publish/index_json.py) and the running
 torch, and applies the rule the kernel runtime applies before it loads a prebuilt library: the
 runtime's own ``_fit.check_fit`` (same arch, same torch major.minor or a stable-ABI build for an
 older one, same C++ ABI, the backend of this torch, a CPython the wheel serves).
 
-Here that rule is imported from the runtime; in select.py, ``wheelfactory index`` replaces that
-import statement with the source of runtime/_fit.py, so the served script stays one
-standard-library file (tests/publish/test_fit_agreement.py runs it so).
+Standard library only, on purpose: the served script is runtime/_fit.py, publish/index_json.py
+and this module, one after the other as the package holds them, less their imports of each other
+(publish/select_script.py; tests/publish/test_fit_agreement.py runs it with nothing else). No
+``from __future__`` import here, then: the served file's is runtime/_fit.py's, at its top.
 """
-
-from __future__ import annotations
 
 import argparse
 import json
@@ -25,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from typing import NoReturn
 
-from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted here
+from wheelfactory._runtime._fit import (
     FitBuild,
     FitEnv,
     check_fit,
@@ -34,8 +33,18 @@ from wheelfactory._runtime._fit import (  # select.py: runtime/_fit.py pasted he
     normalize_machine,
     parse_major_minor,
 )
+from wheelfactory.publish.index_json import (
+    InvalidListing,
+    VersionKey,
+    check_listing,
+    version_key,
+)
 
 DEFAULT_INDEX = "http://127.0.0.1:8000"  # replaced with the index's base URL in the served copy
+DESCRIPTION = (
+    "Which variant fits this environment: the exact pip command, "
+    "or why none fits and what is nearest."
+)
 # Exit codes, as wheelfactory's table spells them (README "Exit codes"): a wrong --index is bad
 # input (2), an environment without torch lacks what the answer needs (9).
 EXIT_NO_MATCH = 1
@@ -128,35 +137,6 @@ def load_listing(index: str) -> dict[str, object]:
     _fail(f"select: no index.json under {shown} (run `wheelfactory index` first)", EXIT_NO_INDEX)
 
 
-# Each variant's keys that the fit rule and the pip command read, with their JSON types.
-_VARIANT_KEYS: dict[str, tuple[type, ...]] = {
-    "id": (str,),
-    "project": (str,),
-    "torch": (str,),
-    "backend": (str,),
-    "cxx11_abi": (bool,),
-    "python": (str,),
-    "arch": (str,),
-    "index": (str,),
-    "toolkit": (str, type(None)),
-    "stable_abi": (bool, type(None)),
-}
-# Keys a listing may lack (older ones lack the last four) but that must have these types when present.
-_OPTIONAL_KEYS: dict[str, tuple[type, ...]] = {
-    "toolkit": (str, type(None)),
-    "stable_abi": (bool, type(None)),
-    "version": (str,),
-    "gpu": (str,),
-    "requires_python": (str, type(None)),
-    "core_metadata_sha256": (str, type(None)),
-    "size": (int,),
-}
-
-
-class InvalidListing(ValueError):
-    """index.json is not what `wheelfactory index` writes; the message says where in it."""
-
-
 def _checked(raw: bytes, where: str) -> dict[str, object]:
     try:
         return check_listing(raw)
@@ -171,110 +151,6 @@ def _bad_index(where: str, problem: str) -> NoReturn:
         file=sys.stderr,
     )
     raise SystemExit(EXIT_BAD_INDEX)
-
-
-def quoted(value: object) -> str:
-    """``value`` as JSON, cut to 60 characters: a listing's bad value, quoted in one line."""
-    try:
-        text = json.dumps(value, ensure_ascii=True)
-    except (ValueError, TypeError, RecursionError):
-        text = type(value).__name__
-    return text if len(text) <= 60 else text[:60] + "..."
-
-
-def check_listing(raw: bytes) -> dict[str, object]:
-    """index.json's text as a listing: an object whose ``variants`` is a list of objects with the
-    keys ``choose`` reads, of the right types (versions that parse); InvalidListing otherwise."""
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:
-        raise InvalidListing(f"not JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise InvalidListing("not a JSON object")
-    try:  # a "\\udcff" escape parses to a lone surrogate, which no page or file can be written with
-        json.dumps(data, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidListing(
-            f"holds {exc.object[exc.start : exc.end]!a}, an escape of no character"
-        ) from None
-    variants = data.get("variants", [])
-    if not isinstance(variants, list):
-        raise InvalidListing("variants: expected a list")
-    for number, variant in enumerate(variants):
-        if not isinstance(variant, dict):
-            raise InvalidListing(f"variants[{number}]: expected an object, got {quoted(variant)}")
-        for key, types in {**_VARIANT_KEYS, **_OPTIONAL_KEYS}.items():
-            if key not in variant and key in _OPTIONAL_KEYS:
-                continue
-            if key not in variant:
-                raise InvalidListing(f"variants[{number}]: missing key {key}")
-            if not isinstance(variant[key], types) or (
-                key == "size" and isinstance(variant[key], bool)
-            ):
-                raise InvalidListing(
-                    f"variants[{number}]: {key}: {quoted(variant[key])} has the wrong type"
-                )
-        if "version" in variant and _VERSION.fullmatch(str(variant["version"])) is None:
-            raise InvalidListing(
-                f"variants[{number}]: version: {quoted(variant['version'])} is not a "
-                "normalized PEP 440 version"
-            )
-        for key in ("torch", "toolkit", "python"):
-            value = variant.get(key)
-            if value is None or (key == "python" and value == "abi3"):
-                continue
-            try:
-                parse_major_minor(str(value))
-            except ValueError:
-                raise InvalidListing(
-                    f"variants[{number}]: {key}: {quoted(value)} is not a major.minor version"
-                ) from None
-    return data
-
-
-# A PEP 440 version as index.json writes it (normalized: packaging's str(Version)).
-_VERSION = re.compile(
-    r"(?:(?P<epoch>[0-9]+)!)?(?P<release>[0-9]+(?:\.[0-9]+)*)(?:(?P<pre_l>a|b|rc)(?P<pre_n>[0-9]+))?"
-    r"(?:\.post(?P<post>[0-9]+))?(?:\.dev(?P<dev>[0-9]+))?(?:\+(?P<local>[a-z0-9]+(?:\.[a-z0-9]+)*))?"
-)
-VersionKey = tuple[
-    int,
-    tuple[int, ...],
-    tuple[int, str, int],
-    tuple[int, int],
-    tuple[int, int],
-    tuple[int, tuple[tuple[int, int, str], ...]],
-]
-_LOWEST: VersionKey = (-1, (), (-1, "", 0), (-1, 0), (-1, 0), (-1, ()))
-
-
-def version_key(version: str) -> VersionKey:
-    """A normalized version ordered as PEP 440 (and packaging's Version) orders it; standard
-    library only, for select.py. Anything else sorts below every version."""
-    found = _VERSION.fullmatch(version)
-    if found is None:
-        return _LOWEST
-    release = [int(part) for part in found["release"].split(".")]
-    while release and release[-1] == 0:  # 1.0 == 1
-        release.pop()
-    post, dev = found["post"], found["dev"]
-    if found["pre_l"]:
-        pre = (0, found["pre_l"], int(found["pre_n"]))  # a < b < rc, as strings too
-    else:
-        # 1.0.dev1 < 1.0a1; 1.0 > 1.0rc1
-        pre = (-1, "", 0) if dev is not None and post is None else (1, "", 0)
-    local = found["local"]
-    return (
-        int(found["epoch"] or 0),
-        tuple(release),
-        pre,
-        (-1, 0) if post is None else (0, int(post)),
-        (1, 0) if dev is None else (0, int(dev)),  # 1.0.dev1 < 1.0
-        (-1, ())
-        if local is None
-        # 1.0 < 1.0+anything; in a label, words before numbers
-        else (0, tuple((1, int(p), "") if p.isdigit() else (0, 0, p) for p in local.split("."))),
-    )
 
 
 def fit_env(env: dict[str, object]) -> FitEnv:
@@ -394,7 +270,7 @@ def _canonical(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="select", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="select", description=DESCRIPTION)
     parser.add_argument("--index", default=DEFAULT_INDEX, help="the index's URL or dist directory")
     parser.add_argument(
         "--quiet", "-q", action="store_true", help="print only the --index-url value"
