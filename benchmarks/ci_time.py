@@ -27,8 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from repo_paths import TEST_CACHE  # noqa: E402 (pytest-free: the tests' cache folder)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the checkout: the tests package
+from tests.repo_paths import TEST_CACHE  # noqa: E402 (pytest-free: the tests' cache folder)
 
 PHASES = ("set-up", "images", "wheel sets", "environments", "compiles", "checks", "tests")
 # The factory's build phases (support/timeline.py names them) -> the report's phases.

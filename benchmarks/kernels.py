@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "kernels")]  # repo_paths, fusedops_build (no pytest)
+sys.path.insert(0, str(REPO))  # the tests package: fusedops_build (no pytest)
 
-from fusedops_build import TEST_NAMESPACE, build_cpu_library  # noqa: E402
+from tests.kernels.fusedops_build import TEST_NAMESPACE, build_cpu_library  # noqa: E402
 
 
 def build_library() -> Any:

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "runtime")]  # repo_paths, rt_assemble (no pytest)
+sys.path.insert(0, str(REPO))  # the tests package: rt_assemble (no pytest)
 
-import rt_assemble as rt  # (the tests' package assembler: the factory's installed layout)
+from tests.runtime import rt_assemble as rt  # (the tests' package assembler: the factory's installed layout)
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 TIMED = r"""

@@ -48,10 +48,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "tests" / "publish")]  # dist_fakes, index_servers (no pytest)
+sys.path.insert(0, str(REPO))  # the tests package: dist_fakes, index_servers (no pytest)
 
-from dist_fakes import MORE_WHEELS, WHEELS, make_dist  # noqa: E402
-from index_servers import BIN, DevpiServer, PypiServer, S3Server, Server, start_retrying  # noqa: E402
+from tests.publish.dist_fakes import MORE_WHEELS, WHEELS, make_dist  # noqa: E402
+from tests.index_servers import BIN, DevpiServer, PypiServer, S3Server, Server, start_retrying  # noqa: E402
 
 # Import names, each also named in the docstring (tests/test_benchmarks_standalone.py checks both)
 REQUIRES = ("boto3", "twine", "moto", "devpi_server", "pypiserver", "uv", "pip")

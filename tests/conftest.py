@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.expand import Plan, expand
 from wheelfactory.plan.matrix import Matrix, parse_matrix
@@ -14,7 +14,7 @@ from wheelfactory.plan.tomlsource import TomlDocument
 
 # Where the run's time goes, per test, fixture and build phase (benchmarks/ci_time.py reads it), and
 # how the tests are spread over the pytest-xdist workers (the Docker lanes).
-pytest_plugins = ("timing_plugin", "lanes")
+pytest_plugins = ("tests.timing_plugin", "tests.lanes", "tests.docker_tier")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

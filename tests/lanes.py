@@ -26,14 +26,14 @@ import pytest
 from xdist.scheduler import LoadScopeScheduling
 
 LANES = ("docker-sample", "docker-projects")  # the longest first: it starts first
-DEFAULT_DOCKER_LANE = "docker-sample"  # a module of tests/docker/ without a lane marker
+DEFAULT_DOCKER_LANE = "docker-sample"  # a module marked docker without a lane marker
 DOCKER_TIER = "docker"
 GROUPS_KEY = "wheelfactory_groups"  # the file, in each worker's workerinput
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"lane(name): the Docker lane a module runs in (one of {', '.join(LANES)}; "
-                                       f"tests/docker/ without one: {DEFAULT_DOCKER_LANE})")
+                                       f"a docker-marked module without one: {DEFAULT_DOCKER_LANE})")
     if not hasattr(config, "workerinput"):
         config.stash[_GROUPS_FILE] = Path(tempfile.mkdtemp(prefix="wheelfactory-lanes-")) / "groups.json"
 
@@ -49,7 +49,7 @@ def lane_of(item: pytest.Item) -> str:
         if name not in LANES:
             raise pytest.UsageError(f"{item.nodeid}: lane {name!r} is not one of {', '.join(LANES)}")
         return name
-    if DOCKER_TIER in item.path.relative_to(item.session.path).parts[:2]:
+    if DOCKER_TIER in item.keywords:  # the tier is the marker, whatever folder the module is in
         return DEFAULT_DOCKER_LANE
     return item.nodeid.split("::")[0]
 
@@ -80,7 +80,7 @@ def schedule(items: list[pytest.Item]) -> list[pytest.Item]:
     return [item for _, item in sorted(enumerate(items), key=rank)]
 
 
-@pytest.hookimpl(trylast=True)  # after the conftests' own reordering (tests/docker/conftest.py)
+@pytest.hookimpl(trylast=True)  # after the other plugins' own reordering (tests/docker_tier.py)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     items[:] = schedule(items)
     workerinput = getattr(config, "workerinput", None)

@@ -2,7 +2,7 @@
 ``SharedBuild`` beside the tests that read it, made once per run into the test cache
 (``TEST_CACHE/<name>``) and kept across runs (the factory's cache key makes an unchanged rebuild
 all cached). A test that needs a built variant reads one of these (the Docker tier's
-``shared_build`` fixture, tests/docker/conftest.py); a test that changes something (an edit, a
+``shared_build`` fixture, tests/docker_tier.py); a test that changes something (an edit, a
 flag, a kill) builds a copy in its own tmp_path.
 
 tests/test_ci_budget.py plans every declared build with the factory's own planner and fails when
@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-# The Docker tier's offline [build] tables (tests/docker/conftest.py offline_build_tables) as the
+# The Docker tier's offline [build] tables (tests/docker_tier.py offline_build_tables) as the
 # planner sees them: the base image's tag is only known once it is made.
 PLANNING_TABLES = """
 [[exclude]]

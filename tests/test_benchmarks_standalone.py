@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 
 BENCHMARKS = sorted((REPO / "benchmarks").glob("*.py"))
 # What a benchmark's environment has besides the standard library (wheelfactory's own
@@ -27,11 +27,13 @@ AVAILABLE = {"wheelfactory", "torch", "numpy"}
 
 
 def _local_modules() -> dict[str, list[Path]]:
-    found: dict[str, list[Path]] = {}
-    for folder in (REPO / "benchmarks", REPO / "tests"):
-        for path in folder.rglob("*.py"):
-            if "fixtures" not in path.relative_to(REPO).parts:
-                found.setdefault(path.stem, []).append(path)
+    """Import name -> file, for every module of the checkout a benchmark may reach: benchmarks/
+    by bare name (they sit beside each other), the tests package by its dotted name."""
+    found: dict[str, list[Path]] = {path.stem: [path] for path in (REPO / "benchmarks").glob("*.py")}
+    for path in (REPO / "tests").rglob("*.py"):
+        if "fixtures" not in path.relative_to(REPO).parts:
+            parts = path.relative_to(REPO).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = [path]
     return found
 
 
@@ -39,14 +41,19 @@ LOCAL = _local_modules()
 
 
 def imported_names(path: Path) -> set[str]:
-    """The top-level names of every module ``path`` imports, wherever the import statement is."""
+    """The modules ``path`` imports, wherever the import statement is: the top-level name of each,
+    and the whole dotted name (and each ``from X import name`` as X.name) of the checkout's own."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            names.update(alias.name.split(".")[0] for alias in node.names)
+            dotted = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names.add(node.module.split(".")[0])
-    return names
+            dotted = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        for name in dotted:
+            names.add(name if name in LOCAL else name.split(".")[0])
+    return {name for name in names if name in LOCAL or "." not in name}
 
 
 def declared_requirements(path: Path) -> tuple[str, ...]:
@@ -81,7 +88,7 @@ def unavailable_imports(start: Path) -> list[str]:
 
 def test_the_scan_sees_a_test_helper_that_needs_pytest(tmp_path: Path) -> None:
     bench = tmp_path / "bench.py"
-    bench.write_text("import json\n\ndef main():\n    from testkit import run_cli\n")
+    bench.write_text("import json\n\ndef main():\n    from tests.testkit import run_cli\n")
     assert any(p.endswith("imports pytest") and "testkit.py" in p for p in unavailable_imports(bench))
 
 

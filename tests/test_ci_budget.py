@@ -13,8 +13,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from shared_builds import SharedBuild
-from testkit import REPO
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO
 
 CI_RUN = REPO / ".ci" / "run"
 PHASES = ["venv", "apt", "engine", "docs", "pytest"]
@@ -81,8 +81,8 @@ def test_the_plugin_records_fixtures_and_builds_in_workers_and_ci_time_tabulates
     (suite / "test_sample.py").write_text(textwrap.dedent(SUITE))
     times = tmp_path / "times.json"
     env = {**os.environ, "WHEELFACTORY_TEST_TIMES": str(times),
-           "PYTHONPATH": os.pathsep.join([str(REPO / "tests"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "timing_plugin", "-n", "2", "-p",
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.timing_plugin", "-n", "2", "-p",
                            "no:cacheprovider", str(suite)], cwd=suite, env=env, capture_output=True, text=True,
                           timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -126,21 +126,14 @@ def ci_time():  # type: ignore[no-untyped-def]
 
 def declared_builds() -> list[tuple[Path, SharedBuild]]:
     """Every SharedBuild a test module declares at its top level, with the module's path."""
-    import importlib.util
+    import importlib
 
     found = []
     for path in sorted((REPO / "tests").rglob("*.py")):
         if "fixtures" in path.relative_to(REPO).parts or "SharedBuild(" not in path.read_text():
             continue
-        if str(path.parent) not in sys.path:
-            sys.path.insert(0, str(path.parent))  # its helpers (docker_helpers), as its conftest does
-        module = sys.modules.get(path.stem)
-        if module is None or getattr(module, "__file__", None) != str(path):
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[path.stem] = module  # as pytest imports it (its dataclasses look it up there)
-            spec.loader.exec_module(module)
+        # by its package name, as pytest imports it: one module object whoever asks
+        module = importlib.import_module(".".join(path.relative_to(REPO).with_suffix("").parts))
         found += [(path, value) for value in vars(module).values() if isinstance(value, SharedBuild)]
     return found
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 
 DOT = r"\."
 HOSTS = (("pypi", "org"), ("python" + "hosted", "org"), ("download", "pytorch", "org"),

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from testkit import REPO
+from tests.testkit import REPO
 
 PACKAGE = REPO / "factory" / "wheelfactory"
 PROC = PACKAGE / "support" / "proc.py"

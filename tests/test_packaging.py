@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import REPO, pip_install
+from tests.testkit import REPO, pip_install
 
 pytestmark = pytest.mark.slow
 

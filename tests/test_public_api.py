@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import wheelfactory
-from testkit import REPO, docs_text, markdown_section
+from tests.testkit import REPO, docs_text, markdown_section
 from wheelfactory import errors
 
 README = (REPO / "README.md").read_text()
@@ -100,7 +100,7 @@ def test_each_command_is_its_api_function(command: str, monkeypatch: pytest.Monk
                                           capsys: pytest.CaptureFixture[str]) -> None:
     """The command line calls the exported function, with the options as plain arguments: what
     the function raises is what the command says, and nothing else ran before it."""
-    from testkit import run_cli
+    from tests.testkit import run_cli
 
     argv, name = COMMANDS[command]
     assert name in wheelfactory.__all__ and callable(getattr(wheelfactory, name))

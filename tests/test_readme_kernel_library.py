@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import tomli_w
-from testkit import REPO, docs_text, markdown_section
+from tests.testkit import REPO, docs_text, markdown_section
 from wheelfactory import load_plan
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory import load_plan
 
 

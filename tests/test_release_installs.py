@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO, make_wheel, pip_install, uv_pip
+from tests.testkit import REPO, make_wheel, pip_install, uv_pip
 
 TESTS = REPO / "tests"
 # the kit itself, and this module, whose contrast runs pip with the host's cap on purpose

@@ -1,7 +1,7 @@
-"""Helpers every test tier shares: ``from testkit import REPO, run_cli, make_wheel, pip_install``.
+"""Helpers every test tier shares: ``from tests.testkit import REPO, run_cli, make_wheel, pip_install``.
 
-tests/ is on sys.path for every test module (tests/conftest.py puts it there), so this imports
-from any folder below it. Fixtures stay in the conftest files; plain helpers live here, since
+tests/ is a package (pytest puts the checkout, its parent, on sys.path), so every module imports
+its helpers by their package name. Fixtures stay in the conftest files; plain helpers live here, since
 test modules cannot import a conftest. It imports nothing heavy (no torch, no docker).
 """
 
@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pytest
-from fake_wheels import DEFAULT_TAG as DEFAULT_TAG  # pytest-free, so the benchmarks can use it
-from fake_wheels import make_wheel as make_wheel
-from fake_wheels import write_provenance as write_provenance
-from repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
-from repo_paths import TEST_CACHE as TEST_CACHE
-from repo_paths import cache_lock as cache_lock
+from tests.fake_wheels import DEFAULT_TAG as DEFAULT_TAG  # pytest-free, so the benchmarks can use it
+from tests.fake_wheels import make_wheel as make_wheel
+from tests.fake_wheels import write_provenance as write_provenance
+from tests.repo_paths import REPO as REPO  # the checkout; pytest-free, so the benchmarks can use it
+from tests.repo_paths import TEST_CACHE as TEST_CACHE
+from tests.repo_paths import cache_lock as cache_lock
 
 # WHEELFACTORY_TEST_LEAN=1 (.ci/run sets it): a module frees the GBs it alone needed (images, wheel
 # sets, venvs) once it is done, since a CI clone reuses nothing and the disk is ~34 GiB

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from repo_paths import TEST_CACHE
+from tests.repo_paths import TEST_CACHE
 
 TIMES_FILE = Path(os.environ.get("WHEELFACTORY_TEST_TIMES", TEST_CACHE / "test-times.json"))
 FORMAT = 1

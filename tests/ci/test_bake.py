@@ -14,7 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from testkit import REPO, run_cli
+from tests.testkit import REPO, run_cli
 from wheelfactory.ci.bake import PLATFORMS, VARIANTS_LABEL, BakePlan, plan_bake, write_bake
 from wheelfactory.engines import docker_run
 from wheelfactory.engines.wheelhouse import Wheelhouse

@@ -28,7 +28,7 @@ from typing import Any
 import click
 import pytest
 import yaml
-from testkit import REPO, docs_text, markdown_section, run_cli
+from tests.testkit import REPO, docs_text, markdown_section, run_cli
 from wheelfactory import __version__
 from wheelfactory.ci.github import GithubOptions, repo_path, stale_diff
 from wheelfactory.cli.main import cli
@@ -469,7 +469,7 @@ def test_watch_torch_job_reports_a_new_release_in_the_summary(checkout: Path, ca
     """The job's scripts in bash, against a torch index served here with a torch the table lacks
     (pip's index, as the job finds it: PIP_INDEX_URL): status 1, the fragment in the job summary
     and the refreshed table written; the fail step then fails. Against a table that knows it: 0."""
-    from torch_index_kit import FILES, write_index
+    from tests.ci.torch_index_kit import FILES, write_index
 
     root, base = http_index
     write_index(root / "idx", "html", FILES)
@@ -591,7 +591,7 @@ def test_publish_job_scripts_merge_and_index_the_downloaded_builds(checkout: Pat
                                                                    tmp_path: Path) -> None:
     """The steps before `publish`, in bash at the checkout's root, from the layout the download
     step leaves (parts/wheels-<id>/): a merged dist/ with its index, as the index job makes it."""
-    from test_merge import CPU213, CPU214, make_part
+    from tests.ci.test_merge import CPU213, CPU214, make_part
 
     add_publish(checkout, BUCKET)
     doc = parse(generate(capsys, "-m", "matrix.toml"))

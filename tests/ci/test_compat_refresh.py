@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from testkit import REPO
-from torch_index_kit import FILES, write_index
+from tests.testkit import REPO
+from tests.ci.torch_index_kit import FILES, write_index
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.index_pages import listed_files
 from wheelfactory.plan.table_refresh import compare

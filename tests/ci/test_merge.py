@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel, run_cli, write_provenance
+from tests.testkit import make_wheel, run_cli, write_provenance
 from wheelfactory.ci.merge import apply_merge, plan_merge
 from wheelfactory.errors import WriteFailed
 from wheelfactory.project.keys import file_sha256

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.cli.main import main
 from wheelfactory.runner import manifest
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from testkit import REPO
+from tests.testkit import REPO
 
 
 def test_nothing_the_host_can_build_is_exit_5_with_the_list(tmp_path: Path) -> None:

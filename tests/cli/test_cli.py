@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 
 
 def wheelfactory(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import re
-from testkit import REPO
+from tests.testkit import REPO
 
 CLI = REPO / "factory" / "wheelfactory" / "cli"
 LIMIT = 20

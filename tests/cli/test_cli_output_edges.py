@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.cli.main import CLOSED_PIPE_EXIT, cli
 from wheelfactory.errors import WriteFailed
 
@@ -116,11 +116,7 @@ def test_every_subcommand_run_for_real_never_prints_a_traceback(tmp_path: Path) 
     """Not only --help: each subcommand doing its work (on a small dist with an index), and with a
     300-character argument where it takes a path or URL, under a full standard output, a closed
     pipe and the C locale. Exit codes vary with the case; a traceback is never the answer."""
-    sys.path.insert(0, str(REPO / "tests" / "publish"))
-    try:
-        from dist_fakes import make_dist
-    finally:
-        sys.path.pop(0)
+    from tests.publish.dist_fakes import make_dist
     dist, long = tmp_path / "dïst", "x" * 300  # a non-ASCII name: surrogate escapes under the C locale
     dist.mkdir()
     make_dist(dist)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import wheelfactory as wheelfactory_api
-from testkit import REPO, run_cli
+from tests.testkit import REPO, run_cli
 from wheelfactory.runner import manifest
 
 FIXTURE = REPO / "tests" / "fixtures" / "kb_noarch"

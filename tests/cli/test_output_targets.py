@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from outputs_kit import VID, make_repo, run, snapshot, temp_files
+from tests.cli.outputs_kit import VID, make_repo, run, snapshot, temp_files
 from wheelfactory.support import atomic
 
 

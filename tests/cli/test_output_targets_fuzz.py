@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
-from outputs_kit import VID, make_repo, snapshot, temp_files
+from tests.cli.outputs_kit import VID, make_repo, snapshot, temp_files
 from wheelfactory.cli.main import main
 
 # No example database: the suite must not write .hypothesis/ into the checkout.

@@ -12,10 +12,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-from repo_paths import cache_lock
-from shared_builds import SharedBuild
-from testkit import LEAN as LEAN
-from testkit import REPO, TEST_CACHE, run_build, uv_pip, wheelhouse_venv
+from tests.repo_paths import cache_lock
+from tests.shared_builds import SharedBuild
+from tests.testkit import LEAN as LEAN
+from tests.testkit import REPO, TEST_CACHE, run_build, uv_pip, wheelhouse_venv
 
 # Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) what the Docker tier
 # needs (the engine, redis-server, chromium) must be there: a test fails instead of skipping.

@@ -22,9 +22,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from tests.docker.docker_helpers import make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.emulated, pytest.mark.lane("docker-projects")]
 

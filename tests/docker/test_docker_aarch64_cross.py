@@ -18,9 +18,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import REQUIRED, make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from tests.docker.docker_helpers import REQUIRED, make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE
 
 # last: .ci/run starts `wheelfactory base-image --arch aarch64` in the background before the tests
 # (ensure_base_image lets one maker at a time make a base: this waits for it if it is not done)

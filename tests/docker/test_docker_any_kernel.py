@@ -12,9 +12,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, pip_install
+from tests.docker.docker_helpers import make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -19,8 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import VARIANTS, build, manifest, matrix_text
-from testkit import REPO, TEST_CACHE, processes_naming, wait_for_log_line
+from tests.docker.docker_helpers import VARIANTS, build, manifest, matrix_text
+from tests.testkit import REPO, TEST_CACHE, processes_naming, wait_for_log_line
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

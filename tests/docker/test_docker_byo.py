@@ -11,9 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import make_shared
-from shared_builds import SharedBuild
-from testkit import REPO
+from tests.docker.docker_helpers import make_shared
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

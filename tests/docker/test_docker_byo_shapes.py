@@ -24,9 +24,9 @@ from pathlib import Path
 
 import docker
 import pytest
-from docker_helpers import make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import DEBUG_INFO, REPO, debug_files, debug_sections
+from tests.docker.docker_helpers import make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import DEBUG_INFO, REPO, debug_files, debug_sections
 from wheelfactory.images.containers import Container
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -162,7 +162,7 @@ def test_both_engines_compile_with_the_optimization_python_gives(offline_build_t
     the environment. The host engine's path mapping once went into CFLAGS and replaced them: -O0."""
     import sysconfig
 
-    from testkit import build_on_host
+    from tests.testkit import build_on_host
 
     workdir = make_shared(MULTI, offline_build_tables)
     (entry,) = manifest(workdir / "dist").values()

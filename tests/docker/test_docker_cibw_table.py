@@ -15,9 +15,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO
+from tests.docker.docker_helpers import make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 
@@ -86,7 +86,7 @@ def test_a_table_step_no_offline_build_can_run_fails_its_variant_before_anything
     at once naming the option and the fix, before its image, its wheel sets or its compile."""
     import shutil
 
-    from docker_helpers import build
+    from tests.docker.docker_helpers import build
 
     project = tmp_path / "graphops"
     shutil.copytree(REPO / "tests" / "fixtures" / "cibw_table", project)

@@ -26,9 +26,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build, check_cuda_variant, make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, follow_add_an_op
+from tests.docker.docker_helpers import build, check_cuda_variant, make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, follow_add_an_op
 from wheelfactory.plan.identity import GpuSlice
 from wheelfactory.verify import cuda_binary
 from wheelfactory.verify.fatbin import keep_part_of_wheel
@@ -167,8 +167,8 @@ def cuda_torch(cuda_build: Path, tmp_path_factory: pytest.TempPathFactory) -> tu
     """An interpreter that imports the CUDA torch 2.15 the builds used, and its environment: this
     one with the prepared environment on PYTHONPATH, as the build containers use it, or (once the
     run collected that) a venv hard-linked from the same wheel set."""
-    from docker_helpers import REQUIRED, prepared_torch_env
-    from testkit import TEST_CACHE, wheelhouse_sets_with, wheelhouse_venv
+    from tests.docker.docker_helpers import REQUIRED, prepared_torch_env
+    from tests.testkit import TEST_CACHE, wheelhouse_sets_with, wheelhouse_venv
 
     python = f"cp{sys.version_info[0]}{sys.version_info[1]}"
     prepared = prepared_torch_env(TEST_CACHE / "wheelhouse", "2.15.0", f"{python}-{python}")

@@ -24,9 +24,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, make_shared, manifest, prepared_torch_env
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE, pip_install
+from tests.docker.docker_helpers import LEAN, make_shared, manifest, prepared_torch_env
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE, pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 MODULE_TORCHES = frozenset({("2.5", "3.9"), ("2.6", "3.9")})  # bullseye's Python: this module's alone

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import LEAN, make_shared, manifest, torch_wheels
-from shared_builds import SharedBuild
-from testkit import REPO, pip_install, wheelhouse_venv
+from tests.docker.docker_helpers import LEAN, make_shared, manifest, torch_wheels
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, pip_install, wheelhouse_venv
 from wheelfactory.plan.compat import load_table
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]

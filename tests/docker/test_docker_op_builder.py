@@ -15,9 +15,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO
+from tests.docker.docker_helpers import make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 

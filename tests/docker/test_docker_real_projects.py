@@ -27,9 +27,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from docker_helpers import build, make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from tests.docker.docker_helpers import build, make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 # torch 2.15 (CUDA 13.2, ~9 GB of wheels and environment): the CUDA, kernel-builder and newest-torch

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import docker
 import pytest
-from docker_helpers import LEAN, check_cuda_variant, free_torches, make_shared, manifest
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE
+from tests.docker.docker_helpers import LEAN, check_cuda_variant, free_torches, make_shared, manifest
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.lane("docker-projects")]
 

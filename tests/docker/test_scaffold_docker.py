@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from docker_helpers import manifest
-from testkit import TEST_CACHE, pip_install
+from tests.docker.docker_helpers import manifest
+from tests.testkit import TEST_CACHE, pip_install
 from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

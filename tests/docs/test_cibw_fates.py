@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from testkit import docs_text, markdown_section
+from tests.testkit import docs_text, markdown_section
 from wheelfactory.project import cibw_table
 from wheelfactory.project.cibw_table import decide, read_cibw_table
 

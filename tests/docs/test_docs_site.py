@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 import pytest
-from testkit import REPO, docs_text, markdown_section
+from tests.testkit import REPO, docs_text, markdown_section
 from wheelfactory import load_plan
 from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
 

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE, chromium_or_skip
+from tests.testkit import REPO, TEST_CACHE, chromium_or_skip
 
 pytestmark = pytest.mark.slow  # a site build and a browser per page: ~20 s
 

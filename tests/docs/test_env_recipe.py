@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 
-from testkit import REPO, docs_text, markdown_section
+from tests.testkit import REPO, docs_text, markdown_section
 
 if sys.version_info >= (3, 11):
     import tomllib

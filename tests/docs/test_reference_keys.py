@@ -4,7 +4,7 @@ the parsers check against (plan/toml_model.py), the text from the pages people r
 from __future__ import annotations
 
 import pytest
-from testkit import docs_text, markdown_section
+from tests.testkit import docs_text, markdown_section
 from wheelfactory.plan.matrix_schema import MATRIX_FILE
 from wheelfactory.plan.toml_model import Section, Sections
 from wheelfactory.project.kernel_toml import KERNEL_FILE

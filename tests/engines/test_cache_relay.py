@@ -1,5 +1,5 @@
 """The relay that carries a Redis connection into a container without network, against a small
-Redis-speaking server (the real Redis path is tests/docker/test_compile_cache_redis.py)."""
+Redis-speaking server (the real Redis path is tests/engines/test_compile_cache_redis.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.engines.compile_flags import NO_DEBUG_INFO, with_compile_flags
 from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.engines.choose import owner_of
 from wheelfactory.engines.compile_cache import SHIMS, read_stats, wiring
 from wheelfactory.engines.docker import DockerEngine

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from testkit import QEMU_AARCH64_BINFMT
+from tests.testkit import QEMU_AARCH64_BINFMT
 from wheelfactory.engines.dockerd import EmulationSetup, Machine, set_up_emulation
 from wheelfactory.support.proc import CommandFailed
 

@@ -75,7 +75,7 @@ def test_gc_removes_unused_and_stale_partial_environments(tmp_path: Path) -> Non
 
 
 def test_gc_command_lists_then_removes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from testkit import run_cli
+    from tests.testkit import run_cli
 
     envs = PreparedEnvs(tmp_path / "wh" / "envs")
     made = envs.ensure(request(), lambda r, t: (t / "f").write_bytes(b"x" * 2_000_000))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.engines.prepared_env import (
     COMPLETE,
     UNPACKED,

@@ -91,7 +91,7 @@ def test_a_reused_set_counts_as_used(tmp_path: Path, fake_python: str) -> None:
 
 def test_the_gc_command_collects_wheel_sets_beside_environments(tmp_path: Path, fake_python: str,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from testkit import run_cli
+    from tests.testkit import run_cli
 
     house = Wheelhouse(tmp_path / "wh")
     made = house.ensure(request("alpha"), python=fake_python)
@@ -107,7 +107,7 @@ def test_the_gc_command_collects_wheel_sets_beside_environments(tmp_path: Path, 
 def test_the_gc_command_collects_host_tool_environments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The host engine's tool environments (a project's build system installed with the host's
     pip) live beside the wheelhouse: one unused for the given days goes; a reused one stays."""
-    from testkit import run_cli
+    from tests.testkit import run_cli
     from wheelfactory.support.host_env import COMPLETE, HostEnvRequest, ensure_host_env
 
     tools = tmp_path / "wh" / "host-tools"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import QEMU_AARCH64_BINFMT
+from tests.testkit import QEMU_AARCH64_BINFMT
 from wheelfactory.images.emulation import (
     HOST_ARCH,
     arch_support,

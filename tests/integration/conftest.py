@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from testkit import (
+from tests.testkit import (
     LEAN,
     REPO,
     TEST_CACHE,

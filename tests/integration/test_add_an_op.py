@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import ADD_AN_OP_PAGE as PAGE
-from testkit import add_an_op_steps as steps
-from testkit import follow_add_an_op, pip_install
+from tests.testkit import ADD_AN_OP_PAGE as PAGE
+from tests.testkit import add_an_op_steps as steps
+from tests.testkit import follow_add_an_op, pip_install
 
 pytestmark = pytest.mark.slow
 

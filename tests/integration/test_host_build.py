@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import REPO, processes_naming, run_build, wait_for_log_line
+from tests.testkit import REPO, processes_naming, run_build, wait_for_log_line
 
 BUILD_TORCH = "2.13.0"  # the test interpreter's torch, which the host engine builds for
 OTHER_TORCH = "2.6.0"  # another minor release, which the Docker tier's wheelhouse holds all run (shared files)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from testkit import DEBUG_INFO, REPO, TEST_CACHE, build_on_host, debug_files, debug_sections
+from tests.testkit import DEBUG_INFO, REPO, TEST_CACHE, build_on_host, debug_files, debug_sections
 
 pytestmark = pytest.mark.slow
 

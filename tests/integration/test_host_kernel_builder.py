@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import REPO, TEST_CACHE
+from tests.testkit import REPO, TEST_CACHE
 
 # In the Docker lane of the CUDA torches, after the last of them is freed (test_docker_real_projects):
 # its torch 2.14 venv (a CUDA build, ~5.5 GB) and theirs (~9 GB) are never on the disk together.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from testkit import REPO, host_matrix, make_wheel
+from tests.testkit import REPO, host_matrix, make_wheel
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import TEST_CACHE, pip_install
+from tests.testkit import TEST_CACHE, pip_install
 
 pytestmark = pytest.mark.slow
 

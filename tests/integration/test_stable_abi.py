@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 
 VARIANT = "torch-stable-abi210-cpu-x86_64-linux"
 # In the Docker lane of the CUDA torches, after the last of them is freed (test_docker_real_projects):

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, request_for
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.plan.compat import load_table

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 import torch
-from fusedops_build import KERNEL_DIR, TEST_NAMESPACE, build_cpu_library, cache_dir, cuda_sources, fusedops
+from tests.kernels.fusedops_build import KERNEL_DIR, TEST_NAMESPACE, build_cpu_library, cache_dir, cuda_sources, fusedops
 from wheelfactory.project.kernel_toml import KernelSpec
 
 

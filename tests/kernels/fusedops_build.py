@@ -18,7 +18,7 @@ import functools
 import os
 from pathlib import Path
 
-from repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
+from tests.repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 from wheelfactory.project.native import LIMITED_API
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory._runtime._fit import same_cuda_group
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable, load_table

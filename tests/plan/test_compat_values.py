@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO, run_cli
+from tests.testkit import REPO, run_cli
 
 BUNDLED = REPO / "factory" / "wheelfactory" / "data" / "compat.toml"
 FIRST = '[torch."2.4"]'

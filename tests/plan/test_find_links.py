@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.engines import wheelhouse
 from wheelfactory.engines.wheelhouse import ContainerPython, Wheelhouse, WheelhouseRequest, local_wheels
 from wheelfactory.errors import ConfigError

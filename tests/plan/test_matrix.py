@@ -3,7 +3,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.matrix import Matrix
 

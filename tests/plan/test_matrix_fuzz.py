@@ -28,7 +28,7 @@ import pytest
 import tomli_w
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table

@@ -26,8 +26,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
-from schema_documents import UNKNOWN, documents, full_document, mutations
-from testkit import REPO
+from tests.schema_documents import UNKNOWN, documents, full_document, mutations
+from tests.testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.matrix import parse_matrix

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.cli.main import cli
 from wheelfactory.engines.torch_builds import pypi_refusal
 from wheelfactory.errors import ConfigError, UsageError

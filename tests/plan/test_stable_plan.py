@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.project.kernel_toml import load_kernel

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from testkit import docs_text, markdown_section
+from tests.testkit import docs_text, markdown_section
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.torch_pin import TORCH_REQUIREMENTS, TorchRequirement
 from wheelfactory.project.bring_your_own import ByoProject, ByoStage, set_local_version

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef

@@ -14,8 +14,8 @@ import pytest
 import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_build_toml import BASES, FUZZ, mutated
-from testkit import REPO
+from tests.project.test_build_toml import BASES, FUZZ, mutated
+from tests.testkit import REPO
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import load_table

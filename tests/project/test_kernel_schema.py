@@ -21,8 +21,8 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft7Validator
-from schema_documents import UNKNOWN, documents, full_document, mutations
-from testkit import REPO
+from tests.schema_documents import UNKNOWN, documents, full_document, mutations
+from tests.testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.toml_model import TextList
 from wheelfactory.plan.tomlsource import TomlDocument

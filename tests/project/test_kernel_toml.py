@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.kernel_toml import load_kernel
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.plan.matrix import ProjectConfig
 from wheelfactory.plan.kind_names import OLD_PROJECT_KINDS, PROJECT_KINDS, KindName
 from wheelfactory.project.kinds import KINDS, resolve_kind

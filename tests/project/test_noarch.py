@@ -26,7 +26,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import parse_wheel_filename
 from packaging.version import Version
-from testkit import REPO, pip_install
+from tests.testkit import REPO, pip_install
 from wheelfactory.errors import ConfigError
 from wheelfactory.project.build_toml import KernelBuilderSpec
 from wheelfactory.project.build_toml_reader import load_build_toml

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import torch
-from testkit import run_cli
+from tests.testkit import run_cli
 from wheelfactory import load_plan
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.project import scaffold as scaffold_module

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory._runtime._record import BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
 from wheelfactory._runtime._versions import MajorMinor

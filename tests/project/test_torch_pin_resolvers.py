@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import make_wheel, pip_install, uv_pip
+from tests.testkit import make_wheel, pip_install, uv_pip
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.torch_pin import TorchRequirement
 from wheelfactory.project.bring_your_own import ByoProject, ByoStage

@@ -1,12 +1,8 @@
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # dist_fakes
-
-from index_servers import DevpiServer, PypiServer, S3Server, running  # noqa: E402
+from tests.index_servers import DevpiServer, PypiServer, S3Server, running
 
 # Real servers on 127.0.0.1 (tests/index_servers.py), each started once per session and only
 # when a test asks for it. Tests keep apart by user (devpi), project name (pypiserver) or bucket.

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Collection
 from pathlib import Path
 
-from fake_wheels import make_wheel, write_provenance
+from tests.fake_wheels import make_wheel, write_provenance
 from wheelfactory.plan.identity import VariantId
 from wheelfactory.publish.collect import IndexedWheel
 from wheelfactory.runner import manifest

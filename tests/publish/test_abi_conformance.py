@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import make_wheel, write_provenance
+from tests.testkit import make_wheel, write_provenance
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.identity import VariantId
 from wheelfactory.publish.abi_conformance import (

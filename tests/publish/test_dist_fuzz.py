@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from testkit import make_wheel, write_provenance
+from tests.testkit import make_wheel, write_provenance
 from wheelfactory.cli.main import main
 from wheelfactory.errors import ConfigError
 from wheelfactory.publish import select

@@ -96,7 +96,7 @@ def test_a_file_that_streams_forever_stops_at_its_deadline(server: str) -> None:
 
 
 def test_the_limits_the_publishing_page_gives_are_the_readers() -> None:
-    from testkit import docs_text
+    from tests.testkit import docs_text
 
     text = " ".join(docs_text("publishing.md").split())
     said = (f"{held.TIMEOUT:.0f} s to connect and for each read, {held.PAGE_DEADLINE:.0f} s for a whole page and "
@@ -122,7 +122,7 @@ def test_the_reads_of_one_target_share_one_deadline(server: str, monkeypatch: py
 def test_an_upload_the_server_never_answers_stops_at_its_deadline(server: str, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """twine (the real one) posts to a server that reads the request and never answers."""
-    from fake_wheels import make_wheel
+    from tests.fake_wheels import make_wheel
 
     monkeypatch.setattr(upload, "UPLOAD_BASE", 2.0)
     wheel = make_wheel(tmp_path, "tiny", "1.0")

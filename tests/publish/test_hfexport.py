@@ -11,9 +11,9 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
+from tests.publish.dist_fakes import make_dist
 from kernels._rust import Digest, DigestAlgorithm, DigestValidationError, Metadata
-from testkit import REPO, make_wheel
+from tests.testkit import REPO, make_wheel
 from wheelfactory import __version__
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand

@@ -24,12 +24,12 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from dist_fakes import make_dist
+from tests.publish.dist_fakes import make_dist
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_index import index
-from test_serve_hardening import get, stop
-from testkit import run_cli
+from tests.publish.test_index import index
+from tests.publish.test_serve_hardening import get, stop
+from tests.testkit import run_cli
 from wheelfactory.errors import UsageError
 from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import open_root

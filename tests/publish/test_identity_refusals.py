@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from dist_fakes import make_dist
-from testkit import make_wheel, write_provenance
+from tests.publish.dist_fakes import make_dist
+from tests.testkit import make_wheel, write_provenance
 from wheelfactory.runner import manifest
 
 GOOD = ["torch213-cxx11-cpu-x86_64-linux", "torch213-cxx11-cu130-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux"]
@@ -165,7 +165,7 @@ def test_merge_refuses_a_mismatch_and_exits_7_after_merging_the_rest(tmp_path: P
 def test_export_with_nothing_to_export_exits_non_zero(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     """Every variant of the dist failed: `export` writes nothing and says so with exit 7, not
     "0 variant(s)" and success."""
-    from dist_fakes import WHEELS, make_dist
+    from tests.publish.dist_fakes import WHEELS, make_dist
     from wheelfactory.cli.main import main
 
     only = sorted(WHEELS)[0]

@@ -12,7 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from dist_fakes import make_dist
+from tests.publish.dist_fakes import make_dist
 from wheelfactory.publish.collect import collect
 from wheelfactory.publish.generations import GENERATIONS, INDEX_LINK, KEEP_GENERATIONS, write_index
 from wheelfactory.publish.pages import plan_index

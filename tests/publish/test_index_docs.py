@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from dist_fakes import make_dist
-from test_index_metadata import BASE, planned
-from testkit import docs_text, markdown_section
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_index_metadata import BASE, planned
+from tests.testkit import docs_text, markdown_section
 from wheelfactory.publish.collect import collect
 from wheelfactory.publish.generations import write_index
 from wheelfactory.publish.listing import wheels_from_listing

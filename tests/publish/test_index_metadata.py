@@ -13,11 +13,11 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin
 
 import pytest
-from dist_fakes import WHEELS, make_dist
+from tests.publish.dist_fakes import WHEELS, make_dist
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.version import Version
-from test_index import index
+from tests.publish.test_index import index
 from wheelfactory.errors import ConfigError, IndexBuildError
 from wheelfactory.plan.identity import VariantId
 from wheelfactory.publish.collect import IndexedWheel, collect

@@ -18,10 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from index_servers import Requests, fetched, requests_in
-from test_index import index
-from testkit import pip_install, uv_pip
+from tests.publish.dist_fakes import make_dist
+from tests.index_servers import Requests, fetched, requests_in
+from tests.publish.test_index import index
+from tests.testkit import pip_install, uv_pip
 from wheelfactory.publish.generations import INDEX_LINK
 
 CPU = "torch213-cxx11-cpu-x86_64-linux"

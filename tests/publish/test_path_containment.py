@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel, write_provenance
+from tests.testkit import make_wheel, write_provenance
 from wheelfactory.runner import manifest
 
 VID = "torch213-cxx11-cpu-x86_64-linux"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 
 PACKAGE = REPO / "factory" / "wheelfactory"
 PUBLISHING = sorted([*(PACKAGE / "publish").glob("*.py"), *(PACKAGE / "ci").glob("*.py"),

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from testkit import run_cli
+from tests.publish.dist_fakes import make_dist
+from tests.testkit import run_cli
 
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
 LOCK = ".wheelfactory-publish.lock"

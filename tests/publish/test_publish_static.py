@@ -17,9 +17,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from dist_fakes import make_dist
-from index_servers import S3Server, dangling_links, tree
-from testkit import pip_install, run_cli
+from tests.publish.dist_fakes import make_dist
+from tests.index_servers import S3Server, dangling_links, tree
+from tests.testkit import pip_install, run_cli
 
 BASE = "http://127.0.0.1:8000/whl"
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
@@ -210,10 +210,10 @@ def test_a_lone_surrogate_in_a_buckets_listing_is_one_line(tmp_path: Path, s3_en
 
 
 def test_readme_says_moto_stands_in_for_s3_and_the_bucket_tests_run_it() -> None:
-    from testkit import REPO
+    from tests.testkit import REPO
 
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "moto's standalone server, which stands in for the S3 service" in readme
-    import index_servers
+    from tests import index_servers
 
     assert "moto_server" in Path(index_servers.__file__).read_text()  # the endpoint the bucket tests use

@@ -10,8 +10,8 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 import pytest
-from dist_fakes import indexed
-from testkit import make_wheel
+from tests.publish.dist_fakes import indexed
+from tests.testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import VariantId

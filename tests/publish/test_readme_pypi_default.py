@@ -9,8 +9,8 @@ import zipfile
 from email.parser import HeaderParser
 from pathlib import Path
 
-from dist_fakes import indexed
-from testkit import REPO, make_wheel
+from tests.publish.dist_fakes import indexed
+from tests.testkit import REPO, make_wheel
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.identity import VariantId
 from wheelfactory.plan.torch_pin import torch_requires_dist

@@ -13,8 +13,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from testkit import REPO
+from tests.publish.dist_fakes import make_dist
+from tests.testkit import REPO
 from wheelfactory.errors import WriteFailed
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import Plan, expand
@@ -189,7 +189,7 @@ def test_write_is_atomic_and_leaves_no_temp_file(tmp_path: Path, monkeypatch: py
 
 
 def test_links_are_relative_to_the_page(tmp_path: Path) -> None:
-    from test_index import index
+    from tests.publish.test_index import index
 
     dist = tmp_path / "dist"
     entries = dist_with_every_status(dist)

@@ -13,8 +13,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from dist_fakes import make_dist
-from test_index import index
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_index import index
 from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, open_server
 

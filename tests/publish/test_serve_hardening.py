@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from test_index import index
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_index import index
 from wheelfactory.errors import ConfigError, UsageError
 from wheelfactory.plan.compile_cache_settings import mask_password
 from wheelfactory.plan.matrix import Matrix

@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from test_index import index
-from test_serve_hardening import get, stop
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_index import index
+from tests.publish.test_serve_hardening import get, stop
 from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import IndexServer, open_root, open_server
 

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from test_index import index
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_index import index
 from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.publish.serve import HTML_TYPE, JSON_TYPE, IndexServer, negotiate, open_root, open_server
 
@@ -139,7 +139,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
 
 def test_serve_root_cli_serves_a_directory_and_announces_each_variant_once(tmp_path: Path) -> None:
     """Two releases in one directory: one line per variant, the JSON page lists both."""
-    from test_index_metadata import two_releases
+    from tests.publish.test_index_metadata import two_releases
     from wheelfactory.publish.generations import write_index
 
     _, merged, second = two_releases(tmp_path)

@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from dist_fakes import indexed
-from testkit import make_wheel
+from tests.publish.dist_fakes import indexed
+from tests.testkit import make_wheel
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.publish_config import UploadTarget
 from wheelfactory.publish.held import listed_hashes, read_held
@@ -144,7 +144,7 @@ def test_a_file_listed_without_sha256_is_downloaded_and_hashed_where_it_is_plann
 
 
 def test_an_unreachable_index_is_one_line_with_the_password_masked() -> None:
-    from index_servers import free_port
+    from tests.index_servers import free_port
 
     with pytest.raises(PublishError) as refused:
         read_held(f"http://127.0.0.1:{free_port()}/simple/", "tiny")

@@ -12,9 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
-from index_servers import DevpiServer, PypiServer, tree
-from testkit import pip_install, run_cli, uv_pip
+from tests.publish.dist_fakes import make_dist
+from tests.index_servers import DevpiServer, PypiServer, tree
+from tests.testkit import pip_install, run_cli, uv_pip
 from wheelfactory.errors import PublishError
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.publish_config import UploadTarget

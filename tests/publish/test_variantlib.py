@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dist_fakes import make_dist
-from test_variants import SCHEMA_0_1_1
-from testkit import make_wheel, write_provenance
+from tests.publish.dist_fakes import make_dist
+from tests.publish.test_variants import SCHEMA_0_1_1
+from tests.testkit import make_wheel, write_provenance
 from wheelfactory.publish.collect import collect
 from wheelfactory.publish.variant_metadata import (
     PROVIDER,

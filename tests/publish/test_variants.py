@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from dist_fakes import make_dist
+from tests.publish.dist_fakes import make_dist
 from wheelfactory.publish.collect import collect
 from wheelfactory.publish.variant_metadata import (
     SCHEMA_URL,

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit import run_cli
+from tests.testkit import run_cli
 from wheelfactory.publish import selector
 
 HINT = "give the interpreter of the environment you install into, e.g. --python .venv/bin/python"
@@ -81,8 +81,8 @@ def test_which_exit_codes_follow_the_table(tmp_path: Path) -> None:
         assert done.returncode == 2, done.stdout + done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and "cannot read" in lines[0] and len(lines[0]) < 300, lines
-    from dist_fakes import make_dist
-    from test_index import index as write_index
+    from tests.publish.dist_fakes import make_dist
+    from tests.publish.test_index import index as write_index
 
     dist, bare = tmp_path / "dist", tmp_path / "bare"
     dist.mkdir()
@@ -101,8 +101,8 @@ def test_which_into_a_full_device_or_a_closed_pipe_is_never_a_traceback(tmp_path
     import subprocess
     import sys
 
-    from dist_fakes import make_dist
-    from test_index import index as write_index
+    from tests.publish.dist_fakes import make_dist
+    from tests.publish.test_index import index as write_index
 
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -129,8 +129,8 @@ def test_which_refuses_an_index_of_another_project(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from dist_fakes import make_dist
-    from test_index import index as write_index
+    from tests.publish.dist_fakes import make_dist
+    from tests.publish.test_index import index as write_index
 
     dist = tmp_path / "dist"
     dist.mkdir()

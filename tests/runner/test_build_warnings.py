@@ -8,8 +8,8 @@ import io
 from pathlib import Path
 
 from rich.console import Console
-import testkit
-from testkit import REPO
+from tests import testkit
+from tests.testkit import REPO
 from wheelfactory.cli.render import print_build_summary
 from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity
 from wheelfactory.errors import Findings

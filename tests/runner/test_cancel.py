@@ -48,7 +48,7 @@ def test_a_failure_is_the_cancels_only_when_the_run_is_cancelled() -> None:
 def test_the_exit_codes_of_a_cancel_are_in_the_readmes_table() -> None:
     import re
 
-    from testkit import REPO, markdown_section
+    from tests.testkit import REPO, markdown_section
     from wheelfactory.runner.cancel import EXIT_CODES
 
     table = markdown_section((REPO / "README.md").read_text(), "## Exit codes")

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from testkit import race
+from tests.testkit import race
 from wheelfactory.errors import ConfigError
 from wheelfactory.runner import manifest
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from google.protobuf import json_format
 from in_toto_attestation.predicates.provenance.v1 import provenance_pb2
 from in_toto_attestation.v1 import statement_pb2
 from in_toto_attestation.v1.statement import Statement
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant
@@ -24,11 +23,9 @@ from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import SUFFIX, provenance_path
 from wheelfactory.runner.run import run_matrix
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "publish"))
-from dist_fakes import make_dist  # noqa: E402
-from test_run_matrix import FakeEngine  # noqa: E402
-from testkit import FakeStage  # noqa: E402
+from tests.publish.dist_fakes import make_dist
+from tests.runner.test_run_matrix import FakeEngine
+from tests.testkit import FakeStage  # noqa: E402
 
 
 @pytest.fixture(scope="module")

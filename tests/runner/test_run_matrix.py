@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from testkit import REPO, FakeStage
+from tests.testkit import REPO, FakeStage
 from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # rt_assemble, rt_fakes (the runtime itself: wheelfactory._runtime)
-    sys.path.insert(0, str(HERE))
-
-import rt_assemble as rt  # noqa: E402 (needs the path above)
-from wheelfactory.project.kernel_toml import KernelSpec, load_kernel  # noqa: E402
+from tests.runtime import rt_assemble as rt
+from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 PREBUILT_NAMESPACE = rt.PREBUILT_NAMESPACE
 RACE_PROCESSES = rt.RACE_PROCESSES

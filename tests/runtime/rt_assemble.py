@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
+from tests.repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory._runtime._prebuilt import env_prefix
 from wheelfactory._runtime._spec import read_jit_spec
 from wheelfactory.engines.host_probe import host_variant, probe

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory._runtime._cache import (
     CompletionRecord,
     FileLock,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_fakes import fake_env
+from tests.runtime.rt_fakes import fake_env
 from wheelfactory._runtime._env import Environment
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import (

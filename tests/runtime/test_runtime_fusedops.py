@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-import rt_assemble as rt
+from tests.runtime import rt_assemble as rt
 from wheelfactory.project.kernel_toml import load_kernel
 
 pytestmark = pytest.mark.skipif(

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_assemble as rt
+from tests.runtime import rt_assemble as rt
 import torch
-from rt_fakes import fake_env
+from tests.runtime.rt_fakes import fake_env
 from wheelfactory._runtime import _jit, _loader
 from wheelfactory._runtime._decision import Decision
 from wheelfactory._runtime._settings import read_settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from testkit import REPO
+from tests.testkit import REPO
 
 TESTS = REPO / "tests"
 

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-import rt_assemble as rt
+from tests.runtime import rt_assemble as rt
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
 
 pytestmark = pytest.mark.slow  # compiles C++ (the project's marker for that)

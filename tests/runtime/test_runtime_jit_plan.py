@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rt_fakes import fake_env
+from tests.runtime.rt_fakes import fake_env
 from wheelfactory._runtime import _jit
 from wheelfactory._runtime._errors import JitUnavailable
 from wheelfactory._runtime._settings import read_settings

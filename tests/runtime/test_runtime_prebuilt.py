@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import rt_assemble as rt
+from tests.runtime import rt_assemble as rt
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from wheelfactory._runtime import _fit, _gpus, _loader, _package, _prebuilt, _record

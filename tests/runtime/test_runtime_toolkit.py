@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory._runtime._arch import CudaArch
 from wheelfactory._runtime._errors import InvalidArch, InvalidVersion
 from wheelfactory._runtime._toolkit import (
@@ -247,7 +247,7 @@ def test_runtime_keeps_no_arch_table_of_its_own() -> None:
 @pytest.mark.slow  # a fresh interpreter importing torch (seconds)
 def test_an_installed_runtime_reads_the_table_staged_beside_it(tmp_path: Path) -> None:
     """In a package as the factory stages it, the vendored runtime finds _toolkits.json by itself."""
-    from rt_assemble import FIXTURE_KERNEL, child_env, run_python, stage_package
+    from tests.runtime.rt_assemble import FIXTURE_KERNEL, child_env, run_python, stage_package
     from wheelfactory.project.kernel_toml import load_kernel
 
     kernel = load_kernel(FIXTURE_KERNEL)

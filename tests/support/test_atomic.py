@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from testkit import race
+from tests.testkit import race
 from wheelfactory.errors import ConfigError, WriteFailed
 from wheelfactory.support import atomic
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.support.wheel_rewrite import require_torch, rewrite_wheel
 
 PIN = "torch>=2.13,<2.14"
@@ -61,7 +61,7 @@ def test_rewriting_the_same_wheel_later_gives_the_same_bytes(tmp_path: Path,
     """No member of a rewritten wheel takes the time of the rewrite (RECORD once did)."""
     import time
 
-    from testkit import make_wheel
+    from tests.testkit import make_wheel
     from wheelfactory.support.wheel_rewrite import rewrite_wheel
 
     wheel = make_wheel(tmp_path / "in", "tiny", "0.1.0", files={"tiny/__init__.py": "VALUE = 1\n"})

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from elf_fakes import HOST_ONLY
+from tests.verify.elf_fakes import HOST_ONLY
 from packaging.version import Version
-from testkit import REPO, make_wheel
+from tests.testkit import REPO, make_wheel
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand

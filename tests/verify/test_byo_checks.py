@@ -12,8 +12,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from elf_fakes import HOST_ONLY
-from testkit import make_wheel
+from tests.verify.elf_fakes import HOST_ONLY
+from tests.testkit import make_wheel
 from wheelfactory.verify.byo_smoke import extension_modules, smoke_code
 from wheelfactory.verify.repair import check_wheel
 

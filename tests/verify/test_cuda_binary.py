@@ -4,7 +4,7 @@ on a real wheel in tests/docker/test_docker_cuda.py)."""
 from __future__ import annotations
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
 from wheelfactory.engines.wheelhouse import Wheelhouse
 from wheelfactory.images.dockerfiles import ImageRef

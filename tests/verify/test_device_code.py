@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from elf_fakes import HOST_ONLY, WITH_CUDA, WITH_HIP, tiny_elf
-from testkit import REPO, make_wheel
+from tests.verify.elf_fakes import HOST_ONLY, WITH_CUDA, WITH_HIP, tiny_elf
+from tests.testkit import REPO, make_wheel
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Variant

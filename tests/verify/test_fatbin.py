@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.plan.identity import GpuSlice
 from wheelfactory.support.wheel_rewrite import record_hash
 from wheelfactory.verify.fatbin import (

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from elf_fakes import HOST_ONLY
-from testkit import REPO, make_wheel
+from tests.verify.elf_fakes import HOST_ONLY
+from tests.testkit import REPO, make_wheel
 from wheelfactory.errors import VariantBuildError
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.compat import load_table

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from testkit import debug_sections, make_wheel
+from tests.testkit import debug_sections, make_wheel
 from wheelfactory.verify import strip
 from wheelfactory.verify.strip import ship_stripped, strip_wheel
 

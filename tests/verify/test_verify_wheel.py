@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from packaging.version import Version
-from testkit import REPO, make_wheel
+from tests.testkit import REPO, make_wheel
 from wheelfactory.verify.repair import check_wheel, required_glibc, tag_glibc
 
 NAMESPACE = "_tiny_cpu_0123abcd"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from testkit import make_wheel
+from tests.testkit import make_wheel
 from wheelfactory.images.emulation import elf_header
 from wheelfactory.plan.identity import Variant, VariantId
 from wheelfactory.verify.wheel_identity import elf_machine_problems, wheel_identity_problems

@@ -20,8 +20,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from docker_helpers import REQUIRED
-from testkit import TEST_CACHE, chromium_or_skip
+from tests.docker.docker_helpers import REQUIRED
+from tests.testkit import TEST_CACHE, chromium_or_skip
 from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import VariantId

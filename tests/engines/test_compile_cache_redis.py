@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import REPO, REQUIRED, build, manifest
+from tests.docker.docker_helpers import REPO, REQUIRED, build, manifest
 from wheelfactory.plan.compile_cache_settings import parse_redis
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

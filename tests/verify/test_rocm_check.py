@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.images.base_image import BaseImage
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]

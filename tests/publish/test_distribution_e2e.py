@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from docker_helpers import (
+from tests.docker.docker_helpers import (
     TORCHES,
     check,
     fresh_venv,
@@ -28,9 +28,10 @@ from docker_helpers import (
     torch_wheels,
     uv_install,
 )
-from testkit import pip_install
+from tests.testkit import pip_install
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TORCH_VENVS = True  # it installs into docker_helpers.pristine_venv's torch venvs (tests/docker_tier.py)
 
 
 @pytest.fixture(scope="module")

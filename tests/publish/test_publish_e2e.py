@@ -42,7 +42,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from docker_helpers import (
+from tests.docker.docker_helpers import (
     SAMPLE_TABLES,
     TORCHES,
     check,
@@ -53,7 +53,7 @@ from docker_helpers import (
     torch_pins,
     uv_install,
 )
-from index_servers import (
+from tests.index_servers import (
     DevpiServer,
     PypiServer,
     S3Server,
@@ -66,12 +66,13 @@ from index_servers import (
     start,
     tree,
 )
-from shared_builds import SharedBuild
-from testkit import REPO, TEST_CACHE, pip_install
+from tests.shared_builds import SharedBuild
+from tests.testkit import REPO, TEST_CACHE, pip_install
 from wheelfactory.publish.held import read_held
 from wheelfactory.runner import manifest
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TORCH_VENVS = True  # it installs into docker_helpers.pristine_venv's torch venvs (tests/docker_tier.py)
 
 WORK = TEST_CACHE / "publish-e2e"  # the 0.2.0 builds, persistent as docker_build's is
 REBUILT = "torch213-cxx11-cpu-x86_64-linux"  # the variant whose 0.2.0 wheel is rebuilt; also PyPI's default here

@@ -1,4 +1,5 @@
-"""The Docker tier: a real engine (start one with .ci/start-docker).
+"""The Docker tier's fixtures and hooks (a pytest plugin, loaded by tests/conftest.py): a real
+engine (start one with .ci/start-docker), for any module marked ``docker``, whatever its folder.
 
 Where CI=true (or WHEELFACTORY_REQUIRE_DOCKER=1, which .ci/run exports) a missing engine FAILS
 the tests that need it: CI never skips Docker silently. Elsewhere they skip, saying why.
@@ -9,29 +10,25 @@ across runs: its tag is its content hash. Logs go under WHEELFACTORY_TEST_CACHE 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import docker
 import pytest
-from testkit import TEST_CACHE
 from wheelfactory.errors import DockerUnavailable
 from wheelfactory.images.base_image import BaseImage, BaseImageSpec, ensure_base_image, parse_suite
 from wheelfactory.plan.indexes import debian_mirror
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # docker_helpers: helpers the test modules share
-from docker_helpers import LEAN, REQUIRED, free_torches, free_venvs  # noqa: E402
+from tests.docker.docker_helpers import LEAN, REQUIRED, free_torches, free_venvs
+from tests.testkit import TEST_CACHE
 
 CACHE = TEST_CACHE
-# The modules that install into the torch venvs of docker_helpers.pristine_venv (torch 2.6's is a
-# 5 GB CUDA build, ~80 s to make; torch 2.13's ~35 s).
-VENV_MODULES = ("test_distribution_e2e.py", "test_publish_e2e.py")
 
 
 def _uses_venvs(item: pytest.Item | None) -> bool:
-    return item is not None and item.path.parent == HERE and item.path.name in VENV_MODULES
+    """A module that installs into the torch venvs of docker_helpers.pristine_venv (torch 2.6's is
+    a 5 GB CUDA build, ~80 s to make; torch 2.13's ~35 s) says so: ``TORCH_VENVS = True``."""
+    return bool(getattr(getattr(item, "module", None), "TORCH_VENVS", False))
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -59,8 +56,8 @@ def lean_wheelhouse(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """LEAN (CI): after the venv modules' last test their venvs go. A directory without
-    __init__.py has no package scope, hence a hook on the item that leaves it."""
+    """LEAN (CI): after the venv modules' last test their venvs go (they are in two folders, so no
+    package scope holds them: a hook on the item that leaves them)."""
     result = yield
     if LEAN and _uses_venvs(item) and not _uses_venvs(nextitem):
         free_venvs()
@@ -115,6 +112,6 @@ compile_cache_dir = "{CACHE / 'sccache'}"
 def docker_build(offline_build_tables: str) -> Path:
     """The sample kernels for torch 2.6 (pre-cxx11) and 2.13 (cxx11) built in Docker (SAMPLE).
     Persistent: a rerun with nothing changed finds everything cached (CI starts empty)."""
-    from docker_helpers import SAMPLE, make_shared
+    from tests.docker.docker_helpers import SAMPLE, make_shared
 
     return make_shared(SAMPLE, offline_build_tables)

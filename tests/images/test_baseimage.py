@@ -17,7 +17,7 @@ from pathlib import Path
 
 import docker
 import pytest
-from testkit import REPO
+from tests.testkit import REPO
 from wheelfactory.errors import UsageError
 from wheelfactory.images.base_image import (
     BASE_REPOSITORY,

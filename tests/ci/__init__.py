@@ -1,0 +1,1 @@
+"""Generated CI: GitHub Actions, bake, merge, compat refresh."""

@@ -1,0 +1,1 @@
+"""Builds of real projects with the Docker engine (the `docker` marker; the lanes in tests/lanes.py)."""

@@ -1,0 +1,1 @@
+"""The docs site and README: built strictly, every claim checked."""

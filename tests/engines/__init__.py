@@ -1,0 +1,1 @@
+"""Build engines: host and Docker, wheel sets, prepared environments, compile caches."""

@@ -1,0 +1,1 @@
+"""Base images and Dockerfiles, emulation."""

@@ -1,0 +1,1 @@
+"""Builds with the host engine, end to end."""

@@ -1,0 +1,1 @@
+"""The sample kernels' ops against their reference."""

@@ -1,0 +1,1 @@
+"""Planning: matrix.toml, the compatibility table, expansion, identities."""

@@ -1,0 +1,1 @@
+"""The three project kinds, staging and `new`."""

@@ -1,0 +1,1 @@
+"""Indexes, variant metadata, the Hub layout, serve, which, report, publishing."""

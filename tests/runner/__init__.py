@@ -1,0 +1,1 @@
+"""The matrix run: the manifest, cache keys, provenance, cancels."""

@@ -1,0 +1,1 @@
+"""The runtime vendored into kernel packages: its rules, its JIT cache and loads."""

@@ -1,0 +1,1 @@
+"""Support: atomic writes, confined reads, processes, progress."""

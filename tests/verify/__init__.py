@@ -1,0 +1,1 @@
+"""Verification: repair, wheel checks, cuobjdump, ABI audits, smoke tests."""
