@@ -22,7 +22,17 @@ from wheelfactory import load_plan
 from wheelfactory.errors import UsageError, WriteFailed
 from wheelfactory.project import scaffold as scaffold_module
 from wheelfactory.project.kernel_toml import load_kernel
-from wheelfactory.project.scaffold import OP, InvalidName, plan_scaffold, write_scaffold
+from wheelfactory.plan.compat import CompatTable
+from wheelfactory.plan.expand import expand, select
+from wheelfactory.plan.matrix import load_matrix
+from wheelfactory.project.scaffold import (
+    DOCKER_FIRST_BUILD,
+    OP,
+    InvalidName,
+    first_build_command,
+    plan_scaffold,
+    write_scaffold,
+)
 
 EXPECTED_FILES = {
     "README.md", ".gitignore", "kernel.toml", "matrix.toml", "csrc/demo.h", "csrc/registration.cpp",
@@ -357,3 +367,28 @@ def test_cuda_source_compiles(project: Path, tmp_path: Path) -> None:
     assert "warning" not in result.stderr.lower(), result.stderr[-4000:]
     assert (tmp_path / "op.o").stat().st_size > 0
 
+
+
+KNOWN = ("2.6", "2.13", "2.14", "2.15")
+
+
+@pytest.mark.parametrize(("torch", "compiler", "line"), [
+    ("2.13.0+cpu", True, "wheelfactory build --engine host"),
+    # a release new's matrix.toml does not list: the host builds the variant its torch is
+    ("2.15.0+cpu", True, "wheelfactory build --engine host"),
+    # PyPI's default build is a CUDA one: the host would need nvcc and its toolkit
+    ("2.14.1", True, "wheelfactory build --setup --only 'torch213-cxx11-cpu-*'  # in Docker"),
+    ("2.14.1+cu130", True, "wheelfactory build --setup --only 'torch213-cxx11-cpu-*'  # in Docker"),
+    ("2.99.0+cpu", True, "wheelfactory build --setup --only 'torch213-cxx11-cpu-*'  # in Docker"),
+    ("2.13.0+cpu", False, "wheelfactory build --setup --only 'torch213-cxx11-cpu-*'  # in Docker"),
+    (None, True, "wheelfactory build --setup --only 'torch213-cxx11-cpu-*'  # in Docker"),
+])
+def test_new_names_a_first_build_that_this_machine_can_run(torch: str | None, compiler: bool,
+                                                          line: str) -> None:
+    assert first_build_command(torch, KNOWN, compiler) == line
+
+
+def test_the_docker_first_build_is_a_variant_news_matrix_plans(tmp_path: Path, table: CompatTable) -> None:
+    write_scaffold(plan_scaffold("mykernels"), tmp_path / "mykernels")
+    matrix = load_matrix(tmp_path / "mykernels" / "matrix.toml", table)
+    assert select(expand(matrix, table), (DOCKER_FIRST_BUILD,)), DOCKER_FIRST_BUILD

@@ -3,12 +3,13 @@ library to start from)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
 import click
-from packaging.version import InvalidVersion, Version
 
 import wheelfactory
 from wheelfactory.cli.options import COMPAT_OPTION, MATRIX_OPTION, ONLY_OPTION, SHARD_OPTION
@@ -23,8 +24,9 @@ from wheelfactory.cli.render import (
 )
 from wheelfactory.engines.capacity import parse_size
 from wheelfactory.errors import BuildFailed, UsageError, VariantsNotBuilt
+from wheelfactory.plan.compat import load_table
 from wheelfactory.plan.expand import parse_shard
-from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
+from wheelfactory.project.scaffold import first_build_command, plan_scaffold, write_scaffold
 
 
 @click.command()
@@ -208,22 +210,23 @@ def new_command(name: str, path: Path | None) -> None:
 
 
 def _first_build_command() -> str:
-    """A first build that works as typed here: with the host engine where this interpreter's torch
-    is a CPU build (seconds to start, no image), else the sample CPU variant in Docker."""
+    """What `new` says to run first, from this machine's facts (project/scaffold.py decides)."""
     # importlib.metadata is slow to import, for every command: here, as in build
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        torch = Version(version("torch"))
-    except (PackageNotFoundError, InvalidVersion):
+        torch: str | None = version("torch")
+    except PackageNotFoundError:
         torch = None
-    if torch is not None and torch.local == "cpu":
-        return (
-            f"wheelfactory build --engine host --only 'torch{torch.major}{torch.minor}-cxx11-cpu-*'"
-        )
-    return (
-        "wheelfactory build --only 'torch213-cxx11-cpu-*'  # in Docker (wheelfactory engine start)"
-    )
+    compilers = (
+        os.environ.get("CXX", "").split(" ")[0],
+        "c++",
+        "g++",
+        "clang++",
+    )  # as the host probe
+    compiler = any(shutil.which(name) for name in compilers if name)
+    releases = tuple(release.minor for release in load_table().releases)
+    return first_build_command(torch, releases, compiler)
 
 
 COMMANDS = (plan, build, new_command)

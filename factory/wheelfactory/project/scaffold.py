@@ -222,3 +222,30 @@ def _write_failed(target: Path, exc: OSError) -> WriteFailed:
 
 def _fill(text: str, values: Mapping[str, str]) -> str:
     return Template(text).substitute(values)
+
+
+# The sample variant `new`'s matrix.toml plans that any Docker engine builds (a CPU build).
+DOCKER_FIRST_BUILD = "torch213-cxx11-cpu-*"
+
+
+def first_build_command(torch: str | None, known_releases: tuple[str, ...], compiler: bool) -> str:
+    """The first build `new` tells its author to run, as it works when typed on this machine:
+    the host engine where this interpreter's torch is a CPU build of a release the table knows and
+    a C++ compiler is there (the host builds the variant its torch is, whether or not `new`'s
+    matrix lists that release); otherwise a CPU variant in Docker, ``--setup`` making an engine
+    answer first where the machine allows (a CUDA torch asks for nvcc and its toolkit on the
+    host, a torch the table does not know for `compat refresh`)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        version = Version(torch) if torch else None
+    except InvalidVersion:
+        version = None
+    if (
+        version is not None
+        and version.local == "cpu"
+        and compiler
+        and f"{version.major}.{version.minor}" in known_releases
+    ):
+        return "wheelfactory build --engine host"
+    return f"wheelfactory build --setup --only '{DOCKER_FIRST_BUILD}'  # in Docker"
