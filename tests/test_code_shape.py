@@ -1,5 +1,8 @@
-"""The code's shape, measured as the review measured it (issue 40): the package and the runtime are
-formatted to the anchors' width (ruff format, 100 columns, as cibuildwheel and build are)."""
+"""The code's shape, measured as the review measured it (issue 40): the package and the runtime
+formatted to the anchors' width (ruff format, 100 columns, as cibuildwheel and build are), no
+module over 500 lines, at most 3 % of the code lines over 100 characters, an engine a protocol of
+four members whose build returns its result; and the tests one package whose modules import their
+helpers by package name, the Docker tier by its marker."""
 
 from __future__ import annotations
 
@@ -72,3 +75,50 @@ def test_every_module_under_tests_docker_is_in_the_docker_tier() -> None:
     unmarked = [p.name for p in (REPO / "tests" / "docker").glob("test_*.py")
                 if "pytest.mark.docker" not in p.read_text(encoding="utf-8")]
     assert unmarked == []
+
+
+def _code_lines(source: str) -> list[str]:
+    """The lines of code: neither blank, nor a comment, nor part of a docstring (the review's
+    measure, issue 40)."""
+    docstrings: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and \
+                node.body and isinstance(node.body[0], ast.Expr) and \
+                isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str):
+            docstrings.update(range(node.body[0].lineno, (node.body[0].end_lineno or 0) + 1))
+    return [line for number, line in enumerate(source.splitlines(), 1)
+            if line.strip() and not line.strip().startswith("#") and number not in docstrings]
+
+
+def _package_modules() -> list[Path]:
+    """The package's and the runtime's modules (not the templates `new` fills in: package data)."""
+    return [p for root in SOURCES for p in sorted((REPO / root).rglob("*.py"))
+            if "templates" not in p.relative_to(REPO).parts and "__pycache__" not in p.parts]
+
+
+def test_no_module_of_the_package_or_the_runtime_is_over_500_lines() -> None:
+    long = {str(p.relative_to(REPO)): n for p in _package_modules()
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}
+
+
+def test_at_most_3_percent_of_the_code_lines_are_over_100_characters() -> None:
+    lines = [line for p in _package_modules() for line in _code_lines(p.read_text(encoding="utf-8"))]
+    over = sum(len(line) > 100 for line in lines)
+    assert over <= 0.03 * len(lines), f"{over} of {len(lines)} code lines over 100 characters"
+
+
+def test_the_code_line_measure_leaves_out_docstrings_comments_and_blanks() -> None:
+    source = '"""Module.\n\nMore."""\n\n# a comment\ndef f():\n    """Doc."""\n    return 1  # kept\n'
+    assert _code_lines(source) == ["def f():", "    return 1  # kept"]
+
+
+def test_an_engine_is_four_members_and_its_build_returns_one_result() -> None:
+    """What a build made comes back as its result (issue 40, item 1): no side channel to ask."""
+    import typing
+
+    from wheelfactory.engines import BuildResult, Engine
+
+    members = {name for name in vars(Engine) if not name.startswith("_")}
+    assert len(members) <= 4, members
+    assert typing.get_type_hints(Engine.build)["return"] is BuildResult
