@@ -33,6 +33,7 @@ from wheelfactory.engines.target_resolution import (
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.support.host_env import find_links_args
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
@@ -61,7 +62,7 @@ class ContainerPython:
 
     def platforms(self) -> tuple[str, ...]:
         """Platform tags pip may pick, newest first (manylinux is backward compatible)."""
-        major, minor = (int(x) for x in self.glibc.split("."))
+        major, minor = major_minor(self.glibc)
         tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
         return (*tags, f"manylinux2014_{self.arch}", f"linux_{self.arch}")
 

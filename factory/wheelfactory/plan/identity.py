@@ -165,14 +165,19 @@ class VariantId:
     def gpu_slice(self) -> GpuSlice | None:
         return GpuSlice.parse(self.gpu) if self.gpu else None
 
-    def __str__(self) -> str:
+    @property
+    def build_head(self) -> str:
+        """The id without arch, OS and Python (the wheel tags carry those):
+        ``torch213-cxx11-cu130-sm90``, ``torch-stable-abi210-cu130``."""
         major, minor = major_minor(self.torch)
         if self.stable_abi:
             head = f"torch-stable-abi{major}{minor}"
         else:
             head = f"torch{major}{minor}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
-        gpu = f"-{self.gpu}" if self.gpu else ""
-        text = f"{head}-{self.backend.tag}{gpu}-{self.arch}-linux"
+        return f"{head}-{self.backend.tag}" + (f"-{self.gpu}" if self.gpu else "")
+
+    def __str__(self) -> str:
+        text = f"{self.build_head}-{self.arch}-linux"
         if self.python != "abi3":
             text += "-cp" + self.python.replace(".", "")
         return text

@@ -201,7 +201,7 @@ def bounds_specifier(minver: str | None, maxver: str | None) -> SpecifierSet:
     if minver is not None:
         parts.append(f">={minver}")
     if maxver is not None:
-        numbers = [int(n) for n in maxver.split(".")]
+        numbers = list(Version(maxver).release)
         numbers[-1] += 1
         parts.append("<" + ".".join(str(n) for n in numbers))
     return SpecifierSet(",".join(parts))

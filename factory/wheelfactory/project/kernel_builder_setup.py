@@ -10,17 +10,14 @@ import json
 from dataclasses import dataclass
 from importlib.resources import files
 
-from packaging.version import Version
 
 from wheelfactory._runtime._record import BUILD_RECORD_FILE
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.build_toml import KernelBuilderSpec
-from wheelfactory.project.stage import cuda_wheels_block
+from wheelfactory.project.stage import abi_defines, cuda_wheels_block
 
 GENERATED_DIR = "_wheelfactory"  # in the staging copy: registration.h
 BACKEND_DEFINES = {"cpu": "CPU_KERNEL", "cuda": "CUDA_KERNEL", "rocm": "ROCM_KERNEL"}
-TORCH_DEFINES_LIMITED_API = Version("2.7")
-LIMITED_API = "0x03090000"
 
 
 def registration_h() -> str:
@@ -42,12 +39,6 @@ class UnitBuild:
     archs: tuple[str, ...]  # what the unit's device code is compiled for ("8.0", "gfx942")
 
 
-def target_version_macro(torch: str) -> str:
-    """``"2.10"`` -> ``0x020a000000000000``: torch's encoding of TORCH_TARGET_VERSION."""
-    major, minor = (int(x) for x in torch.split("."))
-    return f"0x{major:02x}{minor:02x}000000000000"
-
-
 def setup_py(
     spec: KernelBuilderSpec,
     variant: Variant,
@@ -62,14 +53,11 @@ def setup_py(
     device = backend in ("cuda", "rocm")
     package = spec.general.python_name
     package_dir = str(spec.python_package)
-    defines: list[tuple[str, str | None]] = [
-        (BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None)
+    defines = [
+        (BACKEND_DEFINES.get(backend, backend.upper() + "_KERNEL"), None),
+        *abi_defines(variant),
     ]
     abi3 = variant.key.python == "abi3"
-    if variant.key.stable_abi:  # only the stable ABI of the target and older may be used
-        defines.append(("TORCH_TARGET_VERSION", target_version_macro(variant.key.torch)))
-    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and abi3:
-        defines.append(("Py_LIMITED_API", LIMITED_API))
     include_dirs = [*(str(p) for p in spec.torch.include), GENERATED_DIR, "."]
     cxx = [*spec.torch.cxx_flags, *variant.settings.extra_cflags]
     nvcc = (

@@ -12,7 +12,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
 
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
@@ -27,7 +26,7 @@ from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
 from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.op_checks import coverage_warnings
-from wheelfactory.project.stage import cuda_wheels_block
+from wheelfactory.project.stage import abi_defines, cuda_wheels_block
 from wheelfactory.project.wheel_checks import WheelChecks, check_sources
 from wheelfactory.support.project_copy import (
     checked_file,
@@ -41,9 +40,6 @@ RECORD_FILE = BUILD_RECORD_FILE
 SOURCES_DIR = "_sources"
 RUNTIME_PACKAGE = "_runtime"
 LIBRARY_MODULE = "_C"
-# torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
-TORCH_DEFINES_LIMITED_API = Version("2.7")
-LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
 
 
 @dataclass(frozen=True)
@@ -297,12 +293,7 @@ def _setup_py(
     )
     sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
     include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
-    defines = [(kernel.namespace_macro, namespace)]
-    if variant.key.stable_abi:  # only the stable ABI of this torch and older may be used
-        major, minor = (int(x) for x in variant.key.torch.split("."))
-        defines.append(("TORCH_TARGET_VERSION", f"0x{major:02x}{minor:02x}000000000000"))
-    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
-        defines.append(("Py_LIMITED_API", LIMITED_API))
+    defines = [(kernel.namespace_macro, namespace), *abi_defines(variant)]
     cxx = list(kernel.cxx_flags) + list(variant.settings.extra_cflags)
     device = backend in ("cuda", "rocm")
     own = (*kernel.nvcc_flags, *variant.settings.extra_cuda_cflags)

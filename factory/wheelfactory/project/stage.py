@@ -1,14 +1,18 @@
 """What the runner and the engines read of a staged build, whichever kind made it: the protocols
 the kinds' stages satisfy (the native kind's StagePlan in project/native.py, kernel-builder's in
 project/kernel_builder.py, bring-your-own's in project/bring_your_own.py, noarch's in
-project/noarch.py), and the CUDA-wheels block of the setup.py files the factory generates."""
+project/noarch.py), and what the setup.py files the factory generates share: the ABI's macros and
+the CUDA-wheels block."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Protocol
 
+from packaging.version import Version
+
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.versions import target_version_macro
 from wheelfactory.project.build_system import BuildSystem
 from wheelfactory.project.kind_facts import KindFacts
 from wheelfactory.project.wheel_checks import WheelChecks
@@ -91,6 +95,23 @@ class Stage(Staged, Protocol):
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         """Last touch on the repaired wheel (a bring-your-own project gets its local version here)."""
+
+
+# torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
+TORCH_DEFINES_LIMITED_API = Version("2.7")
+LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
+
+
+def abi_defines(variant: Variant) -> list[tuple[str, str | None]]:
+    """The macros a generated setup.py defines for the variant's ABI: TORCH_TARGET_VERSION for a
+    stable-ABI build (only the stable ABI of the target and older may be used), Py_LIMITED_API
+    for an abi3 one against a torch that does not define it."""
+    defines: list[tuple[str, str | None]] = []
+    if variant.key.stable_abi:
+        defines.append(("TORCH_TARGET_VERSION", target_version_macro(variant.key.torch)))
+    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
+        defines.append(("Py_LIMITED_API", LIMITED_API))
+    return defines
 
 
 def cuda_wheels_block(variant: Variant) -> str:

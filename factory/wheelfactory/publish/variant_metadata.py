@@ -48,6 +48,7 @@ from pathlib import Path
 from packaging.version import Version
 
 from wheelfactory.errors import ConfigError, IndexBuildError, WheelfactoryError
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.project.keys import file_sha256
 from wheelfactory.publish.collect import IndexedWheel, build_record
 from wheelfactory.publish.pages import html_page, wheel_anchor
@@ -72,14 +73,7 @@ Properties = dict[str, dict[str, list[str]]]
 def label_for(wheel: IndexedWheel) -> str:
     """``torch213_cxx11_cu130``, ``torch213_cxx11_cu130_sm90``: the variant id without arch, OS and
     Python (the wheel tags carry those)."""
-    key = wheel.variant
-    major, minor = key.torch.split(".")
-    head = (
-        f"torch_stable_abi{major}{minor}"
-        if key.stable_abi
-        else f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
-    )
-    return f"{head}_{key.backend.tag}" + (f"_{key.gpu}" if key.gpu else "")
+    return wheel.variant.build_head.replace("-", "_")
 
 
 def _archs(wheel: IndexedWheel) -> list[str]:
@@ -357,7 +351,7 @@ def environment_properties(
     """What an environment supports, each feature's values best first (what a provider plugin
     would report): this torch; stable-ABI builds for any torch from 2.0 up to it; CUDA builds of
     this major and minor <= this one, newest first; the GPU's own archs."""
-    major, minor = (int(x) for x in torch_version.split(".")[:2])
+    major, minor = major_minor(torch_version)
     props: Properties = {
         "torch": {
             "version": [f"{major}.{minor}"],
@@ -366,7 +360,7 @@ def environment_properties(
         }
     }
     if cuda:
-        cmajor, cminor = (int(x) for x in cuda.split(".")[:2])
+        cmajor, cminor = major_minor(cuda)
         props["nvidia"] = {
             "cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
             "sm_arch": [

@@ -14,6 +14,7 @@ from packaging.version import Version
 from wheelfactory._runtime import BUILD_RECORD_FILE
 from wheelfactory._runtime._errors import RecordError
 from wheelfactory._runtime._record import load_record_json, record_member
+from wheelfactory.plan.torch_releases import manylinux_floor
 from wheelfactory.project.build_system import LEGACY
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
@@ -74,8 +75,6 @@ def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
     return [*command, str(wheel)]
 
 
-# The legacy manylinux names and the glibc they stand for (PEP 600).
-_LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 _GLIBC_VERSION = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
 _NAMESPACE = re.compile(r"^_[a-z_][a-z0-9_]*_(cpu|cuda|rocm)_[0-9a-f]{8}$")
 
@@ -99,10 +98,9 @@ def required_glibc(library: bytes) -> Version | None:
 
 def tag_glibc(platform: str) -> Version | None:
     """manylinux_2_28_x86_64 -> 2.28; manylinux2014_x86_64 -> 2.17; None for other platforms."""
-    if m := re.match(r"^manylinux_(\d+)_(\d+)_", platform):
-        return Version(f"{m.group(1)}.{m.group(2)}")
-    legacy = platform.split("_", 1)[0]
-    return Version(_LEGACY_MANYLINUX[legacy]) if legacy in _LEGACY_MANYLINUX else None
+    parts = platform.split("_")  # the tag less its arch: manylinux_2_28, or a legacy name
+    floor = manylinux_floor("_".join(parts[:3])) or manylinux_floor(parts[0])
+    return Version("{}.{}".format(*floor)) if floor else None
 
 
 def is_shared_library(member: str) -> bool:
