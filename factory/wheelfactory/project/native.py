@@ -15,18 +15,23 @@ from pathlib import Path
 
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
-from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
-from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
+from wheelfactory.project.build_system import GENERATED_PYPROJECT
 from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
-from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
+from wheelfactory.project.keys import python_files, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.op_checks import coverage_warnings
-from wheelfactory.project.stage import abi_defines, cuda_wheels_block
+from wheelfactory.project.stage import (
+    CompiledStage,
+    abi_defines,
+    cuda_wheels_block,
+    library_file,
+    variant_record,
+)
 from wheelfactory.project.wheel_checks import WheelChecks, check_sources
 from wheelfactory.support.project_copy import (
     checked_file,
@@ -43,7 +48,7 @@ LIBRARY_MODULE = "_C"
 
 
 @dataclass(frozen=True)
-class StagePlan:
+class StagePlan(CompiledStage):
     kernel: KernelSpec
     variant: Variant
     source_digest: str
@@ -84,27 +89,8 @@ class StagePlan:
         return NATIVE
 
     @property
-    def source_date_epoch(self) -> int:
-        return source_date_epoch(self.kernel.root)
-
-    @property
     def source_root(self) -> Path:
         return self.kernel.root
-
-    @property
-    def kernel_depends(self) -> tuple[dict[str, object], ...]:
-        return ()
-
-    @property
-    def hub_metadata(self) -> None:
-        return None  # a compiled wheel
-
-    @property
-    def build_system(self) -> BuildSystem:
-        return GENERATED
-
-    def build_env(self) -> dict[str, str]:
-        return {}
 
     def key_material(self) -> object:
         return [
@@ -120,9 +106,6 @@ class StagePlan:
 
     def write(self, dest: Path) -> None:
         write_stage(self, dest)
-
-    def finish(self, wheel: Path, dest_dir: Path) -> Path:
-        return wheel  # the generated setup.py already set the version with its local label
 
 
 @functools.cache
@@ -162,12 +145,6 @@ def plan_stage(
     source_digest = tree_digest(kernel.root, kernel.files_for(backend))
     namespace = namespace_for(kernel, variant)
     version = f"{kernel.version}+{variant.local_version}"
-    python = variant.key.python
-    library = (
-        f"{LIBRARY_MODULE}.abi3.so"
-        if python == "abi3"
-        else f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
-    )
     if variant.key.stable_abi and not dict(kernel.stable_sources).get("cuda" if device else "cpu"):
         raise ConfigError(
             f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
@@ -175,27 +152,14 @@ def plan_stage(
             key="stable_abi." + ("cuda" if device else "cpu"),
             hint="list them under [stable_abi], or drop stable_abi from [matrix]",
         )
-    record = BuildRecord(
+    record = variant_record(
+        variant,
         name=kernel.name,
         version=version,
-        variant=variant.id,
-        # A stable-ABI build serves every torch from its target on: the record names the target.
-        torch=MajorMinor.parse(
-            variant.key.torch if variant.key.stable_abi else variant.torch_version
-        ),
-        built_with_torch=variant.torch_version,
-        backend=variant.key.backend.kind,
-        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
-        cxx11_abi=variant.key.cxx11_abi,
-        python=variant.key.python,
-        arch=variant.key.arch,
-        arch_list=tuple(variant.shipped_arch_list),
         namespace=namespace,
         ops=tuple(kernel.ops),
-        library=library,
-        stable_abi=variant.key.stable_abi,
+        library=library_file(LIBRARY_MODULE, variant),
         source_digest=source_digest,
-        parts=variant.split_parts,
     )
     jit_spec: dict[str, object] = {
         "schema": 1,

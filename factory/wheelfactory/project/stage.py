@@ -1,8 +1,8 @@
 """What the runner and the engines read of a staged build, whichever kind made it: the protocols
 the kinds' stages satisfy (the native kind's StagePlan in project/native.py, kernel-builder's in
 project/kernel_builder.py, bring-your-own's in project/bring_your_own.py, noarch's in
-project/noarch.py), and what the setup.py files the factory generates share: the ABI's macros and
-the CUDA-wheels block."""
+project/noarch.py), what the compiled kinds' stages share (``CompiledStage``, the build record),
+and what the setup.py files the factory generates share: the ABI's macros, the CUDA-wheels block."""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from typing import Protocol
 
 from packaging.version import Version
 
+from wheelfactory._runtime._record import BuildRecord
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.versions import target_version_macro
-from wheelfactory.project.build_system import BuildSystem
+from wheelfactory.project.build_system import GENERATED, BuildSystem
+from wheelfactory.project.keys import source_date_epoch
 from wheelfactory.project.kind_facts import KindFacts
 from wheelfactory.project.wheel_checks import WheelChecks
 
@@ -95,6 +98,82 @@ class Stage(Staged, Protocol):
 
     def finish(self, wheel: Path, dest_dir: Path) -> Path:
         """Last touch on the repaired wheel (a bring-your-own project gets its local version here)."""
+
+
+class CompiledStage:
+    """What a compiled kind's stage answers unless it says otherwise: files dated by its checkout,
+    no Hub kernels needed at run time, no layout metadata of its own (its build record has it), the
+    build system and variables of the setup.py the factory generates, the repaired wheel as is."""
+
+    @property
+    def source_root(self) -> Path:
+        raise NotImplementedError
+
+    @property
+    def source_date_epoch(self) -> int:
+        return source_date_epoch(self.source_root)
+
+    @property
+    def kernel_depends(self) -> tuple[dict[str, object], ...]:
+        return ()
+
+    @property
+    def hub_metadata(self) -> None:
+        return None
+
+    @property
+    def build_system(self) -> BuildSystem:
+        return GENERATED
+
+    def build_env(self) -> dict[str, str]:
+        return {}
+
+    def finish(self, wheel: Path, dest_dir: Path) -> Path:
+        return wheel  # the generated setup.py already set the version with its local label
+
+
+def library_file(module: str, variant: Variant) -> str:
+    """The compiled module's file: ``_C.abi3.so``, ``_C.cpython-311-x86_64-linux-gnu.so``."""
+    python = variant.key.python
+    if python == "abi3":
+        return f"{module}.abi3.so"
+    return f"{module}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
+
+
+def variant_record(
+    variant: Variant,
+    *,
+    name: str,
+    version: str,
+    namespace: str,
+    ops: tuple[str, ...],
+    library: str,
+    source_digest: str,
+) -> BuildRecord:
+    """The build record of a variant's wheel: what it is built for, from the variant, and what the
+    project puts in it."""
+    return BuildRecord(
+        name=name,
+        version=version,
+        variant=variant.id,
+        # A stable-ABI build serves every torch from its target on: the record names the target.
+        torch=MajorMinor.parse(
+            variant.key.torch if variant.key.stable_abi else variant.torch_version
+        ),
+        built_with_torch=variant.torch_version,
+        backend=variant.key.backend.kind,
+        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
+        cxx11_abi=variant.key.cxx11_abi,
+        python=variant.key.python,
+        arch=variant.key.arch,
+        arch_list=variant.shipped_arch_list,
+        namespace=namespace,
+        ops=ops,
+        library=library,
+        stable_abi=variant.key.stable_abi,
+        source_digest=source_digest,
+        parts=variant.split_parts,
+    )
 
 
 # torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
