@@ -12,7 +12,7 @@ from rich.markup import escape
 
 import wheelfactory
 from wheelfactory.cli.options import ALLOW_UNATTESTED_OPTION, COMPAT_OPTION, OUT_OPTION
-from wheelfactory.cli.render import console, refused_error, unattested_warning
+from wheelfactory.cli.render import console, refused_error, tagged, unattested_warning
 from wheelfactory.errors import PublishError
 
 
@@ -37,15 +37,8 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     for wheel in done.plan.wheels:
         out_console.print(f"{wheel.variant_id}: {done.base_url}/{wheel.simple}/", markup=False)
     for skip in done.plan.skipped:
-        if skip.refused:
-            out_console.print(
-                f"[red]refused[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False
-            )
-        else:
-            out_console.print(
-                f"[yellow]not listed[/] {escape(skip.variant_id)}: {escape(skip.reason)}",
-                highlight=False,
-            )
+        tag = "[red]refused[/]" if skip.refused else "[yellow]not listed[/]"
+        tagged(out_console, tag, skip.variant_id, skip.reason)
     state = "written" if done.changed else "unchanged"
     refused = [skip.variant_id for skip in done.refused]
     out_console.print(
@@ -145,14 +138,9 @@ def export_command(
     for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
     for skip in result.skipped:
-        out_console.print(
-            f"[yellow]not exported[/] {escape(skip.variant_id)}: {escape(skip.reason)}",
-            highlight=False,
-        )
+        tagged(out_console, "[yellow]not exported[/]", skip.variant_id, skip.reason)
     for refusal in result.refused:
-        out_console.print(
-            f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False
-        )
+        tagged(out_console, "[red]refused[/]", refusal.variant_id, refusal.reason)
     out_console.print(
         f"{len(result.exported)} variant(s) in {hf_layout}; load with "
         f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))",

@@ -11,7 +11,7 @@ import click
 
 import wheelfactory
 from wheelfactory.cli.options import OUT_OPTION
-from wheelfactory.cli.render import console
+from wheelfactory.cli.render import console, plain
 from wheelfactory.errors import UsageError
 
 
@@ -106,7 +106,7 @@ def serve_command(
     err = console(stderr=True)
 
     def log(line: str) -> None:
-        err.print(line, markup=False, highlight=False)
+        plain(err, line)
 
     serving = wheelfactory.open_index(
         out_dir, root=root, host=host, port=port, base_url=base_url, log_line=log

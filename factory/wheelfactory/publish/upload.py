@@ -114,7 +114,7 @@ class UploadResult:
 
 @dataclass(frozen=True)
 class HeldQuery:
-    """One page ``publish_uploads`` reads before planning: ``project`` at ``simple_url``;
+    """One page ``read_plan`` reads before planning: ``project`` at ``simple_url``;
     ``filenames``: the files planned there (the only ones hashed where the page gives no sha256)."""
 
     simple_url: str
@@ -478,22 +478,3 @@ def execute_plan(plan: UploadPlan, *, say: Say) -> UploadResult:
         if index.upload:
             uploaded += upload_index(index, say=say)
     return UploadResult(uploaded, plan.present + plan.to_upload - uploaded, plan)
-
-
-def publish_uploads(
-    target: UploadTarget,
-    wheels: list[IndexedWheel],
-    default_wheels: list[Path],
-    *,
-    dry_run: bool,
-    say: Say,
-) -> UploadResult:
-    """Publish to an upload-API target: ``read_plan`` (a conflict refuses the whole publish
-    before anything is sent), then ``execute_plan``. ``dry_run``: read and plan, ``say`` the
-    plan's lines, send nothing."""
-    plan = read_plan(target, wheels, default_wheels)
-    if dry_run:
-        for line in render_plan(plan):
-            say(line)
-        return UploadResult(0, plan.present, plan, dry_run=True)
-    return execute_plan(plan, say=say)
