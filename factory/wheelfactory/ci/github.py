@@ -51,6 +51,7 @@ from wheelfactory.ci import watch_torch
 from wheelfactory.ci.github_publish import publish_job, publish_plan
 from wheelfactory.ci.workflow import (
     ARTIFACT_PREFIX,
+    ATTEST,
     CHECKOUT,
     DIST,
     PLAN_RUNNER,
@@ -82,9 +83,6 @@ MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs pe
 JOB_MINUTES_MAX = 360  # GitHub-hosted runners stop a job after 6 hours
 CPU_MINUTES = 60  # a job's timeout per variant: a CPU build is minutes,
 ACCELERATOR_MINUTES = 240  # nvcc for a dozen archs on a 4-core runner is hours
-# Sigstore-signed SLSA build provenance from the workflow's own OIDC identity (no key to keep);
-# verified with `gh attestation verify WHEEL --repo OWNER/REPO`.
-ATTEST = "actions/attest-build-provenance@v4"
 # Big preinstalled SDKs a CUDA build does not use; the toolkit, torch and the images need the room.
 UNUSED_SDKS = (
     "/usr/share/dotnet",

@@ -217,7 +217,7 @@ def pure_wheel_from_sdist(
     except CommandFailed as exc:
         raise WheelhouseError(
             f"{requirement} has no wheel, and building one from its source distribution failed: "
-            f"{(exc.tail or str(exc)).strip().splitlines()[-1]}"
+            f"{exc.last_line}"
         ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -326,8 +326,7 @@ class Wheelhouse:
                     )
                 )
                 raise WheelhouseError(
-                    f"downloading {', '.join(wanted)} from {where} "
-                    f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}"
+                    f"downloading {', '.join(wanted)} from {where} failed: {exc.last_line}"
                 ) from None
             passes += 1
             wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)

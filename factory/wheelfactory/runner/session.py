@@ -197,9 +197,8 @@ def run_version_probe(tools: Path, probe: VersionProbe) -> str:
     try:
         return run([sys.executable, "-c", probe.program, *probe.args], env={"PYTHONPATH": str(env)})
     except CommandFailed as exc:
-        last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
         raise ConfigError(
-            f"{probe.tool} could not compute the project's version from git: {last}",
+            f"{probe.tool} could not compute the project's version from git: {exc.last_line}",
             key="build-system.requires",
             hint="build from a git checkout (with a version tag), or set the tool's fallback version",
         ) from None

@@ -90,10 +90,9 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
             try:
                 run([*command, *request.requirements], log=log)
             except CommandFailed as exc:
-                last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
                 raise EnvironmentProblem(
                     f"installing {', '.join(request.requirements)} for {request.purpose} with "
-                    f"the host's pip failed: {last}"
+                    f"the host's pip failed: {exc.last_line}"
                 ) from None
             (staged / COMPLETE).write_text(" ".join(request.requirements) + "\n")
             shutil.rmtree(target, ignore_errors=True)
