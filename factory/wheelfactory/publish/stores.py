@@ -323,7 +323,9 @@ class BucketStore:
                 continue  # the bucket's root page: served as index.html only
             try:
                 with contextlib.ExitStack() as stack:
-                    stream = body if isinstance(body, bytes) else stack.enter_context(body.open("rb"))
+                    stream = (
+                        body if isinstance(body, bytes) else stack.enter_context(body.open("rb"))
+                    )
                     self.client.put_object(
                         Bucket=self.target.bucket,
                         Key=key,

@@ -37,7 +37,7 @@ import io
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -157,6 +157,10 @@ def _default_file(path: Path) -> UploadFile:
     return UploadFile(path, path.name, canonicalize_name(name), file_sha256(path), None)
 
 
+def _by_name(files: Iterable[UploadFile]) -> tuple[UploadFile, ...]:
+    return tuple(sorted(files, key=lambda f: f.filename))
+
+
 def _indexes(
     target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
 ) -> list[_Index]:
@@ -186,7 +190,7 @@ def _indexes(
                 "default variant goes there, without its label, and there is none: set "
                 "[publish] pypi_default = true (or name the variant)"
             )
-        files = tuple(sorted((_default_file(p) for p in default_wheels), key=lambda f: f.filename))
+        files = _by_name(_default_file(p) for p in default_wheels)
         return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
@@ -196,19 +200,21 @@ def _indexes(
                 target.upload_url(v),
                 None,
                 target.simple_url(v),
-                tuple(
-                    sorted(
-                        (_dist_file(w) for w in wheels if w.variant_id == v),
-                        key=lambda f: f.filename,
-                    )
-                ),
+                _by_name(_dist_file(w) for w in wheels if w.variant_id == v),
             )
             for v in variants
         ]
     if not wheels:
         return []
-    files = tuple(sorted((_dist_file(w) for w in wheels), key=lambda f: f.filename))
-    return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
+    return [
+        _Index(
+            None,
+            target.url,
+            target.repository,
+            target.simple_url(""),
+            _by_name(_dist_file(w) for w in wheels),
+        )
+    ]
 
 
 def held_queries(

@@ -34,13 +34,13 @@ from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.timeline import Timeline
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.project_suite import TestRun, run_project_tests
-from wheelfactory.verify.repair import check_wheel, is_shared_library
+from wheelfactory.verify.repair import check_wheel
 from wheelfactory.verify.stable_symbols import (
     declared_stable_target,
     shim_versions,
     stable_abi_problems,
 )
-from wheelfactory.verify.wheel_identity import elf_machine_problems
+from wheelfactory.verify.wheel_identity import elf_machine_problems, is_shared_library
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.

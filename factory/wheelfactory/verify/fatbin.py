@@ -27,7 +27,7 @@ from pathlib import Path
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.plan.identity import GpuSlice, Variant
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
-from wheelfactory.verify.repair import is_shared_library
+from wheelfactory.verify.wheel_identity import is_shared_library
 
 MAGIC = 0xBA55ED50
 SECTIONS = (".nv_fatbin", "__nv_relfatbin")

@@ -25,7 +25,7 @@ from pathlib import Path
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.support.proc import run
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
-from wheelfactory.verify.repair import is_shared_library
+from wheelfactory.verify.wheel_identity import is_shared_library
 
 DEBUG_DIR = "debug"  # in the build's work directory, then dist/<variant>/debug
 _OBJCOPY_PREFIX = {"x86_64": "x86_64-linux-gnu-", "aarch64": "aarch64-linux-gnu-"}
