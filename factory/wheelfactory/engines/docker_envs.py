@@ -91,21 +91,6 @@ class ContainerEnvironments:
         ]
         return made[0], made[1]
 
-    def for_tests(
-        self,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        torch_env: PreparedEnv,
-        log: Path,
-    ) -> PreparedEnv | None:
-        """The project tests' requirements ([test] requires), prepared like torch: once per content.
-        What the torch environment mounted beside it holds is not installed again: a test
-        requirement that depends on torch uses the variant's (a second torch in front of it would
-        be the one the tests import). None when the torch environment has everything."""
-        return self._beside_torch("test", image, python, target, wheels, torch_env, log)
-
     def for_dependencies(
         self,
         variant: Variant,
@@ -141,9 +126,9 @@ class ContainerEnvironments:
                 f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
                 f"as wheels for Python {target.version}: {exc}"
             ) from None
-        return self._beside_torch("deps", image, python, target, wheels, torch_env, log)
+        return self.beside_torch("deps", image, python, target, wheels, torch_env, log)
 
-    def _beside_torch(
+    def beside_torch(
         self,
         role: Role,
         image: ImageRef,
@@ -154,7 +139,10 @@ class ContainerEnvironments:
         log: Path,
     ) -> PreparedEnv | None:
         """The set's wheels that the torch environment does not hold, as an environment of ``role``
-        mounted beside it (the set is resolved already: installed as files, without dependencies)."""
+        mounted beside it (the set is resolved already: installed as files, without dependencies);
+        None when the torch environment has everything. The project tests' requirements ("test")
+        so: a test requirement that depends on torch uses the variant's (a second torch in front
+        of it would be the one the tests import)."""
         provided = {name for name, _ in installed_releases(torch_env.path)}
         files = tuple(
             f"{WHEELHOUSE_MOUNT}/{name}"

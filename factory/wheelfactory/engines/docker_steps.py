@@ -181,7 +181,7 @@ def environments(
     test_env = (
         None
         if sets.tests is None
-        else made.for_tests(image, python, target, sets.tests, torch_env, log)
+        else made.beside_torch("test", image, python, target, sets.tests, torch_env, log)
     )
     return VariantEnvs(torch_env, tools_env, build_env, test_env)
 

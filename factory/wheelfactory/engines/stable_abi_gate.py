@@ -54,7 +54,9 @@ def stable_abi_gate(
             test_env = (
                 None
                 if test_wheels is None
-                else made.for_tests(built.image, built.python, target, test_wheels, torch_env, log)
+                else made.beside_torch(
+                    "test", built.image, built.python, target, test_wheels, torch_env, log
+                )
             )
             deps_env = made.for_dependencies(
                 variant, built.image, built.python, target, wheel, torch_env, log
