@@ -69,7 +69,7 @@ from wheelfactory.ci.workflow import (
     wf,
 )
 from wheelfactory.ci.workflow import repo_path as repo_path  # the command's: how paths are named
-from wheelfactory.errors import UsageError, WriteFailed
+from wheelfactory.errors import UsageError
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
@@ -187,16 +187,7 @@ def write_workflow(text: str, path: Path) -> None:
             f"cannot write the workflow {path}: it is a directory; name a file, "
             f"e.g. {path / 'wheels.yml'}"
         )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(
-            f"cannot write the workflow {path}: {path.parent} is not a directory"
-        ) from None
-    except OSError as exc:
-        raise WriteFailed(
-            f"cannot write the workflow {path}: cannot make {path.parent} ({exc.strerror or exc})"
-        ) from None
+    atomic.make_parent(path, what="the workflow")
     atomic.write_text(path, text, what="the workflow")
 
 

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from wheelfactory.errors import ConfigError, WriteFailed
+from wheelfactory.errors import ConfigError, UsageError, WriteFailed
 
 TEMP_SUFFIX = ".tmp"
 # of the 255 bytes a file name may have: room for the dot, the random part and the suffix
@@ -53,6 +53,21 @@ def write_text(path: Path, text: str, *, encoding: str = "utf-8", what: str | No
     """Replace ``path`` with ``text`` (no newline translation). ``what`` names the file in errors,
     e.g. "the bake file"."""
     write_bytes(path, text.encode(encoding), what=what)
+
+
+def make_parent(path: Path, *, what: str) -> None:
+    """Make the directory ``path`` goes in: a file in the way is a UsageError, any other failure
+    WriteFailed (one line each)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(
+            f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)"
+        ) from None
+    except OSError as exc:
+        raise WriteFailed(
+            f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})"
+        ) from None
 
 
 def write_bytes(path: Path, data: bytes, *, what: str | None = None) -> None:
