@@ -24,7 +24,6 @@ from wheelfactory.engines.pure_python import PurePythonEngine
 from wheelfactory.errors import (
     ConfigError,
     DockerUnavailable,
-    ImageBuildFailed,
     UsageError,
     WheelfactoryError,
 )
@@ -39,7 +38,7 @@ from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Matrix
 from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Target
-from wheelfactory.support.progress import Listener, ToolOutput, ignore
+from wheelfactory.support.progress import Listener, ignore
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 START_ENGINE = "wheelfactory engine start"  # installs (as root, on Debian/Ubuntu) and starts one
@@ -329,18 +328,8 @@ def debian_bases(
     from wheelfactory.images.base_image import base_spec, ensure_base_image, parse_suite
 
     def make(suite: str, arch: str) -> str:
-        try:
-            image = ensure_base_image(
-                client,
-                base_spec(parse_suite(suite), debian_mirror(matrix.build.debian_mirror), arch),
-                cache_dir=DEFAULT_CACHE,
-                progress=progress,
-            )
-        except ImageBuildFailed as exc:
-            if exc.tail:
-                progress(ToolOutput(exc.tail))
-            raise
-        return image.tag
+        spec = base_spec(parse_suite(suite), debian_mirror(matrix.build.debian_mirror), arch)
+        return ensure_base_image(client, spec, cache_dir=DEFAULT_CACHE, progress=progress).tag
 
     return functools.cache(make)
 

@@ -148,11 +148,8 @@ def read_build_system(root: Path) -> BuildSystem:
     table = data.get("build-system")
     where = f"{path} [build-system]"
     if table is None:
-        requires, backend, where = (
-            LEGACY_REQUIRES,
-            LEGACY_BACKEND,
-            f"{path} (no [build-system]: setuptools' default)",
-        )
+        requires, backend = LEGACY_REQUIRES, LEGACY_BACKEND
+        where = f"{path} (no [build-system]: setuptools' default)"
     else:
         if not isinstance(table, dict):
             raise ConfigError(

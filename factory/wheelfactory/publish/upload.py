@@ -164,10 +164,8 @@ def _by_name(files: Iterable[UploadFile]) -> tuple[UploadFile, ...]:
 def _indexes(
     target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
 ) -> list[_Index]:
-    in_url, in_index_url = (
-        VARIANT_FIELD in (target.url or ""),
-        VARIANT_FIELD in (target.index_url or ""),
-    )
+    in_url = VARIANT_FIELD in (target.url or "")
+    in_index_url = VARIANT_FIELD in (target.index_url or "")
     if target.index_url and in_url != in_index_url:
         raise PublishError(
             f"{target}: url and index_url must both name {VARIANT_FIELD} or neither (one index "

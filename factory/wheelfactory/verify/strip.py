@@ -89,11 +89,8 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
             needing.append(member)
             return data
         with tempfile.TemporaryDirectory(prefix="wf-strip-") as tmp:
-            library, debug_file, stripped = (
-                Path(tmp) / "lib.so",
-                Path(tmp) / "lib.debug",
-                Path(tmp) / "stripped.so",
-            )
+            library, debug_file = Path(tmp) / "lib.so", Path(tmp) / "lib.debug"
+            stripped = Path(tmp) / "stripped.so"
             library.write_bytes(data)
             run([tool, "--only-keep-debug", str(library), str(debug_file)], log=log)
             # the link names the debug file as gdb finds it by build id; without one, beside the library
