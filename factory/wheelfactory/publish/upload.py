@@ -38,7 +38,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -127,15 +127,6 @@ class HeldQuery:
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Index:
-    variant: str | None
-    upload_url: str | None
-    repository: str | None
-    simple_url: str | None
-    files: tuple[UploadFile, ...]
-
-
 def local_file(wheel: IndexedWheel) -> Path:
     """The wheel's file in dist/; PublishError for a wheel listed from what a target holds."""
     source: Path | None = wheel.source
@@ -161,9 +152,16 @@ def _by_name(files: Iterable[UploadFile]) -> tuple[UploadFile, ...]:
     return tuple(sorted(files, key=lambda f: f.filename))
 
 
+def _one_index(target: UploadTarget, files: Iterable[UploadFile]) -> list[IndexUpload]:
+    """The target's one index, with every file that may go there (none planned yet)."""
+    return [
+        IndexUpload(None, target.url, target.repository, target.simple_url(""), _by_name(files), ())
+    ]
+
+
 def _indexes(
     target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
-) -> list[_Index]:
+) -> list[IndexUpload]:
     in_url = VARIANT_FIELD in (target.url or "")
     in_index_url = VARIANT_FIELD in (target.index_url or "")
     if target.index_url and in_url != in_index_url:
@@ -188,31 +186,23 @@ def _indexes(
                 "default variant goes there, without its label, and there is none: set "
                 "[publish] pypi_default = true (or name the variant)"
             )
-        files = _by_name(_default_file(p) for p in default_wheels)
-        return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
+        return _one_index(target, (_default_file(p) for p in default_wheels))
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
         return [
-            _Index(
+            IndexUpload(
                 v,
                 target.upload_url(v),
                 None,
                 target.simple_url(v),
                 _by_name(_dist_file(w) for w in wheels if w.variant_id == v),
+                (),
             )
             for v in variants
         ]
     if not wheels:
         return []
-    return [
-        _Index(
-            None,
-            target.url,
-            target.repository,
-            target.simple_url(""),
-            _by_name(_dist_file(w) for w in wheels),
-        )
-    ]
+    return _one_index(target, (_dist_file(w) for w in wheels))
 
 
 def held_queries(
@@ -223,12 +213,12 @@ def held_queries(
     for index in _indexes(target, wheels, default_wheels):
         if index.simple_url is None:
             continue
-        for project in sorted({f.project for f in index.files}):
+        for project in sorted({f.project for f in index.upload}):
             queries.append(
                 HeldQuery(
                     index.simple_url,
                     project,
-                    frozenset(f.filename for f in index.files if f.project == project),
+                    frozenset(f.filename for f in index.upload if f.project == project),
                 )
             )
     return queries
@@ -252,8 +242,8 @@ def plan_upload(
         ours: dict[str, str] = {}
         upload: list[UploadFile] = []
         present: list[UploadFile] = []
-        where = index.upload_url or f"repository {index.repository}"
-        for item in index.files:
+        where = str(index)
+        for item in index.upload:
             if item.filename in ours:
                 if ours[item.filename] != item.sha256:
                     raise PublishError(
@@ -272,16 +262,7 @@ def plan_upload(
                     f"{item.filename}: {where} already holds it with sha256 {theirs}, "
                     f"this dist's is {item.sha256}"
                 )
-        planned.append(
-            IndexUpload(
-                index.variant,
-                index.upload_url,
-                index.repository,
-                index.simple_url,
-                tuple(upload),
-                tuple(present),
-            )
-        )
+        planned.append(replace(index, upload=tuple(upload), present=tuple(present)))
     if conflicts:
         more = f" ({len(conflicts) - 1} more conflicting)" if len(conflicts) > 1 else ""
         raise PublishError(
