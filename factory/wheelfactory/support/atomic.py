@@ -26,18 +26,11 @@ from functools import cache
 from pathlib import Path
 
 from wheelfactory.errors import ConfigError, UsageError, WriteFailed
+from wheelfactory.support.inputs import kind_of
 
 TEMP_SUFFIX = ".tmp"
 # of the 255 bytes a file name may have: room for the dot, the random part and the suffix
 _NAME_ROOM = 200
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISLNK, "a symlink"),
-    (stat.S_ISFIFO, "a fifo"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 # fsync of a directory is not offered everywhere; the rename itself has been done.
 _DIR_SYNC_UNSUPPORTED = {
     errno.EINVAL,
@@ -138,7 +131,7 @@ def check_replaceable(path: Path, *, what: str | None = None) -> int:
         raise _failed(path, what, exc) from None
     if stat.S_ISREG(info.st_mode):
         return stat.S_IMODE(info.st_mode)
-    kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+    kind = kind_of(info.st_mode)
     raise ConfigError(
         f"cannot write {_label(path, what)}: it exists and is {kind}, not a regular file; "
         "move it away or name another path"
