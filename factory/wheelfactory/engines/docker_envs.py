@@ -45,6 +45,16 @@ from wheelfactory.plan.identity import Variant
 
 
 @dataclass(frozen=True)
+class Interpreter:
+    """A build image's ``/opt/python/<python>`` interpreter (``cp311-cp311``), which runs as
+    ``target`` (its version, arch and glibc): what an environment is made for."""
+
+    image: ImageRef
+    python: str
+    target: ContainerPython
+
+
+@dataclass(frozen=True)
 class ContainerEnvironments:
     """Prepared environments for the build images of one engine. ``tool_extras``: what the tools
     environment holds besides the build tools (the compile cache's sccache); ``labels``: the
@@ -62,44 +72,25 @@ class ContainerEnvironments:
     ) -> tuple[EnvRequest, EnvRequest]:
         """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
         torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
+        torch = (variant.torch_requirement, *variant.toolkit_wheels)
+        tools = (*BUILD_REQUIREMENTS, *self.tool_extras)
         return (
-            EnvRequest(
-                "torch",
-                image_id,
-                python,
-                (variant.torch_requirement, *variant.toolkit_wheels),
-                wheels,
-            ),
-            EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self.tool_extras), wheels),
+            EnvRequest("torch", image_id, python, torch, wheels),
+            EnvRequest("tools", image_id, python, tools, wheels),
         )
 
     def torch_and_tools(
-        self,
-        variant: Variant,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        log: Path,
+        self, variant: Variant, at: Interpreter, wheels: WheelSet, log: Path
     ) -> tuple[PreparedEnv, PreparedEnv]:
         """The variant's prepared torch and build tools: made once, offline, from the variant's
         wheel set; then reused."""
-        torch_request, tools_request = self.requests(variant, image.id, python, wheels.wheels)
-        made = [
-            self.ensure(request, image, python, target, wheels, log)
-            for request in (torch_request, tools_request)
-        ]
-        return made[0], made[1]
+        torch_request, tools_request = self.requests(variant, at.image.id, at.python, wheels.wheels)
+        return self.ensure(torch_request, at, wheels, log), self.ensure(
+            tools_request, at, wheels, log
+        )
 
     def for_dependencies(
-        self,
-        variant: Variant,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheel: Path,
-        torch_env: PreparedEnv,
-        log: Path,
+        self, variant: Variant, at: Interpreter, wheel: Path, torch_env: PreparedEnv, log: Path
     ) -> PreparedEnv | None:
         """What the wheel requires at run time besides torch (its Requires-Dist for the container's
         Python, extras not asked for), prepared like torch for the smoke test and the project's
@@ -107,7 +98,7 @@ class ContainerEnvironments:
         holds (torch's own dependencies: filelock, sympy, ...) is not installed again; everything
         else is, build tools included: the variant's wheel set holds packaging and ninja for the
         build, and a wheel that needs them at run time (DeepSpeed) must find them in its own."""
-        requires = runtime_requirements(wheel, target)
+        requires = runtime_requirements(wheel, at.target)
         if not requires:
             return None
         try:
@@ -115,7 +106,7 @@ class ContainerEnvironments:
                 WheelhouseRequest(
                     requires,
                     (),
-                    target,
+                    at.target,
                     constraints=(variant.torch_requirement,),
                     find_links=local_wheels(self.find_links),
                 ),
@@ -124,19 +115,12 @@ class ContainerEnvironments:
         except WheelhouseError as exc:
             raise DockerBuildError(
                 f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
-                f"as wheels for Python {target.version}: {exc}"
+                f"as wheels for Python {at.target.version}: {exc}"
             ) from None
-        return self.beside_torch("deps", image, python, target, wheels, torch_env, log)
+        return self.beside_torch("deps", at, wheels, torch_env, log)
 
     def beside_torch(
-        self,
-        role: Role,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        torch_env: PreparedEnv,
-        log: Path,
+        self, role: Role, at: Interpreter, wheels: WheelSet, torch_env: PreparedEnv, log: Path
     ) -> PreparedEnv | None:
         """The set's wheels that the torch environment does not hold, as an environment of ``role``
         mounted beside it (the set is resolved already: installed as files, without dependencies);
@@ -152,27 +136,15 @@ class ContainerEnvironments:
         if not files:
             return None
         return self.ensure(
-            EnvRequest(role, image.id, python, files, wheels.wheels),
-            image,
-            python,
-            target,
-            wheels,
-            log,
+            EnvRequest(role, at.image.id, at.python, files, wheels.wheels), at, wheels, log
         )
 
     def ensure(
-        self,
-        request: EnvRequest,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        log: Path,
+        self, request: EnvRequest, at: Interpreter, wheels: WheelSet, log: Path
     ) -> PreparedEnv:
-        """``request`` made (or found) for the image's ``/opt/python/<python>`` interpreter, which
-        runs as ``target`` (its version, arch and glibc)."""
+        """``request`` made (or found) for the interpreter ``at``."""
         envs = PreparedEnvs(self.wheelhouse.root / "envs")
-        interpreter = f"/opt/python/{python}/bin/python"
+        interpreter, target = f"/opt/python/{at.python}/bin/python", at.target
 
         def install(request: EnvRequest, staged: Path) -> None:
             with log.open("a", encoding="utf-8") as sink:
@@ -196,7 +168,7 @@ class ContainerEnvironments:
             # Another Python version than this one: the image's interpreter compiles, offline.
             with Container(
                 self.client,
-                image.id,
+                at.image.id,
                 network="none",
                 labels=self.labels,
                 volumes={staged: request.mount},

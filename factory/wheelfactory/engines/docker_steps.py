@@ -21,6 +21,7 @@ from pathlib import Path
 from wheelfactory.engines import cpu_baseline
 from wheelfactory.engines.cibuildwheel_settings import decide_project_table
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, read_stats, stats_name, wiring
+from wheelfactory.engines.docker_envs import Interpreter
 from wheelfactory.engines.docker_run import DockerRun, compile_cache_for
 from wheelfactory.engines.image_facts import ImageFacts, compile_note, cross_compilers, cuda_home
 from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv
@@ -151,37 +152,16 @@ def build_system_set(
 
 
 def environments(
-    docker: DockerRun,
-    stage: Stage,
-    image: ImageRef,
-    python: str,
-    target: ContainerPython,
-    sets: VariantSets,
-    log: Path,
+    docker: DockerRun, stage: Stage, at: Interpreter, sets: VariantSets, log: Path
 ) -> VariantEnvs:
     """The prepared environments of the variant's sets, made once per content, then reused."""
     made = docker.environments
-    torch_env, tools_env = made.torch_and_tools(
-        stage.variant, image, python, target, sets.torch, log
-    )
-    build_env = made.ensure(
-        EnvRequest(
-            "build",
-            image.id,
-            python,
-            stage.build_system.environment_requirements(),
-            sets.build_system.wheels,
-        ),
-        image,
-        python,
-        target,
-        sets.build_system,
-        log,
-    )
+    torch_env, tools_env = made.torch_and_tools(stage.variant, at, sets.torch, log)
+    system = stage.build_system.environment_requirements()
+    build = EnvRequest("build", at.image.id, at.python, system, sets.build_system.wheels)
+    build_env = made.ensure(build, at, sets.build_system, log)
     test_env = (
-        None
-        if sets.tests is None
-        else made.beside_torch("test", image, python, target, sets.tests, torch_env, log)
+        None if sets.tests is None else made.beside_torch("test", at, sets.tests, torch_env, log)
     )
     return VariantEnvs(torch_env, tools_env, build_env, test_env)
 

@@ -137,7 +137,7 @@ def check_wheel(
         problems.append(f"the build record is unusable: {record}")
     elif native and record is None:
         problems.append(f"the build record {BUILD_RECORD_FILE} is missing")
-    elif native:
+    elif native and isinstance(record, dict):
         problems += _namespace_problems(record, libraries, package)
     if native and not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
         problems.append("the compiled library _C is missing")
