@@ -33,9 +33,8 @@ from wheelfactory.engines.wheelhouse import (
     BUILD_REQUIREMENTS,
     ContainerPython,
     Wheelhouse,
-    WheelhouseRequest,
     WheelSet,
-    local_wheels,
+    beside_torch,
     runtime_requirements,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
@@ -102,16 +101,8 @@ class ContainerEnvironments:
         if not requires:
             return None
         try:
-            wheels = self.wheelhouse.ensure(
-                WheelhouseRequest(
-                    requires,
-                    (),
-                    at.target,
-                    constraints=(variant.torch_requirement,),
-                    find_links=local_wheels(self.find_links),
-                ),
-                log=log,
-            )
+            request = beside_torch(requires, variant, at.target, self.find_links)
+            wheels = self.wheelhouse.ensure(request, log=log)
         except WheelhouseError as exc:
             raise DockerBuildError(
                 f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "

@@ -28,9 +28,8 @@ from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv
 from wheelfactory.engines.torch_builds import torch_build_mismatch
 from wheelfactory.engines.wheelhouse import (
     ContainerPython,
-    WheelhouseRequest,
     WheelSet,
-    local_wheels,
+    beside_torch,
     request_for,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
@@ -114,17 +113,8 @@ def tests_set(
     torch (a project's own helper wheel) takes ``variant``'s, never the newest."""
     if tests is None or not tests.requires:
         return None
-    local = local_wheels((*docker.options.find_links, *tests.find_links))
-    return docker.wheelhouse.ensure(
-        WheelhouseRequest(
-            tests.requires,
-            (),
-            python,
-            find_links=local,
-            constraints=(variant.torch_requirement,),
-        ),
-        log=log,
-    )
+    links = (*docker.options.find_links, *tests.find_links)
+    return docker.wheelhouse.ensure(beside_torch(tests.requires, variant, python, links), log=log)
 
 
 def build_system_set(
@@ -134,16 +124,9 @@ def build_system_set(
     asks for at build time), downloaded with the variant's torch as a constraint."""
     system = stage.build_system
     try:
-        return docker.wheelhouse.ensure(
-            WheelhouseRequest(
-                system.environment_requirements(),
-                (),
-                python,
-                constraints=(stage.variant.torch_requirement,),
-                find_links=local_wheels(docker.options.find_links),
-            ),
-            log=log,
-        )
+        requires = system.environment_requirements()
+        request = beside_torch(requires, stage.variant, python, docker.options.find_links)
+        return docker.wheelhouse.ensure(request, log=log)
     except WheelhouseError as exc:
         raise DockerBuildError(
             f"{stage.variant.id}: the project's build requirements ({system.declared_in}) "

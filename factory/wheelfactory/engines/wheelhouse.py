@@ -109,6 +109,21 @@ def request_for(
     )
 
 
+def beside_torch(
+    requirements: tuple[str, ...],
+    variant: Variant,
+    python: ContainerPython,
+    find_links: tuple[str, ...],
+) -> WheelhouseRequest:
+    """A set of ``requirements`` (a project's build system, its tests', a wheel's own) from the
+    host's index and ``find_links``, where a requirement that depends on torch takes ``variant``'s,
+    never the newest."""
+    constraints = (variant.torch_requirement,)
+    return WheelhouseRequest(
+        requirements, (), python, constraints=constraints, find_links=local_wheels(find_links)
+    )
+
+
 def local_wheels(directories: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """``directories`` (find_links) as a WheelhouseRequest holds them: each with a digest of the
     wheels it holds now (names and sizes)."""

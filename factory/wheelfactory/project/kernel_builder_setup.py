@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from importlib.resources import files
 
-
 from wheelfactory._runtime._record import BUILD_RECORD_FILE
 from wheelfactory.plan.identity import Variant
 from wheelfactory.project.build_toml import KernelBuilderSpec
