@@ -41,6 +41,7 @@ from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.identity import Variant
+from wheelfactory.support.timeline import note
 
 
 @dataclass(frozen=True)
@@ -138,11 +139,11 @@ class ContainerEnvironments:
         interpreter, target = f"/opt/python/{at.python}/bin/python", at.target
 
         def install(request: EnvRequest, staged: Path) -> None:
-            with log.open("a", encoding="utf-8") as sink:
-                sink.write(
-                    f"# preparing the {request.role} environment {request.key} for {interpreter} "
-                    f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n"
-                )
+            note(
+                log,
+                f"preparing the {request.role} environment {request.key} for {interpreter} "
+                f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}",
+            )
             install_from_set(
                 request,
                 staged,
@@ -172,13 +173,11 @@ class ContainerEnvironments:
                 box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
 
         env = envs.ensure(request, install)
-        with log.open("a", encoding="utf-8") as sink:
-            shared = (
-                f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones"
-                if env.shared_bytes
-                else ""
-            )
-            sink.write(
-                f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n"
-            )
+        shared = (
+            f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones"
+            if env.shared_bytes
+            else ""
+        )
+        made = "made" if env.created else "reusing"
+        note(log, f"{made} prepared environment {env.key} ({env.path}{shared})")
         return env

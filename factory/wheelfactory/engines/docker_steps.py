@@ -39,7 +39,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.timeline import Timeline, split_by_markers
+from wheelfactory.support.timeline import Timeline, note, split_by_markers
 from wheelfactory.verify.diagnose import diagnosed
 
 
@@ -210,9 +210,9 @@ def run_cibuildwheel(
         flags_dir=flags_dir,
     )
     with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
-        for note in (cache_note, compile_note(variant, place.facts, host_arch())):
-            if note:
-                sink.write(f"# {note}\n")
+        for said in (cache_note, compile_note(variant, place.facts, host_arch())):
+            if said:
+                sink.write(f"# {said}\n")
         sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
     # The project's own table was decided above, option by option: cibuildwheel reads none of it.
     no_table = workdir / "cibuildwheel-options.toml"
@@ -242,11 +242,8 @@ def run_cibuildwheel(
         timeline.add(name, seconds)
     if cache is not None:
         found = read_stats(cache.tool, stats_dir / stats_name(cache, variant.id))
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# compile cache ({cache.describe()}): "
-                f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n"
-            )
+        stats = found.describe() if found else "no statistics (nothing was compiled)"
+        note(log, f"compile cache ({cache.describe()}): {stats}")
     (repaired,) = place.output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair) already
     rewritten = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
     return Repaired(repaired, rewritten)

@@ -24,7 +24,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args
 from wheelfactory.support.proc import CommandFailed, Runner, run
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 from wheelfactory.verify.checks import Said, verify_wheel, warn
 from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.fatbin import ship_gpu_part
@@ -243,11 +243,11 @@ class HostEngine:
         """The tools the interpreter lacks (``missing_tools``), installed for it once, with the
         host's pip (the host engine is not hermetic), and said in the log."""
         missing = self.environment.missing_tools
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# host engine: {self.environment.executable} has no {', '.join(missing)}: "
-                "installed into the engine's tools environment\n"
-            )
+        note(
+            log,
+            f"host engine: {self.environment.executable} has no {', '.join(missing)}: "
+            "installed into the engine's tools environment",
+        )
         return ensure_host_env(
             self.tools,
             HostEnvRequest(

@@ -12,7 +12,7 @@ from wheelfactory.engines.docker_steps import tests_set, torch_set
 from wheelfactory.engines.docker_verify import Checked, verify_in_image
 from wheelfactory.errors import DockerBuildError, Findings
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 
 
 def _verdict(found: Findings) -> dict[str, object]:
@@ -37,8 +37,7 @@ def stable_abi_gate(
     tests = stage.checks.tests_for(variant.id)
     made, at = docker.environments, built.at
     for other in variant.gate:
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# stable-ABI gate: {variant.id} on torch {other.torch_version}\n")
+        note(log, f"stable-ABI gate: {variant.id} on torch {other.torch_version}")
         with timeline.phase("wheelhouse"):
             torch_wheels = torch_set(docker, other, at.target, log)
             test_wheels = tests_set(docker, tests, other, at.target, log)

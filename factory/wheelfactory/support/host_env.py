@@ -26,6 +26,7 @@ from filelock import FileLock
 from wheelfactory.errors import EnvironmentProblem
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.timeline import note
 
 COMPLETE = ".complete"
 
@@ -106,10 +107,7 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
 def _say_reused(target: Path, request: HostEnvRequest, log: Path | None) -> None:
     """The log of a build that reuses an environment says which, as one that made it shows the install."""
     if log is not None:
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# reusing {target} for {request.purpose}: {shlex.join(request.requirements)}\n"
-            )
+        note(log, f"reusing {target} for {request.purpose}: {shlex.join(request.requirements)}")
 
 
 def _reuse(target: Path) -> bool:
