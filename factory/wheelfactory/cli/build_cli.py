@@ -42,7 +42,6 @@ from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
     "--shard",
     "shard",
     metavar="I/N",
-    default=None,
     help="Only shard I of N (deterministic, disjoint; together the shards cover the plan).",
 )
 @click.option("--explain", is_flag=True, help="Also list the pruned combinations and why.")
@@ -69,13 +68,11 @@ def plan(
     "--out",
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="Output directory (default: [build].out of the matrix, i.e. dist/).",
 )
 @click.option(
     "--engine",
     type=click.Choice(["auto", "docker", "host"]),
-    default=None,
     help="docker: every variant in its image. host: the one variant the torch of --python is. "
     "auto (default: the matrix's [build].engine): docker when an engine answers, else host.",
 )
@@ -92,14 +89,12 @@ def plan(
     "-j",
     "--jobs",
     type=click.IntRange(min=0),
-    default=None,
     help="Parallel builds (0 or unset: from cores and free memory).",
 )
 @click.option(
     "--max-memory",
     "max_memory",
     metavar="SIZE",
-    default=None,
     help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.",
 )
 @click.option(
@@ -192,7 +187,6 @@ def build(
     "--path",
     "path",
     type=click.Path(path_type=Path),
-    default=None,
     help="The directory to create (default: ./NAME); an existing one must be empty.",
 )
 def new_command(name: str, path: Path | None) -> None:

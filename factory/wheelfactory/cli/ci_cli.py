@@ -31,7 +31,6 @@ from wheelfactory.plan.expand import parse_shard
     "--file",
     "bake_file",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     metavar="FILE",
     help="Write the bake file (JSON) here, atomically. Default, or -: stdout.",
 )
@@ -76,7 +75,6 @@ def ci_group() -> None:
     "--workflow",
     "workflow_file",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     metavar="FILE",
     help="Write the workflow here, atomically (default, or -: stdout), e.g. "
     ".github/workflows/wheels.yml.",
@@ -84,26 +82,21 @@ def ci_group() -> None:
 @click.option(
     "--shards",
     type=int,
-    default=None,
     metavar="N",
     help="N build jobs, each building shard I/N of the plan (default: one job per variant).",
 )
 @click.option(
     "--install",
     "install",
-    default=None,
     metavar="SPEC",
     help="What the jobs pip-install wheelfactory from (default: wheelfactory==<this version>; "
     "`.` for the checkout).",
 )
-@click.option(
-    "--python", "python", default=None, metavar="3.X", help="The runners' Python (default: 3.12)."
-)
+@click.option("--python", "python", metavar="3.X", help="The runners' Python (default: 3.12).")
 @click.option(
     "--check",
     "check_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     metavar="FILE",
     help="Write nothing; exit 1 with a diff if FILE is not what the plan generates.",
 )

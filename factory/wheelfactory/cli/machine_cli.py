@@ -118,16 +118,11 @@ def rocm_check_command(
     + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}" for s in SUITES.values())
     + ".",
 )
-@click.option(
-    "--mirror", default=None, help="Debian mirror (default: the one the host's apt sources use)."
-)
-@click.option(
-    "--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>)."
-)
+@click.option("--mirror", help="Debian mirror (default: the one the host's apt sources use).")
+@click.option("--tag", help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
 @click.option(
     "--arch",
     type=click.Choice(sorted(DEBIAN_ARCH)),
-    default=None,
     help="The image's arch (default: this machine's). Another arch needs QEMU user emulation "
     "(wheelfactory engine start registers it); its image also gets cross compilers that "
     "run on this machine.",
@@ -181,7 +176,6 @@ def base_image(
     "--wheelhouse",
     "wheelhouse",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="The wheelhouse to collect (default: [build] wheelhouse of -m when that file exists, else "
     "~/.cache/wheelfactory/wheelhouse).",
 )

@@ -21,7 +21,6 @@ from wheelfactory.errors import PublishError
 @OUT_OPTION
 @click.option(
     "--base-url",
-    default=None,
     metavar="URL",
     help="Where the index will be served, for the pip commands on its pages "
     "(default: http://127.0.0.1:8000, what `wheelfactory serve` uses).",
@@ -63,7 +62,6 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     "--matrix",
     "matrix_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="The matrix, for pruned combinations and planned variants not built yet "
     "(default: matrix.toml if it exists).",
 )
@@ -73,14 +71,12 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     "--html",
     "html_path",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     help="Where to write the page (default: DIST/report.html; -: stdout).",
 )
 @click.option(
     "--svg",
     "svg_path",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     help="Where to write the grid as SVG (default: beside the page, DIST/report.svg; -: stdout).",
 )
 def report_command(
@@ -171,7 +167,6 @@ def export_command(
     "--matrix",
     "matrix_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="The matrix whose [publish] table names the targets (default: matrix.toml if it exists).",
 )
 @COMPAT_OPTION
@@ -187,7 +182,6 @@ def export_command(
 @click.option(
     "--base-url",
     metavar="URL",
-    default=None,
     help="With --to: where users reach the bucket or directory targets (select.py and the pages' "
     "install commands name it).",
 )

@@ -19,7 +19,6 @@ from wheelfactory.errors import UsageError
 @click.option(
     "--index",
     "index",
-    default=None,
     metavar="URL|DIR",
     help="The served index's URL or a dist directory (default: http://127.0.0.1:8000).",
 )
@@ -34,7 +33,6 @@ from wheelfactory.errors import UsageError
 @click.option(
     "--project",
     "project",
-    default=None,
     metavar="NAME",
     help="The project the index must serve (default, with no --index: the kernel project this "
     "directory builds, if any).",
@@ -66,7 +64,6 @@ def _interrupted(signum: int, frame: object) -> None:
     "--root",
     "root",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     metavar="DIR",
     help="Serve this directory instead of DIST/index: an index `index` or a publish to a directory wrote.",
 )
@@ -86,7 +83,6 @@ def _interrupted(signum: int, frame: object) -> None:
 @click.option(
     "--base-url",
     metavar="URL",
-    default=None,
     help="The URL clients reach this server at, written into the served select.py "
     "(default: the bound address; with --host 0.0.0.0, select.py as `index` wrote it). "
     "The request's Host header is never used.",
