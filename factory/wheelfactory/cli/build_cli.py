@@ -40,7 +40,6 @@ from wheelfactory.project.scaffold import plan_scaffold, write_scaffold
 )
 @click.option(
     "--shard",
-    "shard",
     metavar="I/N",
     help="Only shard I of N (deterministic, disjoint; together the shards cover the plan).",
 )
@@ -78,7 +77,6 @@ def plan(
 )
 @click.option(
     "--python",
-    "python",
     default=sys.executable,
     show_default="this interpreter",
     help="Interpreter whose torch the host engine builds for.",
@@ -93,7 +91,6 @@ def plan(
 )
 @click.option(
     "--max-memory",
-    "max_memory",
     metavar="SIZE",
     help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.",
 )
@@ -185,7 +182,6 @@ def build(
 @click.argument("name")
 @click.option(
     "--path",
-    "path",
     type=click.Path(path_type=Path),
     help="The directory to create (default: ./NAME); an existing one must be empty.",
 )

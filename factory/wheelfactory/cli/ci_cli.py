@@ -87,12 +87,11 @@ def ci_group() -> None:
 )
 @click.option(
     "--install",
-    "install",
     metavar="SPEC",
     help="What the jobs pip-install wheelfactory from (default: wheelfactory==<this version>; "
     "`.` for the checkout).",
 )
-@click.option("--python", "python", metavar="3.X", help="The runners' Python (default: 3.12).")
+@click.option("--python", metavar="3.X", help="The runners' Python (default: 3.12).")
 @click.option(
     "--check",
     "check_file",
@@ -102,7 +101,6 @@ def ci_group() -> None:
 )
 @click.option(
     "--watch-torch",
-    "watch_torch",
     is_flag=True,
     help="Add a weekly job that runs `compat refresh` and fails (or, with a table of your own and the "
     "WHEELFACTORY_WATCH_TOKEN secret, opens a pull request) when new torch releases are out.",

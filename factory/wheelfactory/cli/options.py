@@ -41,7 +41,6 @@ ONLY_OPTION = click.option(
 )
 SHARD_OPTION = click.option(
     "--shard",
-    "shard",
     metavar="I/N",
     help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.",
 )

@@ -101,7 +101,6 @@ def report_command(
 @OUT_OPTION
 @click.option(
     "--hf-layout",
-    "hf_layout",
     type=click.Path(path_type=Path, file_okay=False),
     required=True,
     help="Directory to write the Hugging Face kernels layout into (DIR/build/<variant>/).",

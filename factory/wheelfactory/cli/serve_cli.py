@@ -18,13 +18,11 @@ from wheelfactory.errors import UsageError
 @click.command("which")
 @click.option(
     "--index",
-    "index",
     metavar="URL|DIR",
     help="The served index's URL or a dist directory (default: http://127.0.0.1:8000).",
 )
 @click.option(
     "--python",
-    "python",
     default=sys.executable,
     show_default="this interpreter",
     help="The interpreter (with torch) you are installing into.",
@@ -32,7 +30,6 @@ from wheelfactory.errors import UsageError
 @click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
 @click.option(
     "--project",
-    "project",
     metavar="NAME",
     help="The project the index must serve (default, with no --index: the kernel project this "
     "directory builds, if any).",
@@ -62,7 +59,6 @@ def _interrupted(signum: int, frame: object) -> None:
 @OUT_OPTION
 @click.option(
     "--root",
-    "root",
     type=click.Path(path_type=Path, file_okay=False),
     metavar="DIR",
     help="Serve this directory instead of DIST/index: an index `index` or a publish to a directory wrote.",
