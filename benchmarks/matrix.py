@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory.plan.versions import major_minor
+
 REPO = Path(__file__).resolve().parents[1]
 EDITED = Path("csrc") / "cpu" / "activation.cpp"
 
@@ -114,8 +116,7 @@ def matrix_toml(project: Path, torch: list[str], args: argparse.Namespace, cache
 
 
 def pre_cxx11(torch: str) -> bool:
-    major, minor = (int(x) for x in torch.split(".")[:2])
-    return (major, minor) < (2, 7)
+    return major_minor(torch) < (2, 7)
 
 
 def build(workdir: Path, out: str, *extra: str) -> tuple[float, dict[str, Built]]:

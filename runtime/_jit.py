@@ -1,6 +1,6 @@
 """JIT builds into a hashed, locked, atomically published cache.
 
-``plan_jit`` (pure) gathers everything a build depends on into ``JitInputs``; its sha256 names
+``_plan`` gathers everything a build depends on into ``JitInputs``; its sha256 names
 the cache entry ``torch{maj}.{min}_{device}-{version}-{hash}`` and the op namespace
 ``_<pkg>_jit_<hash>`` (so a JIT build can coexist with a prebuilt one in one process).
 ``ensure_jit_library`` then returns a verified library path: a cache hit costs a hash of the
@@ -52,7 +52,6 @@ __all__ = [
     "jit_cache_key",
     "jit_hash",
     "jit_namespace",
-    "plan_jit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -108,43 +107,6 @@ def digest_tree(root: Path) -> tuple[tuple[str, str], ...]:
                     with open(item.path, "rb") as handle:
                         digests.append((relative, hashlib.sha256(handle.read()).hexdigest()))
     return tuple(sorted(digests))
-
-
-def plan_jit(
-    *,
-    package: str,
-    package_dir: str,
-    spec: JitSpec,
-    env: Environment,
-    settings: Settings,
-    toolkit_home: str | None,
-    gpu_archs: str,
-    device_flags: tuple[str, ...],
-    file_digests: tuple[tuple[str, str], ...],
-) -> JitInputs:
-    return JitInputs(
-        package=package,
-        version=spec.version,
-        install_path=package_dir,
-        backend=env.backend,
-        device_tag=env.device_tag,
-        torch_version=env.torch_version,
-        torch_git_version=env.torch_git_version,
-        cuda=None if env.cuda is None else str(env.cuda),
-        hip=None if env.hip is None else str(env.hip),
-        cxx11_abi=env.cxx11_abi,
-        python_abi=env.python_abi,
-        machine=env.machine,
-        toolkit_home=toolkit_home,
-        cxx=settings.cxx,
-        gpu_archs=gpu_archs,
-        sources=spec.sources_for(env.backend),
-        include_dirs=spec.include_dirs,
-        namespace_macro=spec.namespace_macro,
-        cxx_flags=spec.cxx_flags,
-        device_flags=device_flags,
-        file_digests=file_digests,
-    )
 
 
 def jit_hash(inputs: JitInputs) -> str:
@@ -261,14 +223,26 @@ def _plan(
         # torch.utils.cpp_extension picks the offload archs from PYTORCH_ROCM_ARCH or the GPUs.
         gpu_archs = settings.pytorch_rocm_arch or ";".join(env.gpu_archs)
         device_flags = spec.device_flags("rocm")
-    inputs = plan_jit(
+    inputs = JitInputs(
         package=package,
-        package_dir=str(package_dir.resolve()),
-        spec=spec,
-        env=env,
-        settings=settings,
+        version=spec.version,
+        install_path=str(package_dir.resolve()),
+        backend=env.backend,
+        device_tag=env.device_tag,
+        torch_version=env.torch_version,
+        torch_git_version=env.torch_git_version,
+        cuda=None if env.cuda is None else str(env.cuda),
+        hip=None if env.hip is None else str(env.hip),
+        cxx11_abi=env.cxx11_abi,
+        python_abi=env.python_abi,
+        machine=env.machine,
         toolkit_home=toolkit_home,
+        cxx=settings.cxx,
         gpu_archs=gpu_archs,
+        sources=spec.sources_for(env.backend),
+        include_dirs=spec.include_dirs,
+        namespace_macro=spec.namespace_macro,
+        cxx_flags=spec.cxx_flags,
         device_flags=device_flags,
         file_digests=digest_tree(sources_dir),
     )

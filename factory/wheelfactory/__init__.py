@@ -173,12 +173,12 @@ def build(
     does not raise. With engine "auto" and no Docker engine, the host builds what it can and
     ``result.not_built`` lists the other selected variants, each with its reason and what to do
     (where `wheelfactory build` exits 5). Raises the errors above when the run cannot start."""
-    from wheelfactory.runner.session import build_matrix
+    from wheelfactory.runner.session import prepare_build
 
-    return build_matrix(
-        Path(matrix),
-        compat=Path(compat) if compat is not None else None,
-        out=Path(out) if out is not None else None,
+    return prepare_build(
+        matrix,
+        compat=compat,
+        out=out,
         engine=engine,
         python=python,
         only=only,
@@ -186,4 +186,4 @@ def build(
         jobs=jobs,
         max_memory=max_memory,
         setup=setup,
-    )
+    ).run()

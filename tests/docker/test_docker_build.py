@@ -161,6 +161,7 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
     """The same variant with one wheel of its set changed (a re-published build tool): both
     environments are keyed by the set's content, so new ones are made, in a real container."""
     from wheelfactory.engines.docker import DockerEngine
+    from wheelfactory.engines.docker_envs import Interpreter
     from wheelfactory.engines.docker_run import image_facts, image_for
     from wheelfactory.engines.wheelhouse import WheelSet, request_for
     from wheelfactory.runner.session import prepare_build
@@ -179,11 +180,12 @@ def test_changed_wheelhouse_content_makes_a_new_prepared_environment(docker_buil
         torch_index=engine.options.torch_indexes.get(variant.id),
         extra=(*variant.toolkit_wheels, *engine.options.cache_requirements)))
     assert not original.downloaded
-    before = engine.environments.torch_and_tools(variant, image, python, target, original, log)
+    at = Interpreter(image, python, target)
+    before = engine.environments.torch_and_tools(variant, at, original, log)
     assert not any(env.created for env in before)  # the fixture's build made them
     name, sha = original.wheels[-1]
     changed = WheelSet(original.path, (*original.wheels[:-1], (name, "0" * 64)), False)
-    after = engine.environments.torch_and_tools(variant, image, python, target, changed, log)
+    after = engine.environments.torch_and_tools(variant, at, changed, log)
     try:
         assert all(env.created for env in after) and {e.key for e in after}.isdisjoint(e.key for e in before)
         assert (after[0].path / "torch" / "__init__.py").is_file()  # a real install, offline, from the set

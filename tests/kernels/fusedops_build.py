@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.repo_paths import REPO  # not testkit: the benchmarks import this module without pytest
 from wheelfactory.project.kernel_toml import KernelSpec, load_kernel
-from wheelfactory.project.native import LIMITED_API
+from wheelfactory.project.stage import LIMITED_API
 
 KERNEL_DIR = REPO / "kernels" / "fusedops"
 TEST_NAMESPACE = "_fusedops_test_cpu"

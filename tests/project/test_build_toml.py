@@ -9,6 +9,7 @@ import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,8 @@ from wheelfactory.project.build_toml import (
     KernelDependency,
     StableAbi,
     bounds_specifier,
+    KernelUnit,
     is_kernel_builder_project,
-    unit_names,
-    units_by_backend,
 )
 from wheelfactory.project.build_toml_reader import load_build_toml, parse_build_toml
 from wheelfactory.project.build_toml_schema import DEPENDENCIES, GENERAL_BACKENDS, detect_edition
@@ -53,6 +53,27 @@ def make_tree(root: Path) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(f"// {name}\n")
     return root
+
+
+def unit_names(units: Iterable[KernelUnit]) -> tuple[str, ...]:
+    return tuple(unit.name for unit in units)
+
+
+def units_by_backend(spec: KernelBuilderSpec) -> dict[str, tuple[KernelUnit, ...]]:
+    """Every declared backend and the units it compiles (empty for a noarch kernel)."""
+    return {backend: spec.units_for(backend) for backend in spec.general.backends}
+
+
+def files_for(spec: KernelBuilderSpec, backend: str) -> tuple[Path, ...]:
+    """What the spec says a ``backend`` build reads, relative to root: the Python package, the
+    torch binding sources and the sources of the units for that backend."""
+    files: set[Path] = set(spec.torch.src)
+    package = spec.root / spec.python_package
+    files.update(p.relative_to(spec.root) for p in package.rglob("*")
+                 if p.is_file() and "__pycache__" not in p.parts)
+    for unit in spec.units_for(backend):
+        files.update(unit.src)
+    return tuple(sorted(files))
 
 
 @pytest.fixture(scope="module")
@@ -368,7 +389,7 @@ def test_noarch(name: str, tree: Path) -> None:
     spec = parse(DOCUMENTS[name], tree)
     assert spec.noarch and spec.kernels == () and spec.compiled_backends() == ()
     assert all(spec.units_for(b) == () for b in spec.general.backends)
-    assert spec.files_for("cuda") == (Path("torch-ext/activation/__init__.py"),
+    assert files_for(spec, "cuda") == (Path("torch-ext/activation/__init__.py"),
                                       Path("torch-ext/activation/configs/tuned.json"),
                                       Path("torch-ext/activation/layers.py"))
 
@@ -390,8 +411,8 @@ def test_files_for_a_backend(tree: Path) -> None:
     package = {Path("torch-ext/activation/__init__.py"), Path("torch-ext/activation/layers.py"),
                Path("torch-ext/activation/configs/tuned.json")}
     binding = {Path("torch-ext/torch_binding.cpp"), Path("torch-ext/torch_binding.h")}
-    assert set(spec.files_for("cpu")) == package | binding | {Path("activation_cpu/activation_cpu.cpp")}
-    assert set(spec.files_for("cuda")) == package | binding | {
+    assert set(files_for(spec, "cpu")) == package | binding | {Path("activation_cpu/activation_cpu.cpp")}
+    assert set(files_for(spec, "cuda")) == package | binding | {
         Path("activation/activation_kernels.cu"), Path("activation/cuda_compat.h")}
     assert spec.python_package == Path("torch-ext/activation")
 

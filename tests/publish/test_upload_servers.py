@@ -21,7 +21,7 @@ from wheelfactory.plan.publish_config import UploadTarget
 from wheelfactory.publish.held import read_held
 from wheelfactory.publish.collect import IndexedWheel, collect
 from wheelfactory.publish.pypi_default import default_wheels
-from wheelfactory.publish.upload import UploadResult, publish_uploads
+from wheelfactory.publish.upload import UploadResult, execute_plan, read_plan, render_plan
 
 VARIANTS = ("torch213-cxx11-cpu-x86_64-linux", "torch26-cxx98-cpu-x86_64-linux")
 
@@ -43,8 +43,15 @@ def release(tmp_path: Path, version: str, project: str, variants: tuple[str, ...
 
 def publish(target: UploadTarget, wheels: list[IndexedWheel], defaults: list[Path] | None = None, *,
             dry_run: bool = False, said: list[str] | None = None) -> UploadResult:
+    """As `wheelfactory publish` sends to an upload target: the plan read first (a conflict
+    refuses the whole publish before anything is sent), then executed; dry_run: its lines said."""
     sink: Callable[[str], None] = (said.append if said is not None else lambda line: None)
-    return publish_uploads(target, wheels, defaults or [], dry_run=dry_run, say=sink)
+    plan = read_plan(target, wheels, defaults or [])
+    if dry_run:
+        for line in render_plan(plan):
+            sink(line)
+        return UploadResult(0, plan.present, plan, dry_run=True)
+    return execute_plan(plan, say=sink)
 
 
 def of(wheels: list[IndexedWheel], variant: str) -> IndexedWheel:

@@ -8,19 +8,21 @@ import hashlib
 import io
 import json
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
-from tests.publish.dist_fakes import make_dist
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.publish.collect import collect
 from wheelfactory.publish.variant_metadata import (
     SCHEMA_URL,
+    Properties,
     check_document,
-    environment_properties,
-    select_label,
     variant_metadata,
 )
 from wheelfactory.runner import manifest
+
+from tests.publish.dist_fakes import make_dist
 
 # The draft's schema (peps/pep-0825/variant-schema-0.1.1.json), transcribed: required keys, no
 # extra keys, and the name patterns for labels, namespaces, features and values.
@@ -91,6 +93,83 @@ def test_labelled_wheels_carry_variant_json_and_a_consistent_record(
             expected = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
             assert digest == f"sha256={expected}" and int(size) == len(data)
         assert {r[0] for r in rows} == set(archive.namelist())
+
+
+# What no installer does yet: our reading of the draft's ordering, an environment's side.
+
+def environment_properties(
+    torch_version: str,
+    cxx11_abi: bool,
+    cuda: str | None = None,
+    sm: Sequence[str] = (),
+    rocm: str | None = None,
+    gfx: Sequence[str] = (),
+) -> Properties:
+    """What an environment supports, each feature's values best first (what a provider plugin
+    would report): this torch; stable-ABI builds for any torch from 2.0 up to it; CUDA builds of
+    this major and minor <= this one, newest first; the GPU's own archs."""
+    major, minor = major_minor(torch_version)
+    props: Properties = {
+        "torch": {
+            "version": [f"{major}.{minor}"],
+            "cxx11_abi": ["true" if cxx11_abi else "false"],
+            "stable_abi_min": [f"{major}.{m}" for m in range(minor, -1, -1)],
+        }
+    }
+    if cuda:
+        cmajor, cminor = major_minor(cuda)
+        props["nvidia"] = {
+            "cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
+            "sm_arch": [
+                s
+                for cap in sm
+                for s in (f"{cap.replace('.', '')}_real", f"{cap.replace('.', '')}_virtual")
+            ],
+        }
+    if rocm:
+        props["amd"] = {"rocm_version": [rocm], "gfx_arch": list(gfx)}
+    return props
+
+
+def select_label(doc: Mapping[str, object], supported: Properties) -> str | None:
+    """The best label for an environment, after the draft's ordering: a variant is compatible
+    when each of its features has a value the environment supports; compatible variants are
+    compared by their sorted (namespace, feature, value) priority keys, and one whose keys run
+    out first loses (more matching properties win); a full tie goes to the label order."""
+    order = list(doc["default-priorities"]["namespace"])  # type: ignore[index]
+    best: tuple[list[tuple[int, int, int]], str] | None = None
+    for label, props in doc["variants"].items():  # type: ignore[attr-defined]
+        keys = _priority_keys(props, supported, order)
+        if keys is not None and (best is None or _better((keys, label), best)):
+            best = (keys, label)
+    return best[1] if best else None
+
+
+def _priority_keys(
+    props: Properties, supported: Properties, order: list[str]
+) -> list[tuple[int, int, int]] | None:
+    """Sorted (namespace, feature, value) ranks of a variant's properties; None: incompatible."""
+    keys = []
+    for ns, features in props.items():
+        have = supported.get(ns, {})
+        for feature, values in features.items():
+            offered = have.get(feature, [])
+            ranks = [offered.index(v) for v in values if v in offered]
+            if not ranks:
+                return None
+            keys.append((order.index(ns), list(have).index(feature), min(ranks)))
+    return sorted(keys)
+
+
+def _better(
+    a: tuple[list[tuple[int, int, int]], str], b: tuple[list[tuple[int, int, int]], str]
+) -> bool:
+    for x, y in zip(a[0], b[0]):
+        if x != y:
+            return x < y
+    if len(a[0]) != len(b[0]):
+        return len(a[0]) > len(b[0])
+    return a[1] < b[1]
 
 
 @pytest.mark.parametrize("environment, expected", [

@@ -51,6 +51,7 @@ from wheelfactory.ci import watch_torch
 from wheelfactory.ci.github_publish import publish_job, publish_plan
 from wheelfactory.ci.workflow import (
     ARTIFACT_PREFIX,
+    ATTEST,
     CHECKOUT,
     DIST,
     PLAN_RUNNER,
@@ -68,7 +69,7 @@ from wheelfactory.ci.workflow import (
     wf,
 )
 from wheelfactory.ci.workflow import repo_path as repo_path  # the command's: how paths are named
-from wheelfactory.errors import UsageError, WriteFailed
+from wheelfactory.errors import UsageError
 from wheelfactory.images.spec import debian_toolkit
 from wheelfactory.plan.expand import Plan
 from wheelfactory.plan.identity import Variant
@@ -82,9 +83,6 @@ MAX_MATRIX_JOBS = 256  # GitHub: "A matrix can generate a maximum of 256 jobs pe
 JOB_MINUTES_MAX = 360  # GitHub-hosted runners stop a job after 6 hours
 CPU_MINUTES = 60  # a job's timeout per variant: a CPU build is minutes,
 ACCELERATOR_MINUTES = 240  # nvcc for a dozen archs on a 4-core runner is hours
-# Sigstore-signed SLSA build provenance from the workflow's own OIDC identity (no key to keep);
-# verified with `gh attestation verify WHEEL --repo OWNER/REPO`.
-ATTEST = "actions/attest-build-provenance@v4"
 # Big preinstalled SDKs a CUDA build does not use; the toolkit, torch and the images need the room.
 UNUSED_SDKS = (
     "/usr/share/dotnet",
@@ -189,16 +187,7 @@ def write_workflow(text: str, path: Path) -> None:
             f"cannot write the workflow {path}: it is a directory; name a file, "
             f"e.g. {path / 'wheels.yml'}"
         )
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise UsageError(
-            f"cannot write the workflow {path}: {path.parent} is not a directory"
-        ) from None
-    except OSError as exc:
-        raise WriteFailed(
-            f"cannot write the workflow {path}: cannot make {path.parent} ({exc.strerror or exc})"
-        ) from None
+    atomic.make_parent(path, what="the workflow")
     atomic.write_text(path, text, what="the workflow")
 
 

@@ -42,9 +42,7 @@ from wheelfactory.project.scaffold import first_build_command, plan_scaffold, wr
 )
 @click.option(
     "--shard",
-    "shard",
     metavar="I/N",
-    default=None,
     help="Only shard I of N (deterministic, disjoint; together the shards cover the plan).",
 )
 @click.option("--explain", is_flag=True, help="Also list the pruned combinations and why.")
@@ -71,19 +69,16 @@ def plan(
     "--out",
     "out_dir",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="Output directory (default: [build].out of the matrix, i.e. dist/).",
 )
 @click.option(
     "--engine",
     type=click.Choice(["auto", "docker", "host"]),
-    default=None,
     help="docker: every variant in its image. host: the one variant the torch of --python is. "
     "auto (default: the matrix's [build].engine): docker when an engine answers, else host.",
 )
 @click.option(
     "--python",
-    "python",
     default=sys.executable,
     show_default="this interpreter",
     help="Interpreter whose torch the host engine builds for.",
@@ -94,14 +89,11 @@ def plan(
     "-j",
     "--jobs",
     type=click.IntRange(min=0),
-    default=None,
     help="Parallel builds (0 or unset: from cores and free memory).",
 )
 @click.option(
     "--max-memory",
-    "max_memory",
     metavar="SIZE",
-    default=None,
     help="Cap the run's memory, e.g. 16G: fewer parallel builds, each container limited to its share.",
 )
 @click.option(
@@ -192,9 +184,7 @@ def build(
 @click.argument("name")
 @click.option(
     "--path",
-    "path",
     type=click.Path(path_type=Path),
-    default=None,
     help="The directory to create (default: ./NAME); an existing one must be empty.",
 )
 def new_command(name: str, path: Path | None) -> None:

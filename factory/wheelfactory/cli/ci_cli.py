@@ -18,7 +18,7 @@ from wheelfactory.cli.options import (
     OUT_OPTION,
     SHARD_OPTION,
 )
-from wheelfactory.cli.render import console, refused_error, unattested_warning
+from wheelfactory.cli.render import console, plain, refused_error, unattested_warning
 from wheelfactory.errors import WorkflowStale
 from wheelfactory.plan.expand import parse_shard
 
@@ -31,7 +31,6 @@ from wheelfactory.plan.expand import parse_shard
     "--file",
     "bake_file",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     metavar="FILE",
     help="Write the bake file (JSON) here, atomically. Default, or -: stdout.",
 )
@@ -54,13 +53,12 @@ def bake_command(
     err = console(stderr=True)
     shown = "FILE" if baked.file is None else str(baked.file)
     for note in baked.plan.notes(shown):
-        err.print(f"note: {note}", markup=False, highlight=False)
+        plain(err, f"note: {note}")
     if baked.file is not None:
-        err.print(
+        plain(
+            err,
             f"{baked.file}: {len(baked.plan.targets)} target(s) for {len(baked.variants)} "
             f"variant(s); build them with `docker buildx bake -f {baked.file}`",
-            markup=False,
-            highlight=False,
         )
 
 
@@ -77,7 +75,6 @@ def ci_group() -> None:
     "--workflow",
     "workflow_file",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     metavar="FILE",
     help="Write the workflow here, atomically (default, or -: stdout), e.g. "
     ".github/workflows/wheels.yml.",
@@ -85,32 +82,25 @@ def ci_group() -> None:
 @click.option(
     "--shards",
     type=int,
-    default=None,
     metavar="N",
     help="N build jobs, each building shard I/N of the plan (default: one job per variant).",
 )
 @click.option(
     "--install",
-    "install",
-    default=None,
     metavar="SPEC",
     help="What the jobs pip-install wheelfactory from (default: wheelfactory==<this version>; "
     "`.` for the checkout).",
 )
-@click.option(
-    "--python", "python", default=None, metavar="3.X", help="The runners' Python (default: 3.12)."
-)
+@click.option("--python", metavar="3.X", help="The runners' Python (default: 3.12).")
 @click.option(
     "--check",
     "check_file",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     metavar="FILE",
     help="Write nothing; exit 1 with a diff if FILE is not what the plan generates.",
 )
 @click.option(
     "--watch-torch",
-    "watch_torch",
     is_flag=True,
     help="Add a weekly job that runs `compat refresh` and fails (or, with a table of your own and the "
     "WHEELFACTORY_WATCH_TOKEN secret, opens a pull request) when new torch releases are out.",
@@ -152,23 +142,18 @@ def ci_github_command(
                 f"{done.checked} is not what the plan of {done.options.matrix_file} generates "
                 f"(diff above); regenerate with: {done.options.regenerate}"
             )
-        err.print(f"{done.checked} is current", markup=False, highlight=False)
+        plain(err, f"{done.checked} is current")
     elif done.written is None:
         click.echo(done.text, nl=False)
     else:
         if not done.options.workflow_file.startswith(".github/workflows/"):
-            err.print(
+            plain(
+                err,
                 "note: GitHub runs only the workflows in .github/workflows/, not "
                 f"{done.options.workflow_file}",
-                markup=False,
-                highlight=False,
             )
         jobs = f"{shards} shard job(s)" if shards else "one build job per variant"
-        err.print(
-            f"{done.written}: {jobs}; commit it (the plan job checks that it stays current)",
-            markup=False,
-            highlight=False,
-        )
+        plain(err, f"{done.written}: {jobs}; commit it (the plan job checks that it stays current)")
 
 
 # [merge] (factory/wheelfactory/ci/merge.py): build output directories (CI artifacts) combined into one.
@@ -185,18 +170,15 @@ def merge_command(parts: tuple[Path, ...], out_dir: Path, allow_unattested: bool
     out_console = console()
     for choice in done.choices:
         origin = "kept" if choice.origin == done.out else f"from {choice.origin}"
-        out_console.print(
-            f"{choice.variant_id}: {choice.entry.status} ({origin})", markup=False, highlight=False
-        )
+        plain(out_console, f"{choice.variant_id}: {choice.entry.status} ({origin})")
         for note in choice.notes:
-            out_console.print(f"  {note}", markup=False, highlight=False)
+            plain(out_console, f"  {note}")
     ok, failed = done.counts()
-    out_console.print(
+    plain(
+        out_console,
         f"{done.out}: {len(done.choices)} variant(s) ({ok} built or cached, {failed} failed) from "
         f"{len(parts)} part(s), {len(done.copies)} file(s) copied; next: "
         f"`wheelfactory index -o {out_dir}`",
-        markup=False,
-        highlight=False,
     )
     for refusal in done.refused:
         out_console.print(

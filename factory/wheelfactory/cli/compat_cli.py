@@ -28,14 +28,12 @@ def compat_group() -> None:
     "--compat",
     "compat_path",
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    default=None,
     help="The table to compare (default: the bundled one).",
 )
 @click.option(
     "--write",
     "write_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="Write the table with the new releases appended here (for `plan --compat FILE`).",
 )
 def refresh_command(

@@ -26,14 +26,12 @@ def engine_group() -> None:
 @engine_group.command("start")
 @click.option(
     "--no-install",
-    "no_install",
     is_flag=True,
     help="Only start dockerd; never install packages (default: as root with apt-get, install docker.io "
     "and debootstrap where missing).",
 )
 @click.option(
     "--log",
-    "log",
     type=click.Path(path_type=Path, dir_okay=False),
     envvar="DOCKERD_LOG",
     default=Path("/tmp/dockerd.log"),
@@ -51,7 +49,6 @@ def engine_group() -> None:
 )
 @click.option(
     "--emulate",
-    "emulate",
     multiple=True,
     type=click.Choice(sorted(DEBIAN_ARCH)),
     help="Also make this arch's code run here, through QEMU user emulation where it is not the "
@@ -81,7 +78,6 @@ def engine_start(no_install: bool, log: Path, wait_s: int, emulate: tuple[str, .
 @OUT_OPTION
 @click.option(
     "--gfx",
-    "gfx",
     multiple=True,
     metavar="TARGET",
     help="gfx targets (default: [rocm] gfx_targets of the matrix, else gfx90a and gfx940).",
@@ -118,16 +114,11 @@ def rocm_check_command(
     + "; ".join(f"{s.name} glibc {s.glibc}, Python {s.python}" for s in SUITES.values())
     + ".",
 )
-@click.option(
-    "--mirror", default=None, help="Debian mirror (default: the one the host's apt sources use)."
-)
-@click.option(
-    "--tag", default=None, help="Image name (default: wheelfactory/base:<suite>-<content hash>)."
-)
+@click.option("--mirror", help="Debian mirror (default: the one the host's apt sources use).")
+@click.option("--tag", help="Image name (default: wheelfactory/base:<suite>-<content hash>).")
 @click.option(
     "--arch",
     type=click.Choice(sorted(DEBIAN_ARCH)),
-    default=None,
     help="The image's arch (default: this machine's). Another arch needs QEMU user emulation "
     "(wheelfactory engine start registers it); its image also gets cross compilers that "
     "run on this machine.",
@@ -142,7 +133,6 @@ def rocm_check_command(
 @click.option(
     "--idle-priority",
     is_flag=True,
-    default=False,
     help="Use only the CPU other work leaves (debootstrap at nice 19, the apt layer at the engine's "
     "lowest CPU weight): for a base made in the background beside builds or tests.",
 )
@@ -179,9 +169,7 @@ def base_image(
 @click.command("gc")
 @click.option(
     "--wheelhouse",
-    "wheelhouse",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="The wheelhouse to collect (default: [build] wheelhouse of -m when that file exists, else "
     "~/.cache/wheelfactory/wheelhouse).",
 )

@@ -19,7 +19,6 @@ COMPAT_OPTION = click.option(
     "--compat",
     "compat_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="A compatibility table to use instead of the bundled one (same schema).",
 )
 OUT_OPTION = click.option(
@@ -42,8 +41,6 @@ ONLY_OPTION = click.option(
 )
 SHARD_OPTION = click.option(
     "--shard",
-    "shard",
     metavar="I/N",
-    default=None,
     help="Only shard I of N of the plan (as `plan --shard` lists it); --only then filters within it.",
 )

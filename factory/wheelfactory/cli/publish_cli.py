@@ -12,7 +12,7 @@ from rich.markup import escape
 
 import wheelfactory
 from wheelfactory.cli.options import ALLOW_UNATTESTED_OPTION, COMPAT_OPTION, OUT_OPTION
-from wheelfactory.cli.render import console, refused_error, unattested_warning
+from wheelfactory.cli.render import console, refused_error, tagged, unattested_warning
 from wheelfactory.errors import PublishError
 
 
@@ -21,7 +21,6 @@ from wheelfactory.errors import PublishError
 @OUT_OPTION
 @click.option(
     "--base-url",
-    default=None,
     metavar="URL",
     help="Where the index will be served, for the pip commands on its pages "
     "(default: http://127.0.0.1:8000, what `wheelfactory serve` uses).",
@@ -37,15 +36,8 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     for wheel in done.plan.wheels:
         out_console.print(f"{wheel.variant_id}: {done.base_url}/{wheel.simple}/", markup=False)
     for skip in done.plan.skipped:
-        if skip.refused:
-            out_console.print(
-                f"[red]refused[/] {escape(skip.variant_id)}: {escape(skip.reason)}", highlight=False
-            )
-        else:
-            out_console.print(
-                f"[yellow]not listed[/] {escape(skip.variant_id)}: {escape(skip.reason)}",
-                highlight=False,
-            )
+        tag = "[red]refused[/]" if skip.refused else "[yellow]not listed[/]"
+        tagged(out_console, tag, skip.variant_id, skip.reason)
     state = "written" if done.changed else "unchanged"
     refused = [skip.variant_id for skip in done.refused]
     out_console.print(
@@ -70,7 +62,6 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     "--matrix",
     "matrix_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="The matrix, for pruned combinations and planned variants not built yet "
     "(default: matrix.toml if it exists).",
 )
@@ -80,14 +71,12 @@ def index_command(out_dir: Path, base_url: str | None, allow_unattested: bool) -
     "--html",
     "html_path",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     help="Where to write the page (default: DIST/report.html; -: stdout).",
 )
 @click.option(
     "--svg",
     "svg_path",
     type=click.Path(path_type=Path, allow_dash=True),
-    default=None,
     help="Where to write the grid as SVG (default: beside the page, DIST/report.svg; -: stdout).",
 )
 def report_command(
@@ -112,7 +101,6 @@ def report_command(
 @OUT_OPTION
 @click.option(
     "--hf-layout",
-    "hf_layout",
     type=click.Path(path_type=Path, file_okay=False),
     required=True,
     help="Directory to write the Hugging Face kernels layout into (DIR/build/<variant>/).",
@@ -145,14 +133,9 @@ def export_command(
     for item in result.exported:
         out_console.print(f"{item.variant_id}: {item.path}", markup=False)
     for skip in result.skipped:
-        out_console.print(
-            f"[yellow]not exported[/] {escape(skip.variant_id)}: {escape(skip.reason)}",
-            highlight=False,
-        )
+        tagged(out_console, "[yellow]not exported[/]", skip.variant_id, skip.reason)
     for refusal in result.refused:
-        out_console.print(
-            f"[red]refused[/] {refusal.variant_id}: {escape(refusal.reason)}", highlight=False
-        )
+        tagged(out_console, "[red]refused[/]", refusal.variant_id, refusal.reason)
     out_console.print(
         f"{len(result.exported)} variant(s) in {hf_layout}; load with "
         f"kernels.get_local_kernel(Path({str(hf_layout.resolve())!r}))",
@@ -183,7 +166,6 @@ def export_command(
     "--matrix",
     "matrix_path",
     type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
     help="The matrix whose [publish] table names the targets (default: matrix.toml if it exists).",
 )
 @COMPAT_OPTION
@@ -199,7 +181,6 @@ def export_command(
 @click.option(
     "--base-url",
     metavar="URL",
-    default=None,
     help="With --to: where users reach the bucket or directory targets (select.py and the pages' "
     "install commands name it).",
 )

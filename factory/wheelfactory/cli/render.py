@@ -46,6 +46,16 @@ def console(stderr: bool = False) -> Console:
     return probe if probe.is_terminal else _Console(stderr=stderr, width=220, soft_wrap=True)
 
 
+def plain(out: Console, text: str) -> None:
+    """``text`` as it is: no markup read in it, nothing highlighted."""
+    out.print(text, markup=False, highlight=False)
+
+
+def tagged(out: Console, tag: str, variant_id: str, reason: str) -> None:
+    """``tag variant_id: reason``, the tag in its colour (``[red]refused[/]``)."""
+    out.print(f"{tag} {escape(variant_id)}: {escape(reason)}", highlight=False)
+
+
 def unattested_warning(count: int, verb: str) -> None:
     """The opt-out is said in the summary, so that a log shows what was published unattested."""
     if count:
@@ -227,11 +237,7 @@ class BuildView:
             now = time.monotonic()
             if done == total or now - self.units_said.get(variant_id, 0.0) >= UNITS_EVERY_S:
                 self.units_said[variant_id] = now
-                self.out.print(
-                    f"{self.stamp()} {variant_id}: compile {done}/{total} units",
-                    markup=False,
-                    highlight=False,
-                )
+                plain(self.out, f"{self.stamp()} {variant_id}: compile {done}/{total} units")
 
     def stamp(self) -> str:
         """``[  12.3s]``: the seconds since the run started, for a plain line."""
@@ -241,7 +247,7 @@ class BuildView:
         variant_id, phase, detail = event.variant, event.phase, event.detail
         if variant_id not in self.rows:  # about the run, not a variant (e.g. reclaimed containers)
             if not self.quiet:
-                self.out.print(f"{self.stamp()} {phase}: {detail}", markup=False, highlight=False)
+                plain(self.out, f"{self.stamp()} {phase}: {detail}")
             return
         row = self.rows[variant_id]
         row.status, row.detail = phase, detail
@@ -254,10 +260,9 @@ class BuildView:
         if self.live:
             self.live.update(self._table())
         elif not self.quiet:
-            self.out.print(
+            plain(
+                self.out,
                 f"{self.stamp()} {variant_id}: {phase}" + (f" ({detail})" if detail else ""),
-                markup=False,
-                highlight=False,
             )
 
 
@@ -339,7 +344,7 @@ class EventRenderer:
         elif isinstance(event, StepDone):
             self.out.print(f"[green]  {escape(event.text)}[/green]")
         elif isinstance(event, (ToolOutput, Notice)):
-            self.out.print(event.text, markup=False, highlight=False)
+            plain(self.out, event.text)
 
 
 def phase_times(phases: Mapping[str, float] | None) -> str:
@@ -390,14 +395,14 @@ def print_build_summary(
     out.print(table)
     share = compile_share(outcomes)
     if share:
-        out.print(share, markup=False, highlight=False)
+        plain(out, share)
     for o in outcomes:
         for warning in o.entry.warnings or ():
             out.print(f"[yellow]{o.variant.id} warning[/]: {escape(warning)}")
         if o.entry.status == "failed":
             out.print(f"[red]{o.variant.id} failed[/]: {escape(o.entry.error or '')}")
             if o.log_tail:
-                out.print(o.log_tail, markup=False, highlight=False)
+                plain(out, o.log_tail)
     groups: dict[tuple[str, str], list[str]] = {}
     for n in not_built:
         groups.setdefault((n.reason, n.action), []).append(n.variant.id)
@@ -405,5 +410,5 @@ def print_build_summary(
         out.print(
             f"[magenta]{NOT_BUILT}[/] ({len(ids)}): {escape(', '.join(ids))}", highlight=False
         )
-        out.print(f"  why: {reason}", markup=False, highlight=False)
-        out.print(f"  to build them: {action}", markup=False, highlight=False)
+        plain(out, f"  why: {reason}")
+        plain(out, f"  to build them: {action}")

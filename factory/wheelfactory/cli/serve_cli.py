@@ -11,21 +11,18 @@ import click
 
 import wheelfactory
 from wheelfactory.cli.options import OUT_OPTION
-from wheelfactory.cli.render import console
+from wheelfactory.cli.render import console, plain
 from wheelfactory.errors import UsageError
 
 
 @click.command("which")
 @click.option(
     "--index",
-    "index",
-    default=None,
     metavar="URL|DIR",
     help="The served index's URL or a dist directory (default: http://127.0.0.1:8000).",
 )
 @click.option(
     "--python",
-    "python",
     default=sys.executable,
     show_default="this interpreter",
     help="The interpreter (with torch) you are installing into.",
@@ -33,8 +30,6 @@ from wheelfactory.errors import UsageError
 @click.option("-q", "--quiet", is_flag=True, help="Print only the --index-url value.")
 @click.option(
     "--project",
-    "project",
-    default=None,
     metavar="NAME",
     help="The project the index must serve (default, with no --index: the kernel project this "
     "directory builds, if any).",
@@ -64,9 +59,7 @@ def _interrupted(signum: int, frame: object) -> None:
 @OUT_OPTION
 @click.option(
     "--root",
-    "root",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     metavar="DIR",
     help="Serve this directory instead of DIST/index: an index `index` or a publish to a directory wrote.",
 )
@@ -86,7 +79,6 @@ def _interrupted(signum: int, frame: object) -> None:
 @click.option(
     "--base-url",
     metavar="URL",
-    default=None,
     help="The URL clients reach this server at, written into the served select.py "
     "(default: the bound address; with --host 0.0.0.0, select.py as `index` wrote it). "
     "The request's Host header is never used.",
@@ -106,7 +98,7 @@ def serve_command(
     err = console(stderr=True)
 
     def log(line: str) -> None:
-        err.print(line, markup=False, highlight=False)
+        plain(err, line)
 
     serving = wheelfactory.open_index(
         out_dir, root=root, host=host, port=port, base_url=base_url, log_line=log

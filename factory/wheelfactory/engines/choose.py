@@ -24,7 +24,6 @@ from wheelfactory.engines.pure_python import PurePythonEngine
 from wheelfactory.errors import (
     ConfigError,
     DockerUnavailable,
-    ImageBuildFailed,
     UsageError,
     WheelfactoryError,
 )
@@ -39,7 +38,7 @@ from wheelfactory.plan.indexes import Indexes, IndexRef, debian_mirror, is_url
 from wheelfactory.plan.matrix import Matrix
 from wheelfactory.project.noarch import NoarchBuild
 from wheelfactory.project.stage import Target
-from wheelfactory.support.progress import Listener, ToolOutput, ignore
+from wheelfactory.support.progress import Listener, ignore
 
 DEFAULT_CACHE = Path.home() / ".cache" / "wheelfactory"
 START_ENGINE = "wheelfactory engine start"  # installs (as root, on Debian/Ubuntu) and starts one
@@ -142,12 +141,7 @@ def _docker(
     from wheelfactory.engines.docker_run import DockerOptions, DockerRun, RunCaches
     from wheelfactory.engines.wheelhouse import Wheelhouse
 
-    matrix, table, out, matrix_file = (
-        request.matrix,
-        request.table,
-        request.out,
-        request.matrix_file,
-    )
+    matrix, table, out = request.matrix, request.table, request.out
     variants, not_built = _runnable(select(request.plan(), request.only, request.shard), runs_arch)
     build = matrix.build
     base_images = dict(build.base_images)
@@ -162,7 +156,7 @@ def _docker(
     # a stable-ABI variant's gate verifies its wheel with other torch releases: their indexes too
     gated = [other for variant in variants for other in variant.gate]
     urls, refusals = torch_indexes(
-        [*variants, *gated], matrix, table, os.environ, matrix_file=matrix_file
+        [*variants, *gated], matrix, table, os.environ, matrix_file=request.matrix_file
     )
     tables = table_refusals([v for v in variants if v.id not in refusals], matrix)
     capacity = _capacity("docker", variants, request)
@@ -175,7 +169,7 @@ def _docker(
         compile_cache=build.compile_cache,
         glibc_floor=build.glibc_floor,
         debian_base=debian_base,
-        debian_mirror=_mirror(matrix) if debian_base else None,
+        debian_mirror=debian_mirror(build.debian_mirror) if debian_base else None,
         refusals={**refusals, **tables},
         find_links=build.find_links,
         cpu_baselines=dict(build.cpu_baselines),
@@ -325,10 +319,6 @@ def torch_indexes(
     return urls, refusals
 
 
-def _mirror(matrix: Matrix) -> str:
-    return debian_mirror(matrix.build.debian_mirror)
-
-
 def debian_bases(
     client: DockerClient, matrix: Matrix, progress: Listener
 ) -> Callable[[str, str], str]:
@@ -338,31 +328,18 @@ def debian_bases(
     from wheelfactory.images.base_image import base_spec, ensure_base_image, parse_suite
 
     def make(suite: str, arch: str) -> str:
-        try:
-            image = ensure_base_image(
-                client,
-                base_spec(parse_suite(suite), _mirror(matrix), arch),
-                cache_dir=DEFAULT_CACHE,
-                progress=progress,
-            )
-        except ImageBuildFailed as exc:
-            if exc.tail:
-                progress(ToolOutput(exc.tail))
-            raise
-        return image.tag
+        spec = base_spec(parse_suite(suite), debian_mirror(matrix.build.debian_mirror), arch)
+        return ensure_base_image(client, spec, cache_dir=DEFAULT_CACHE, progress=progress).tag
 
     return functools.cache(make)
 
 
 def _host(request: EngineRequest, probe_host: Callable[[str], HostEnvironment]) -> Chosen:
     """--engine host: its own variant (or, with --only/--shard, a selection it can build entirely)."""
-    matrix, table, python = (
-        project_matrix(request.matrix, request.constraints),
-        request.table,
-        request.python,
-    )
+    matrix, python = project_matrix(request.matrix, request.constraints), request.python
     environment = probe_host(python)
-    variant = host_variant(matrix, table, environment, abi3=host_abi3(request, environment))
+    abi3 = host_abi3(request, environment)
+    variant = host_variant(matrix, request.table, environment, abi3=abi3)
     chosen = (
         select(request.plan(), request.only, request.shard)
         if request.only or request.shard

@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 
 from wheelfactory.engines import BuildInputs, BuildResult, EngineIdentity
+from wheelfactory.engines.docker_envs import Interpreter
 from wheelfactory.engines.docker_run import OWNER_LABEL, DockerRun, image_facts, image_for
 from wheelfactory.engines.docker_steps import (
     BuildPlace,
@@ -103,9 +104,9 @@ class DockerEngine:
             image = image_for(docker, variant)
             facts = image_facts(docker, image)
         version, python = _interpreter(stage, image, facts, docker)
-        target = facts.container_python(version, variant.key.arch)
+        at = Interpreter(image, python, facts.container_python(version, variant.key.arch))
         with timeline.phase("wheelhouse"):
-            sets = wheel_sets(docker, stage, target, log)
+            sets = wheel_sets(docker, stage, at.target, log)
         inputs = BuildInputs(
             "docker",
             python,
@@ -115,7 +116,7 @@ class DockerEngine:
             _driver_versions(),
         )
         with timeline.phase("environment"):
-            envs = environments(docker, stage, image, python, target, sets, log)
+            envs = environments(docker, stage, at, sets, log)
         place = BuildPlace(image, facts, python, workdir / "src", workdir / "out", workdir)
         with timeline.phase("stage"):
             shutil.rmtree(place.output, ignore_errors=True)
@@ -134,14 +135,12 @@ class DockerEngine:
                     variant.settings.strip, variant.key.arch, wheel, workdir, log, said
                 )
             with timeline.phase("environment"):
-                deps = docker.environments.for_dependencies(
-                    variant, image, python, target, wheel, envs.torch, log
-                )
-            checked = Checked(image, python, envs.torch, deps, envs.tests)
+                deps = docker.environments.for_dependencies(variant, at, wheel, envs.torch, log)
+            checked = Checked(at, envs.torch, deps, envs.tests)
             found = verify_in_image(docker, stage, checked, wheel, log, timeline, workdir)
             if variant.gate:
                 found = stable_abi_gate(
-                    docker, stage, checked, target, wheel, log, timeline, workdir, found
+                    docker, stage, checked, wheel, log, timeline, workdir, found
                 )
         except VariantBuildError as exc:
             exc.add_earlier(said.found)

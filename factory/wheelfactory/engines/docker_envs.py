@@ -33,15 +33,25 @@ from wheelfactory.engines.wheelhouse import (
     BUILD_REQUIREMENTS,
     ContainerPython,
     Wheelhouse,
-    WheelhouseRequest,
     WheelSet,
-    local_wheels,
+    beside_torch,
     runtime_requirements,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
 from wheelfactory.images.containers import Container, DockerClient
 from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.identity import Variant
+from wheelfactory.support.timeline import note
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """A build image's ``/opt/python/<python>`` interpreter (``cp311-cp311``), which runs as
+    ``target`` (its version, arch and glibc): what an environment is made for."""
+
+    image: ImageRef
+    python: str
+    target: ContainerPython
 
 
 @dataclass(frozen=True)
@@ -62,59 +72,25 @@ class ContainerEnvironments:
     ) -> tuple[EnvRequest, EnvRequest]:
         """The variant's torch environment (torch, and CUDA 13's toolkit wheels: they land beside
         torch's nvidia-* wheels, where the generated setup.py finds nvcc) and its build tools."""
+        torch = (variant.torch_requirement, *variant.toolkit_wheels)
+        tools = (*BUILD_REQUIREMENTS, *self.tool_extras)
         return (
-            EnvRequest(
-                "torch",
-                image_id,
-                python,
-                (variant.torch_requirement, *variant.toolkit_wheels),
-                wheels,
-            ),
-            EnvRequest("tools", image_id, python, (*BUILD_REQUIREMENTS, *self.tool_extras), wheels),
+            EnvRequest("torch", image_id, python, torch, wheels),
+            EnvRequest("tools", image_id, python, tools, wheels),
         )
 
     def torch_and_tools(
-        self,
-        variant: Variant,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        log: Path,
+        self, variant: Variant, at: Interpreter, wheels: WheelSet, log: Path
     ) -> tuple[PreparedEnv, PreparedEnv]:
         """The variant's prepared torch and build tools: made once, offline, from the variant's
         wheel set; then reused."""
-        torch_request, tools_request = self.requests(variant, image.id, python, wheels.wheels)
-        made = [
-            self.ensure(request, image, python, target, wheels, log)
-            for request in (torch_request, tools_request)
-        ]
-        return made[0], made[1]
-
-    def for_tests(
-        self,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        torch_env: PreparedEnv,
-        log: Path,
-    ) -> PreparedEnv | None:
-        """The project tests' requirements ([test] requires), prepared like torch: once per content.
-        What the torch environment mounted beside it holds is not installed again: a test
-        requirement that depends on torch uses the variant's (a second torch in front of it would
-        be the one the tests import). None when the torch environment has everything."""
-        return self._beside_torch("test", image, python, target, wheels, torch_env, log)
+        torch_request, tools_request = self.requests(variant, at.image.id, at.python, wheels.wheels)
+        return self.ensure(torch_request, at, wheels, log), self.ensure(
+            tools_request, at, wheels, log
+        )
 
     def for_dependencies(
-        self,
-        variant: Variant,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheel: Path,
-        torch_env: PreparedEnv,
-        log: Path,
+        self, variant: Variant, at: Interpreter, wheel: Path, torch_env: PreparedEnv, log: Path
     ) -> PreparedEnv | None:
         """What the wheel requires at run time besides torch (its Requires-Dist for the container's
         Python, extras not asked for), prepared like torch for the smoke test and the project's
@@ -122,39 +98,27 @@ class ContainerEnvironments:
         holds (torch's own dependencies: filelock, sympy, ...) is not installed again; everything
         else is, build tools included: the variant's wheel set holds packaging and ninja for the
         build, and a wheel that needs them at run time (DeepSpeed) must find them in its own."""
-        requires = runtime_requirements(wheel, target)
+        requires = runtime_requirements(wheel, at.target)
         if not requires:
             return None
         try:
-            wheels = self.wheelhouse.ensure(
-                WheelhouseRequest(
-                    requires,
-                    (),
-                    target,
-                    constraints=(variant.torch_requirement,),
-                    find_links=local_wheels(self.find_links),
-                ),
-                log=log,
-            )
+            request = beside_torch(requires, variant, at.target, self.find_links)
+            wheels = self.wheelhouse.ensure(request, log=log)
         except WheelhouseError as exc:
             raise DockerBuildError(
                 f"{variant.id}: the wheel's dependencies ({', '.join(requires)}) cannot be had "
-                f"as wheels for Python {target.version}: {exc}"
+                f"as wheels for Python {at.target.version}: {exc}"
             ) from None
-        return self._beside_torch("deps", image, python, target, wheels, torch_env, log)
+        return self.beside_torch("deps", at, wheels, torch_env, log)
 
-    def _beside_torch(
-        self,
-        role: Role,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        torch_env: PreparedEnv,
-        log: Path,
+    def beside_torch(
+        self, role: Role, at: Interpreter, wheels: WheelSet, torch_env: PreparedEnv, log: Path
     ) -> PreparedEnv | None:
         """The set's wheels that the torch environment does not hold, as an environment of ``role``
-        mounted beside it (the set is resolved already: installed as files, without dependencies)."""
+        mounted beside it (the set is resolved already: installed as files, without dependencies);
+        None when the torch environment has everything. The project tests' requirements ("test")
+        so: a test requirement that depends on torch uses the variant's (a second torch in front
+        of it would be the one the tests import)."""
         provided = {name for name, _ in installed_releases(torch_env.path)}
         files = tuple(
             f"{WHEELHOUSE_MOUNT}/{name}"
@@ -164,34 +128,22 @@ class ContainerEnvironments:
         if not files:
             return None
         return self.ensure(
-            EnvRequest(role, image.id, python, files, wheels.wheels),
-            image,
-            python,
-            target,
-            wheels,
-            log,
+            EnvRequest(role, at.image.id, at.python, files, wheels.wheels), at, wheels, log
         )
 
     def ensure(
-        self,
-        request: EnvRequest,
-        image: ImageRef,
-        python: str,
-        target: ContainerPython,
-        wheels: WheelSet,
-        log: Path,
+        self, request: EnvRequest, at: Interpreter, wheels: WheelSet, log: Path
     ) -> PreparedEnv:
-        """``request`` made (or found) for the image's ``/opt/python/<python>`` interpreter, which
-        runs as ``target`` (its version, arch and glibc)."""
+        """``request`` made (or found) for the interpreter ``at``."""
         envs = PreparedEnvs(self.wheelhouse.root / "envs")
-        interpreter = f"/opt/python/{python}/bin/python"
+        interpreter, target = f"/opt/python/{at.python}/bin/python", at.target
 
         def install(request: EnvRequest, staged: Path) -> None:
-            with log.open("a", encoding="utf-8") as sink:
-                sink.write(
-                    f"# preparing the {request.role} environment {request.key} for {interpreter} "
-                    f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}\n"
-                )
+            note(
+                log,
+                f"preparing the {request.role} environment {request.key} for {interpreter} "
+                f"({target.arch}, glibc {target.glibc}): {' '.join(request.requirements)}",
+            )
             install_from_set(
                 request,
                 staged,
@@ -208,7 +160,7 @@ class ContainerEnvironments:
             # Another Python version than this one: the image's interpreter compiles, offline.
             with Container(
                 self.client,
-                image.id,
+                at.image.id,
                 network="none",
                 labels=self.labels,
                 volumes={staged: request.mount},
@@ -221,13 +173,11 @@ class ContainerEnvironments:
                 box.run(["chown", "-R", f"{os.getuid()}:{os.getgid()}", request.mount], log=log)
 
         env = envs.ensure(request, install)
-        with log.open("a", encoding="utf-8") as sink:
-            shared = (
-                f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones"
-                if env.shared_bytes
-                else ""
-            )
-            sink.write(
-                f"# {'made' if env.created else 'reusing'} prepared environment {env.key} ({env.path}{shared})\n"
-            )
+        shared = (
+            f", {env.shared_bytes / 1e9:.2f} GB of it shared with earlier ones"
+            if env.shared_bytes
+            else ""
+        )
+        made = "made" if env.created else "reusing"
+        note(log, f"{made} prepared environment {env.key} ({env.path}{shared})")
         return env

@@ -21,15 +21,15 @@ from pathlib import Path
 from wheelfactory.engines import cpu_baseline
 from wheelfactory.engines.cibuildwheel_settings import decide_project_table
 from wheelfactory.engines.compile_cache import SETUP_SCRIPT, read_stats, stats_name, wiring
+from wheelfactory.engines.docker_envs import Interpreter
 from wheelfactory.engines.docker_run import DockerRun, compile_cache_for
 from wheelfactory.engines.image_facts import ImageFacts, compile_note, cross_compilers, cuda_home
 from wheelfactory.engines.prepared_env import EnvRequest, PreparedEnv
 from wheelfactory.engines.torch_builds import torch_build_mismatch
 from wheelfactory.engines.wheelhouse import (
     ContainerPython,
-    WheelhouseRequest,
     WheelSet,
-    local_wheels,
+    beside_torch,
     request_for,
 )
 from wheelfactory.errors import DockerBuildError, WheelhouseError
@@ -39,7 +39,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.timeline import Timeline, split_by_markers
+from wheelfactory.support.timeline import Timeline, note, split_by_markers
 from wheelfactory.verify.diagnose import diagnosed
 
 
@@ -113,17 +113,8 @@ def tests_set(
     torch (a project's own helper wheel) takes ``variant``'s, never the newest."""
     if tests is None or not tests.requires:
         return None
-    local = local_wheels((*docker.options.find_links, *tests.find_links))
-    return docker.wheelhouse.ensure(
-        WheelhouseRequest(
-            tests.requires,
-            (),
-            python,
-            find_links=local,
-            constraints=(variant.torch_requirement,),
-        ),
-        log=log,
-    )
+    links = (*docker.options.find_links, *tests.find_links)
+    return docker.wheelhouse.ensure(beside_torch(tests.requires, variant, python, links), log=log)
 
 
 def build_system_set(
@@ -133,16 +124,9 @@ def build_system_set(
     asks for at build time), downloaded with the variant's torch as a constraint."""
     system = stage.build_system
     try:
-        return docker.wheelhouse.ensure(
-            WheelhouseRequest(
-                system.environment_requirements(),
-                (),
-                python,
-                constraints=(stage.variant.torch_requirement,),
-                find_links=local_wheels(docker.options.find_links),
-            ),
-            log=log,
-        )
+        requires = system.environment_requirements()
+        request = beside_torch(requires, stage.variant, python, docker.options.find_links)
+        return docker.wheelhouse.ensure(request, log=log)
     except WheelhouseError as exc:
         raise DockerBuildError(
             f"{stage.variant.id}: the project's build requirements ({system.declared_in}) "
@@ -151,37 +135,16 @@ def build_system_set(
 
 
 def environments(
-    docker: DockerRun,
-    stage: Stage,
-    image: ImageRef,
-    python: str,
-    target: ContainerPython,
-    sets: VariantSets,
-    log: Path,
+    docker: DockerRun, stage: Stage, at: Interpreter, sets: VariantSets, log: Path
 ) -> VariantEnvs:
     """The prepared environments of the variant's sets, made once per content, then reused."""
     made = docker.environments
-    torch_env, tools_env = made.torch_and_tools(
-        stage.variant, image, python, target, sets.torch, log
-    )
-    build_env = made.ensure(
-        EnvRequest(
-            "build",
-            image.id,
-            python,
-            stage.build_system.environment_requirements(),
-            sets.build_system.wheels,
-        ),
-        image,
-        python,
-        target,
-        sets.build_system,
-        log,
-    )
+    torch_env, tools_env = made.torch_and_tools(stage.variant, at, sets.torch, log)
+    system = stage.build_system.environment_requirements()
+    build = EnvRequest("build", at.image.id, at.python, system, sets.build_system.wheels)
+    build_env = made.ensure(build, at, sets.build_system, log)
     test_env = (
-        None
-        if sets.tests is None
-        else made.for_tests(image, python, target, sets.tests, torch_env, log)
+        None if sets.tests is None else made.beside_torch("test", at, sets.tests, torch_env, log)
     )
     return VariantEnvs(torch_env, tools_env, build_env, test_env)
 
@@ -247,9 +210,9 @@ def run_cibuildwheel(
         flags_dir=flags_dir,
     )
     with log.open("a", encoding="utf-8") as sink:  # the settings a person needs to rerun it
-        for note in (cache_note, compile_note(variant, place.facts, host_arch())):
-            if note:
-                sink.write(f"# {note}\n")
+        for said in (cache_note, compile_note(variant, place.facts, host_arch())):
+            if said:
+                sink.write(f"# {said}\n")
         sink.writelines(f"{name}={value}\n" for name, value in sorted(env.items()))
     # The project's own table was decided above, option by option: cibuildwheel reads none of it.
     no_table = workdir / "cibuildwheel-options.toml"
@@ -279,11 +242,8 @@ def run_cibuildwheel(
         timeline.add(name, seconds)
     if cache is not None:
         found = read_stats(cache.tool, stats_dir / stats_name(cache, variant.id))
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# compile cache ({cache.describe()}): "
-                f"{found.describe() if found else 'no statistics (nothing was compiled)'}\n"
-            )
+        stats = found.describe() if found else "no statistics (nothing was compiled)"
+        note(log, f"compile cache ({cache.describe()}): {stats}")
     (repaired,) = place.output.glob("*.whl")  # cibuildwheel ran auditwheel (its repair) already
     rewritten = cpu_baseline.rewrite_note(_read(flags_dir / cpu_baseline.NOTES), baseline)
     return Repaired(repaired, rewritten)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory.engines.docker_envs import Interpreter
 from wheelfactory.engines.docker_run import DockerRun
 from wheelfactory.engines.prepared_env import PreparedEnv
 from wheelfactory.errors import DockerBuildError, Findings
 from wheelfactory.images.containers import Container
-from wheelfactory.images.dockerfiles import ImageRef
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.timeline import Timeline
@@ -33,8 +33,7 @@ class Checked:
     """What a wheel is checked with in its image: the interpreter entry (cp311-cp311), the
     prepared torch, and beside it the wheel's dependencies and the tests' requirements."""
 
-    image: ImageRef
-    python: str
+    at: Interpreter
     torch: PreparedEnv
     deps: PreparedEnv | None = None
     tests: PreparedEnv | None = None
@@ -51,7 +50,7 @@ def verify_in_image(
 ) -> Findings:
     """Every check of ``wheel`` (verify/checks.py), the smoke test and the project's tests in
     fresh containers of ``checked``'s image; what they found."""
-    interpreter = f"/opt/python/{checked.python}/bin/python"
+    interpreter = f"/opt/python/{checked.at.python}/bin/python"
 
     def install(box: Container, target: str) -> None:
         box.run(
@@ -68,7 +67,7 @@ def verify_in_image(
         }
         return Container(
             docker.client,
-            checked.image.id,
+            checked.at.image.id,
             network="none",
             labels=docker.options.labels,
             volumes=volumes,
@@ -103,7 +102,7 @@ def verify_in_image(
                     "PYTHONPATH": ":".join(paths),
                     "HOME": "/tmp",
                     **TEST_TERMINAL,
-                    "PATH": f"{bins}:/opt/python/{checked.python}/bin:{SYSTEM_PATH}",
+                    "PATH": f"{bins}:/opt/python/{checked.at.python}/bin:{SYSTEM_PATH}",
                 },
             )
         return project_test_verdict(output)

@@ -24,7 +24,7 @@ from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env, find_links_args
 from wheelfactory.support.proc import CommandFailed, Runner, run
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 from wheelfactory.verify.checks import Said, verify_wheel, warn
 from wheelfactory.verify.diagnose import diagnosed
 from wheelfactory.verify.fatbin import ship_gpu_part
@@ -51,6 +51,9 @@ for name in sys.argv[1:]:
     found.update((point.name, point.value) for point in entry_points if point.group == "console_scripts")
 print(json.dumps(found))
 """
+
+# A venv's interpreter with nothing of the caller's: no PYTHONPATH, no user site, no pip nags.
+_ISOLATED = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 def path_mapping_flags(source: Path, family: str, environ: Mapping[str, str]) -> dict[str, str]:
@@ -240,11 +243,11 @@ class HostEngine:
         """The tools the interpreter lacks (``missing_tools``), installed for it once, with the
         host's pip (the host engine is not hermetic), and said in the log."""
         missing = self.environment.missing_tools
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# host engine: {self.environment.executable} has no {', '.join(missing)}: "
-                "installed into the engine's tools environment\n"
-            )
+        note(
+            log,
+            f"host engine: {self.environment.executable} has no {', '.join(missing)}: "
+            "installed into the engine's tools environment",
+        )
         return ensure_host_env(
             self.tools,
             HostEnvRequest(
@@ -285,26 +288,15 @@ class HostEngine:
         when the factory runs inside a pytest session) are not passed on."""
         venv = directory / "venv"
         clean = {
-            "PYTHONPATH": "",
-            "PYTHONNOUSERSITE": "1",
-            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **_ISOLATED,
             **TEST_TERMINAL,
             "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
             **{name: "" for name in os.environ if name.startswith("PYTEST_")},
         }
         if tests.requires:
-            self.runner(
-                [
-                    str(venv / "bin" / "python"),
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    *find_links_args((*self.find_links, *tests.find_links)),
-                    *tests.requires,
-                ],
-                env=clean,
-                log=log,
+            links = (*self.find_links, *tests.find_links)
+            self._pip_install(
+                venv / "bin" / "python", (*find_links_args(links), *tests.requires), clean, log
             )
             # A requirement the interpreter already had is not installed again, nor is its script
             # (pytest): without one in the venv, `pytest` in the command would be whichever is next
@@ -356,28 +348,18 @@ class HostEngine:
         (site_dir / "_wheelfactory_host_torch.pth").write_text(
             "".join(f"{p}\n" for p in env.site_packages)
         )
-        python = str(venv / "bin" / "python")
-        clean = {"PYTHONPATH": "", "PYTHONNOUSERSITE": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-        self.runner(
-            [python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-            env=clean,
-            log=log,
-        )
+        python = venv / "bin" / "python"
+        self._pip_install(python, ("--no-deps", "--no-index", str(wheel)), _ISOLATED, log)
         # What the wheel requires besides torch, from the host's pip index (the host engine is not
         # hermetic): a package whose __init__ imports numpy needs numpy to be smoke-tested.
         requires = runtime_requirements(wheel, ContainerPython(env.python, env.arch))
         if requires:
-            self.runner(
-                [
-                    python,
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    *find_links_args(self.find_links),
-                    *requires,
-                ],
-                env=clean,
-                log=log,
+            self._pip_install(
+                python, (*find_links_args(self.find_links), *requires), _ISOLATED, log
             )
-        return self.runner([python, "-c", code], cwd=cwd, env=clean, log=log)
+        return self.runner([str(python), "-c", code], cwd=cwd, env=_ISOLATED, log=log)
+
+    def _pip_install(
+        self, python: Path, args: tuple[str, ...], env: Mapping[str, str], log: Path
+    ) -> None:
+        self.runner([str(python), "-m", "pip", "install", "-q", *args], env=env, log=log)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.engines.wheelhouse import BUILD_REQUIREMENTS
 from wheelfactory.errors import ConfigError, EnvironmentProblem
 from wheelfactory.plan.axes import BackendSelector, TorchSelector
@@ -17,6 +18,7 @@ from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.expand import expand
 from wheelfactory.plan.identity import Backend, Variant
 from wheelfactory.plan.matrix import Matrix
+from wheelfactory.plan.versions import minor_of
 from wheelfactory.support.proc import Runner, run
 
 _PROBE = r"""
@@ -81,10 +83,9 @@ class HostEnvironment:
     @property
     def build_name(self) -> str:
         if self.cuda:
-            major, minor = self.cuda.split(".")[:2]
-            return f"cu{major}{minor}"
-        if self.hip:
-            return "rocm" + ".".join(self.hip.split(".")[:2])
+            return Backend("cuda", self.cuda).tag
+        if self.hip:  # "6.2.41133-dd7f95766": no PEP 440 version, the runtime's reading
+            return f"rocm{MajorMinor.parse(self.hip)}"
         return "cpu"
 
 
@@ -127,7 +128,7 @@ def host_variant(
 ) -> Variant:
     """The variant the host interpreter's torch is: the plan's own when the matrix has it
     (with its settings), otherwise planned on the fly from the table."""
-    release = ".".join(env.torch_release.split(".")[:2])
+    release = minor_of(env.torch_release)
     if table.release(release) is None:
         raise ConfigError(
             f"the host's torch {env.torch} is not in the compatibility table "

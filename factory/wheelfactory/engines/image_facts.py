@@ -14,6 +14,7 @@ from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import DockerBuildError
 from wheelfactory.images.base_image import CROSS_PREFIX
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.versions import major_minor, minor_of
 
 # Run by the image's /opt/python/cp39-cp39 interpreter: one JSON line of ImageFacts' fields.
 PROBE = (
@@ -56,7 +57,7 @@ class ImageFacts:
     def container_python(self, version: str, arch: str) -> ContainerPython:
         """What an interpreter of this image runs as, for wheel sets and environments: the Python
         ``version`` on ``arch``, with the image's glibc (major.minor)."""
-        return ContainerPython(version, arch, ".".join(self.glibc.split(".")[:2]))
+        return ContainerPython(version, arch, minor_of(self.glibc))
 
     def python_for(self, variant: Variant, supported: tuple[str, ...]) -> tuple[str, str]:
         """(version, /opt/python entry) to build with: the variant's own Python, or for abi3 the
@@ -65,10 +66,7 @@ class ImageFacts:
         wanted = (
             [variant.key.python]
             if variant.key.python != "abi3"
-            else sorted(
-                (v for v in have if v in supported),
-                key=lambda v: tuple(int(x) for x in v.split(".")),
-            )[-1:]
+            else sorted((v for v in have if v in supported), key=major_minor)[-1:]
         )
         if not wanted or wanted[0] not in have:
             raise DockerBuildError(

@@ -13,7 +13,7 @@ from wheelfactory.engines.choose import DEFAULT_CACHE, debian_bases
 from wheelfactory.engines.dockerd import DEFAULT_LOG, DEFAULT_WAIT_S, set_up_emulation, start_engine
 from wheelfactory.engines.prepared_env import collect_garbage as collect_prepared
 from wheelfactory.engines.wheelhouse import Wheelhouse
-from wheelfactory.errors import DockerUnavailable, EnvironmentProblem, ImageBuildFailed
+from wheelfactory.errors import DockerUnavailable, EnvironmentProblem
 from wheelfactory.images.base_image import BaseImage, base_spec, ensure_base_image, parse_suite
 from wheelfactory.images.containers import docker_client
 from wheelfactory.images.emulation import host_arch
@@ -24,7 +24,7 @@ from wheelfactory.project.kernel_toml import load_kernel
 from wheelfactory.support.host_env import collect_garbage as collect_host_tools
 from wheelfactory.support.linkstore import Removed
 from wheelfactory.support.paths import StrPath
-from wheelfactory.support.progress import Listener, ToolOutput, ignore
+from wheelfactory.support.progress import Listener, ignore
 from wheelfactory.verify.rocm_device_code import RocmCheck, check_device_code
 
 # MI200 and the newest Instinct target Debian's hipcc 5.2 (clang 15) knows
@@ -79,17 +79,12 @@ def make_base_image(
 ) -> BaseImage:
     """``wheelfactory base-image``: make (or reuse, by its content tag) a Debian-based image with
     the manylinux layout for ``arch`` (default: this machine's), without a container registry.
-    A failure's tool output goes to ``progress`` before ImageBuildFailed."""
+    A failure's tool output goes to ``progress`` before ImageBuildFailed (ensure_base_image)."""
     client = docker_client(hint="start one (e.g. .ci/start-docker)")
     spec = base_spec(parse_suite(suite), debian_mirror(mirror), arch or host_arch(), tag=tag)
-    try:
-        return ensure_base_image(
-            client, spec, cache_dir=Path(cache_dir).resolve(), progress=progress, idle=idle
-        )
-    except ImageBuildFailed as exc:
-        if exc.tail:
-            progress(ToolOutput(exc.tail))
-        raise
+    return ensure_base_image(
+        client, spec, cache_dir=Path(cache_dir).resolve(), progress=progress, idle=idle
+    )
 
 
 @dataclass(frozen=True)

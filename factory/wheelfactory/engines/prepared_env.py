@@ -311,10 +311,9 @@ def install_from_set(
         with unpacked_lock(unpacked, exclusive=False):
             runner(command, log=log)
     except CommandFailed as exc:
-        last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
         raise WheelhouseError(
             f"preparing the {request.role} environment ({' '.join(request.requirements)}) from "
-            f"the wheel set {wheels} failed: {last}"
+            f"the wheel set {wheels} failed: {exc.last_line}"
         ) from None
     finally:
         constraints.unlink(missing_ok=True)

@@ -10,10 +10,9 @@ from pathlib import Path
 from wheelfactory.engines.docker_run import DockerRun
 from wheelfactory.engines.docker_steps import tests_set, torch_set
 from wheelfactory.engines.docker_verify import Checked, verify_in_image
-from wheelfactory.engines.wheelhouse import ContainerPython
 from wheelfactory.errors import DockerBuildError, Findings
 from wheelfactory.project.stage import Stage
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 
 
 def _verdict(found: Findings) -> dict[str, object]:
@@ -24,7 +23,6 @@ def stable_abi_gate(
     docker: DockerRun,
     stage: Stage,
     built: Checked,
-    target: ContainerPython,
     wheel: Path,
     log: Path,
     timeline: Timeline,
@@ -37,29 +35,22 @@ def stable_abi_gate(
     variant = stage.variant
     results: dict[str, object] = {variant.torch_version: _verdict(found)}
     tests = stage.checks.tests_for(variant.id)
-    made = docker.environments
+    made, at = docker.environments, built.at
     for other in variant.gate:
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(f"# stable-ABI gate: {variant.id} on torch {other.torch_version}\n")
+        note(log, f"stable-ABI gate: {variant.id} on torch {other.torch_version}")
         with timeline.phase("wheelhouse"):
-            torch_wheels = torch_set(docker, other, target, log)
-            test_wheels = tests_set(docker, tests, other, target, log)
+            torch_wheels = torch_set(docker, other, at.target, log)
+            test_wheels = tests_set(docker, tests, other, at.target, log)
         with timeline.phase("environment"):
-            torch_request, _ = made.requests(
-                other, built.image.id, built.python, torch_wheels.wheels
-            )
-            torch_env = made.ensure(
-                torch_request, built.image, built.python, target, torch_wheels, log
-            )
+            torch_request, _ = made.requests(other, at.image.id, at.python, torch_wheels.wheels)
+            torch_env = made.ensure(torch_request, at, torch_wheels, log)
             test_env = (
                 None
                 if test_wheels is None
-                else made.for_tests(built.image, built.python, target, test_wheels, torch_env, log)
+                else made.beside_torch("test", at, test_wheels, torch_env, log)
             )
-            deps_env = made.for_dependencies(
-                variant, built.image, built.python, target, wheel, torch_env, log
-            )
-            checked = Checked(built.image, built.python, torch_env, deps_env, test_env)
+            deps_env = made.for_dependencies(variant, at, wheel, torch_env, log)
+            checked = Checked(at, torch_env, deps_env, test_env)
         try:
             verified = verify_in_image(docker, stage, checked, wheel, log, timeline, workdir)
         except DockerBuildError as exc:

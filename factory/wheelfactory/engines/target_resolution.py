@@ -27,6 +27,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import parse_wheel_filename
 
 from wheelfactory.errors import WheelhouseError
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.support.host_env import find_links_args
 from wheelfactory.support.proc import CommandFailed, run
 
@@ -43,7 +44,7 @@ _TRUE = frozenset({"1", "true", "yes", "on"})
 
 def uv_platform(python: ContainerPython) -> str:
     """uv's name of the platform an environment is for: the image's arch and glibc, as manylinux."""
-    major, minor = (int(part) for part in python.glibc.split(".")[:2])
+    major, minor = major_minor(python.glibc)
     if major != 2 or minor < 17:
         raise WheelhouseError(
             f"the build image's glibc {python.glibc} is older than 2.17, which no torch wheel "
@@ -216,7 +217,7 @@ def pure_wheel_from_sdist(
     except CommandFailed as exc:
         raise WheelhouseError(
             f"{requirement} has no wheel, and building one from its source distribution failed: "
-            f"{(exc.tail or str(exc)).strip().splitlines()[-1]}"
+            f"{exc.last_line}"
         ) from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

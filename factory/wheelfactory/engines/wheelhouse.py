@@ -33,6 +33,7 @@ from wheelfactory.engines.target_resolution import (
 from wheelfactory.errors import WheelhouseError
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.plan.identity import Variant
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.project.keys import file_sha256, json_digest
 from wheelfactory.support.host_env import find_links_args
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
@@ -61,7 +62,7 @@ class ContainerPython:
 
     def platforms(self) -> tuple[str, ...]:
         """Platform tags pip may pick, newest first (manylinux is backward compatible)."""
-        major, minor = (int(x) for x in self.glibc.split("."))
+        major, minor = major_minor(self.glibc)
         tags = [f"manylinux_{major}_{m}_{self.arch}" for m in range(minor, 16, -1)]
         return (*tags, f"manylinux2014_{self.arch}", f"linux_{self.arch}")
 
@@ -105,6 +106,21 @@ def request_for(
         extras,
         python,
         find_links=local_wheels(find_links),
+    )
+
+
+def beside_torch(
+    requirements: tuple[str, ...],
+    variant: Variant,
+    python: ContainerPython,
+    find_links: tuple[str, ...],
+) -> WheelhouseRequest:
+    """A set of ``requirements`` (a project's build system, its tests', a wheel's own) from the
+    host's index and ``find_links``, where a requirement that depends on torch takes ``variant``'s,
+    never the newest."""
+    constraints = (variant.torch_requirement,)
+    return WheelhouseRequest(
+        requirements, (), python, constraints=constraints, find_links=local_wheels(find_links)
     )
 
 
@@ -325,8 +341,7 @@ class Wheelhouse:
                     )
                 )
                 raise WheelhouseError(
-                    f"downloading {', '.join(wanted)} from {where} "
-                    f"failed: {exc.tail.splitlines()[-1] if exc.tail else exc}"
+                    f"downloading {', '.join(wanted)} from {where} failed: {exc.last_line}"
                 ) from None
             passes += 1
             wanted = missing_for_target(sorted(tmp.glob("*.whl")), request.python)

@@ -51,7 +51,7 @@ from wheelfactory.images.rootfs import (
     size_mb,
 )
 from wheelfactory.support.proc import CommandFailed
-from wheelfactory.support.progress import Listener, StepDone, StepStarted, ignore
+from wheelfactory.support.progress import Listener, StepDone, StepStarted, ToolOutput, ignore
 
 if TYPE_CHECKING:
     from wheelfactory.images.containers import DockerClient
@@ -272,7 +272,14 @@ def ensure_base_image(
         with one_maker(rendered.content, rendered.tag, progress):
             found = find_image(client, rendered)  # made meanwhile by the run we waited for
             if found is None:
-                return _make_base(spec, rendered, Workshop(client, cache_dir, log, progress, idle))
+                try:
+                    return _make_base(
+                        spec, rendered, Workshop(client, cache_dir, log, progress, idle)
+                    )
+                except ImageBuildFailed as exc:
+                    if exc.tail:  # the failed tool's own words, for the progress channel to show
+                        progress(ToolOutput(exc.tail))
+                    raise
     progress(StepDone(f"exists: reused ({found.id})"))
     return BaseImage(found.tag, found.id, spec.suite, True, log)
 

@@ -157,11 +157,8 @@ def _variant(
     if backend.kind == "cuda":
         assert backend.version is not None
         toolkit = table.cuda_toolkit(backend.version)
-        toolkit_wheels, toolkit_home, toolkit_debian = (
-            toolkit.wheels,
-            toolkit.wheels_home,
-            toolkit.debian,
-        )
+        toolkit_wheels, toolkit_home = toolkit.wheels, toolkit.wheels_home
+        toolkit_debian = toolkit.debian
         wanted = (
             include.arch_list if include and include.arch_list else None
         ) or matrix.cuda.arch_list

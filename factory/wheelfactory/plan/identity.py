@@ -17,6 +17,7 @@ from typing import Literal
 
 from packaging.version import Version
 
+from wheelfactory._runtime._arch import CudaArch
 from wheelfactory.plan.indexes import IndexRef
 from wheelfactory.plan.versions import major_minor
 
@@ -137,15 +138,10 @@ def split_arch_list(arch_list: tuple[str, ...]) -> tuple[GpuSlice, ...]:
     the list JIT-compiles; lower archs' PTX would only serve GPUs a SASS part serves better)."""
     sass = {arch.split("+")[0] for arch in arch_list}
     ptx = [arch.split("+")[0] for arch in arch_list if arch.endswith("+PTX")]
-    parts = [GpuSlice(arch) for arch in sorted(sass, key=_arch_order)]
+    parts = [GpuSlice(arch) for arch in sorted(sass, key=CudaArch.parse)]
     if ptx:
-        parts.append(GpuSlice(max(ptx, key=_arch_order), ptx=True))
+        parts.append(GpuSlice(max(ptx, key=CudaArch.parse), ptx=True))
     return tuple(parts)
-
-
-def _arch_order(arch: str) -> tuple[int, int, str]:
-    major, rest = arch.split(".")
-    return int(major), int(rest.rstrip("af")), rest[len(rest.rstrip("af")) :]
 
 
 @dataclass(frozen=True, order=True)
@@ -165,14 +161,19 @@ class VariantId:
     def gpu_slice(self) -> GpuSlice | None:
         return GpuSlice.parse(self.gpu) if self.gpu else None
 
-    def __str__(self) -> str:
+    @property
+    def build_head(self) -> str:
+        """The id without arch, OS and Python (the wheel tags carry those):
+        ``torch213-cxx11-cu130-sm90``, ``torch-stable-abi210-cu130``."""
         major, minor = major_minor(self.torch)
         if self.stable_abi:
             head = f"torch-stable-abi{major}{minor}"
         else:
             head = f"torch{major}{minor}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
-        gpu = f"-{self.gpu}" if self.gpu else ""
-        text = f"{head}-{self.backend.tag}{gpu}-{self.arch}-linux"
+        return f"{head}-{self.backend.tag}" + (f"-{self.gpu}" if self.gpu else "")
+
+    def __str__(self) -> str:
+        text = f"{self.build_head}-{self.arch}-linux"
         if self.python != "abi3":
             text += "-cp" + self.python.replace(".", "")
         return text
@@ -314,7 +315,7 @@ class Variant:
 
     def sort_key(
         self,
-    ) -> tuple[Version, str, str, bool, str, str, tuple[bool, tuple[int, int, str]]]:
+    ) -> tuple[Version, str, str, bool, str, str, tuple[bool, CudaArch]]:
         backend = self.key.backend
         part = self.key.gpu_slice
         return (
@@ -324,7 +325,7 @@ class Variant:
             not self.key.cxx11_abi,
             self.key.python,
             self.key.arch,
-            (part.ptx, _arch_order(part.arch)) if part else (False, (0, 0, "")),
+            (part.ptx, CudaArch.parse(part.arch)) if part else (False, CudaArch(0, 0)),
         )
 
     def as_dict(self) -> dict[str, object]:

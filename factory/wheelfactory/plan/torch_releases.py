@@ -89,17 +89,6 @@ def _python_key(text: str) -> tuple[int, int, str]:
     return (*major_minor(text.rstrip("t")), "t" if free_threaded else "")
 
 
-# The requirements that say which CUDA a torch wheel was built with (PyPI's own build carries no
-# local version label in its file name: its METADATA does say it).
-CUDA_REQUIREMENTS = (
-    "cuda-toolkit",
-    "nvidia-cuda-runtime",
-    "nvidia-cuda-runtime-cu13",
-    "nvidia-cuda-runtime-cu12",
-    "nvidia-cuda-runtime-cu11",
-)
-
-
 def build_of_metadata(text: str, machine: str = "x86_64") -> tuple[str, str] | None:
     """(local-version-style build, the requirement that says so) of a torch wheel's METADATA, as
     it installs on Linux ``machine``: ("cu132", "cuda-toolkit==13.2.2"); ("cpu", "no CUDA

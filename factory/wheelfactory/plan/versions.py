@@ -23,3 +23,9 @@ def minor_of(version: str) -> str:
     """``"2.14.1"`` -> ``"2.14"``; ``"6.2.4"`` -> ``"6.2"``: the release line it belongs to."""
     major, minor = major_minor(version)
     return f"{major}.{minor}"
+
+
+def target_version_macro(torch: str) -> str:
+    """``"2.10"`` -> ``0x020a000000000000``: torch's encoding of TORCH_TARGET_VERSION."""
+    major, minor = major_minor(torch)
+    return f"0x{major:02x}{minor:02x}000000000000"

@@ -25,8 +25,9 @@ from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.build_system import LEGACY, BuildSystem, read_build_system
 from wheelfactory.project.cibw_table import identifier_for
 from wheelfactory.project.cibw_tests import project_table_tests
-from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.keys import tree_digest
 from wheelfactory.project.kind_facts import BRING_YOUR_OWN, KindFacts
+from wheelfactory.project.stage import CompiledStage
 from wheelfactory.project.vcs_version import ProbeRunner, VcsVersion, vcs_version
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.project_copy import copy_project_tree, project_files
@@ -93,7 +94,7 @@ def load_byo(config: ProjectConfig, matrix_file: str, run_probe: ProbeRunner) ->
 
 
 @dataclass(frozen=True)
-class ByoStage:
+class ByoStage(CompiledStage):
     project: ByoProject
     variant: Variant
     torch_requirement: TorchRequirement = "pinned"  # [build] torch_requirement
@@ -113,20 +114,8 @@ class ByoStage:
         return BRING_YOUR_OWN
 
     @property
-    def source_date_epoch(self) -> int:
-        return source_date_epoch(self.project.root)
-
-    @property
     def source_root(self) -> Path:
         return self.project.root
-
-    @property
-    def kernel_depends(self) -> tuple[dict[str, object], ...]:
-        return ()
-
-    @property
-    def hub_metadata(self) -> None:
-        return None  # a compiled wheel
 
     @property
     def build_system(self) -> BuildSystem:

@@ -135,65 +135,55 @@ GENERATED_PYPROJECT = (
 def read_build_system(root: Path) -> BuildSystem:
     """``root``'s build system (one-line ConfigError naming the file and key for what is malformed)."""
     path = root / PYPROJECT
+
+    def bad(key: str | None, message: str, hint: str) -> ConfigError:
+        return ConfigError(message, file=str(path), key=key, hint=hint)
+
     data: dict[str, object] = {}
     if path.is_file():
         try:
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(
+            raise bad(
+                None,
                 f"{path} is not valid TOML: {exc}",
-                file=str(path),
-                hint="fix the file; the build backend reads it too",
+                "fix the file; the build backend reads it too",
             ) from None
     table = data.get("build-system")
     where = f"{path} [build-system]"
     if table is None:
-        requires, backend, where = (
-            LEGACY_REQUIRES,
-            LEGACY_BACKEND,
-            f"{path} (no [build-system]: setuptools' default)",
-        )
+        requires, backend = LEGACY_REQUIRES, LEGACY_BACKEND
+        where = f"{path} (no [build-system]: setuptools' default)"
     else:
         if not isinstance(table, dict):
-            raise ConfigError(
-                "[build-system] is not a table",
-                file=str(path),
-                key="build-system",
-                hint='e.g. [build-system] requires = ["setuptools", "torch"]',
-            )
+            example = 'e.g. [build-system] requires = ["setuptools", "torch"]'
+            raise bad("build-system", "[build-system] is not a table", example)
         raw = table.get("requires")
         if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
-            raise ConfigError(
+            raise bad(
+                "build-system.requires",
                 "[build-system] requires must be a list of requirement strings (PEP 518)",
-                file=str(path),
-                key="build-system.requires",
-                hint='e.g. requires = ["setuptools>=64"]',
+                'e.g. requires = ["setuptools>=64"]',
             )
         requires = tuple(raw)
         backend = table.get("build-backend", LEGACY_BACKEND)
         if not isinstance(backend, str) or not backend.strip():
-            raise ConfigError(
+            raise bad(
+                "build-system.build-backend",
                 "[build-system] build-backend must name a module",
-                file=str(path),
-                key="build-system.build-backend",
-                hint='e.g. build-backend = "setuptools.build_meta"',
+                'e.g. build-backend = "setuptools.build_meta"',
             )
     for text in requires:
         try:
             requirement = Requirement(text)
         except InvalidRequirement as exc:
-            raise ConfigError(
-                f"{text!r} is not a requirement: {str(exc).splitlines()[0]}",
-                file=str(path),
-                key="build-system.requires",
-                hint="write PEP 508 requirements",
-            ) from None
+            problem = f"{text!r} is not a requirement: {str(exc).splitlines()[0]}"
+            raise bad("build-system.requires", problem, "write PEP 508 requirements") from None
         if requirement.url:
-            raise ConfigError(
+            raise bad(
+                "build-system.requires",
                 f"{text!r} is a URL requirement: an offline build cannot fetch it",
-                file=str(path),
-                key="build-system.requires",
-                hint="name a package the host's pip index serves as a wheel",
+                "name a package the host's pip index serves as a wheel",
             )
     tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
     assert isinstance(tool, dict)

@@ -6,7 +6,6 @@ documented). Pure: these values only answer questions about the project.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -179,21 +178,6 @@ class KernelBuilderSpec:
     def stable_abi_for(self, backend: str) -> str | None:
         return None if self.torch.stable_abi is None else self.torch.stable_abi.for_backend(backend)
 
-    def files_for(self, backend: str) -> tuple[Path, ...]:
-        """Every file a ``backend`` build reads, relative to root: the Python package, the torch
-        binding sources and the sources of the units for that backend. Headers reached only through
-        include directories are left to the caller (they may be the whole root, ``include = ["."]``)."""
-        files: set[Path] = set(self.torch.src)
-        package = self.root / self.python_package
-        files.update(
-            p.relative_to(self.root)
-            for p in package.rglob("*")
-            if p.is_file() and "__pycache__" not in p.parts
-        )
-        for unit in self.units_for(backend):
-            files.update(unit.src)
-        return tuple(sorted(files))
-
 
 def bounds_specifier(minver: str | None, maxver: str | None) -> SpecifierSet:
     """``("2.5", "2.8")`` -> ``>=2.5,<2.9``: an inclusive maximum admits its later components."""
@@ -201,7 +185,7 @@ def bounds_specifier(minver: str | None, maxver: str | None) -> SpecifierSet:
     if minver is not None:
         parts.append(f">={minver}")
     if maxver is not None:
-        numbers = [int(n) for n in maxver.split(".")]
+        numbers = list(Version(maxver).release)
         numbers[-1] += 1
         parts.append("<" + ".".join(str(n) for n in numbers))
     return SpecifierSet(",".join(parts))
@@ -209,12 +193,3 @@ def bounds_specifier(minver: str | None, maxver: str | None) -> SpecifierSet:
 
 def is_kernel_builder_project(path: Path) -> bool:
     return (path / DECLARATION).is_file()
-
-
-def units_by_backend(spec: KernelBuilderSpec) -> dict[str, tuple[KernelUnit, ...]]:
-    """Every declared backend and the units it compiles (empty for a noarch kernel)."""
-    return {backend: spec.units_for(backend) for backend in spec.general.backends}
-
-
-def unit_names(units: Iterable[KernelUnit]) -> tuple[str, ...]:
-    return tuple(unit.name for unit in units)

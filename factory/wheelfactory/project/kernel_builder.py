@@ -30,7 +30,6 @@ from pathlib import Path
 from packaging.version import Version
 
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
-from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable
 from wheelfactory.plan.constraints import BUILDABLE_BACKENDS, ProjectConstraints
@@ -38,7 +37,7 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
 from wheelfactory.project.bring_your_own import IGNORED
-from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
+from wheelfactory.project.build_system import GENERATED_PYPROJECT
 from wheelfactory.project.build_toml import (
     DECLARATION,
     KernelBuilderSpec,
@@ -52,9 +51,10 @@ from wheelfactory.project.kernel_builder_setup import (
     registration_h,
     setup_py,
 )
-from wheelfactory.project.keys import source_date_epoch, tree_digest
+from wheelfactory.project.keys import tree_digest
 from wheelfactory.project.kind_facts import KERNEL_BUILDER, KindFacts
 from wheelfactory.project.noarch import depends_requirements
+from wheelfactory.project.stage import CompiledStage, library_file, variant_record
 from wheelfactory.project.wheel_checks import WheelChecks
 from wheelfactory.support.project_copy import copy_project_file
 from wheelfactory.support.project_copy import project_files as copy_rule_files
@@ -158,7 +158,7 @@ def ops_module(namespace: str) -> str:
 
 
 @dataclass(frozen=True)
-class KernelBuilderStage:
+class KernelBuilderStage(CompiledStage):
     spec: KernelBuilderSpec
     # with arch_list = every arch some unit compiles for (what cuobjdump must list)
     variant: Variant
@@ -180,10 +180,6 @@ class KernelBuilderStage:
         return KERNEL_BUILDER
 
     @property
-    def source_date_epoch(self) -> int:
-        return source_date_epoch(self.spec.root)
-
-    @property
     def source_root(self) -> Path:
         return self.spec.root
 
@@ -192,19 +188,8 @@ class KernelBuilderStage:
         return kernel_depends_for(self.spec.general.kernel_depends, self.variant.key.backend.kind)
 
     @property
-    def hub_metadata(self) -> None:
-        return None  # a compiled wheel
-
-    @property
-    def build_system(self) -> BuildSystem:
-        return GENERATED
-
-    @property
     def checks(self) -> WheelChecks:
         return wheel_checks(self.spec, self.variant, self.namespace, self.tests)
-
-    def build_env(self) -> dict[str, str]:
-        return {}
 
     def key_material(self) -> object:
         return [
@@ -229,9 +214,6 @@ class KernelBuilderStage:
         (package / BUILD_RECORD_FILE).write_text(json.dumps(self.record.to_json(), indent=2) + "\n")
         (dest / "setup.py").write_text(self.setup_py)
         (dest / "pyproject.toml").write_text(GENERATED_PYPROJECT)
-
-    def finish(self, wheel: Path, dest_dir: Path) -> Path:
-        return wheel  # the generated setup.py set the version with its local label
 
 
 def project_files(root: Path) -> tuple[Path, ...]:
@@ -285,34 +267,15 @@ def plan_kernel_builder_stage(
             key="torch.src",
             hint="list the binding source, e.g. torch-ext/torch_binding.cpp",
         )
-    python = variant.key.python
-    library = (
-        f"{namespace}.abi3.so"
-        if python == "abi3"
-        else f"{namespace}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
-    )
     files = project_files(spec.root)
-    record = BuildRecord(
+    record = variant_record(
+        staged_variant,
         name=spec.general.python_name,
         version=full_version,
-        variant=variant.id,
-        # A stable-ABI build serves every torch from its target on: the record names the target.
-        torch=MajorMinor.parse(
-            variant.key.torch if variant.key.stable_abi else variant.torch_version
-        ),
-        built_with_torch=variant.torch_version,
-        backend=backend,
-        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
-        cxx11_abi=variant.key.cxx11_abi,
-        python=python,
-        arch=variant.key.arch,
-        arch_list=staged_variant.shipped_arch_list,
         namespace=namespace,
         ops=(),
-        library=library,
-        stable_abi=variant.key.stable_abi,
+        library=library_file(namespace, variant),
         source_digest=tree_digest(spec.root, files),
-        parts=staged_variant.split_parts,
     )
     setup_text = setup_py(
         spec,

@@ -19,7 +19,7 @@ def tree_digest(root: Path, files: Iterable[Path]) -> str:
     digest = hashlib.sha256()
     for rel in sorted(set(files)):
         digest.update(str(rel).encode() + b"\0")
-        digest.update(hashlib.sha256((root / rel).read_bytes()).digest())
+        digest.update(file_digest(root / rel))
     return digest.hexdigest()
 
 

@@ -12,22 +12,25 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
-
 from wheelfactory._runtime._record import BUILD_RECORD_FILE, BuildRecord
 from wheelfactory._runtime._toolkit import TOOLKITS_FILE, ToolkitFacts
-from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.errors import ConfigError
 from wheelfactory.plan.compat import CompatTable, load_table
 from wheelfactory.plan.identity import Variant
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.plan.torch_pin import TorchRequirement, torch_requires_dist
-from wheelfactory.project.build_system import GENERATED, GENERATED_PYPROJECT, BuildSystem
+from wheelfactory.project.build_system import GENERATED_PYPROJECT
 from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
-from wheelfactory.project.keys import python_files, source_date_epoch, tree_digest
+from wheelfactory.project.keys import python_files, tree_digest
 from wheelfactory.project.kind_facts import NATIVE, KindFacts
 from wheelfactory.project.op_checks import coverage_warnings
-from wheelfactory.project.stage import cuda_wheels_block
+from wheelfactory.project.stage import (
+    CompiledStage,
+    abi_defines,
+    library_file,
+    setup_py_head,
+    variant_record,
+)
 from wheelfactory.project.wheel_checks import WheelChecks, check_sources
 from wheelfactory.support.project_copy import (
     checked_file,
@@ -41,13 +44,10 @@ RECORD_FILE = BUILD_RECORD_FILE
 SOURCES_DIR = "_sources"
 RUNTIME_PACKAGE = "_runtime"
 LIBRARY_MODULE = "_C"
-# torch >= 2.7 defines Py_LIMITED_API itself for py_limited_api extensions.
-TORCH_DEFINES_LIMITED_API = Version("2.7")
-LIMITED_API = "0x03090000"  # cp39-abi3: one wheel for every CPython >= 3.9
 
 
 @dataclass(frozen=True)
-class StagePlan:
+class StagePlan(CompiledStage):
     kernel: KernelSpec
     variant: Variant
     source_digest: str
@@ -88,27 +88,8 @@ class StagePlan:
         return NATIVE
 
     @property
-    def source_date_epoch(self) -> int:
-        return source_date_epoch(self.kernel.root)
-
-    @property
     def source_root(self) -> Path:
         return self.kernel.root
-
-    @property
-    def kernel_depends(self) -> tuple[dict[str, object], ...]:
-        return ()
-
-    @property
-    def hub_metadata(self) -> None:
-        return None  # a compiled wheel
-
-    @property
-    def build_system(self) -> BuildSystem:
-        return GENERATED
-
-    def build_env(self) -> dict[str, str]:
-        return {}
 
     def key_material(self) -> object:
         return [
@@ -124,9 +105,6 @@ class StagePlan:
 
     def write(self, dest: Path) -> None:
         write_stage(self, dest)
-
-    def finish(self, wheel: Path, dest_dir: Path) -> Path:
-        return wheel  # the generated setup.py already set the version with its local label
 
 
 @functools.cache
@@ -166,12 +144,6 @@ def plan_stage(
     source_digest = tree_digest(kernel.root, kernel.files_for(backend))
     namespace = namespace_for(kernel, variant)
     version = f"{kernel.version}+{variant.local_version}"
-    python = variant.key.python
-    library = (
-        f"{LIBRARY_MODULE}.abi3.so"
-        if python == "abi3"
-        else f"{LIBRARY_MODULE}.cpython-{python.replace('.', '')}-{variant.key.arch}-linux-gnu.so"
-    )
     if variant.key.stable_abi and not dict(kernel.stable_sources).get("cuda" if device else "cpu"):
         raise ConfigError(
             f"{variant.id} needs stable-ABI sources for {backend}, and {kernel.root / 'kernel.toml'} "
@@ -179,27 +151,14 @@ def plan_stage(
             key="stable_abi." + ("cuda" if device else "cpu"),
             hint="list them under [stable_abi], or drop stable_abi from [matrix]",
         )
-    record = BuildRecord(
+    record = variant_record(
+        variant,
         name=kernel.name,
         version=version,
-        variant=variant.id,
-        # A stable-ABI build serves every torch from its target on: the record names the target.
-        torch=MajorMinor.parse(
-            variant.key.torch if variant.key.stable_abi else variant.torch_version
-        ),
-        built_with_torch=variant.torch_version,
-        backend=variant.key.backend.kind,
-        toolkit=MajorMinor.parse(variant.toolkit) if variant.toolkit else None,
-        cxx11_abi=variant.key.cxx11_abi,
-        python=variant.key.python,
-        arch=variant.key.arch,
-        arch_list=tuple(variant.shipped_arch_list),
         namespace=namespace,
         ops=tuple(kernel.ops),
-        library=library,
-        stable_abi=variant.key.stable_abi,
+        library=library_file(LIBRARY_MODULE, variant),
         source_digest=source_digest,
-        parts=variant.split_parts,
     )
     jit_spec: dict[str, object] = {
         "schema": 1,
@@ -297,41 +256,15 @@ def _setup_py(
     )
     sources = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in compiled]
     include_dirs = [f"{kernel.name}/{SOURCES_DIR}/{p}" for p in kernel.include_dirs]
-    defines = [(kernel.namespace_macro, namespace)]
-    if variant.key.stable_abi:  # only the stable ABI of this torch and older may be used
-        major, minor = (int(x) for x in variant.key.torch.split("."))
-        defines.append(("TORCH_TARGET_VERSION", f"0x{major:02x}{minor:02x}000000000000"))
-    if Version(variant.key.torch) < TORCH_DEFINES_LIMITED_API and variant.key.python == "abi3":
-        defines.append(("Py_LIMITED_API", LIMITED_API))
+    defines = [(kernel.namespace_macro, namespace), *abi_defines(variant)]
     cxx = list(kernel.cxx_flags) + list(variant.settings.extra_cflags)
     device = backend in ("cuda", "rocm")
     own = (*kernel.nvcc_flags, *variant.settings.extra_cuda_cflags)
     nvcc = [*variant.nvcc_defaults(own), *own] if device else []
     extension = "CUDAExtension" if device else "CppExtension"
     abi3 = variant.key.python == "abi3"
-    return f'''# Generated by wheelfactory for variant {variant.id}. Do not edit: edit kernel.toml.
-import os
-
-import torch
-from setuptools import setup
-
-EXPECTED_TORCH = {variant.torch_version!r}
-EXPECTED_CXX11_ABI = {variant.key.cxx11_abi!r}
-if torch.__version__.split("+")[0] != EXPECTED_TORCH:
-    raise SystemExit(
-        "wheelfactory: variant {variant.id} builds against torch==" + EXPECTED_TORCH
-        + " but torch " + torch.__version__ + " is installed in this build environment"
-    )
-if bool(torch.compiled_with_cxx11_abi()) != EXPECTED_CXX11_ABI:
-    # A wheel built against the other ABI would claim the wrong one in its build record.
-    raise SystemExit(
-        "wheelfactory: variant {variant.id} needs the " + ("cxx11" if EXPECTED_CXX11_ABI else "pre-cxx11")
-        + " ABI build of torch " + EXPECTED_TORCH + " but the installed one is the other ABI; "
-        "point [build].torch_index at an index that serves it"
-    )
-{cuda_wheels_block(variant) if variant.key.backend.kind == "cuda" and variant.toolkit_wheels_home else ""}
-from torch.utils.cpp_extension import BuildExtension, {extension}  # noqa: E402 (reads CUDA_HOME when imported)
-
+    head = setup_py_head(variant, ". Do not edit: edit kernel.toml.")
+    return f'''{head}
 setup(
     name={kernel.name!r},
     version={version!r},

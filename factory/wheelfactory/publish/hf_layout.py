@@ -42,7 +42,7 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.project.keys import file_digest
 from wheelfactory.project.noarch import KERNEL_BUILDER_NAMES
 from wheelfactory.publish.abi_conformance import check_package, require_checker
-from wheelfactory.publish.collect import IndexedWheel, build_record, collect
+from wheelfactory.publish.collect import REBUILD, IndexedWheel, build_record, collect
 from wheelfactory.runner import manifest
 from wheelfactory.runner.provenance import declared_kernel_depends, git_states, provenance_path
 from wheelfactory.runner.refusals import LeftOut, is_pure_python
@@ -182,30 +182,25 @@ def _package_files(archive: zipfile.ZipFile, wheel: Path) -> tuple[str, list[str
     """(top-level package, its members): the wheel's one importable package, not its .dist-info.
     A wheel with a member name that would leave the directory it is unpacked into is refused
     (ConfigError) before anything of it is written."""
+
+    def bad(message: str, hint: str = REBUILD) -> ConfigError:
+        return ConfigError(message, file=str(wheel), hint=hint)
+
     unsafe = [name for name in archive.namelist() if safe_member(name) is None]
     if unsafe:
-        raise ConfigError(
+        raise bad(
             f"member {unsafe[0]!r} is not a path inside the wheel",
-            file=str(wheel),
-            hint="a wheel wheelfactory built has none; rebuild it with `wheelfactory build`",
+            "a wheel wheelfactory built has none; rebuild it with `wheelfactory build`",
         )
     tops = {PurePosixPath(n).parts[0] for n in archive.namelist() if "/" in n}
     packages = sorted(t for t in tops if not t.endswith((".dist-info", ".data")))
     if len(packages) != 1:
-        raise ConfigError(
-            f"expected one package in the wheel, found {packages or 'none'}",
-            file=str(wheel),
-            hint="rebuild it with `wheelfactory build`",
-        )
+        raise bad(f"expected one package in the wheel, found {packages or 'none'}")
     members = [
         n for n in archive.namelist() if n.startswith(packages[0] + "/") and not n.endswith("/")
     ]
     if not members:
-        raise ConfigError(
-            f"package {packages[0]!r} has no files",
-            file=str(wheel),
-            hint="rebuild it with `wheelfactory build`",
-        )
+        raise bad(f"package {packages[0]!r} has no files")
     return packages[0], members
 
 
@@ -258,7 +253,7 @@ def _unpack(wheel: IndexedWheel, temp: Path) -> tuple[str, dict[str, object]]:
         raise ConfigError(
             f"is not a readable wheel ({' '.join(str(exc).split())})",
             file=str(wheel.source),
-            hint="rebuild it with `wheelfactory build`",
+            hint=REBUILD,
         ) from None
     return package, metadata_for(wheel, record, _license(headers), python_depends(headers))
 

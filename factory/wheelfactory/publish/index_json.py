@@ -11,27 +11,43 @@ import re
 
 from wheelfactory._runtime._fit import parse_major_minor
 
-# Each variant's keys that the fit rule and the pip command read, with their JSON types.
-_LISTING_KEYS: dict[str, tuple[type, ...]] = {
+# Every key `wheelfactory index` writes into a variant's entry (publish/pages.py), with its JSON
+# types: what select.py, serve and a publish target's read-back (publish/listing.py) check.
+VARIANT_KEYS: dict[str, tuple[type, ...]] = {
     "id": (str,),
     "project": (str,),
+    "version": (str,),
     "torch": (str,),
+    "torch_version": (str,),
     "backend": (str,),
+    "toolkit": (str, type(None)),
     "cxx11_abi": (bool,),
     "python": (str,),
     "arch": (str,),
-    "index": (str,),
-}
-# Keys a listing may lack (older ones lack the last four), of these types where present.
-_LISTING_OPTIONAL: dict[str, tuple[type, ...]] = {
-    "toolkit": (str, type(None)),
-    "stable_abi": (bool, type(None)),
-    "version": (str,),
+    "stable_abi": (bool,),
     "gpu": (str,),
+    "wheel": (str,),
+    "sha256": (str,),
+    "index": (str,),
+    "find_links": (str,),
+    "requirements": (str,),
+    "provenance": (str, type(None)),
     "requires_python": (str, type(None)),
     "core_metadata_sha256": (str, type(None)),
     "size": (int,),
 }
+# What select.py reads of each variant: the fit rule's keys and the pip command's, in every
+# listing; then those a listing may lack (older ones lack the last four), checked where present.
+_READ = ("id", "project", "torch", "backend", "cxx11_abi", "python", "arch", "index")
+_READ_IF_PRESENT = (
+    "toolkit",
+    "stable_abi",
+    "version",
+    "gpu",
+    "requires_python",
+    "core_metadata_sha256",
+    "size",
+)
 
 
 class InvalidListing(ValueError):
@@ -68,12 +84,12 @@ def check_listing(raw: bytes) -> dict[str, object]:
     for number, variant in enumerate(variants):
         if not isinstance(variant, dict):
             raise InvalidListing(f"variants[{number}]: expected an object, got {quoted(variant)}")
-        for key, types in {**_LISTING_KEYS, **_LISTING_OPTIONAL}.items():
-            if key not in variant and key in _LISTING_OPTIONAL:
+        for key in (*_READ, *_READ_IF_PRESENT):
+            if key not in variant and key in _READ_IF_PRESENT:
                 continue
             if key not in variant:
                 raise InvalidListing(f"variants[{number}]: missing key {key}")
-            if not isinstance(variant[key], types) or (
+            if not isinstance(variant[key], VARIANT_KEYS[key]) or (
                 key == "size" and isinstance(variant[key], bool)
             ):
                 raise InvalidListing(

@@ -16,7 +16,7 @@ from wheelfactory.errors import ConfigError
 from wheelfactory.plan.identity import InvalidVariantId, VariantId
 from wheelfactory.publish.collect import TOOLKIT_VERSION, TORCH_VERSION, IndexedWheel, one_line
 from wheelfactory.publish.generations import INDEX_LINK
-from wheelfactory.publish.index_json import InvalidListing, check_listing, quoted
+from wheelfactory.publish.index_json import VARIANT_KEYS, InvalidListing, check_listing, quoted
 from wheelfactory.runner.provenance import SUFFIX as PROVENANCE_SUFFIX
 from wheelfactory.support import paths
 from wheelfactory.support.inputs import read_input
@@ -61,7 +61,7 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
         raise ConfigError(
             f"{at}: expected an object, got {quoted(entry)}", file=where, hint=_LISTING_HINT
         )
-    for key, types in _LISTED_KEYS.items():
+    for key, types in VARIANT_KEYS.items():
         if key not in entry and key in _OPTIONAL_KEYS:
             continue
         if key not in entry and key in _NEWER_KEYS:
@@ -156,30 +156,6 @@ _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _NEWER_KEYS = ("requires_python", "core_metadata_sha256", "size")  # listed since PEP 658/691 pages
 # listed since split builds; the id says it too, so an older listing may lack it
 _OPTIONAL_KEYS = ("gpu",)
-# Every key plan_index writes into a variant's entry, with its JSON types.
-_LISTED_KEYS: dict[str, tuple[type, ...]] = {
-    "id": (str,),
-    "project": (str,),
-    "version": (str,),
-    "torch": (str,),
-    "torch_version": (str,),
-    "backend": (str,),
-    "toolkit": (str, type(None)),
-    "cxx11_abi": (bool,),
-    "python": (str,),
-    "arch": (str,),
-    "stable_abi": (bool,),
-    "gpu": (str,),
-    "wheel": (str,),
-    "sha256": (str,),
-    "index": (str,),
-    "find_links": (str,),
-    "requirements": (str,),
-    "provenance": (str, type(None)),
-    "requires_python": (str, type(None)),
-    "core_metadata_sha256": (str, type(None)),
-    "size": (int,),
-}
 
 
 def read_listing(dist: Path) -> dict[str, object]:

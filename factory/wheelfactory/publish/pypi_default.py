@@ -130,7 +130,7 @@ def relabel(wheel: IndexedWheel, out_dir: Path) -> Path:
 def default_wheels(
     wheels: Sequence[IndexedWheel], table: CompatTable, choice: bool | VariantId, dist: Path
 ) -> list[Path]:
-    """``choose_default`` then ``relabel`` each into ``dist/pypi/``: what ``publish_uploads``
+    """``choose_default`` then ``relabel`` each into ``dist/pypi/``: what ``upload.read_plan``
     takes as ``default_wheels``. The chosen wheels differ in python tag or arch, so their
     unlabelled names differ too."""
     return [relabel(wheel, dist / PYPI_DIR) for wheel in choose_default(wheels, table, choice)]

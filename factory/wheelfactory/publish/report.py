@@ -33,7 +33,7 @@ from wheelfactory.plan.identity import (
     VariantId,
 )
 from wheelfactory.plan.prune import Pruned
-from wheelfactory.plan.versions import minor_of
+from wheelfactory.plan.versions import major_minor, minor_of
 from wheelfactory.publish.generations import INDEX_LINK
 from wheelfactory.runner import manifest
 from wheelfactory.support import paths
@@ -371,7 +371,7 @@ def _pruned_backend(text: str) -> tuple[str, str]:
 def _pruned_cell(pruned: Pruned) -> ReportCell:
     backend, tag = _pruned_backend(pruned.backend)
     abi = "any" if pruned.cxx11_abi is None else ("cxx11" if pruned.cxx11_abi else "cxx98")
-    major, minor = pruned.torch.split(".")
+    major, minor = major_minor(pruned.torch)
     head = f"torch{major}{minor}-{'*' if abi == 'any' else abi}-{tag}"
     if pruned.arch is None and pruned.python is None:
         label = f"{head}-*"

@@ -69,6 +69,15 @@ def _link(dist_href: str | None, path: str) -> str | None:
     return _href("", inside) if inside != path else None
 
 
+def _links(cell: ReportCell, dist_href: str | None) -> list[str]:
+    """The cell's log and index page, linked where the page can reach them."""
+    return [
+        f'<a href="{href}">{name}</a>'
+        for name, path in (("log", cell.log), ("index", cell.index))
+        if path and (href := _link(dist_href, path))
+    ]
+
+
 def _member(cell: ReportCell, *, several: bool, dist_href: str | None) -> str:
     ident = (
         f'data-variant="{_e(cell.label)}"' if cell.is_variant else f'data-pruned="{_e(cell.label)}"'
@@ -86,11 +95,7 @@ def _member(cell: ReportCell, *, several: bool, dist_href: str | None) -> str:
     elif cell.status == "failed":
         parts.append(f'<span class="facts">{_e(human_seconds(cell.seconds))}</span>')
         parts.append(f'<span class="err">{_e(cell.detail)}</span>')
-    links = [
-        f'<a href="{href}">{name}</a>'
-        for name, path in (("log", cell.log), ("index", cell.index))
-        if path and (href := _link(dist_href, path))
-    ]
+    links = _links(cell, dist_href)
     if cell.is_variant:
         links.append(f'<a href="#v-{_e(cell.label)}">details</a>')
     if links:
@@ -163,11 +168,7 @@ def _details(report: Report, dist_href: str | None) -> str:
             verification = f'<td class="err">{_e(cell.detail)}</td>'
         else:  # missing: why, and the command that builds it
             verification = f"<td>{_e(cell.reason)}</td>"
-        links = [
-            f'<a href="{href}">{name}</a>'
-            for name, path in (("log", cell.log), ("index", cell.index))
-            if path and (href := _link(dist_href, path))
-        ]
+        links = _links(cell, dist_href)
         name = _e(posixpath.basename(cell.wheel or ""))
         wheel_href = _link(dist_href, cell.wheel) if cell.wheel else None
         wheel = f'<a href="{wheel_href}">{name}</a>' if wheel_href else name

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wheelfactory.errors import UsageError, WriteFailed
+from wheelfactory.errors import UsageError
 from wheelfactory.plan.read import read_matrix
 from wheelfactory.project.kinds import project_plan
 from wheelfactory.publish.report import Report, build_report, probe_dist
@@ -66,7 +66,7 @@ def write_report(
     )
     for path, _, what in texts:
         if not is_stdout(path):
-            _make_parent(path, what)
+            atomic.make_parent(path, what=what)
     stdout = ""
     for path, text, what in texts:
         if is_stdout(path):
@@ -82,20 +82,6 @@ def served_report(dist: Path, entries: Mapping[str, manifest.Entry], listed: fro
     index's pages of the ``listed`` variants and not dist's files, which the index does not hold."""
     facts = replace(probe_dist(dist, entries), indexed=listed)
     return render_html(build_report(entries, facts=facts), dist_href=None, svg_href=None)
-
-
-def _make_parent(path: Path, what: str) -> None:
-    """Make the output's directory; a file in the way is a UsageError, any other failure WriteFailed."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise UsageError(
-            f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)"
-        ) from None
-    except OSError as exc:
-        raise WriteFailed(
-            f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})"
-        ) from None
 
 
 @dataclass(frozen=True)

@@ -410,6 +410,11 @@ def open_server(
     )
 
 
+def _require_index(root: Path, hint: str) -> None:
+    if not (root / "index.html").is_file():
+        raise UsageError(f"{root} holds no index (no index.html): {hint}")
+
+
 def open_root(
     root: Path,
     host: str,
@@ -421,8 +426,7 @@ def open_root(
     hint: str = "give the directory `wheelfactory index` or a publish to a directory wrote",
 ) -> IndexServer:
     """A server over ``root``, a directory holding an index (index.html at its top)."""
-    if not (root / "index.html").is_file():
-        raise UsageError(f"{root} holds no index (no index.html): {hint}")
+    _require_index(root, hint)
     fixed = check_base_url(base_url) if base_url is not None else None
     try:
         return IndexServer(root, host, port, log_line, fixed, log_lines=log_lines)
@@ -463,15 +467,13 @@ def open_index(
     if root is not None:
         served = Path(root).resolve()
         hint = "give --root the directory `wheelfactory index` or a publish to a directory wrote"
-        if not (served / "index.html").is_file():
-            raise UsageError(f"{served} holds no index (no index.html): {hint}")
+        _require_index(served, hint)
         listing = read_listing_at(served, hint=hint)
-        server = open_root(served, host, port, log_line, base_url, hint=hint)
     else:
         dist = Path(out).resolve()
-        served = dist / INDEX_LINK
+        served, hint = dist / INDEX_LINK, f"run `wheelfactory index -o {dist}` first"
         listing = read_listing(dist)
-        server = open_server(dist, host, port, log_line, base_url)
+    server = open_root(served, host, port, log_line, base_url, hint=hint)
     variants = cast(list[dict[str, str]], listing["variants"])  # checked the shape
     named: dict[tuple[str, str], str] = {}
     for variant in variants:  # one entry per release: each variant once

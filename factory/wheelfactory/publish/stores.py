@@ -322,23 +322,17 @@ class BucketStore:
             if not key:
                 continue  # the bucket's root page: served as index.html only
             try:
-                if isinstance(body, bytes):
+                with contextlib.ExitStack() as stack:
+                    stream = (
+                        body if isinstance(body, bytes) else stack.enter_context(body.open("rb"))
+                    )
                     self.client.put_object(
                         Bucket=self.target.bucket,
                         Key=key,
-                        Body=body,
+                        Body=stream,
                         ContentType=content_type,
                         Metadata={"sha256": sha256},
                     )
-                else:
-                    with body.open("rb") as stream:
-                        self.client.put_object(
-                            Bucket=self.target.bucket,
-                            Key=key,
-                            Body=stream,
-                            ContentType=content_type,
-                            Metadata={"sha256": sha256},
-                        )
             except self._errors() as exc:
                 raise self._failed(exc, f"writing {key}") from None
 

@@ -37,8 +37,8 @@ import io
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,7 +114,7 @@ class UploadResult:
 
 @dataclass(frozen=True)
 class HeldQuery:
-    """One page ``publish_uploads`` reads before planning: ``project`` at ``simple_url``;
+    """One page ``read_plan`` reads before planning: ``project`` at ``simple_url``;
     ``filenames``: the files planned there (the only ones hashed where the page gives no sha256)."""
 
     simple_url: str
@@ -125,15 +125,6 @@ class HeldQuery:
 # ---------------------------------------------------------------------------------------------
 # planning (pure)
 # ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Index:
-    variant: str | None
-    upload_url: str | None
-    repository: str | None
-    simple_url: str | None
-    files: tuple[UploadFile, ...]
 
 
 def local_file(wheel: IndexedWheel) -> Path:
@@ -157,13 +148,22 @@ def _default_file(path: Path) -> UploadFile:
     return UploadFile(path, path.name, canonicalize_name(name), file_sha256(path), None)
 
 
+def _by_name(files: Iterable[UploadFile]) -> tuple[UploadFile, ...]:
+    return tuple(sorted(files, key=lambda f: f.filename))
+
+
+def _one_index(target: UploadTarget, files: Iterable[UploadFile]) -> list[IndexUpload]:
+    """The target's one index, with every file that may go there (none planned yet)."""
+    return [
+        IndexUpload(None, target.url, target.repository, target.simple_url(""), _by_name(files), ())
+    ]
+
+
 def _indexes(
     target: UploadTarget, wheels: Sequence[IndexedWheel], default_wheels: Sequence[Path]
-) -> list[_Index]:
-    in_url, in_index_url = (
-        VARIANT_FIELD in (target.url or ""),
-        VARIANT_FIELD in (target.index_url or ""),
-    )
+) -> list[IndexUpload]:
+    in_url = VARIANT_FIELD in (target.url or "")
+    in_index_url = VARIANT_FIELD in (target.index_url or "")
     if target.index_url and in_url != in_index_url:
         raise PublishError(
             f"{target}: url and index_url must both name {VARIANT_FIELD} or neither (one index "
@@ -186,29 +186,23 @@ def _indexes(
                 "default variant goes there, without its label, and there is none: set "
                 "[publish] pypi_default = true (or name the variant)"
             )
-        files = tuple(sorted((_default_file(p) for p in default_wheels), key=lambda f: f.filename))
-        return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
+        return _one_index(target, (_default_file(p) for p in default_wheels))
     if target.per_variant:
         variants = sorted({w.variant_id for w in wheels})
         return [
-            _Index(
+            IndexUpload(
                 v,
                 target.upload_url(v),
                 None,
                 target.simple_url(v),
-                tuple(
-                    sorted(
-                        (_dist_file(w) for w in wheels if w.variant_id == v),
-                        key=lambda f: f.filename,
-                    )
-                ),
+                _by_name(_dist_file(w) for w in wheels if w.variant_id == v),
+                (),
             )
             for v in variants
         ]
     if not wheels:
         return []
-    files = tuple(sorted((_dist_file(w) for w in wheels), key=lambda f: f.filename))
-    return [_Index(None, target.url, target.repository, target.simple_url(""), files)]
+    return _one_index(target, (_dist_file(w) for w in wheels))
 
 
 def held_queries(
@@ -219,12 +213,12 @@ def held_queries(
     for index in _indexes(target, wheels, default_wheels):
         if index.simple_url is None:
             continue
-        for project in sorted({f.project for f in index.files}):
+        for project in sorted({f.project for f in index.upload}):
             queries.append(
                 HeldQuery(
                     index.simple_url,
                     project,
-                    frozenset(f.filename for f in index.files if f.project == project),
+                    frozenset(f.filename for f in index.upload if f.project == project),
                 )
             )
     return queries
@@ -248,8 +242,8 @@ def plan_upload(
         ours: dict[str, str] = {}
         upload: list[UploadFile] = []
         present: list[UploadFile] = []
-        where = index.upload_url or f"repository {index.repository}"
-        for item in index.files:
+        where = str(index)
+        for item in index.upload:
             if item.filename in ours:
                 if ours[item.filename] != item.sha256:
                     raise PublishError(
@@ -268,16 +262,7 @@ def plan_upload(
                     f"{item.filename}: {where} already holds it with sha256 {theirs}, "
                     f"this dist's is {item.sha256}"
                 )
-        planned.append(
-            IndexUpload(
-                index.variant,
-                index.upload_url,
-                index.repository,
-                index.simple_url,
-                tuple(upload),
-                tuple(present),
-            )
-        )
+        planned.append(replace(index, upload=tuple(upload), present=tuple(present)))
     if conflicts:
         more = f" ({len(conflicts) - 1} more conflicting)" if len(conflicts) > 1 else ""
         raise PublishError(
@@ -478,22 +463,3 @@ def execute_plan(plan: UploadPlan, *, say: Say) -> UploadResult:
         if index.upload:
             uploaded += upload_index(index, say=say)
     return UploadResult(uploaded, plan.present + plan.to_upload - uploaded, plan)
-
-
-def publish_uploads(
-    target: UploadTarget,
-    wheels: list[IndexedWheel],
-    default_wheels: list[Path],
-    *,
-    dry_run: bool,
-    say: Say,
-) -> UploadResult:
-    """Publish to an upload-API target: ``read_plan`` (a conflict refuses the whole publish
-    before anything is sent), then ``execute_plan``. ``dry_run``: read and plan, ``say`` the
-    plan's lines, send nothing."""
-    plan = read_plan(target, wheels, default_wheels)
-    if dry_run:
-        for line in render_plan(plan):
-            say(line)
-        return UploadResult(0, plan.present, plan, dry_run=True)
-    return execute_plan(plan, say=say)

@@ -31,8 +31,8 @@ the JSON); where it is open (which namespaces describe torch and its toolkits) o
     amd    :: rocm_version       "6.4"
     amd    :: gfx_arch           "gfx942"
 
-No installer consumes this yet; ``select_label`` is our own reading of the draft's ordering
-(namespace, feature, value priority; more matching properties first) for tests and tools.
+No installer consumes this yet; tests/publish/test_variants.py holds our own reading of the
+draft's ordering (namespace, feature, value priority; more matching properties first).
 """
 
 from __future__ import annotations
@@ -72,14 +72,7 @@ Properties = dict[str, dict[str, list[str]]]
 def label_for(wheel: IndexedWheel) -> str:
     """``torch213_cxx11_cu130``, ``torch213_cxx11_cu130_sm90``: the variant id without arch, OS and
     Python (the wheel tags carry those)."""
-    key = wheel.variant
-    major, minor = key.torch.split(".")
-    head = (
-        f"torch_stable_abi{major}{minor}"
-        if key.stable_abi
-        else f"torch{major}{minor}_{'cxx11' if key.cxx11_abi else 'cxx98'}"
-    )
-    return f"{head}_{key.backend.tag}" + (f"_{key.gpu}" if key.gpu else "")
+    return wheel.variant.build_head.replace("-", "_")
 
 
 def _archs(wheel: IndexedWheel) -> list[str]:
@@ -344,78 +337,3 @@ def _relabelled(wheel: IndexedWheel, filename: str, sha256: str) -> IndexedWheel
     return replace(
         wheel, filename=filename, sha256=sha256, core_metadata_sha256=None, core_metadata=None
     )
-
-
-def environment_properties(
-    torch_version: str,
-    cxx11_abi: bool,
-    cuda: str | None = None,
-    sm: Sequence[str] = (),
-    rocm: str | None = None,
-    gfx: Sequence[str] = (),
-) -> Properties:
-    """What an environment supports, each feature's values best first (what a provider plugin
-    would report): this torch; stable-ABI builds for any torch from 2.0 up to it; CUDA builds of
-    this major and minor <= this one, newest first; the GPU's own archs."""
-    major, minor = (int(x) for x in torch_version.split(".")[:2])
-    props: Properties = {
-        "torch": {
-            "version": [f"{major}.{minor}"],
-            "cxx11_abi": ["true" if cxx11_abi else "false"],
-            "stable_abi_min": [f"{major}.{m}" for m in range(minor, -1, -1)],
-        }
-    }
-    if cuda:
-        cmajor, cminor = (int(x) for x in cuda.split(".")[:2])
-        props["nvidia"] = {
-            "cuda_version_lower_bound": [f"{cmajor}.{m}" for m in range(cminor, -1, -1)],
-            "sm_arch": [
-                s
-                for cap in sm
-                for s in (f"{cap.replace('.', '')}_real", f"{cap.replace('.', '')}_virtual")
-            ],
-        }
-    if rocm:
-        props["amd"] = {"rocm_version": [rocm], "gfx_arch": list(gfx)}
-    return props
-
-
-def select_label(doc: Mapping[str, object], supported: Properties) -> str | None:
-    """The best label for an environment, after the draft's ordering: a variant is compatible
-    when each of its features has a value the environment supports; compatible variants are
-    compared by their sorted (namespace, feature, value) priority keys, and one whose keys run
-    out first loses (more matching properties win); a full tie goes to the label order."""
-    order = list(doc["default-priorities"]["namespace"])  # type: ignore[index]
-    best: tuple[list[tuple[int, int, int]], str] | None = None
-    for label, props in doc["variants"].items():  # type: ignore[attr-defined]
-        keys = _priority_keys(props, supported, order)
-        if keys is not None and (best is None or _better((keys, label), best)):
-            best = (keys, label)
-    return best[1] if best else None
-
-
-def _priority_keys(
-    props: Properties, supported: Properties, order: list[str]
-) -> list[tuple[int, int, int]] | None:
-    """Sorted (namespace, feature, value) ranks of a variant's properties; None: incompatible."""
-    keys = []
-    for ns, features in props.items():
-        have = supported.get(ns, {})
-        for feature, values in features.items():
-            offered = have.get(feature, [])
-            ranks = [offered.index(v) for v in values if v in offered]
-            if not ranks:
-                return None
-            keys.append((order.index(ns), list(have).index(feature), min(ranks)))
-    return sorted(keys)
-
-
-def _better(
-    a: tuple[list[tuple[int, int, int]], str], b: tuple[list[tuple[int, int, int]], str]
-) -> bool:
-    for x, y in zip(a[0], b[0]):
-        if x != y:
-            return x < y
-    if len(a[0]) != len(b[0]):
-        return len(a[0]) > len(b[0])
-    return a[1] < b[1]

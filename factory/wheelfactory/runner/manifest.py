@@ -75,35 +75,30 @@ def read(out: Path) -> dict[str, Entry]:
     is not a wheelfactory manifest is a ConfigError naming the file and the key, never a traceback."""
     path = out / MANIFEST
     shown = str(path)
+
+    def bad(message: str, hint: str = "move it away and rebuild") -> ConfigError:
+        return ConfigError(message, file=shown, hint=hint)
+
     try:
         text = read_input(path).decode("utf-8")
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(
-            f"cannot read it ({reason})", file=shown, hint="move it away and rebuild"
-        ) from None
+        raise bad(f"cannot read it ({reason})") from None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise ConfigError(
-            f"not JSON ({_one_line(str(exc))})", file=shown, hint="move it away and rebuild"
-        ) from None
+        raise bad(f"not JSON ({_one_line(str(exc))})") from None
+    not_ours = "not a wheelfactory manifest: move it away and rebuild"
     if not isinstance(data, dict):
-        raise ConfigError(
-            f"expected a JSON object, got {_kind(data)}",
-            file=shown,
-            hint="not a wheelfactory manifest: move it away and rebuild",
-        )
+        raise bad(f"expected a JSON object, got {_kind(data)}", not_ours)
     # JSON's \ud800 escapes decode to lone surrogates, which no page or log can be written with
     try:
         json.dumps(data, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError(
-            "holds text that is not valid Unicode (a lone surrogate escape)",
-            file=shown,
-            hint="not a wheelfactory manifest: move it away and rebuild",
+        raise bad(
+            "holds text that is not valid Unicode (a lone surrogate escape)", not_ours
         ) from None
     for key in data:
         if key not in ("schema", "variants"):

@@ -243,7 +243,6 @@ def _build_one(
             seconds=seconds,
             key=key,
             log=str(log.relative_to(out)),
-            error=None,
             engine=engine.name,
             image=identity.image,
             torch_version=variant.torch_version,
@@ -373,7 +372,6 @@ def _failed(
         log=log,
         error=str(exc),
         engine=engine.name,
-        image=None,
         torch_version=variant.torch_version,
         toolkit=variant.toolkit,
         tests=found.tests,
@@ -405,7 +403,6 @@ def _cancelled_entry(engine: Engine[S]) -> manifest.Entry:
         log=None,
         error="cancelled",
         engine=engine.name,
-        image=None,
     )
 
 

@@ -28,6 +28,7 @@ from wheelfactory.project.wheel_checks import check_sources
 from wheelfactory.runner.run import Outcome, run_matrix
 from wheelfactory.support.host_env import HostEnvRequest, ensure_host_env
 from wheelfactory.support.outputs import check_output_directory
+from wheelfactory.support.paths import StrPath
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.progress import Listener, Notice, ignore
 
@@ -93,10 +94,10 @@ class PreparedBuild:
 
 
 def prepare_build(
-    matrix: Path,
+    matrix: StrPath,
     *,
-    compat: Path | None = None,
-    out: Path | None = None,
+    compat: StrPath | None = None,
+    out: StrPath | None = None,
     engine: str | None = None,
     python: str | None = None,
     only: Sequence[str] = (),
@@ -111,14 +112,15 @@ def prepare_build(
     that compiles nothing gets the engine that only writes its wheels. ``setup``: first make a
     Docker engine answer where this machine allows (engines/dockerd.py), with what the matrix's
     route needs; reported, never fatal. Raises the errors in wheelfactory.errors."""
-    table = load_table(compat)
-    spec = load_matrix(matrix, table, display=str(matrix))
+    path = Path(matrix)
+    table = load_table(Path(compat) if compat is not None else None)
+    spec = load_matrix(path, table, display=str(path))
     choice = next((e for e in ENGINES if e == engine), spec.build.engine)
     if setup:
         set_up_engine(
             choice, debian_base=bool(spec.build.debian_base), progress=progress, archs=spec.arch
         )
-    out_dir = (out or (matrix.resolve().parent / spec.build.out)).resolve()
+    out_dir = Path(out or (path.resolve().parent / spec.build.out)).resolve()
     # before any engine or image is made
     check_output_directory("-o" if out else "[build] out", out_dir)
     if spec.test is not None:  # now, not per variant: one clear error before anything builds
@@ -128,7 +130,7 @@ def prepare_build(
         LoadContext(
             matrix=spec,
             table=table,
-            matrix_file=str(matrix),
+            matrix_file=str(path),
             run_probe=lambda probe: run_version_probe(host_tools(spec), probe),
         )
     )
@@ -141,7 +143,7 @@ def prepare_build(
         only=tuple(only),
         shard=shard,
         generated_packaging=loaded.facts.generated_packaging,
-        matrix_file=str(matrix),
+        matrix_file=str(path),
         constraints=loaded.constraints,
         jobs=jobs or spec.build.jobs,
         max_memory=max_memory,
@@ -195,40 +197,8 @@ def run_version_probe(tools: Path, probe: VersionProbe) -> str:
     try:
         return run([sys.executable, "-c", probe.program, *probe.args], env={"PYTHONPATH": str(env)})
     except CommandFailed as exc:
-        last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
         raise ConfigError(
-            f"{probe.tool} could not compute the project's version from git: {last}",
+            f"{probe.tool} could not compute the project's version from git: {exc.last_line}",
             key="build-system.requires",
             hint="build from a git checkout (with a version tag), or set the tool's fallback version",
         ) from None
-
-
-def build_matrix(
-    matrix: Path,
-    *,
-    compat: Path | None = None,
-    out: Path | None = None,
-    engine: str | None = None,
-    python: str | None = None,
-    only: Sequence[str] = (),
-    shard: tuple[int, int] | None = None,
-    jobs: int | None = None,
-    max_memory: int | None = None,
-    setup: bool = False,
-    progress: Listener = ignore,
-) -> BuildResult:
-    """prepare_build + run, as `wheelfactory build` does, without its live view (``progress``
-    receives the same events)."""
-    return prepare_build(
-        matrix,
-        compat=compat,
-        out=out,
-        engine=engine,
-        python=python,
-        only=only,
-        shard=shard,
-        jobs=jobs,
-        max_memory=max_memory,
-        setup=setup,
-        progress=progress,
-    ).run(progress)

@@ -25,19 +25,12 @@ from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
-from wheelfactory.errors import ConfigError, WriteFailed
+from wheelfactory.errors import ConfigError, UsageError, WriteFailed
+from wheelfactory.support.inputs import kind_of
 
 TEMP_SUFFIX = ".tmp"
 # of the 255 bytes a file name may have: room for the dot, the random part and the suffix
 _NAME_ROOM = 200
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISLNK, "a symlink"),
-    (stat.S_ISFIFO, "a fifo"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 # fsync of a directory is not offered everywhere; the rename itself has been done.
 _DIR_SYNC_UNSUPPORTED = {
     errno.EINVAL,
@@ -53,6 +46,21 @@ def write_text(path: Path, text: str, *, encoding: str = "utf-8", what: str | No
     """Replace ``path`` with ``text`` (no newline translation). ``what`` names the file in errors,
     e.g. "the bake file"."""
     write_bytes(path, text.encode(encoding), what=what)
+
+
+def make_parent(path: Path, *, what: str) -> None:
+    """Make the directory ``path`` goes in: a file in the way is a UsageError, any other failure
+    WriteFailed (one line each)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise UsageError(
+            f"cannot write {what} {path}: {path.parent} is not a directory (a file is in the way)"
+        ) from None
+    except OSError as exc:
+        raise WriteFailed(
+            f"cannot write {what} {path}: cannot make {path.parent} ({exc.strerror or exc})"
+        ) from None
 
 
 def write_bytes(path: Path, data: bytes, *, what: str | None = None) -> None:
@@ -123,7 +131,7 @@ def check_replaceable(path: Path, *, what: str | None = None) -> int:
         raise _failed(path, what, exc) from None
     if stat.S_ISREG(info.st_mode):
         return stat.S_IMODE(info.st_mode)
-    kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
+    kind = kind_of(info.st_mode)
     raise ConfigError(
         f"cannot write {_label(path, what)}: it exists and is {kind}, not a regular file; "
         "move it away or name another path"

@@ -26,6 +26,7 @@ from filelock import FileLock
 from wheelfactory.errors import EnvironmentProblem
 from wheelfactory.support.linkstore import PARTIAL_SUFFIX, Removed, collect_unused_trees
 from wheelfactory.support.proc import CommandFailed, run
+from wheelfactory.support.timeline import note
 
 COMPLETE = ".complete"
 
@@ -90,10 +91,9 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
             try:
                 run([*command, *request.requirements], log=log)
             except CommandFailed as exc:
-                last = exc.tail.strip().splitlines()[-1] if exc.tail.strip() else str(exc)
                 raise EnvironmentProblem(
                     f"installing {', '.join(request.requirements)} for {request.purpose} with "
-                    f"the host's pip failed: {last}"
+                    f"the host's pip failed: {exc.last_line}"
                 ) from None
             (staged / COMPLETE).write_text(" ".join(request.requirements) + "\n")
             shutil.rmtree(target, ignore_errors=True)
@@ -107,10 +107,7 @@ def ensure_host_env(root: Path, request: HostEnvRequest, *, log: Path | None = N
 def _say_reused(target: Path, request: HostEnvRequest, log: Path | None) -> None:
     """The log of a build that reuses an environment says which, as one that made it shows the install."""
     if log is not None:
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# reusing {target} for {request.purpose}: {shlex.join(request.requirements)}\n"
-            )
+        note(log, f"reusing {target} for {request.purpose}: {shlex.join(request.requirements)}")
 
 
 def _reuse(target: Path) -> bool:

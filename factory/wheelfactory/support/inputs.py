@@ -17,11 +17,17 @@ class NotARegularFile(OSError):
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
+    (stat.S_ISLNK, "a symlink"),
     (stat.S_ISFIFO, "a fifo"),
     (stat.S_ISCHR, "a character device"),
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+def kind_of(mode: int) -> str:
+    """What a file of this ``st_mode`` is that is no regular file: "a directory", "a fifo"..."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def read_input(path: Path, *, cap: int = INPUT_CAP) -> bytes:
@@ -31,8 +37,7 @@ def read_input(path: Path, *, cap: int = INPUT_CAP) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            kind = next((name for test, name in _KINDS if test(info.st_mode)), "not a regular file")
-            raise NotARegularFile(0, f"it is {kind}, not a regular file")
+            raise NotARegularFile(0, f"it is {kind_of(info.st_mode)}, not a regular file")
         if info.st_size > cap:
             raise NotARegularFile(
                 0, f"it is {info.st_size} bytes, over the {cap >> 20} MiB an input may be"

@@ -50,6 +50,11 @@ class CommandFailed(WheelfactoryError):
         where = f" (log: {log})" if log else ""
         super().__init__(f"`{shlex.join(command)}` failed with exit code {returncode}{where}")
 
+    @property
+    def last_line(self) -> str:
+        """The output's last line, where a tool says why it stopped (without output: this)."""
+        return self.tail.strip().splitlines()[-1] if self.tail.strip() else str(self)
+
 
 _ERROR_LINE = re.compile(r"\berror\b|fatal|undefined reference|No such file", re.IGNORECASE)
 

@@ -20,6 +20,12 @@ from pathlib import Path
 MARKER = "wheelfactory-phase"
 
 
+def note(log: Path, text: str) -> None:
+    """``# text``: one line of what the factory says in a build log, beside the tools' output."""
+    with log.open("a", encoding="utf-8") as sink:
+        sink.write(f"# {text}\n")
+
+
 def marker_command(name: str) -> str:
     """A shell line that prints the marker of phase ``name`` with the current instant."""
     return f'echo "{MARKER} {name} $(date +%s.%N)"'

@@ -31,16 +31,16 @@ from wheelfactory.plan.identity import Variant
 from wheelfactory.project.kind_facts import SmokeProgram
 from wheelfactory.project.stage import Stage
 from wheelfactory.support.proc import CommandFailed, run
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 from wheelfactory.verify import byo_smoke, cuda_binary, fatbin
 from wheelfactory.verify.project_suite import TestRun, run_project_tests
-from wheelfactory.verify.repair import check_wheel, is_shared_library
+from wheelfactory.verify.repair import check_wheel
 from wheelfactory.verify.stable_symbols import (
     declared_stable_target,
     shim_versions,
     stable_abi_problems,
 )
-from wheelfactory.verify.wheel_identity import elf_machine_problems
+from wheelfactory.verify.wheel_identity import elf_machine_problems, is_shared_library
 
 # Runs the given Python code in a clean environment where only torch and the wheel are installed,
 # appending the commands and their output to the log; returns the output.
@@ -168,8 +168,7 @@ def _program(name: str, request: dict[str, object]) -> str:
 def warn(log: Path, text: str) -> None:
     """Something the user must see that does not fail the build: a ``# WARNING:`` line in the log
     now (the build's result lists it for the manifest entry's ``warnings``)."""
-    with log.open("a", encoding="utf-8") as sink:
-        sink.write(f"# WARNING: {text}\n")
+    note(log, f"WARNING: {text}")
 
 
 class Said:
@@ -463,8 +462,3 @@ def cuda_problems(
 def libraries(wheel: Path) -> dict[str, bytes]:
     with zipfile.ZipFile(wheel) as archive:
         return {n: archive.read(n) for n in archive.namelist() if is_shared_library(n)}
-
-
-def note(log: Path, text: str) -> None:
-    with log.open("a", encoding="utf-8") as sink:
-        sink.write(f"# {text}\n")

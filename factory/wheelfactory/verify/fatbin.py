@@ -26,8 +26,9 @@ from pathlib import Path
 
 from wheelfactory.errors import WheelfactoryError
 from wheelfactory.plan.identity import GpuSlice, Variant
+from wheelfactory.support.timeline import note
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
-from wheelfactory.verify.repair import is_shared_library
+from wheelfactory.verify.wheel_identity import is_shared_library
 
 MAGIC = 0xBA55ED50
 SECTIONS = (".nv_fatbin", "__nv_relfatbin")
@@ -235,10 +236,10 @@ def ship_gpu_part(variant: Variant, wheel: Path, dest_dir: Path, log: Path) -> P
         return wheel
     split = keep_part_of_wheel(wheel, part, dest_dir)
     what = f"the PTX of compute_{part.digits}" if part.ptx else f"the SASS of sm_{part.digits}"
-    with log.open("a", encoding="utf-8") as sink:
-        sink.write(
-            f"# split: {variant.id} keeps {what} of {variant.split_from} ({';'.join(variant.arch_list)}): "
-            f"{split.removed} bytes of device code out of {', '.join(split.libraries)}; wheel "
-            f"{wheel.stat().st_size} -> {split.wheel.stat().st_size} bytes\n"
-        )
+    note(
+        log,
+        f"split: {variant.id} keeps {what} of {variant.split_from} ({';'.join(variant.arch_list)}): "
+        f"{split.removed} bytes of device code out of {', '.join(split.libraries)}; wheel "
+        f"{wheel.stat().st_size} -> {split.wheel.stat().st_size} bytes",
+    )
     return split.wheel

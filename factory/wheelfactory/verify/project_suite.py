@@ -14,7 +14,7 @@ from wheelfactory.errors import Findings, VariantBuildError
 from wheelfactory.plan.project_tests import ProjectTests
 from wheelfactory.project.stage import Stage
 from wheelfactory.project.wheel_checks import copy_test_sources
-from wheelfactory.support.timeline import Timeline
+from wheelfactory.support.timeline import Timeline, note
 from wheelfactory.verify.diagnose import NO_GPU
 
 # Runs the project's tests ([test]) against the wheel in a clean environment (torch, the wheel and
@@ -42,12 +42,8 @@ def stage_test_sources(stage: Stage, tests: ProjectTests, dest: Path, log: Path)
     """Copy the test sources into ``dest`` (the project's own package left out) and say in the log
     what runs; what an engine does before running ``project_test_shell`` there."""
     hidden = copy_test_sources(stage.checks, tests, dest)
-    with log.open("a", encoding="utf-8") as sink:
-        sink.write(
-            f"# the project's tests ({tests.declared_in} [test]): {tests.command}"
-            + (f"; hidden from them: {', '.join(hidden)}" if hidden else "")
-            + "\n"
-        )
+    shown = f"; hidden from them: {', '.join(hidden)}" if hidden else ""
+    note(log, f"the project's tests ({tests.declared_in} [test]): {tests.command}{shown}")
 
 
 def project_test_shell(tests: ProjectTests, project: str) -> str:

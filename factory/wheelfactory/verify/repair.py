@@ -13,8 +13,9 @@ from packaging.version import Version
 
 from wheelfactory._runtime import BUILD_RECORD_FILE
 from wheelfactory._runtime._errors import RecordError
-from wheelfactory._runtime._record import load_record_json, record_member
+from wheelfactory.plan.torch_releases import manylinux_floor
 from wheelfactory.project.build_system import LEGACY
+from wheelfactory.verify.wheel_identity import is_shared_library, read_build_record
 
 # Libraries torch and the toolkits provide at run time: grafting them would ship hundreds of MB
 # and a second copy of libtorch. auditwheel fnmatches the raw soname, so versioned sonames
@@ -74,8 +75,6 @@ def auditwheel_command(python: str, wheel: Path, dest: Path) -> list[str]:
     return [*command, str(wheel)]
 
 
-# The legacy manylinux names and the glibc they stand for (PEP 600).
-_LEGACY_MANYLINUX = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
 _GLIBC_VERSION = re.compile(r"^GLIBC_(\d+(?:\.\d+)+)$")
 _NAMESPACE = re.compile(r"^_[a-z_][a-z0-9_]*_(cpu|cuda|rocm)_[0-9a-f]{8}$")
 
@@ -99,16 +98,9 @@ def required_glibc(library: bytes) -> Version | None:
 
 def tag_glibc(platform: str) -> Version | None:
     """manylinux_2_28_x86_64 -> 2.28; manylinux2014_x86_64 -> 2.17; None for other platforms."""
-    if m := re.match(r"^manylinux_(\d+)_(\d+)_", platform):
-        return Version(f"{m.group(1)}.{m.group(2)}")
-    legacy = platform.split("_", 1)[0]
-    return Version(_LEGACY_MANYLINUX[legacy]) if legacy in _LEGACY_MANYLINUX else None
-
-
-def is_shared_library(member: str) -> bool:
-    """A wheel member named as a shared library: ``_C.abi3.so``, ``libfoo-1a2b3c.so.1``."""
-    name = member.rsplit("/", 1)[-1]
-    return name.endswith(".so") or ".so." in name
+    parts = platform.split("_")  # the tag less its arch: manylinux_2_28, or a legacy name
+    floor = manylinux_floor("_".join(parts[:3])) or manylinux_floor(parts[0])
+    return Version("{}.{}".format(*floor)) if floor else None
 
 
 def check_wheel(
@@ -136,18 +128,17 @@ def check_wheel(
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
         libraries = {n: archive.read(n) for n in names if is_shared_library(n)}
-        member = record_member(package)
-        raw_record = archive.read(member) if member in names else None
-    problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)
-    if native and raw_record is not None:
         try:
-            problems += _namespace_problems(
-                load_record_json(raw_record, member), libraries, package
-            )
+            record: dict[str, object] | RecordError | None = read_build_record(archive, package)
         except RecordError as exc:
-            problems.append(f"the build record is unusable: {exc}")
-    if native and raw_record is None:
+            record = exc
+    problems += _glibc_problems(wheel.name, tags, libraries, glibc_floor)
+    if native and isinstance(record, RecordError):
+        problems.append(f"the build record is unusable: {record}")
+    elif native and record is None:
         problems.append(f"the build record {BUILD_RECORD_FILE} is missing")
+    elif native and isinstance(record, dict):
+        problems += _namespace_problems(record, libraries, package)
     if native and not any(n.startswith(f"{package}/_C") and n.endswith(".so") for n in names):
         problems.append("the compiled library _C is missing")
     if not any(n.endswith(".so") for n in names):

@@ -31,6 +31,7 @@ from wheelfactory.images.dockerfiles import (
 from wheelfactory.project.kernel_toml import DECLARATION, KernelSpec
 from wheelfactory.support.proc import CommandFailed, run
 from wheelfactory.support.project_copy import copy_project_file, copy_project_tree
+from wheelfactory.support.timeline import note
 
 if TYPE_CHECKING:
     from wheelfactory.images.containers import DockerClient
@@ -200,6 +201,5 @@ def _count_kernels(box: Container, obj: str, target: str, log: Path) -> int:
     names = {
         line.split()[-1] for line in listing.splitlines() if " FUNC " in line and "_kernel" in line
     }
-    with log.open("a", encoding="utf-8") as sink:
-        sink.write(f"# {target}: {len(names)} kernels in the code object\n")
+    note(log, f"{target}: {len(names)} kernels in the code object")
     return len(names)

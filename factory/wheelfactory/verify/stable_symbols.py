@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from wheelfactory.plan.versions import major_minor
 from wheelfactory.support.proc import CommandFailed, TimeoutExpired, run
 
 SHIM_HEADERS = (
@@ -91,7 +92,7 @@ def shim_versions(include: Path) -> dict[str, str | None]:
                 names = _DECLARED.findall(line)
                 if names:
                     versions = [v for v in stack if v]
-                    found.setdefault(names[0], max(versions, key=_release) if versions else None)
+                    found.setdefault(names[0], max(versions, key=major_minor) if versions else None)
                     exported = False
     return found
 
@@ -118,10 +119,6 @@ def declared_stable_target(root: Path) -> str | None:
         for value in _TARGET.findall(text):
             found.add(f"{int(value[2:4], 16)}.{int(value[4:6], 16)}")
     return found.pop() if len(found) == 1 else None
-
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in version.split("."))
 
 
 @dataclass(frozen=True)
@@ -186,7 +183,7 @@ def stable_abi_problems(
         for symbol in imports(data):
             if symbol.name in shims:
                 added = shims[symbol.name]
-                if added is not None and _release(added) > _release(target):
+                if added is not None and major_minor(added) > major_minor(target):
                     too_new.append((member, symbol.name, added))
                 continue
             if symbol.weak or _ALLOWED_NAMES.match(symbol.name):

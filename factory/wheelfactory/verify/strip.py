@@ -24,8 +24,9 @@ from pathlib import Path
 
 from wheelfactory.images.emulation import host_arch
 from wheelfactory.support.proc import run
+from wheelfactory.support.timeline import note
 from wheelfactory.support.wheel_rewrite import rewrite_wheel
-from wheelfactory.verify.repair import is_shared_library
+from wheelfactory.verify.wheel_identity import is_shared_library
 
 DEBUG_DIR = "debug"  # in the build's work directory, then dist/<variant>/debug
 _OBJCOPY_PREFIX = {"x86_64": "x86_64-linux-gnu-", "aarch64": "aarch64-linux-gnu-"}
@@ -89,11 +90,8 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
             needing.append(member)
             return data
         with tempfile.TemporaryDirectory(prefix="wf-strip-") as tmp:
-            library, debug_file, stripped = (
-                Path(tmp) / "lib.so",
-                Path(tmp) / "lib.debug",
-                Path(tmp) / "stripped.so",
-            )
+            library, debug_file = Path(tmp) / "lib.so", Path(tmp) / "lib.debug"
+            stripped = Path(tmp) / "stripped.so"
             library.write_bytes(data)
             run([tool, "--only-keep-debug", str(library), str(debug_file)], log=log)
             # the link names the debug file as gdb finds it by build id; without one, beside the library
@@ -117,11 +115,11 @@ def strip_wheel(wheel: Path, arch: str, dest_dir: Path, debug_dir: Path, log: Pa
             result = stripped.read_bytes()
         saved.append(len(data) - len(result))
         written.append(relative)
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# strip: {member}: {len(data)} -> {len(result)} bytes; its debug info in "
-                f"{DEBUG_DIR}/{relative}\n"
-            )
+        note(
+            log,
+            f"strip: {member}: {len(data)} -> {len(result)} bytes; its debug info in "
+            f"{DEBUG_DIR}/{relative}",
+        )
         return result
 
     out = rewrite_wheel(wheel, dest_dir, contents=contents)
@@ -150,9 +148,9 @@ def ship_stripped(
     if done.missing_tool:
         warn(done.missing_tool)
     if done.saved:
-        with log.open("a", encoding="utf-8") as sink:
-            sink.write(
-                f"# strip: {done.saved} bytes of debug info out of the wheel's libraries; wheel "
-                f"{wheel.stat().st_size} -> {done.wheel.stat().st_size} bytes\n"
-            )
+        note(
+            log,
+            f"strip: {done.saved} bytes of debug info out of the wheel's libraries; wheel "
+            f"{wheel.stat().st_size} -> {done.wheel.stat().st_size} bytes",
+        )
     return done.wheel

@@ -43,7 +43,6 @@ from wheelfactory._runtime._versions import MajorMinor
 from wheelfactory.images.emulation import ELF_MACHINE
 from wheelfactory.plan.identity import VariantId
 from wheelfactory.support.digests import stream_sha256
-from wheelfactory.verify.repair import is_shared_library
 
 RECORD_LIMIT = 64 << 20  # a RECORD lists a few thousand files at most: larger is not a wheel's
 BUILD_RECORD_LIMIT = 1 << 20
@@ -146,6 +145,12 @@ def _name_problems(filename: str, variant: VariantId) -> list[str]:
             f"what python {variant.python} builds carry"
         )
     return problems
+
+
+def is_shared_library(member: str) -> bool:
+    """A wheel member named as a shared library: ``_C.abi3.so``, ``libfoo-1a2b3c.so.1``."""
+    name = member.rsplit("/", 1)[-1]
+    return name.endswith(".so") or ".so." in name
 
 
 def _packages(archive: zipfile.ZipFile) -> list[str]:
