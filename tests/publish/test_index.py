@@ -85,6 +85,23 @@ def test_regenerating_is_idempotent_and_swaps_whole_generations(tmp_path: Path) 
     assert not list((tmp_path / GENERATIONS).glob(".tmp-*"))
 
 
+@pytest.mark.parametrize("lost", ["index.html", "whl/torch-2.13.0+cpu.html", "a wheel"])
+def test_a_generation_with_a_file_gone_is_written_again(tmp_path: Path, lost: str) -> None:
+    """Same digest, but the generation no longer holds one of its files (removed by hand, or a
+    copy of dist/ that left some out): `index` writes a new, complete one instead of keeping it."""
+    make_dist(tmp_path)
+    first, _ = index(tmp_path)
+    if lost == "a wheel":
+        gone = next(first.glob("*/simple/tiny/*.whl"))
+    else:
+        gone = first / lost
+    rel = gone.relative_to(first)
+    gone.unlink()
+    again, changed = index(tmp_path)
+    assert changed and again != first
+    assert (again / rel).is_file()
+
+
 def test_an_indexed_wheel_survives_a_rebuild_until_the_next_index(tmp_path: Path) -> None:
     entries = make_dist(tmp_path)
     index(tmp_path)

@@ -44,10 +44,12 @@ def chromium() -> str:
 @pytest.fixture
 def reported(docker_build: Path, tmp_path: Path) -> Path:
     """A copy of the Docker tier's dist/ (report links are relative to it; the cached one stays
-    untouched) with `wheelfactory report` run on it against the matrix that built it."""
+    untouched) with `wheelfactory report` run on it against the matrix that built it. Not an index
+    another module wrote there (test_distribution_e2e indexes the shared dist): tests here make
+    their own."""
     dist = tmp_path / "dist"
     shutil.copytree(docker_build / "dist", dist, symlinks=True,
-                    ignore=shutil.ignore_patterns(".work", "report.*"))
+                    ignore=shutil.ignore_patterns(".work", "report.*", "index", ".index"))
     matrix = docker_build / "matrix.toml"
     command = [sys.executable, "-m", "wheelfactory", "report", "-m", str(matrix), "-o", str(dist)]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)

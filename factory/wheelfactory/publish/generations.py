@@ -4,7 +4,9 @@ wheels, which then becomes ``dist/index`` by an atomic symlink swap. A reader (p
 ``wheelfactory serve``) sees the old index or the new one, never a mix; a page never links a wheel
 that is not in its own generation (a rebuild that replaces ``dist/<variant>/<wheel>`` leaves the
 indexed inode alone); the previous generation is kept so that a download started from it
-completes. A plan whose digest is the current generation's writes nothing.
+completes. A plan whose digest is the current generation's, and whose every file that generation
+still holds, writes nothing; one with a file gone (removed by hand, or a copy that left some out)
+is written afresh.
 """
 
 from __future__ import annotations
@@ -38,6 +40,14 @@ def _remove_leftover(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def _holds_every_file(generation: Path, plan: IndexPlan) -> bool:
+    """Whether each page, blob and linked file of ``plan`` is a regular file in ``generation``
+    (a digest file says what was written, not what is still there)."""
+    names = [rel for rel, _ in plan.pages] + [rel for rel, _ in plan.blobs]
+    names += [rel for rel, _ in plan.links]
+    return all((generation / rel).is_file() and not (generation / rel).is_symlink() for rel in names)
+
+
 def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
     """Publish ``plan`` as ``dist/index``; returns (generation directory, changed)."""
     link = dist / INDEX_LINK
@@ -51,6 +61,7 @@ def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
         current is not None
         and (current / DIGEST_FILE).is_file()
         and (current / DIGEST_FILE).read_text().strip() == plan.digest
+        and _holds_every_file(current, plan)
     ):
         return current, False
     generations = dist / GENERATIONS
