@@ -45,7 +45,9 @@ def _holds_every_file(generation: Path, plan: IndexPlan) -> bool:
     (a digest file says what was written, not what is still there)."""
     names = [rel for rel, _ in plan.pages] + [rel for rel, _ in plan.blobs]
     names += [rel for rel, _ in plan.links]
-    return all((generation / rel).is_file() and not (generation / rel).is_symlink() for rel in names)
+    return all(
+        (generation / rel).is_file() and not (generation / rel).is_symlink() for rel in names
+    )
 
 
 def write_index(dist: Path, plan: IndexPlan) -> tuple[Path, bool]:
