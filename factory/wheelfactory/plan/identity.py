@@ -172,6 +172,19 @@ class VariantId:
             head = f"torch{major}{minor}-{'cxx11' if self.cxx11_abi else 'cxx98'}"
         return f"{head}-{self.backend.tag}" + (f"-{self.gpu}" if self.gpu else "")
 
+    def axes(self) -> dict[str, object]:
+        """The variant's axes by the names index.json and the build record give them (one home:
+        the listing's writer, its reader and the record check compare these)."""
+        return {
+            "torch": self.torch,
+            "backend": self.backend.kind,
+            "cxx11_abi": self.cxx11_abi,
+            "python": self.python,
+            "arch": self.arch,
+            "stable_abi": self.stable_abi,
+            "gpu": self.gpu,
+        }
+
     def __str__(self) -> str:
         text = f"{self.build_head}-{self.arch}-linux"
         if self.python != "abi3":

@@ -115,15 +115,9 @@ def _listed_wheel(entry: object, at: str, where: str) -> IndexedWheel:
     if entry["requires_python"] is not None and _UNSAFE_NAME.search(entry["requires_python"]):
         raise bad("requires_python", "holds control characters")
     expected = {
-        "torch": variant.torch,
-        "backend": variant.backend.kind,
-        "cxx11_abi": variant.cxx11_abi,
-        "python": variant.python,
-        "arch": variant.arch,
-        "stable_abi": variant.stable_abi,
+        **variant.axes(),
         "index": f"{vid}/simple/",
         "requirements": f"{vid}/requirements.txt",
-        "gpu": variant.gpu,
     }
     for key, value in expected.items():
         if key in _OPTIONAL_KEYS and key not in entry:

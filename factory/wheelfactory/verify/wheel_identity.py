@@ -196,15 +196,7 @@ def record_field_problems(
 ) -> list[str]:
     """The fields a build record holds that name another variant than ``variant`` (a partial
     record is checked for the fields it has)."""
-    expected: dict[str, object] = {
-        "variant": str(variant),
-        "torch": variant.torch,
-        "backend": variant.backend.kind,
-        "cxx11_abi": variant.cxx11_abi,
-        "python": variant.python,
-        "arch": variant.arch,
-        "stable_abi": variant.stable_abi,
-    }
+    expected: dict[str, object] = {"variant": str(variant), **variant.axes()}
     problems = []
     for key, want in expected.items():
         if key in record and record[key] != want:
