@@ -173,8 +173,9 @@ class VariantId:
         return f"{head}-{self.backend.tag}" + (f"-{self.gpu}" if self.gpu else "")
 
     def axes(self) -> dict[str, object]:
-        """The variant's axes by the names index.json and the build record give them (one home:
-        the listing's writer, its reader and the record check compare these)."""
+        """The variant's axes by the names index.json and the build record give them: what
+        index.json's reader and the build record's check compare. The writer (publish/pages.py)
+        spells them in index_json.VARIANT_KEYS' order, which tests/test_one_home.py holds."""
         return {
             "torch": self.torch,
             "backend": self.backend.kind,
